@@ -1,0 +1,93 @@
+# shellcheck shell=bash
+# docker mode: the daemons run in containers (db, ctl, n1..n4) on the host network.
+# A Docker engine is used if one answers; otherwise one is started by hand (no service
+# manager here) with host networking only, and stopped again by `down`.
+
+DOCKER_ROOT=/var/lib/hpclaunch-docker   # the engine's data (image cache) survives `down`
+IMAGE=hpclaunch/slurm-cluster:22.05
+PROJECT=hpclaunch-cluster
+
+compose() {
+  HPCLAUNCH_REPO=$REPO HPCLAUNCH_CLUSTER_IMAGE=$IMAGE HPCLAUNCH_CLUSTER_LOG=$STATE/log \
+    docker-compose -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
+}
+
+docker_install() {
+  apt_install munge slurm-client
+  command -v docker >/dev/null && docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null && return 0
+  apt_install docker.io docker-compose debootstrap
+}
+
+engine_up() {
+  docker info >/dev/null 2>&1 && return 0
+  mkdir -p "$DOCKER_ROOT"
+  log "starting a Docker engine (host networking only, data in $DOCKER_ROOT)"
+  # No bridge, no iptables: containers use the host network (shared/slurm-notes.md).
+  dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+    --data-root "$DOCKER_ROOT/data" --exec-root "$DOCKER_ROOT/exec" \
+    --pidfile "$DOCKER_ROOT/dockerd.pid" </dev/null >"$DOCKER_ROOT/dockerd.log" 2>&1 &
+  touch "$DOCKER_ROOT/.started-by-cluster-sh"
+  wait_for 30 "the Docker engine" docker info
+}
+
+# The base image: the public Debian image if the engine has it, else one built from Debian's
+# packages with debootstrap (no image registry is reachable here).
+base_image() {
+  if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then echo debian:bookworm-slim; return; fi
+  if ! docker image inspect local/bookworm:base >/dev/null 2>&1; then
+    local mirror rootfs
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    [[ -n $mirror ]] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+    [[ -n $mirror ]] || die "no Debian mirror found in /etc/apt to build a base image from"
+    rootfs=$(mktemp -d)
+    log "building local/bookworm:base with debootstrap from $mirror"
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$STATE/log/debootstrap.log" 2>&1 ||
+      die "debootstrap failed: see $STATE/log/debootstrap.log"
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | docker import - local/bookworm:base >/dev/null
+    rm -rf "$rootfs"
+  fi
+  echo local/bookworm:base
+}
+
+build_image() {
+  local sum have
+  sum=$(sha256sum "$HERE/Dockerfile" | cut -c1-16)
+  have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$IMAGE" 2>/dev/null || true)
+  [[ $have == "$sum" ]] && return 0
+  local base
+  base=$(base_image)
+  log "building $IMAGE from $base"
+  DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" --label "hpclaunch.dockerfile=$sum" \
+    -t "$IMAGE" "$HERE" >"$STATE/log/docker-build.log" 2>&1 ||
+    die "docker build failed: see $STATE/log/docker-build.log"
+}
+
+docker_running() {
+  docker info >/dev/null 2>&1 || return 1
+  [[ -n $(docker ps -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null) ]]
+}
+
+docker_up() {
+  touch "$STATE/.mode-docker"
+  engine_up
+  build_image
+  compose up -d >"$STATE/log/compose.log" 2>&1 || { cat "$STATE/log/compose.log" >&2; die "docker-compose up failed"; }
+  wait_for 60 slurmctld scontrol ping ||
+    { compose logs --tail=30 >&2; die "slurmctld did not answer"; }
+}
+
+docker_status() {
+  compose ps
+}
+
+docker_down() {
+  if docker info >/dev/null 2>&1; then
+    compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+  fi
+  if [[ -e $DOCKER_ROOT/.started-by-cluster-sh ]]; then
+    pid_alive "$DOCKER_ROOT/dockerd.pid" && kill "$(<"$DOCKER_ROOT/dockerd.pid")" 2>/dev/null || true
+    wait_for 20 "the Docker engine to stop" bash -c "! docker info" || true
+    rm -f "$DOCKER_ROOT/.started-by-cluster-sh"
+  fi
+}

@@ -1,0 +1,48 @@
+# shellcheck shell=bash
+# native mode: every daemon is a process on this host, tracked by its pid file.
+
+native_install() {
+  apt_install munge slurmctld slurmd slurm-client slurmdbd mariadb-server libslurm-dev
+}
+
+native_running() {
+  pid_alive "$STATE/run/slurmctld.pid" && [[ -e $STATE/.mode-native ]]
+}
+
+native_up() {
+  touch "$STATE/.mode-native"
+  start_mariadb
+  start_slurmdbd
+  register_cluster
+  start_slurmctld
+  local n
+  for n in "${NODES[@]}"; do start_slurmd "$n"; done
+}
+
+native_status() {
+  local f
+  for f in slurmctld slurmdbd slurmd-n1 slurmd-n2 slurmd-n3 slurmd-n4 mysqld/mysqld; do
+    if pid_alive "$STATE/run/$f.pid"; then echo "${f##*/}: running (pid $(<"$STATE/run/$f.pid"))"; else echo "${f##*/}: stopped"; fi
+  done
+}
+
+# stop_pidfile FILE [SECONDS]: TERM, wait, then KILL.
+stop_pidfile() {
+  local f=$1 pid i
+  pid_alive "$f" || return 0
+  pid=$(<"$f")
+  kill "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < ${2:-100}; i++)); do pid_alive "$f" || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+native_down() {
+  [[ -e $STATE/.mode-native ]] || { log "no native cluster state in $STATE"; return 0; }
+  local n
+  for n in "${NODES[@]}"; do stop_pidfile "$STATE/run/slurmd-$n.pid"; done
+  stop_pidfile "$STATE/run/slurmctld.pid"
+  stop_pidfile "$STATE/run/slurmdbd.pid"
+  stop_pidfile "$STATE/run/mysqld/mysqld.pid" 300
+  # Job processes that outlived their slurmd (proctrack/linuxproc cannot always find them).
+  pkill -f 'slurmstepd' 2>/dev/null || true
+}
