@@ -21,6 +21,8 @@ docker_install() {
 engine_up() {
   docker info >/dev/null 2>&1 && return 0
   mkdir -p "$DOCKER_ROOT"
+  # A pid file left by an engine that died (or is a zombie not yet reaped) blocks dockerd.
+  pid_alive "$DOCKER_ROOT/dockerd.pid" || rm -f "$DOCKER_ROOT/dockerd.pid"
   log "starting a Docker engine (host networking only, data in $DOCKER_ROOT)"
   # No bridge, no iptables: containers use the host network (shared/slurm-notes.md).
   dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
@@ -86,8 +88,7 @@ docker_down() {
     compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
   fi
   if [[ -e $DOCKER_ROOT/.started-by-cluster-sh ]]; then
-    pid_alive "$DOCKER_ROOT/dockerd.pid" && kill "$(<"$DOCKER_ROOT/dockerd.pid")" 2>/dev/null || true
-    wait_for 20 "the Docker engine to stop" bash -c "! docker info" || true
-    rm -f "$DOCKER_ROOT/.started-by-cluster-sh"
+    stop_pidfile "$DOCKER_ROOT/dockerd.pid" 200
+    rm -f "$DOCKER_ROOT/dockerd.pid" "$DOCKER_ROOT/.started-by-cluster-sh"
   fi
 }

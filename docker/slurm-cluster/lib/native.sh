@@ -26,16 +26,6 @@ native_status() {
   done
 }
 
-# stop_pidfile FILE [SECONDS]: TERM, wait, then KILL.
-stop_pidfile() {
-  local f=$1 pid i
-  pid_alive "$f" || return 0
-  pid=$(<"$f")
-  kill "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < ${2:-100}; i++)); do pid_alive "$f" || return 0; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-}
-
 native_down() {
   [[ -e $STATE/.mode-native ]] || { log "no native cluster state in $STATE"; return 0; }
   local n
