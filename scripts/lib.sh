@@ -1,0 +1,44 @@
+# shellcheck shell=bash
+# Shared by scripts/demo and scripts/test: the project's venv and the local test cluster.
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=$REPO/.venv
+CLUSTER=$REPO/docker/slurm-cluster/cluster.sh
+# torch is not a dependency of hpclaunch; the example trainer and the training tests use it.
+# Pinned: this version's CPU build is on our machines' disk (a bare "torch" pulls a CUDA build).
+TORCH=torch==2.13.0
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+# The venv at .venv, with hpclaunch installed editable, dev tools and torch (CPU).
+ensure_venv() {
+  if [[ ! -x $VENV/bin/python ]]; then
+    say "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  local stamp=$VENV/.hpclaunch-installed sum
+  sum=$(cat "$REPO/pyproject.toml" | sha256sum | cut -c1-16)
+  if [[ ! -e $stamp || $(<"$stamp") != "$sum" ]]; then
+    say "installing hpclaunch (editable) and dev tools"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[dev,ssh]"
+    echo "$sum" >"$stamp"
+  fi
+  if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
+    say "installing $TORCH (CPU)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "$TORCH"
+  fi
+  export PATH=$VENV/bin:$PATH
+}
+
+# Use a running local cluster (either mode); else start one ($HPCLAUNCH_CLUSTER_MODE, default docker).
+ensure_cluster() {
+  local mode
+  for mode in docker native; do
+    if "$CLUSTER" --mode "$mode" status >/dev/null 2>&1; then
+      say "using the running $mode cluster"
+      return 0
+    fi
+  done
+  mode=${HPCLAUNCH_CLUSTER_MODE:-docker}
+  say "starting the $mode test cluster"
+  "$CLUSTER" --mode "$mode" up
+}
