@@ -1,0 +1,100 @@
+"""hpclaunch: from a job spec to a validated, submitted and watched Slurm job.
+
+The public API, imported lazily (``import hpclaunch`` loads nothing heavy)::
+
+    from hpclaunch import load_spec, load_site, build_plan, new_submission_id
+    from hpclaunch import LocalRunner, create_backend, wait_for
+
+    spec = load_spec("job.yaml")
+    site = load_site("local")
+    plan = build_plan(spec, site, submission_id=new_submission_id(), home="/home/me")
+    backend = create_backend("cli", LocalRunner(), site)
+    job = backend.dryrun(plan)  # the script and sbatch argv, nothing submitted yet
+    ref = backend.submit(job)
+    final = wait_for(backend, [ref])[ref]
+
+``render`` itself is ``hpclaunch.render.render``: it is not re-exported here because the
+submodule of the same name would shadow it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# Public name → the module that defines it.
+_EXPORTS = {
+    "Backend": "hpclaunch.backends.base",
+    "JobRef": "hpclaunch.backends.base",
+    "available_backends": "hpclaunch.backends",
+    "create_backend": "hpclaunch.backends",
+    "SiteConfig": "hpclaunch.config.site",
+    "load_site": "hpclaunch.config.site",
+    "CheckpointPolicy": "hpclaunch.spec",
+    "JobSpec": "hpclaunch.spec",
+    "Resources": "hpclaunch.spec",
+    "load_spec": "hpclaunch.spec",
+    "SubmissionPlan": "hpclaunch.plan",
+    "build_plan": "hpclaunch.plan",
+    "new_submission_id": "hpclaunch.plan",
+    "RenderedJob": "hpclaunch.render",
+    "JobInfo": "hpclaunch.observe",
+    "JobState": "hpclaunch.observe",
+    "wait_for": "hpclaunch.observe",
+    "CommandResult": "hpclaunch.transport.base",
+    "Runner": "hpclaunch.transport.base",
+    "LocalRunner": "hpclaunch.transport.local",
+    "HpclaunchError": "hpclaunch.errors",
+}
+
+__all__ = [
+    "Backend",
+    "CheckpointPolicy",
+    "CommandResult",
+    "HpclaunchError",
+    "JobInfo",
+    "JobRef",
+    "JobSpec",
+    "JobState",
+    "LocalRunner",
+    "RenderedJob",
+    "Resources",
+    "Runner",
+    "SiteConfig",
+    "SubmissionPlan",
+    "__version__",
+    "available_backends",
+    "build_plan",
+    "create_backend",
+    "load_site",
+    "load_spec",
+    "new_submission_id",
+    "wait_for",
+]
+
+if TYPE_CHECKING:
+    from hpclaunch.backends import available_backends, create_backend
+    from hpclaunch.backends.base import Backend, JobRef
+    from hpclaunch.config.site import SiteConfig, load_site
+    from hpclaunch.errors import HpclaunchError
+    from hpclaunch.observe import JobInfo, JobState, wait_for
+    from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
+    from hpclaunch.render import RenderedJob
+    from hpclaunch.spec import CheckpointPolicy, JobSpec, Resources, load_spec
+    from hpclaunch.transport.base import CommandResult, Runner
+    from hpclaunch.transport.local import LocalRunner
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hpclaunch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

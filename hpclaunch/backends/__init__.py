@@ -1,0 +1,77 @@
+"""Backends by name. A backend's module is imported only when it is used.
+
+>>> from hpclaunch.backends import create_backend
+>>> backend = create_backend("cli", runner, site)  # doctest: +SKIP
+
+A backend that needs an optional dependency names its extra, so a missing one gives an
+install hint instead of an ``ImportError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, NamedTuple
+
+from hpclaunch.errors import BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import Backend
+    from hpclaunch.config.site import SiteConfig
+    from hpclaunch.transport.base import Runner
+
+__all__ = ["available_backends", "create_backend", "get_backend_class", "register_backend"]
+
+
+class _Entry(NamedTuple):
+    target: str | type[Backend]  # "module:Class", or the class itself
+    extra: str | None  # the pip extra that provides its dependencies
+
+
+_REGISTRY: dict[str, _Entry] = {
+    "cli": _Entry("hpclaunch.backends.cli:CliBackend", None),
+}
+
+
+def available_backends() -> list[str]:
+    """Names of the registered backends."""
+    return sorted(_REGISTRY)
+
+
+def register_backend(name: str, target: str | type[Backend], *, extra: str | None = None) -> None:
+    """Register a backend under ``name`` (a ``"module:Class"`` string or the class)."""
+    _REGISTRY[name] = _Entry(target, extra)
+
+
+def get_backend_class(name: str) -> type[Backend]:
+    """Import and return the backend class registered as ``name``.
+
+    Raises:
+        ConfigError: No backend has that name (the message lists the known ones).
+        BackendUnavailable: Its optional dependency is missing (the hint names the extra).
+    """
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ConfigError(
+            f"unknown backend {name!r}",
+            hint=f"known backends: {', '.join(available_backends())}",
+        )
+    if not isinstance(entry.target, str):
+        return entry.target
+    module_name, _, class_name = entry.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if exc.name and exc.name.split(".")[0] == "hpclaunch":
+            raise
+        extra = f"pip install 'hpclaunch[{entry.extra}]'" if entry.extra else "reinstall hpclaunch"
+        raise BackendUnavailable(
+            f"backend {name!r} needs the Python package {exc.name!r}, which is not installed",
+            hint=extra,
+        ) from exc
+    cls: type[Backend] = getattr(module, class_name)
+    return cls
+
+
+def create_backend(name: str, runner: Runner, site: SiteConfig) -> Backend:
+    """Create the backend registered as ``name`` (see :func:`get_backend_class`)."""
+    return get_backend_class(name)(runner, site)

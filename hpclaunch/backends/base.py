@@ -1,0 +1,74 @@
+"""The backend interface: submit a rendered job, ask about jobs, cancel one."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from hpclaunch.config.site import SiteConfig
+    from hpclaunch.observe import JobInfo
+    from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.render import RenderedJob
+    from hpclaunch.transport.base import Runner
+
+__all__ = ["Backend", "JobRef"]
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A submitted job: Slurm's job id, and the cluster when sbatch named one.
+
+    Attributes:
+        job_id: As Slurm prints it (``1234``; ``1234_5`` for an array task).
+        cluster: The cluster from ``sbatch --parsable``'s ``jobid;cluster`` answer, if any.
+    """
+
+    job_id: str
+    cluster: str | None = None
+
+    def __str__(self) -> str:
+        return self.job_id if self.cluster is None else f"{self.job_id};{self.cluster}"
+
+
+class Backend(abc.ABC):
+    """Talks to Slurm for hpclaunch.
+
+    Args:
+        runner: Where Slurm's commands run.
+        site: The site config (limits, poll interval).
+    """
+
+    #: The registry name (``hpclaunch --backend NAME``).
+    name: ClassVar[str]
+
+    def __init__(self, runner: Runner, site: SiteConfig) -> None:
+        self.runner = runner
+        self.site = site
+
+    def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
+        """Render ``plan`` without submitting anything (``submit --dry-run``)."""
+        from hpclaunch.render import render
+
+        return render(plan)
+
+    @abc.abstractmethod
+    def submit(self, job: RenderedJob) -> JobRef:
+        """Submit ``job`` once.
+
+        Raises:
+            SubmissionError: Slurm refused it (the message carries Slurm's answer).
+        """
+
+    @abc.abstractmethod
+    def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
+        """Return the state of every job in ``refs``, asking Slurm once for all of them.
+
+        Every ref is in the result; a job Slurm does not know is ``JobState.UNKNOWN``.
+        """
+
+    @abc.abstractmethod
+    def cancel(self, ref: JobRef) -> None:
+        """Cancel ``ref``. Safe to repeat: a job already finished or gone is not an error."""

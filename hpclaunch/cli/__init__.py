@@ -1,0 +1,92 @@
+"""The ``hpclaunch`` command: a thin click layer over the library.
+
+Each command lives in its own module, imported only when that command runs, so that
+``hpclaunch --help`` stays fast (no jinja2, rich, pydantic or backends). Exit codes: 0 ok;
+1 an hpclaunch error (or a job that did not complete, for ``submit --wait``); 2 a usage or
+configuration error. ``Error:`` and ``Hint:`` lines go to stderr; anything else that escapes
+is a bug and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from hpclaunch.errors import ConfigError, HpclaunchError
+
+__all__ = ["cli", "main"]
+
+#: Command name → "module:attribute"; modules are imported on first use.
+COMMANDS = {
+    "render": "hpclaunch.cli.render:render_command",
+    "status": "hpclaunch.cli.status:status_command",
+    "submit": "hpclaunch.cli.submit:submit_command",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported when used, and which turns
+    :class:`~hpclaunch.errors.HpclaunchError` into ``Error:``/``Hint:`` and an exit code."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attr = self.lazy[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HpclaunchError as exc:
+            report_error(exc)
+            ctx.exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+def report_error(exc: HpclaunchError) -> None:
+    """Print ``Error: ...`` and ``Hint: ...`` to stderr."""
+    click.echo(f"Error: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"Hint: {exc.hint}", err=True)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--site",
+    metavar="NAME|PATH",
+    help="Site config: a name from site-configs/ or a YAML path [env: HPCLAUNCH_SITE; "
+    "default: local].",
+)
+@click.option(
+    "--backend",
+    metavar="NAME",
+    help="How to talk to Slurm [env: HPCLAUNCH_BACKEND; default: cli].",
+)
+@click.version_option(package_name="hpclaunch", prog_name="hpclaunch")
+@click.pass_context
+def cli(ctx: click.Context, site: str | None, backend: str | None) -> None:
+    """Submit and follow ML jobs on Slurm from a job spec (YAML).
+
+    Settings come from, lowest first: built-in defaults, the site's defaults, the user
+    config (~/.config/hpclaunch/config.yaml), HPCLAUNCH_* variables, and these flags.
+    """
+    from hpclaunch.cli._app import App
+
+    ctx.obj = App(cli_values={"site": site, "backend": backend})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``hpclaunch`` console script."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="hpclaunch")

@@ -1,0 +1,87 @@
+"""``hpclaunch submit SPEC``: submit a spec (or show what would be submitted)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.render import RenderedJob
+
+
+@click.command("submit")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Print the sbatch argv and script; submit nothing.")
+@click.option("--wait", is_flag=True, help="Follow the job to its end; exit 0 only if COMPLETED.")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up waiting after this long.")
+@click.pass_obj
+def submit_command(app: App, spec: str, dry_run: bool, wait: bool, timeout: float | None) -> None:
+    """Submit SPEC to Slurm and print the job id.
+
+    State changes (with --wait) and the log location go to stderr, so that
+    JOB=$(hpclaunch submit SPEC) captures only the id.
+    """
+    from hpclaunch.cli._jobs import plan_spec
+
+    plan = plan_spec(app, spec)
+    job = app.backend.dryrun(plan)
+    if dry_run:
+        _print_dry_run(job)
+        return
+    ref = app.backend.submit(job)
+    _remember(app, plan, ref)
+    click.echo(ref.job_id)
+    click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
+    if wait:
+        _follow(app, ref, timeout)
+
+
+def _print_dry_run(job: RenderedJob) -> None:
+    import shlex
+
+    from hpclaunch.plan import describe
+
+    click.echo(f"# sbatch argv: {shlex.join(job.sbatch_argv)}")
+    click.echo("# plan:")
+    click.echo("\n".join(f"#   {line}" for line in describe(job.plan).splitlines()))
+    click.echo(f"# script ({job.script_path}):")
+    click.echo(job.script, nl=False)
+
+
+def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
+    from datetime import datetime, timezone
+
+    from hpclaunch.history import SubmissionRecord, record_submission
+
+    record = SubmissionRecord(
+        job_id=ref.job_id,
+        cluster=ref.cluster,
+        name=plan.job_name,
+        submission_id=plan.submission_id,
+        job_dir=plan.job_dir,
+        site=app.site.name,
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    try:
+        record_submission(record)
+    except OSError as exc:  # the job is submitted: failing now would invite a resubmit
+        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
+
+
+def _follow(app: App, ref: JobRef, timeout: float | None) -> None:
+    from hpclaunch.observe import JobInfo, wait_for
+
+    def show(info: JobInfo) -> None:
+        reason = f" ({info.reason})" if info.reason else ""
+        click.echo(f"{info.ref.job_id}: {info.state}{reason}", err=True)
+
+    final = wait_for(app.backend, [ref], timeout=timeout, on_change=show)[ref]
+    if not final.state.is_success:
+        code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
+        click.echo(f"job {ref.job_id} ended {final.state}{code}", err=True)
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,147 @@
+"""Where hpclaunch's own settings come from, and in which order.
+
+Lowest to highest precedence::
+
+    built-in defaults < site YAML ``defaults:`` < user YAML < $HPCLAUNCH_* < CLI flags typed
+
+* the site is chosen by ``--site`` / ``$HPCLAUNCH_SITE`` / the user YAML's ``site:`` (a site
+  cannot choose itself); its ``defaults:`` section then suggests the other settings;
+* the user YAML is ``$XDG_CONFIG_HOME/hpclaunch/config.yaml`` (``~/.config/...`` when
+  ``XDG_CONFIG_HOME`` is unset);
+* environment variables are ``HPCLAUNCH_SITE``, ``HPCLAUNCH_BACKEND``, ``HPCLAUNCH_REMOTE``;
+* only CLI flags the user actually typed count (not click defaults).
+
+Every value remembers where it came from (:class:`Sourced`), for ``config show --sources``.
+This module is pure apart from reading the user file; it does not import pydantic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from hpclaunch.errors import ConfigError
+
+__all__ = [
+    "DEFAULTS",
+    "ENV_PREFIX",
+    "SETTING_NAMES",
+    "Settings",
+    "Source",
+    "Sourced",
+    "load_user_config",
+    "resolve_settings",
+    "user_config_path",
+]
+
+Source = Literal["default", "site", "user", "env", "cli"]
+SETTING_NAMES = ("site", "backend", "remote")
+ENV_PREFIX = "HPCLAUNCH_"
+DEFAULTS: Mapping[str, str | None] = {"site": "local", "backend": "cli", "remote": None}
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A setting's value and the layer it came from (``source`` names the file for YAML)."""
+
+    value: str | None
+    source: Source
+    origin: str = ""
+
+    def describe(self) -> str:
+        """E.g. ``'cli' (from env HPCLAUNCH_BACKEND)``."""
+        where = f" {self.origin}" if self.origin else ""
+        return f"{self.value!r} (from {self.source}{where})"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved settings.
+
+    Attributes:
+        site: Site name or path to a site YAML.
+        backend: Backend name (see :func:`hpclaunch.backends.available_backends`).
+        remote: ``user@host`` to reach the cluster through (not used yet: SSH comes later).
+    """
+
+    site: Sourced
+    backend: Sourced
+    remote: Sourced
+
+    def items(self) -> list[tuple[str, Sourced]]:
+        """(name, Sourced) for every setting, in a stable order."""
+        return [(name, getattr(self, name)) for name in SETTING_NAMES]
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/hpclaunch/config.yaml``, or ``~/.config/hpclaunch/config.yaml``."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "hpclaunch" / "config.yaml"
+
+
+def load_user_config(path: Path) -> dict[str, str]:
+    """Read the user YAML (missing file: no settings). Unknown keys are a ConfigError."""
+    if not path.is_file():
+        return {}
+    from hpclaunch._validation import read_yaml_mapping
+
+    data = read_yaml_mapping(path, ConfigError, "user config")
+    unknown = sorted(set(data) - set(SETTING_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"valid keys: {', '.join(SETTING_NAMES)}",
+            hint="rename or remove them",
+        )
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: {key}: expected a string, got {value!r}")
+        out[key] = value
+    return out
+
+
+def resolve_settings(
+    *,
+    cli: Mapping[str, str | None],
+    env: Mapping[str, str],
+    user: Mapping[str, str],
+    user_origin: str = "",
+    site_defaults: Callable[[str], Mapping[str, str | None]] | None = None,
+) -> Settings:
+    """Merge the layers into :class:`Settings`.
+
+    Args:
+        cli: Values of flags the user typed (``None``: not typed).
+        env: The environment (only ``HPCLAUNCH_*`` names are read).
+        user: The user YAML's values (see :func:`load_user_config`).
+        user_origin: The user YAML's path, for :meth:`Sourced.describe`.
+        site_defaults: Given the chosen site, return its suggested settings; called once.
+    """
+    layers: list[tuple[Source, str, Mapping[str, str | None]]] = [
+        ("default", "", DEFAULTS),
+        ("user", user_origin, user),
+        ("env", "", {n: env.get(ENV_PREFIX + n.upper()) for n in SETTING_NAMES}),
+        ("cli", "", cli),
+    ]
+    site = _pick("site", layers)
+    if site_defaults is not None and site.value is not None:
+        suggested = {k: v for k, v in site_defaults(site.value).items() if k != "site"}
+        layers.insert(1, ("site", site.value, suggested))
+    return Settings(site=site, backend=_pick("backend", layers), remote=_pick("remote", layers))
+
+
+def _pick(name: str, layers: list[tuple[Source, str, Mapping[str, str | None]]]) -> Sourced:
+    chosen = Sourced(None, "default")
+    for source, origin, values in layers:
+        value = values.get(name)
+        if value is not None and value != "":
+            where = f"{ENV_PREFIX}{name.upper()}" if source == "env" else origin
+            chosen = Sourced(value, source, where)
+    return chosen

@@ -1,0 +1,209 @@
+"""Every error hpclaunch raises, in one tree.
+
+::
+
+    HpclaunchError            every error says what failed, where, and a .hint with the fix
+    ├─ ConfigError            a spec, site or settings file (or value) is wrong      (CLI exit 2)
+    │  ├─ SpecError           the job spec file: the file, the field path, what is wrong
+    │  └─ PlanError           the spec is valid but cannot run on this site
+    ├─ RenderError            the template and the missing variable / unsafe value
+    ├─ TransportError         running a command or moving a file failed
+    │  ├─ ConnectError        the cluster (or a program on it) cannot be reached
+    │  │  └─ ProgramNotFound  e.g. ``sbatch`` is not on PATH
+    │  ├─ CommandFailed       non-zero exit; ``.result`` holds argv, exit code, output
+    │  └─ CommandTimeout      no answer within the timeout
+    ├─ BackendError           Slurm itself said no
+    │  ├─ SubmissionError     sbatch refused the job; ``.result`` holds its answer
+    │  ├─ BackendUnavailable  the backend cannot be used (controller down, missing extra)
+    │  ├─ JobNotFound         no such job
+    │  └─ WatchTimeout        jobs did not reach the wanted state in time
+    └─ SupervisorError        inside the job (the sidecar)
+       ├─ LaunchFailed
+       └─ CheckpointTimeout
+
+Third-party errors (pydantic, yaml, jinja2, subprocess) are translated where they enter
+our code, with ``raise ... from exc``. The CLI maps ``ConfigError`` to exit code 2 and any
+other ``HpclaunchError`` to exit code 1; anything else is a bug and shows a traceback.
+
+This module imports nothing heavy: the CLI imports it before deciding what else to load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpclaunch.transport.base import CommandResult
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailable",
+    "CheckpointTimeout",
+    "CommandFailed",
+    "CommandTimeout",
+    "ConfigError",
+    "ConnectError",
+    "HpclaunchError",
+    "JobNotFound",
+    "LaunchFailed",
+    "PlanError",
+    "ProgramNotFound",
+    "RenderError",
+    "SpecError",
+    "SubmissionError",
+    "SupervisorError",
+    "TransportError",
+    "WatchTimeout",
+    "describe_result",
+]
+
+#: How many trailing lines of stderr/stdout an error message quotes.
+TAIL_LINES = 10
+
+
+class HpclaunchError(Exception):
+    """Base of every hpclaunch error.
+
+    Args:
+        message: What failed and where, in one or a few lines.
+        hint: What the user can do about it (shown as ``Hint: ...`` by the CLI).
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(HpclaunchError):
+    """A spec, site config or settings value is wrong (the user can fix it in a file)."""
+
+
+class SpecError(ConfigError):
+    """The job spec is invalid: names the file, the field path and what is wrong."""
+
+
+class PlanError(ConfigError):
+    """The spec is valid but cannot run on the chosen site (no partition fits, ...)."""
+
+
+class RenderError(HpclaunchError):
+    """The sbatch template could not be rendered (missing variable, unsafe value)."""
+
+
+class TransportError(HpclaunchError):
+    """Running a command or moving a file to the cluster failed."""
+
+
+class ConnectError(TransportError):
+    """The cluster, or a program on it, cannot be reached."""
+
+
+class ProgramNotFound(ConnectError):
+    """The program to run (e.g. ``sbatch``) does not exist where the runner looks."""
+
+    def __init__(self, program: str, *, where: str = "on PATH") -> None:
+        super().__init__(
+            f"program {program!r} not found {where}",
+            hint=(
+                "is Slurm installed here? Point hpclaunch at a cluster with --remote or a "
+                "site config (--site), or start the local test cluster with "
+                "docker/slurm-cluster/cluster.sh up"
+            ),
+        )
+        self.program = program
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    kept = text.rstrip("\n").splitlines()[-lines:]
+    return "\n".join("    " + line for line in kept)
+
+
+def describe_result(result: CommandResult) -> str:
+    """Return a few lines naming a command, its exit code and the end of its output."""
+    parts = [f"command: {_join(result.argv)}", f"exit code: {result.returncode}"]
+    if result.stderr.strip():
+        parts.append(f"stderr (last lines):\n{_tail(result.stderr)}")
+    if result.stdout.strip():
+        parts.append(f"stdout (last lines):\n{_tail(result.stdout)}")
+    return "\n".join(parts)
+
+
+def _join(argv: Sequence[str]) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
+class CommandFailed(TransportError):
+    """A command exited non-zero where success was required.
+
+    Attributes:
+        result: The full :class:`~hpclaunch.transport.base.CommandResult`.
+    """
+
+    def __init__(self, result: CommandResult, *, hint: str | None = None) -> None:
+        super().__init__(f"command failed\n{describe_result(result)}", hint=hint)
+        self.result = result
+
+
+class CommandTimeout(TransportError):
+    """A command did not finish within its timeout (it has been killed)."""
+
+    def __init__(
+        self, argv: Sequence[str], timeout: float, *, stdout: str = "", stderr: str = ""
+    ) -> None:
+        msg = f"command timed out after {timeout:g} s: {_join(argv)}"
+        if stderr.strip():
+            msg += f"\nstderr (last lines):\n{_tail(stderr)}"
+        super().__init__(msg, hint="is the Slurm controller overloaded or unreachable?")
+        self.argv = tuple(argv)
+        self.timeout = timeout
+
+
+class BackendError(HpclaunchError):
+    """The scheduler refused or failed an operation."""
+
+
+class SubmissionError(BackendError):
+    """sbatch refused the job.
+
+    Attributes:
+        result: sbatch's answer, or ``None`` when it never ran.
+    """
+
+    def __init__(
+        self, message: str, *, result: CommandResult | None = None, hint: str | None = None
+    ) -> None:
+        if result is not None:
+            message = f"{message}\n{describe_result(result)}"
+        super().__init__(message, hint=hint)
+        self.result = result
+
+
+class BackendUnavailable(BackendError):
+    """The backend cannot be used: the controller does not answer, or an extra is missing."""
+
+
+class JobNotFound(BackendError):
+    """The scheduler does not know the job."""
+
+
+class WatchTimeout(BackendError):
+    """Jobs did not reach the wanted state before the deadline."""
+
+
+class SupervisorError(HpclaunchError):
+    """Something failed inside the job, in the sidecar."""
+
+
+class LaunchFailed(SupervisorError):
+    """The launcher (srun, torchrun, ...) could not start the training processes."""
+
+
+class CheckpointTimeout(SupervisorError):
+    """The trainer did not commit a checkpoint before the deadline."""

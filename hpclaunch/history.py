@@ -1,0 +1,61 @@
+"""A small local record of what this user submitted, so ``hpclaunch status`` can list it.
+
+One JSON object per line in ``$XDG_STATE_HOME/hpclaunch/submissions.jsonl``
+(``~/.local/state/hpclaunch/submissions.jsonl`` when ``XDG_STATE_HOME`` is unset); the file
+is private (0600). It is only a list of recent jobs: Slurm stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = ["SubmissionRecord", "history_path", "recent_submissions", "record_submission"]
+
+
+@dataclass(frozen=True)
+class SubmissionRecord:
+    """One submitted job."""
+
+    job_id: str
+    cluster: str | None
+    name: str
+    submission_id: str
+    job_dir: str
+    site: str
+    submitted_at: str  # ISO 8601, UTC
+
+
+def history_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where the record lives (see the module docstring)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "hpclaunch" / "submissions.jsonl"
+
+
+def record_submission(record: SubmissionRecord, path: Path | None = None) -> None:
+    """Append ``record`` to the history file (created private if missing)."""
+    path = path or history_path()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(asdict(record), sort_keys=True) + "\n")
+
+
+def recent_submissions(limit: int = 20, path: Path | None = None) -> list[SubmissionRecord]:
+    """The last ``limit`` records, oldest first; damaged lines are skipped."""
+    path = path or history_path()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    records: list[SubmissionRecord] = []
+    for line in lines:
+        try:
+            records.append(SubmissionRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return records[-limit:] if limit > 0 else []

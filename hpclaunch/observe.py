@@ -1,0 +1,231 @@
+"""Job states and polite polling.
+
+:class:`JobState` is Slurm's job state table (squeue(1) "JOB STATE CODES", Slurm 22.05).
+A job is *finished* only in a final state: PREEMPTED, REQUEUED and REQUEUE_HOLD are not
+final, because a preempted job is requeued and runs again under the same id (submitit's
+``InfoWatcher.is_done`` treats them so too). UNKNOWN (no answer about the job) is not final
+either: waiting on it ends with the caller's timeout, not with a guess.
+
+:func:`wait_for` polls all jobs with one status call per round, never more often than the
+site's ``poll_min_interval``: admins forbid RPC storms against slurmctld.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from hpclaunch.errors import WatchTimeout
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import Backend, JobRef
+
+__all__ = ["FINISHED_STATES", "JobInfo", "JobState", "parse_state", "wait_for"]
+
+
+class JobState(str, enum.Enum):
+    """A Slurm job state (long names, as ``squeue %T`` and ``sacct -o State`` print them)."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    SUSPENDED = "SUSPENDED"
+    STOPPED = "STOPPED"
+    RESIZING = "RESIZING"
+    SIGNALING = "SIGNALING"
+    STAGE_OUT = "STAGE_OUT"
+    REQUEUED = "REQUEUED"
+    REQUEUE_HOLD = "REQUEUE_HOLD"
+    REQUEUE_FED = "REQUEUE_FED"
+    RESV_DEL_HOLD = "RESV_DEL_HOLD"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    PREEMPTED = "PREEMPTED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REVOKED = "REVOKED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the job will not run again (see the module docstring)."""
+        return self in FINISHED_STATES
+
+    @property
+    def is_success(self) -> bool:
+        """Whether the job finished successfully."""
+        return self is JobState.COMPLETED
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Final states. Not here on purpose: PREEMPTED, REQUEUED, REQUEUE_HOLD, REQUEUE_FED,
+#: SPECIAL_EXIT and RESV_DEL_HOLD (held or requeued: the job can run again), SUSPENDED and
+#: STOPPED (paused), and UNKNOWN.
+FINISHED_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.OUT_OF_MEMORY,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+        JobState.REVOKED,
+    }
+)
+
+# Short codes (squeue %t) and aliases, for completeness.
+_ALIASES = {
+    "PD": JobState.PENDING,
+    "CF": JobState.CONFIGURING,
+    "R": JobState.RUNNING,
+    "CG": JobState.COMPLETING,
+    "S": JobState.SUSPENDED,
+    "ST": JobState.STOPPED,
+    "RS": JobState.RESIZING,
+    "SI": JobState.SIGNALING,
+    "SO": JobState.STAGE_OUT,
+    "RQ": JobState.REQUEUED,
+    "RH": JobState.REQUEUE_HOLD,
+    "RF": JobState.REQUEUE_FED,
+    "RD": JobState.RESV_DEL_HOLD,
+    "SE": JobState.SPECIAL_EXIT,
+    "PR": JobState.PREEMPTED,
+    "CD": JobState.COMPLETED,
+    "F": JobState.FAILED,
+    "CA": JobState.CANCELLED,
+    "TO": JobState.TIMEOUT,
+    "NF": JobState.NODE_FAIL,
+    "OOM": JobState.OUT_OF_MEMORY,
+    "BF": JobState.BOOT_FAIL,
+    "DL": JobState.DEADLINE,
+    "RV": JobState.REVOKED,
+}
+
+
+def parse_state(text: str) -> JobState:
+    """Parse a state as squeue or sacct print it.
+
+    sacct adds detail (``CANCELLED by 1000``) and may mark truncation with ``+``
+    (``CANCELLED+``); both are dropped. Anything unrecognised is ``UNKNOWN``.
+    """
+    words = text.strip().split()
+    if not words:
+        return JobState.UNKNOWN
+    word = words[0].rstrip("+").upper()
+    try:
+        return JobState(word)
+    except ValueError:
+        return _ALIASES.get(word, JobState.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What the scheduler says about one job.
+
+    Attributes:
+        ref: The job.
+        state: Its state (UNKNOWN when neither squeue nor sacct knows it).
+        name: The job name.
+        reason: Why it waits or ended (squeue/sacct ``Reason``), if any.
+        nodes: The node list, e.g. ``n[1-2]``.
+        exit_code: The batch script's exit code once finished (from sacct).
+        exit_signal: The signal that killed it, if any (from sacct).
+        elapsed: Run time as Slurm prints it (``1:02``, ``00:01:02``).
+        source: Who answered: ``squeue``, ``sacct`` or ``none``.
+    """
+
+    ref: JobRef
+    state: JobState
+    name: str | None = None
+    reason: str | None = None
+    nodes: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    elapsed: str | None = None
+    source: Literal["squeue", "sacct", "none"] = "none"
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (for ``status --json``)."""
+        return {
+            "job_id": self.ref.job_id,
+            "cluster": self.ref.cluster,
+            "name": self.name,
+            "state": self.state.value,
+            "finished": self.state.is_finished,
+            "reason": self.reason,
+            "nodes": self.nodes,
+            "exit_code": self.exit_code,
+            "exit_signal": self.exit_signal,
+            "elapsed": self.elapsed,
+            "source": self.source,
+        }
+
+
+def wait_for(
+    backend: Backend,
+    refs: Sequence[JobRef],
+    *,
+    until: Callable[[JobInfo], bool] | None = None,
+    timeout: float | None = None,
+    interval: float | None = None,
+    on_change: Callable[[JobInfo], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[JobRef, JobInfo]:
+    """Poll ``refs`` until ``until`` holds for every one of them.
+
+    Each round is **one** ``backend.status(refs)`` call for all jobs; rounds are at least
+    ``backend.site.poll_min_interval`` seconds apart, whatever ``interval`` asks.
+
+    Args:
+        backend: Where to ask.
+        refs: The jobs to follow.
+        until: When a job is done waiting; default: its state is finished.
+        timeout: Give up after this many seconds (``None``: never).
+        interval: Seconds between rounds (raised to the site's minimum).
+        on_change: Called with a job's info whenever its state or reason changes (and on
+            the first round).
+        clock, sleep: Injected for tests.
+
+    Returns:
+        The last info of every job.
+
+    Raises:
+        WatchTimeout: ``timeout`` passed first; the message lists the jobs still waiting.
+    """
+    done = until or (lambda info: info.state.is_finished)
+    floor = backend.site.poll_min_interval
+    pause = max(interval if interval is not None else floor, floor)
+    deadline = None if timeout is None else clock() + timeout
+    seen: dict[JobRef, tuple[JobState, str | None]] = {}
+    while True:
+        infos = dict(backend.status(list(refs)))
+        for ref in refs:
+            info = infos[ref]
+            key = (info.state, info.reason)
+            if on_change is not None and seen.get(ref) != key:
+                on_change(info)
+            seen[ref] = key
+        waiting = [ref for ref in refs if not done(infos[ref])]
+        if not waiting:
+            return infos
+        if deadline is not None and clock() + pause > deadline:
+            listed = ", ".join(f"{r.job_id} ({infos[r].state})" for r in waiting)
+            raise WatchTimeout(
+                f"gave up after {timeout:g} s; still waiting for {listed}",
+                hint="wait longer (--timeout), or check the jobs with 'hpclaunch status'",
+            )
+        sleep(pause)

@@ -1,0 +1,406 @@
+"""Turn a spec and a site into a submission plan: the sbatch options and why each was chosen.
+
+:func:`build_plan` is pure: the same spec, site, submission id and home directory always give
+the same plan, so plans can be compared in tests and shown before anything is submitted.
+
+Job directory and logs
+    Every submission gets a private directory ``<job_root>/<submission_id>`` (mode 0700). It
+    holds the batch script (``job.sbatch``) and ``slurm-<jobid>.out``, the batch shell's own
+    output (sbatch ``--output`` with ``%j``; Slurm opens it before the script runs, so the
+    directory must exist at submission). Slurm keeps the job id across requeues and has no
+    per-attempt filename pattern, so the script itself redirects everything after its first
+    lines to ``<log_dir>/attempt-<SLURM_RESTART_COUNT>.log`` (``log_dir`` is the spec's
+    ``output_dir``, else the job directory): a requeued job never overwrites the log of the
+    attempt before it. ``--open-mode=append`` keeps ``slurm-<jobid>.out`` across attempts too.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
+from hpclaunch.errors import PlanError
+from hpclaunch.spec import JobSpec, Resources
+
+__all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submission_id"]
+
+SCRIPT_NAME = "job.sbatch"
+_SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Launchers that need the sidecar (issue 5) to set up ranks, rendezvous and signals.
+_SIDECAR_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
+
+
+@dataclass(frozen=True)
+class SubmissionPlan:
+    """Everything needed to render and submit one job; built by :func:`build_plan`.
+
+    Attributes:
+        submission_id: hpclaunch's id for this submission (uuid4 hex); tags the job as
+            ``--comment=hpclaunch:<id>`` and names the job directory.
+        job_name: The Slurm job name.
+        sbatch_options: Ordered ``(flag, value)`` pairs, e.g. ``("--qos", "low")``;
+            ``value`` is ``None`` for flags without a value (``--requeue``).
+        job_dir: Absolute path of the private job directory.
+        log_dir: Absolute path of the directory for per-attempt logs.
+        script_path: Where the batch script is written (inside ``job_dir``).
+        workdir: Absolute directory the job starts in (``--chdir``).
+        command: The argv to run.
+        launch_prefix: What runs ``command``: ``()`` for launcher ``none``, ``("srun",
+            ...)`` for ``srun``. See :attr:`launch_argv`.
+        env: User environment variables, in spec order.
+        runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
+        launcher: ``none`` or ``srun``.
+        modules: Environment modules to load first.
+        site_name, partition, qos, account, tier, preemptible: The choices made.
+        notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
+    """
+
+    submission_id: str
+    job_name: str
+    sbatch_options: tuple[tuple[str, str | None], ...]
+    job_dir: str
+    log_dir: str
+    script_path: str
+    workdir: str
+    command: tuple[str, ...]
+    launch_prefix: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    runtime_env: tuple[tuple[str, str], ...]
+    launcher: str
+    modules: tuple[str, ...]
+    site_name: str
+    partition: str
+    qos: str
+    account: str | None
+    tier: str
+    preemptible: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def launch_argv(self) -> tuple[str, ...]:
+        """The argv the batch script execs: the launcher prefix, then the command."""
+        return self.launch_prefix + self.command
+
+    def option(self, flag: str) -> str | None:
+        """The value of ``flag`` (``KeyError`` if the plan has no such flag)."""
+        for name, value in self.sbatch_options:
+            if name == flag:
+                return value
+        raise KeyError(flag)
+
+
+def new_submission_id() -> str:
+    """A fresh submission id (uuid4 hex). Callers pass it to :func:`build_plan`."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def build_plan(
+    spec: JobSpec,
+    site: SiteConfig,
+    *,
+    submission_id: str,
+    home: str,
+    cwd: str | None = None,
+) -> SubmissionPlan:
+    """Decide how ``spec`` runs on ``site``.
+
+    Args:
+        spec: The validated job spec.
+        site: The validated site config.
+        submission_id: From :func:`new_submission_id` (fixed in tests).
+        home: The submitting user's home on the cluster; expands ``~`` in paths.
+        cwd: Where relative ``workdir`` paths start (the submit directory). ``None``:
+            they start from the job directory, which is also the default workdir.
+
+    Returns:
+        The plan. Pure: reads no files and no environment.
+
+    Raises:
+        PlanError: The site cannot run the spec: unknown tier, no partition with that GPU
+            type, too many GPUs/CPUs per node, too many nodes, time over the limit, or a
+            launcher that is not available yet.
+    """
+    if not _SUBMISSION_ID.match(submission_id):
+        raise PlanError(f"invalid submission id {submission_id!r}")
+    if spec.launcher in _SIDECAR_LAUNCHERS:
+        raise PlanError(
+            f"launcher {spec.launcher!r} arrives with the sidecar (issue 5)",
+            hint="use launcher: srun (one task per node) or none for now",
+        )
+    notes: list[str] = []
+    policy = _tier_policy(spec, site)
+    partition = _choose_partition(spec, site, policy, notes)
+    job_dir, log_dir, workdir = _paths(spec, site, submission_id, home, cwd)
+    notes.append(f"job directory {job_dir}; per-attempt logs in {log_dir}/attempt-N.log")
+    account = spec.project or site.default_account
+    if account:
+        source = "the spec's project" if spec.project else "the site's default account"
+        notes.append(f"account {account}: {source}")
+    else:
+        notes.append("no account given: Slurm uses your default account")
+    if spec.resources.time is None:
+        notes.append(f"no time given: Slurm uses partition {partition.name}'s default limit")
+
+    opts: list[tuple[str, str | None]] = [
+        ("--job-name", spec.name),
+        ("--comment", f"hpclaunch:{submission_id}"),
+        ("--partition", partition.name),
+        ("--qos", policy.qos),
+    ]
+    opts += [("--account", account)] if account else []
+    opts += _resource_options(spec, site, partition)
+    opts += [
+        ("--chdir", workdir),
+        # %j: the job id. Slurm expands %-patterns in --output, so a literal % is %%.
+        ("--output", posixpath.join(job_dir.replace("%", "%%"), "slurm-%j.out")),
+        ("--open-mode", "append"),
+    ]
+    opts += _requeue_options(spec, policy, notes)
+
+    return SubmissionPlan(
+        submission_id=submission_id,
+        job_name=spec.name,
+        sbatch_options=tuple(opts),
+        job_dir=job_dir,
+        log_dir=log_dir,
+        script_path=posixpath.join(job_dir, SCRIPT_NAME),
+        workdir=workdir,
+        command=tuple(spec.command),
+        launch_prefix=_launch_prefix(spec),
+        env=tuple(spec.env.items()),
+        runtime_env=_runtime_env(spec, submission_id, job_dir, log_dir, home, cwd),
+        launcher=spec.launcher,
+        modules=tuple(site.modules),
+        site_name=site.name,
+        partition=partition.name,
+        qos=policy.qos,
+        account=account,
+        tier=spec.tier,
+        preemptible=policy.preemptible,
+        notes=tuple(notes),
+    )
+
+
+def _paths(
+    spec: JobSpec, site: SiteConfig, submission_id: str, home: str, cwd: str | None
+) -> tuple[str, str, str]:
+    """(job_dir, log_dir, workdir), all absolute."""
+    job_dir = posixpath.join(_expand(site.job_root, home, None, "job_root"), submission_id)
+    base = cwd or job_dir
+    log_dir = _expand(spec.output_dir, home, base, "output_dir") if spec.output_dir else job_dir
+    workdir = _expand(spec.workdir, home, base, "workdir") if spec.workdir else base
+    return job_dir, log_dir, workdir
+
+
+def _resource_options(
+    spec: JobSpec, site: SiteConfig, partition: Partition
+) -> list[tuple[str, str | None]]:
+    res = spec.resources
+    opts: list[tuple[str, str | None]] = [
+        ("--nodes", str(res.nodes)),
+        ("--ntasks-per-node", "1"),
+        ("--cpus-per-task", str(res.cpus_per_task)),
+    ]
+    if res.gpus_per_node:
+        opts.append(_gpu_option(spec, site, partition))
+    if res.mem:
+        opts.append(("--mem", res.mem))
+    if res.time:
+        opts.append(("--time", res.time))
+    return opts
+
+
+def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
+    policy = site.tiers.get(spec.tier)
+    if policy is None:
+        known = ", ".join(site.tiers) or "none"
+        raise PlanError(
+            f"site {site.name} has no tier {spec.tier!r} (tiers: {known})",
+            hint="pick one of the site's tiers, or add this one under tiers: in the site config",
+        )
+    return policy
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One test a partition must pass, and how to explain that none passed."""
+
+    fits: Callable[[Partition], bool]
+    explain: Callable[[Sequence[Partition]], str]
+    hint: str
+
+
+def _partition_checks(res: Resources) -> list[_Check]:
+    checks: list[_Check] = []
+    if res.gpus_per_node:
+        checks.append(
+            _Check(
+                lambda p: p.gpus_per_node > 0,
+                lambda ps: "no partition has GPUs",
+                "ask for gpus_per_node: 0 or use another site",
+            )
+        )
+    if res.gpu_type:
+        want = res.gpu_type.lower()
+        checks.append(
+            _Check(
+                lambda p: (p.gpu_type or "").lower() == want,
+                lambda ps: (
+                    f"no partition has GPU type {res.gpu_type!r}; GPU types here: "
+                    + (
+                        ", ".join(sorted({p.gpu_type for p in ps if p.gpu_type}))
+                        or "none (untyped)"
+                    )
+                ),
+                "use one of the listed types, or drop gpu_type to take any GPU",
+            )
+        )
+    checks += [
+        _Check(
+            lambda p: p.gpus_per_node >= res.gpus_per_node,
+            lambda ps: (
+                f"{res.gpus_per_node} GPUs per node asked, but the most a node has is "
+                f"{max(p.gpus_per_node for p in ps)}"
+            ),
+            "ask for fewer GPUs per node and more nodes",
+        ),
+        _Check(
+            lambda p: p.cpus_per_node >= res.cpus_per_task,
+            lambda ps: (
+                f"{res.cpus_per_task} CPUs per task asked, but the most a node has is "
+                f"{max(p.cpus_per_node for p in ps)}"
+            ),
+            "ask for fewer cpus_per_task",
+        ),
+        _Check(
+            lambda p: p.max_nodes is None or p.max_nodes >= res.nodes,
+            lambda ps: (
+                f"{res.nodes} nodes asked, but the most allowed is "
+                f"{max(p.max_nodes or 0 for p in ps)}"
+            ),
+            "ask for fewer nodes",
+        ),
+    ]
+    seconds = res.time_seconds
+    if seconds is not None:
+        checks.append(
+            _Check(
+                lambda p: p.max_time_seconds is None or p.max_time_seconds >= seconds,
+                lambda ps: (
+                    f"time {res.time} is over the limit of "
+                    + ", ".join(f"{p.name} ({p.max_time})" for p in ps)
+                ),
+                "ask for less time, and checkpoint so the job can be requeued to continue",
+            )
+        )
+    return checks
+
+
+def _choose_partition(
+    spec: JobSpec, site: SiteConfig, policy: TierPolicy, notes: list[str]
+) -> Partition:
+    """Filter the partitions check by check; the first check that empties the list explains
+    why. Among the partitions left, the default one is preferred, else the first."""
+    candidates = list(site.partitions)
+    scope = f"site {site.name}"
+    if policy.partition:
+        candidates = [site.partition(policy.partition)]
+        scope = f"partition {policy.partition} (fixed by tier {spec.tier})"
+    for check in _partition_checks(spec.resources):
+        kept = [p for p in candidates if check.fits(p)]
+        if not kept:
+            raise PlanError(f"{scope}: {check.explain(candidates)}", hint=check.hint)
+        candidates = kept
+
+    chosen = next((p for p in candidates if p.default), candidates[0])
+    if policy.partition:
+        why = "the tier's partition"
+    else:
+        why = "the default partition" if chosen.default else "the first partition that fits"
+    notes.append(f"partition {chosen.name}: {why}")
+    gpu_type = spec.resources.gpu_type
+    if gpu_type and chosen.gpu_type != gpu_type:
+        notes.append(f"GPU type {gpu_type!r} is spelled {chosen.gpu_type!r} on this site")
+    return chosen
+
+
+def _gpu_option(spec: JobSpec, site: SiteConfig, partition: Partition) -> tuple[str, str]:
+    count = spec.resources.gpus_per_node
+    # The partition's spelling of the type: Slurm compares GRES types case-sensitively.
+    gpu_type = partition.gpu_type if spec.resources.gpu_type else None
+    if site.gres_style == "gres":
+        typed = f":{gpu_type}" if gpu_type else ""
+        return "--gres", f"{site.gres_name}{typed}:{count}"
+    return "--gpus-per-node", f"{gpu_type}:{count}" if gpu_type else str(count)
+
+
+def _requeue_options(
+    spec: JobSpec, policy: TierPolicy, notes: list[str]
+) -> list[tuple[str, str | None]]:
+    ckpt = spec.checkpoint
+    if policy.preemptible and ckpt.max_requeues > 0:
+        signal = f"B:{ckpt.signal}@{ckpt.signal_lead_time}"
+        notes.append(
+            f"tier {spec.tier} → QOS {policy.qos}, preemptible (grace {policy.grace} s): "
+            f"--requeue and --signal={signal} (B: signals the batch shell, which execs the "
+            "command)"
+        )
+        return [("--requeue", None), ("--signal", signal)]
+    reason = "max_requeues is 0" if policy.preemptible else "not preemptible"
+    notes.append(
+        f"tier {spec.tier} → QOS {policy.qos}, {reason}: --no-requeue (the site's JobRequeue "
+        "default would otherwise requeue it after a node failure)"
+    )
+    return [("--no-requeue", None)]
+
+
+def _launch_prefix(spec: JobSpec) -> tuple[str, ...]:
+    if spec.launcher == "none":
+        return ()
+    # srun: one task per node in the allocation. Since Slurm 22.05 srun no longer inherits
+    # --cpus-per-task from sbatch (22.05 release notes), so it is passed again.
+    # --kill-on-bad-exit=1 stops the other tasks when one fails.
+    return ("srun", "--kill-on-bad-exit=1", f"--cpus-per-task={spec.resources.cpus_per_task}")
+
+
+def _runtime_env(
+    spec: JobSpec, submission_id: str, job_dir: str, log_dir: str, home: str, cwd: str | None
+) -> tuple[tuple[str, str], ...]:
+    env = [
+        ("HPCLAUNCH_SUBMISSION_ID", submission_id),
+        ("HPCLAUNCH_JOB_DIR", job_dir),
+        ("HPCLAUNCH_LOG_DIR", log_dir),
+        ("HPCLAUNCH_TIER", spec.tier),
+        ("HPCLAUNCH_MAX_REQUEUES", str(spec.checkpoint.max_requeues)),
+        ("HPCLAUNCH_CHECKPOINT_SIGNAL", spec.checkpoint.signal),
+    ]
+    if spec.checkpoint.dir:
+        ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
+        env.append(("HPCLAUNCH_CHECKPOINT_DIR", ckpt_dir))
+    return tuple(env)
+
+
+def _expand(path: str, home: str, base: str | None, what: str) -> str:
+    """Expand ``~`` with ``home`` and make ``path`` absolute against ``base``."""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    elif path.startswith("~"):
+        raise PlanError(f"{what}: {path!r}: only '~/' (your own home) can be expanded")
+    if "\\" in path:
+        # sbatch turns off all %-patterns in a path that contains a backslash.
+        raise PlanError(f"{what}: {path!r}: backslashes are not supported in paths")
+    if not posixpath.isabs(path):
+        if base is None:
+            raise PlanError(f"{what}: {path!r} must be absolute or start with '~/'")
+        path = posixpath.join(base, path)
+    return posixpath.normpath(path)
+
+
+def describe(plan: SubmissionPlan) -> str:
+    """The plan's notes as a bullet list, for ``--dry-run`` and ``render --explain``."""
+    return "\n".join(f"- {note}" for note in plan.notes)

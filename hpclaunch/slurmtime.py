@@ -1,0 +1,80 @@
+"""Slurm time limits: parse the formats sbatch accepts, and print them back.
+
+sbatch(1) ``--time`` (Slurm 22.05) accepts ``minutes``, ``minutes:seconds``,
+``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes`` and
+``days-hours:minutes:seconds``. A bare number means **minutes**, also in slurm.conf's
+``MaxTime``. ``UNLIMITED``/``INFINITE`` mean no limit (partitions only).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["format_time", "parse_time", "parse_time_limit"]
+
+_DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
+_CLOCK = re.compile(r"^\d+(?::\d+){0,2}$")
+_UNLIMITED = frozenset({"UNLIMITED", "INFINITE"})
+
+FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+
+
+def parse_time(value: str | int) -> int:
+    """Parse a Slurm time limit into seconds.
+
+    Args:
+        value: A Slurm time string, or an int meaning minutes (as in YAML ``time: 30``).
+
+    Returns:
+        The limit in seconds, always > 0.
+
+    Raises:
+        ValueError: The value is not a Slurm time or is zero (Slurm reads 0 as "no limit").
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected a time limit ({FORMATS}), got {value!r}")
+    seconds = value * 60 if isinstance(value, int) else _parse_str(value.strip())
+    if seconds <= 0:
+        raise ValueError("time limit must be more than zero (Slurm reads 0 as 'no limit')")
+    return seconds
+
+
+def parse_time_limit(value: str | int | None) -> int | None:
+    """Like :func:`parse_time`, but ``None``, ``UNLIMITED`` and ``INFINITE`` give ``None``."""
+    if value is None or (isinstance(value, str) and value.strip().upper() in _UNLIMITED):
+        return None
+    return parse_time(value)
+
+
+def _parse_str(text: str) -> int:
+    days = _DAYS.match(text)
+    if days:
+        d, h, m, s = (int(g) if g else 0 for g in days.groups())
+        return _checked(((d * 24 + h) * 60 + m) * 60 + s, h, m, s, text)
+    if _CLOCK.match(text):
+        parts = [int(p) for p in text.split(":")]
+        if len(parts) == 1:  # minutes
+            return parts[0] * 60
+        if len(parts) == 2:  # minutes:seconds
+            return _checked(parts[0] * 60 + parts[1], 0, 0, parts[1], text)
+        h, m, s = parts
+        return _checked((h * 60 + m) * 60 + s, 0, m, s, text)
+    raise ValueError(f"{text!r} is not a Slurm time; use {FORMATS}")
+
+
+def _checked(total: int, hours: int, minutes: int, seconds: int, text: str) -> int:
+    # Slurm itself rolls over e.g. 90 minutes, but in a D-HH form it is surely a typo.
+    if hours > 23 and "-" in text:
+        raise ValueError(f"{text!r}: hours must be below 24 after 'D-'")
+    if minutes > 59 or seconds > 59:
+        raise ValueError(f"{text!r}: minutes and seconds must be below 60")
+    return total
+
+
+def format_time(seconds: int) -> str:
+    """Format seconds as ``HH:MM:SS``, or ``D-HH:MM:SS`` from one day on."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock

@@ -1,0 +1,112 @@
+"""Run commands on this machine with :mod:`subprocess` (argv lists, never ``shell=True``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.transport.base import CommandResult, Runner
+
+__all__ = ["LocalRunner"]
+
+
+class LocalRunner(Runner):
+    """A :class:`~hpclaunch.transport.base.Runner` for the machine hpclaunch runs on."""
+
+    where = "this machine"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """See :meth:`Runner.run`."""
+        args = [str(a) for a in argv]
+        if not args:
+            raise ValueError("argv must not be empty")
+        full_env = {**os.environ, **env} if env is not None else None
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                args,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=timeout,
+                env=full_env,
+                check=False,
+                stdin=None if stdin is not None else subprocess.DEVNULL,
+            )
+        except FileNotFoundError as exc:
+            raise ProgramNotFound(args[0]) from exc
+        except PermissionError as exc:
+            raise ProgramNotFound(args[0], where="or not executable") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise CommandTimeout(
+                args, timeout or 0.0, stdout=_decode(exc.stdout), stderr=_decode(exc.stderr)
+            ) from exc
+        return CommandResult(
+            argv=tuple(args),
+            returncode=proc.returncode,
+            stdout=proc.stdout,
+            stderr=proc.stderr,
+            duration=time.monotonic() - start,
+        )
+
+    def put_file(self, path: str, content: str, mode: int) -> None:
+        """See :meth:`Runner.put_file`. Writes a temporary file, then renames it."""
+        target = Path(path)
+        try:
+            _make_private_dirs(target.parent)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(content)
+                os.chmod(tmp, mode)  # os.open's mode is filtered by the umask
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise TransportError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def read_file(self, path: str) -> str:
+        """See :meth:`Runner.read_file`."""
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """``mkdir -p`` where every directory created gets mode 0o700 (existing ones are kept).
+
+    ``os.makedirs(mode=...)`` applies the mode to the leaf only (Python >= 3.7).
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for new in reversed(missing):
+        try:
+            new.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(new, 0o700)
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data

@@ -1,0 +1,1 @@
+"""Tests of the in-job supervisor (sidecar, signals, launchers) with real child processes."""

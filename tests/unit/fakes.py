@@ -1,0 +1,170 @@
+"""Small fakes passed in where the real thing would talk to Slurm (no patching)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.errors import TransportError
+from hpclaunch.observe import JobInfo, JobState
+from hpclaunch.render import RenderedJob
+from hpclaunch.transport.base import CommandResult, Runner
+
+Answer = Callable[[tuple[str, ...]], CommandResult]
+
+
+def result(argv: Sequence[str], rc: int = 0, out: str = "", err: str = "") -> CommandResult:
+    """A CommandResult for ``argv``."""
+    return CommandResult(argv=tuple(argv), returncode=rc, stdout=out, stderr=err)
+
+
+class FakeRunner(Runner):
+    """A Runner that answers every command from a function and keeps files in memory."""
+
+    where = "the fake"
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.calls: list[tuple[str, ...]] = []
+        self.files: dict[str, tuple[str, int]] = {}
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        self.calls.append(tuple(argv))
+        return self.answer(tuple(argv))
+
+    def put_file(self, path: str, content: str, mode: int) -> None:
+        self.files[path] = (content, mode)
+
+    def read_file(self, path: str) -> str:
+        try:
+            return self.files[path][0]
+        except KeyError:
+            raise TransportError(f"cannot read {path}: no such file") from None
+
+    def calls_to(self, program: str) -> list[tuple[str, ...]]:
+        """The calls whose argv[0] is ``program``."""
+        return [c for c in self.calls if c[0] == program]
+
+
+@dataclass
+class FakeJob:
+    """A job in :class:`FakeSlurm`."""
+
+    name: str
+    states: list[str]  # squeue states, one per squeue call; the last one sticks
+    exit_code: str = "0:0"
+    in_squeue: bool = True  # False: forgotten after MinJobAge, sacct only
+    in_sacct: bool = True
+    reason: str = "None"
+    nodes: str = "n1"
+
+    @property
+    def state(self) -> str:
+        return self.states[0]
+
+    def advance(self) -> None:
+        if len(self.states) > 1:
+            self.states.pop(0)
+
+
+@dataclass
+class FakeSlurm:
+    """Answers sbatch, squeue, sacct and scancel roughly as Slurm 22.05 does."""
+
+    jobs: dict[str, FakeJob] = field(default_factory=dict)
+    next_id: int = 1000
+    submitted: list[tuple[str, ...]] = field(default_factory=list)
+    new_job_states: list[str] = field(default_factory=lambda: ["PENDING", "RUNNING", "COMPLETED"])
+    new_job_exit: str = "0:0"
+
+    def __call__(self, argv: tuple[str, ...]) -> CommandResult:
+        handler = getattr(self, "_" + argv[0], None)
+        if handler is None:
+            return result(argv, 127, err=f"{argv[0]}: not faked")
+        answer: CommandResult = handler(argv)
+        return answer
+
+    def _sbatch(self, argv: tuple[str, ...]) -> CommandResult:
+        self.submitted.append(argv)
+        job_id = str(self.next_id)
+        self.next_id += 1
+        self.jobs[job_id] = FakeJob(
+            name="job", states=list(self.new_job_states), exit_code=self.new_job_exit
+        )
+        return result(argv, out=f"{job_id}\n")
+
+    def _squeue(self, argv: tuple[str, ...]) -> CommandResult:
+        ids = _opt(argv, "--jobs").split(",")
+        known = [i for i in ids if i in self.jobs and self.jobs[i].in_squeue]
+        if not known:
+            return result(argv, 1, err="slurm_load_jobs error: Invalid job id specified\n")
+        lines = []
+        for i in known:
+            job = self.jobs[i]
+            lines.append(f"{i}|{job.state}|{job.reason}|{job.nodes}|0:05|{job.name}")
+            job.advance()
+        return result(argv, out="\n".join(lines) + "\n")
+
+    def _sacct(self, argv: tuple[str, ...]) -> CommandResult:
+        ids = _opt(argv, "--jobs").split(",")
+        lines = []
+        for i in ids:
+            job = self.jobs.get(i)
+            if job is None or not job.in_sacct:
+                continue
+            lines.append(f"{i}|{job.state}|{job.exit_code}|00:00:05|{job.nodes}|None|{job.name}")
+            lines.append(f"{i}.batch|{job.state}|{job.exit_code}|00:00:05|{job.nodes}||batch")
+            lines.append(f"{i}.extern|COMPLETED|0:0|00:00:05|{job.nodes}||extern")
+        return result(argv, out="".join(line + "\n" for line in lines))
+
+    def _scancel(self, argv: tuple[str, ...]) -> CommandResult:
+        job = self.jobs.get(argv[-1])
+        if job is None:
+            return result(argv, 1, err="scancel: error: Invalid job id specified\n")
+        if job.state in {"COMPLETED", "FAILED", "CANCELLED"}:
+            return result(
+                argv,
+                1,
+                err=f"scancel: error: Kill job error on job id {argv[-1]}: "
+                "Job/step already completing or completed\n",
+            )
+        job.states = ["CANCELLED"]
+        return result(argv)
+
+
+def _opt(argv: Sequence[str], flag: str) -> str:
+    for arg in argv:
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    raise AssertionError(f"{flag} not in {argv}")
+
+
+class ScriptedBackend(Backend):
+    """A Backend whose status answers come from a list of {job_id: state} rounds."""
+
+    name = "scripted"
+
+    def __init__(self, runner: Runner, site: SiteConfig, rounds: list[dict[str, str]]) -> None:
+        super().__init__(runner, site)
+        self.rounds = rounds
+        self.status_calls: list[list[JobRef]] = []
+
+    def submit(self, job: RenderedJob) -> JobRef:
+        raise NotImplementedError
+
+    def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
+        self.status_calls.append(list(refs))
+        states = self.rounds[min(len(self.status_calls), len(self.rounds)) - 1]
+        return {r: JobInfo(r, JobState(states.get(r.job_id, "UNKNOWN"))) for r in refs}
+
+    def cancel(self, ref: JobRef) -> None:
+        raise NotImplementedError

@@ -1,0 +1,230 @@
+"""The CLI through click's CliRunner, against a fake Slurm behind the real CliBackend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from hpclaunch import backends
+from hpclaunch.backends.cli import CliBackend
+from hpclaunch.cli import cli
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.history import history_path, recent_submissions
+from hpclaunch.transport.base import Runner
+
+from .fakes import FakeJob, FakeRunner, FakeSlurm
+
+REPO = Path(__file__).resolve().parents[2]
+HELLO = str(REPO / "examples" / "hello.yaml")
+
+
+class FakeSlurmBackend(CliBackend):
+    """The real CliBackend, talking to the class's FakeSlurm instead of a cluster."""
+
+    name = "fakeslurm"
+    slurm = FakeSlurm()
+
+    def __init__(self, runner: Runner, site: SiteConfig) -> None:
+        super().__init__(FakeRunner(self.slurm), site)
+
+
+@pytest.fixture
+def slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
+    fake = FakeSlurm()
+    monkeypatch.setattr(FakeSlurmBackend, "slurm", fake)
+    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(FakeSlurmBackend, None))
+    return fake
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A private HOME and XDG dirs; the fake backend; a site that allows fast polling."""
+    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    site["poll_min_interval"] = 0.01
+    site_path = tmp_path / "fast.yaml"
+    site_path.write_text(yaml.safe_dump(site))
+    return {
+        "HOME": str(tmp_path / "home"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "HPCLAUNCH_SITE": str(site_path),
+        "HPCLAUNCH_BACKEND": "fakeslurm",
+        "HPCLAUNCH_REMOTE": "",
+    }
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch")
+
+
+def assert_clean_error(result: Result, code: int, words: str) -> None:
+    assert result.exit_code == code, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1
+    assert words in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_help(env: dict[str, str]) -> None:
+    result = run(env, "--help")
+    assert result.exit_code == 0
+    for command in ("render", "status", "submit"):
+        assert command in result.stdout
+
+
+def test_render(env: dict[str, str], slurm: FakeSlurm) -> None:
+    result = run(env, "render", HELLO)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("#!/bin/bash\n")
+    assert "#SBATCH --job-name=hello\n" in result.stdout
+    assert slurm.submitted == []
+
+
+def test_render_argv_and_explain(env: dict[str, str], slurm: FakeSlurm) -> None:
+    result = run(env, "render", "--argv", "--explain", HELLO)
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("sbatch --parsable ")
+    assert first.endswith("/job.sbatch")
+    assert "- partition gpu: the default partition" in result.stderr
+
+
+def test_bad_spec_exits_2_with_error_and_hint(env: dict[str, str], tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\ncommand: [a]\nresource: {}\n")
+    result = run(env, "render", str(spec))
+    assert_clean_error(result, 2, "unknown key 'resource'")
+    assert "\nHint: " in result.stderr
+
+
+def test_missing_spec_exits_2(env: dict[str, str]) -> None:
+    assert_clean_error(run(env, "render", "nope.yaml"), 2, "does not exist")
+
+
+def test_spec_the_site_cannot_run_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text("name: x\ncommand: [a]\nresources: {gpus_per_node: 8}\n")
+    assert_clean_error(run(env, "render", str(spec)), 2, "the most a node has is 4")
+
+
+def test_dry_run_submits_nothing(env: dict[str, str], slurm: FakeSlurm) -> None:
+    result = run(env, "submit", "--dry-run", HELLO)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("# sbatch argv: sbatch --parsable ")
+    assert "#SBATCH --qos=normal\n" in result.stdout
+    assert slurm.submitted == []
+    assert not history_path(env).exists()
+
+
+def test_submit_prints_the_id_and_remembers_it(env: dict[str, str], slurm: FakeSlurm) -> None:
+    result = run(env, "submit", HELLO)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "1000\n"
+    assert "logs: " in result.stderr
+    assert len(slurm.submitted) == 1
+    [record] = recent_submissions(path=history_path(env))
+    assert (record.job_id, record.name, record.site) == ("1000", "hello", "hpclaunch")
+    assert record.job_dir.startswith(env["HOME"] + "/.hpclaunch/jobs/")
+
+
+def test_submit_wait_follows_to_completed(env: dict[str, str], slurm: FakeSlurm) -> None:
+    result = run(env, "submit", "--wait", HELLO)
+    assert result.exit_code == 0, result.output
+    assert "1000: PENDING\n1000: RUNNING\n1000: COMPLETED\n" in result.stderr
+
+
+def test_submit_wait_exits_1_when_the_job_fails(env: dict[str, str], slurm: FakeSlurm) -> None:
+    slurm.new_job_states = ["RUNNING", "FAILED"]
+    slurm.new_job_exit = "2:0"
+    result = run(env, "submit", "--wait", HELLO)
+    assert result.exit_code == 1
+    assert "job 1000 ended FAILED, exit code 2" in result.stderr
+
+
+def test_submit_wait_timeout_exits_1(env: dict[str, str], slurm: FakeSlurm) -> None:
+    slurm.new_job_states = ["PENDING"]
+    assert_clean_error(run(env, "submit", "--wait", "--timeout", "0.05", HELLO), 1, "gave up")
+
+
+def test_sbatch_refusal_exits_1(
+    env: dict[str, str], slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .fakes import result as make_result
+
+    monkeypatch.setattr(
+        FakeSlurm,
+        "_sbatch",
+        lambda self, argv: make_result(argv, 1, err="sbatch: error: Invalid qos specification\n"),
+    )
+    result = run(env, "submit", HELLO)
+    assert_clean_error(result, 1, "sbatch refused job 'hello'")
+    assert "Hint: the tier's QOS" in result.stderr
+
+
+def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
+    slurm.jobs["5"] = FakeJob("five", ["RUNNING"])
+    slurm.jobs["6"] = FakeJob("six", ["FAILED"], exit_code="1:0", in_squeue=False)
+    result = run(env, "status", "5", "6", "7")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATE", "REASON", "NODES", "ELAPSED", "EXIT"]
+    assert lines[1].split()[:3] == ["5", "five", "RUNNING"]
+    assert lines[2].split()[:3] == ["6", "six", "FAILED"]
+    assert lines[3].split()[:2] == ["7", "UNKNOWN"]
+
+
+def test_status_json(env: dict[str, str], slurm: FakeSlurm) -> None:
+    slurm.jobs["5"] = FakeJob("five", ["RUNNING"])
+    result = run(env, "status", "--json", "5")
+    assert result.exit_code == 0, result.output
+    [job] = json.loads(result.stdout)
+    assert (job["job_id"], job["state"], job["finished"], job["source"]) == (
+        "5",
+        "RUNNING",
+        False,
+        "squeue",
+    )
+
+
+def test_status_without_ids_shows_recent_jobs(env: dict[str, str], slurm: FakeSlurm) -> None:
+    assert "No hpclaunch jobs recorded yet" in run(env, "status").stdout
+    run(env, "submit", HELLO)
+    result = run(env, "status", "--json")
+    [job] = json.loads(result.stdout)
+    assert (job["job_id"], job["name"]) == ("1000", "job")
+
+
+def test_status_rejects_bad_ids(env: dict[str, str]) -> None:
+    result = run(env, "status", "12;rm")
+    assert result.exit_code == 2
+    assert "not a Slurm job id" in result.stderr
+
+
+def test_remote_is_refused_honestly(env: dict[str, str], slurm: FakeSlurm) -> None:
+    env["HPCLAUNCH_REMOTE"] = "me@login"
+    assert_clean_error(run(env, "status", "1"), 2, "SSH transport is not available yet")
+
+
+def test_unknown_backend_flag(env: dict[str, str]) -> None:
+    assert_clean_error(run(env, "--backend", "nope", "status", "1"), 2, "unknown backend 'nope'")
+
+
+def test_unknown_site_from_env(env: dict[str, str]) -> None:
+    env["HPCLAUNCH_SITE"] = "atlantis"
+    assert_clean_error(run(env, "render", HELLO), 2, "unknown site 'atlantis'")
+
+
+def test_a_bug_is_not_dressed_up_as_an_error(
+    env: dict[str, str], slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: FakeSlurm, argv: tuple[str, ...]) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(FakeSlurm, "_squeue", broken)
+    result = run(env, "status", "1")
+    assert isinstance(result.exception, RuntimeError)
+    assert "Error:" not in result.stderr

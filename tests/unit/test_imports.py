@@ -1,0 +1,45 @@
+"""Start-up cost: `hpclaunch --help` and `import hpclaunch` load nothing heavy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.render")
+
+PROBE = """
+import json, sys
+{body}
+heavy = sorted(m for m in sys.modules if m.startswith({heavy!r}))
+print(json.dumps(heavy))
+"""
+
+
+def loaded_after(body: str) -> list[str]:
+    code = PROBE.format(body=body, heavy=HEAVY)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_help_is_light() -> None:
+    body = (
+        "from hpclaunch.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "for name in ('render', 'submit', 'status'):\n"
+        "    try:\n        main([name, '--help'])\n    except SystemExit:\n        pass\n"
+    )
+    assert loaded_after(body) == []
+
+
+def test_import_hpclaunch_is_light() -> None:
+    assert loaded_after("import hpclaunch") == []
+
+
+def test_public_api_resolves() -> None:
+    import hpclaunch
+
+    for name in hpclaunch.__all__:
+        assert getattr(hpclaunch, name) is not None
+    assert hpclaunch.__version__ == "0.1.0"

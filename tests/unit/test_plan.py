@@ -1,0 +1,294 @@
+"""build_plan: the choices it makes, and each reason it refuses a spec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.errors import PlanError
+from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
+
+from .conftest import CWD, HOME, SUBMISSION_ID, make_site, make_spec
+
+PlanFor = Callable[..., SubmissionPlan]
+
+
+def flags(plan: SubmissionPlan) -> list[str]:
+    return [f if v is None else f"{f}={v}" for f, v in plan.sbatch_options]
+
+
+def test_cpu_job_on_local_site(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(resources={"time": "10", "mem": "1G"}))
+    assert flags(plan) == [
+        "--job-name=test",
+        f"--comment=hpclaunch:{SUBMISSION_ID}",
+        "--partition=gpu",
+        "--qos=normal",
+        "--account=research",
+        "--nodes=1",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=1",
+        "--mem=1G",
+        "--time=00:10:00",
+        f"--chdir={CWD}",
+        f"--output={HOME}/.hpclaunch/jobs/{SUBMISSION_ID}/slurm-%j.out",
+        "--open-mode=append",
+        "--no-requeue",
+    ]
+    assert plan.job_dir == f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}"
+    assert plan.script_path == f"{plan.job_dir}/job.sbatch"
+    assert plan.log_dir == plan.job_dir
+    assert plan.launch_argv == ("python", "train.py")
+    assert (plan.partition, plan.qos, plan.account, plan.preemptible) == (
+        "gpu",
+        "normal",
+        "research",
+        False,
+    )
+    assert "partition gpu: the default partition" in plan.notes
+
+
+def test_plans_are_deterministic(plan_for: PlanFor) -> None:
+    spec = make_spec(resources={"gpus_per_node": 2})
+    assert plan_for(spec) == plan_for(spec)
+
+
+def test_gres_style(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(resources={"gpus_per_node": 2}))
+    assert plan.option("--gres") == "gpu:2"
+
+
+def test_gpus_per_node_style(plan_for: PlanFor) -> None:
+    site = make_site(gres_style="gpus_per_node")
+    plan = plan_for(make_spec(resources={"gpus_per_node": 3}), site)
+    assert plan.option("--gpus-per-node") == "3"
+    with pytest.raises(KeyError):
+        plan.option("--gres")
+
+
+TYPED = {
+    "partitions": [
+        {"name": "v100", "gpu_type": "v100", "gpus_per_node": 8, "cpus_per_node": 32},
+        {
+            "name": "a100",
+            "gpu_type": "A100",
+            "gpus_per_node": 4,
+            "cpus_per_node": 64,
+            "default": True,
+        },
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("style", "flag", "value"),
+    [("gres", "--gres", "gpu:A100:2"), ("gpus_per_node", "--gpus-per-node", "A100:2")],
+)
+def test_typed_gpus_use_the_sites_spelling(
+    plan_for: PlanFor, style: str, flag: str, value: str
+) -> None:
+    site = make_site(gres_style=style, **TYPED)
+    plan = plan_for(make_spec(resources={"gpus_per_node": 2, "gpu_type": "a100"}), site)
+    assert plan.partition == "a100"
+    assert plan.option(flag) == value
+    assert any("spelled 'A100'" in note for note in plan.notes)
+
+
+def test_gpu_type_picks_its_partition(plan_for: PlanFor) -> None:
+    site = make_site(**TYPED)
+    plan = plan_for(make_spec(resources={"gpus_per_node": 8, "gpu_type": "v100"}), site)
+    assert plan.partition == "v100"
+    assert "partition v100: the first partition that fits" in plan.notes
+
+
+def test_unknown_gpu_type_lists_types(plan_for: PlanFor) -> None:
+    site = make_site(**TYPED)
+    with pytest.raises(
+        PlanError, match="no partition has GPU type 'h100'; GPU types here: A100, v100"
+    ):
+        plan_for(make_spec(resources={"gpus_per_node": 1, "gpu_type": "h100"}), site)
+
+
+def test_gpu_type_on_untyped_site(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match=r"GPU types here: none \(untyped\)"):
+        plan_for(make_spec(resources={"gpus_per_node": 1, "gpu_type": "a100"}))
+
+
+def test_too_many_gpus_per_node(plan_for: PlanFor) -> None:
+    with pytest.raises(
+        PlanError, match="5 GPUs per node asked, but the most a node has is 4"
+    ) as info:
+        plan_for(make_spec(resources={"gpus_per_node": 5}))
+    assert info.value.hint == "ask for fewer GPUs per node and more nodes"
+
+
+def test_gpus_on_a_cpu_site(plan_for: PlanFor) -> None:
+    site = make_site(partitions=[{"name": "cpu", "cpus_per_node": 64}])
+    with pytest.raises(PlanError, match="no partition has GPUs"):
+        plan_for(make_spec(resources={"gpus_per_node": 1}), site)
+
+
+def test_too_many_cpus(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match="9 CPUs per task asked, but the most a node has is 8"):
+        plan_for(make_spec(resources={"cpus_per_task": 9}))
+
+
+def test_too_many_nodes(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match="5 nodes asked, but the most allowed is 4"):
+        plan_for(make_spec(resources={"nodes": 5}))
+
+
+def test_time_over_every_limit(plan_for: PlanFor) -> None:
+    with pytest.raises(
+        PlanError,
+        match=r"time 02:00:00 is over the limit of gpu \(01:00:00\), "
+        r"debug \(00:10:00\)",
+    ):
+        plan_for(make_spec(resources={"time": "02:00:00"}))
+
+
+def test_time_moves_to_a_partition_that_allows_it(plan_for: PlanFor) -> None:
+    site = make_site(
+        partitions=[
+            {"name": "short", "cpus_per_node": 8, "max_time": "30", "default": True},
+            {"name": "long", "cpus_per_node": 8, "max_time": "UNLIMITED"},
+        ]
+    )
+    assert plan_for(make_spec(resources={"time": "10"}), site).partition == "short"
+    assert plan_for(make_spec(resources={"time": "3-00:00:00"}), site).partition == "long"
+
+
+def test_no_time_leaves_it_to_the_partition(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec())
+    with pytest.raises(KeyError):
+        plan.option("--time")
+    assert any("partition gpu's default limit" in note for note in plan.notes)
+
+
+def test_preemptible_tier_requeues_and_signals(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(tier="low"))
+    assert plan.qos == "low"
+    assert plan.preemptible
+    assert flags(plan)[-2:] == ["--requeue", "--signal=B:USR1@120"]
+    assert (
+        "tier low → QOS low, preemptible (grace 10 s): --requeue and --signal=B:USR1@120 "
+        "(B: signals the batch shell, which execs the command)" in plan.notes
+    )
+
+
+def test_signal_and_lead_time_come_from_the_spec(plan_for: PlanFor) -> None:
+    spec = make_spec(tier="low", checkpoint={"signal": "USR2", "signal_lead_time": 300})
+    assert plan_for(spec).option("--signal") == "B:USR2@300"
+
+
+def test_preemptible_without_requeues(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(tier="low", checkpoint={"max_requeues": 0}))
+    assert flags(plan)[-1] == "--no-requeue"
+    assert any("max_requeues is 0: --no-requeue" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    ("tier", "qos"), [("critical", "critical"), ("high", "high"), ("medium", "normal")]
+)
+def test_other_tiers_do_not_requeue(plan_for: PlanFor, tier: str, qos: str) -> None:
+    plan = plan_for(make_spec(tier=tier))
+    assert plan.qos == qos
+    assert plan.option("--no-requeue") is None
+    with pytest.raises(KeyError):
+        plan.option("--signal")
+
+
+def test_missing_tier_lists_the_sites_tiers(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match=r"has no tier 'high' \(tiers: medium, low\)"):
+        plan_for(make_spec(tier="high"), make_site())
+
+
+def test_tier_partition_is_forced(plan_for: PlanFor) -> None:
+    site = make_site(tiers={"medium": {"qos": "normal", "partition": "short"}})
+    assert plan_for(make_spec(), site).partition == "short"
+    assert "partition short: the tier's partition" in plan_for(make_spec(), site).notes
+    with pytest.raises(PlanError, match=r"partition short \(fixed by tier medium\): time 01:00:00"):
+        plan_for(make_spec(resources={"time": "60"}), site)
+
+
+def test_account(plan_for: PlanFor) -> None:
+    assert plan_for(make_spec(project="vision")).account == "vision"
+    plan = plan_for(make_spec(), make_site(default_account=None))
+    assert plan.account is None
+    with pytest.raises(KeyError):
+        plan.option("--account")
+
+
+def test_paths(plan_for: PlanFor) -> None:
+    spec = make_spec(workdir="src", output_dir="~/logs", checkpoint={"dir": "ckpt"})
+    plan = plan_for(spec)
+    assert plan.workdir == f"{CWD}/src"
+    assert plan.log_dir == f"{HOME}/logs"
+    assert dict(plan.runtime_env)["HPCLAUNCH_CHECKPOINT_DIR"] == f"{CWD}/ckpt"
+    assert plan.option("--chdir") == f"{CWD}/src"
+
+
+def test_without_cwd_paths_start_in_the_job_dir(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(workdir="src"), cwd=None)
+    assert plan.workdir == f"{plan.job_dir}/src"
+    assert plan_for(make_spec(), cwd=None).workdir == plan.job_dir
+
+
+def test_percent_in_job_root_is_escaped_for_output(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(), make_site(job_root="/scratch/100%/jobs"))
+    assert plan.job_dir == f"/scratch/100%/jobs/{SUBMISSION_ID}"
+    assert plan.option("--output") == f"/scratch/100%%/jobs/{SUBMISSION_ID}/slurm-%j.out"
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"job_root": "~bob/jobs"}, "only '~/'"),
+        ({"job_root": "jobs"}, "must be absolute"),
+        ({"job_root": "/a\\b"}, "backslashes"),
+    ],
+)
+def test_bad_job_root(plan_for: PlanFor, fields: dict[str, str], words: str) -> None:
+    with pytest.raises(PlanError, match=words):
+        plan_for(make_spec(), make_site(**fields))
+
+
+def test_runtime_env(plan_for: PlanFor) -> None:
+    env = dict(plan_for(make_spec(tier="low")).runtime_env)
+    assert env == {
+        "HPCLAUNCH_SUBMISSION_ID": SUBMISSION_ID,
+        "HPCLAUNCH_JOB_DIR": f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}",
+        "HPCLAUNCH_LOG_DIR": f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}",
+        "HPCLAUNCH_TIER": "low",
+        "HPCLAUNCH_MAX_REQUEUES": "5",
+        "HPCLAUNCH_CHECKPOINT_SIGNAL": "USR1",
+    }
+
+
+def test_srun_launcher(plan_for: PlanFor) -> None:
+    plan = plan_for(make_spec(launcher="srun", resources={"nodes": 2, "cpus_per_task": 4}))
+    assert plan.launch_argv == (
+        "srun",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task=4",
+        "python",
+        "train.py",
+    )
+    assert plan.option("--nodes") == "2"
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed", "accelerate"])
+def test_sidecar_launchers_are_not_there_yet(plan_for: PlanFor, launcher: str) -> None:
+    with pytest.raises(
+        PlanError, match=rf"launcher '{launcher}' arrives with the sidecar \(issue 5\)"
+    ):
+        plan_for(make_spec(launcher=launcher))
+
+
+def test_submission_id(site: SiteConfig) -> None:
+    assert len(new_submission_id()) == 32
+    assert new_submission_id() != new_submission_id()
+    with pytest.raises(PlanError, match="invalid submission id"):
+        build_plan(make_spec(), site, submission_id="../x", home=HOME)

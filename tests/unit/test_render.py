@@ -1,0 +1,193 @@
+"""Rendering: recorded scripts (tests/golden/), quoting, template errors, and the script's
+own behaviour under bash (private job dir, one log per attempt)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.errors import RenderError
+from hpclaunch.plan import SubmissionPlan
+from hpclaunch.render import RenderedJob, render, sbatch_quote
+
+from .conftest import make_spec
+
+PlanFor = Callable[..., SubmissionPlan]
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+CASES = {
+    "gpu1": make_spec(
+        name="resnet50 baseline",
+        command=["python", "train.py", "--config", "configs/r50.yaml", "--lr", "0.1"],
+        env={"OMP_NUM_THREADS": "4", "WANDB_PROJECT": "vision runs"},
+        resources={"gpus_per_node": 1, "cpus_per_task": 4, "mem": "16G", "time": "00:45:00"},
+        tier="low",
+        project="vision",
+        checkpoint={"dir": "~/ckpt/r50"},
+    ),
+    "srun2node": make_spec(
+        name="two-node",
+        command=["python", "-m", "trainer", "--nodes", "2"],
+        launcher="srun",
+        resources={"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 8, "time": "30"},
+        tier="high",
+    ),
+    "cpu": make_spec(
+        name="preprocess",
+        command=["bash", "-c", 'echo "hello from $(hostname)"; sleep 2; echo done'],
+        workdir="data",
+        output_dir="/scratch/alice/logs",
+        resources={"mem": "500M", "time": "5"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str, plan_for: PlanFor, update_golden: bool) -> None:
+    script = render(plan_for(CASES[case])).script
+    path = GOLDEN / f"{case}.sbatch"
+    if update_golden:
+        path.write_text(script)
+        return
+    assert path.exists(), f"{path} missing: run pytest --update-golden and review the diff"
+    expected = path.read_text()
+    if script != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                script.splitlines(keepends=True),
+                fromfile=f"golden/{case}.sbatch",
+                tofile="rendered",
+            )
+        )
+        pytest.fail(f"rendered script differs (refresh with --update-golden):\n{diff}")
+
+
+def test_sbatch_argv_is_a_list_with_the_script_path(plan_for: PlanFor) -> None:
+    job = render(plan_for(CASES["cpu"]))
+    assert isinstance(job, RenderedJob)
+    assert job.sbatch_argv == ("sbatch", "--parsable", job.plan.script_path)
+    assert job.script_path == job.plan.script_path
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sbatch_lines_come_before_any_command(case: str, plan_for: PlanFor) -> None:
+    # sbatch ignores #SBATCH lines after the first command (sbatch(1)).
+    lines = render(plan_for(CASES[case])).script.splitlines()
+    assert lines[0] == "#!/bin/bash"
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    sbatch = [i for i, line in enumerate(lines) if line.startswith("#SBATCH")]
+    assert sbatch
+    assert max(sbatch) < first_command
+    assert lines[first_command] == "set -euo pipefail"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_script_is_valid_bash(case: str, plan_for: PlanFor) -> None:
+    script = render(plan_for(CASES[case])).script
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_hostile_job_name_is_quoted_for_sbatch(plan_for: PlanFor) -> None:
+    script = render(plan_for(make_spec(name='a "b" \\c #d'))).script
+    assert '#SBATCH --job-name="a \\"b\\" \\\\c #d"' in script.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [
+        ("gpu:2", "gpu:2"),
+        ("B:USR1@120", "B:USR1@120"),
+        ("/a/b-%j.out", "/a/b-%j.out"),
+        ("my job", '"my job"'),
+        ("it's", '"it\'s"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("a\\b", '"a\\\\b"'),
+        ("#x", '"#x"'),
+        ("ünï", '"ünï"'),
+    ],
+)
+def test_sbatch_quote(value: str, quoted: str) -> None:
+    assert sbatch_quote(value) == quoted
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("a\nb", "newline"), ("x\ty", "control"), ("myHetJob", "heterogeneous"), ("packjob", "het")],
+)
+def test_sbatch_quote_refuses(value: str, words: str) -> None:
+    with pytest.raises(RenderError, match=words):
+        sbatch_quote(value)
+
+
+def test_missing_variable_names_template_and_variable(plan_for: PlanFor, tmp_path: Path) -> None:
+    (tmp_path / "sbatch.sh.j2").write_text("#!/bin/bash\n{{ plan.job_dir }} {{ account_name }}\n")
+    with pytest.raises(
+        RenderError, match=r"template 'sbatch\.sh\.j2': 'account_name' is undefined"
+    ):
+        render(plan_for(CASES["cpu"]), extra_template_dirs=[tmp_path])
+
+
+def test_missing_template(plan_for: PlanFor, tmp_path: Path) -> None:
+    (tmp_path / "sbatch.sh.j2").write_text('{% include "nope.j2" %}\n')
+    with pytest.raises(RenderError, match=r"template 'nope\.j2' not found"):
+        render(plan_for(CASES["cpu"]), extra_template_dirs=[tmp_path])
+
+
+def test_template_syntax_error(plan_for: PlanFor, tmp_path: Path) -> None:
+    (tmp_path / "sbatch.sh.j2").write_text("line\n{% if %}\n")
+    with pytest.raises(RenderError, match="line 2: syntax error"):
+        render(plan_for(CASES["cpu"]), extra_template_dirs=[tmp_path])
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_script_runs_with_private_dir_and_one_log_per_attempt(
+    plan_for: PlanFor, tmp_path: Path
+) -> None:
+    """Run the whole script under bash as slurmd would (minus --chdir) for two attempts."""
+    dumper = tmp_path / "dump.py"
+    dumper.write_text(
+        "import json, os, sys\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'attempt': os.environ['HPCLAUNCH_ATTEMPT'],"
+        " 'umask': os.umask(0)}))\n"
+    )
+    spec = make_spec(command=[sys.executable, str(dumper), "x y"])
+    home = tmp_path / "home"
+    job = render(plan_for(spec, home=str(home), cwd=str(tmp_path)))
+    job_dir = Path(job.plan.job_dir)
+    for attempt in ("0", "1"):
+        env = {**os.environ, "SLURM_JOB_ID": "42", "SLURM_RESTART_COUNT": attempt}
+        if attempt == "0":
+            del env["SLURM_RESTART_COUNT"]  # a first attempt has no restart count
+        proc = subprocess.run(
+            ["bash", "-c", job.script, "job.sbatch"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == ""  # everything went to the attempt log
+    assert stat.S_IMODE(job_dir.stat().st_mode) == 0o700
+    logs = sorted(p.name for p in job_dir.iterdir())
+    assert logs == ["attempt-0.log", "attempt-1.log"]
+    for attempt in ("0", "1"):
+        lines = (job_dir / f"attempt-{attempt}.log").read_text().splitlines()
+        assert lines[0].startswith(f"hpclaunch: job 42 attempt {attempt} on ")
+        data = json.loads(lines[1])
+        assert data["argv"] == ["x y"]
+        assert data["attempt"] == attempt
+        assert data["umask"] == current_umask()  # the submitter's umask is restored

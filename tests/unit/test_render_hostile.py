@@ -1,0 +1,198 @@
+"""Property tests: hostile names, arguments and environment values reach the job exactly,
+and nothing in them ever runs.
+
+* The command section of the script (templates/command.sh.j2, rendered standalone) is run
+  under bash; a tiny python program dumps the argv and environment it received as JSON.
+  Hostile strings try ``$(touch canary)`` and backticks: the canary must never appear.
+* ``#SBATCH`` lines are parsed back with a re-implementation of sbatch's own line splitter
+  (Slurm 22.05 src/sbatch/opt.c ``_get_argument``: blanks split, ``'``/``"`` quote,
+  ``\\`` escapes everywhere, an unquoted ``#`` ends the line) and must give back the value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpclaunch.plan import build_plan
+from hpclaunch.render import render, render_command_section
+from hpclaunch.spec import JobSpec
+
+from .conftest import SUBMISSION_ID, make_site
+
+HOSTILE = [
+    "$(touch canary)",
+    "`touch canary`",
+    "$(touch${IFS}canary)",
+    "'",
+    '"',
+    "\\",
+    "\n",
+    "\r",
+    ";",
+    "&&",
+    "|",
+    ">",
+    "<",
+    "$HOME",
+    "${PATH}",
+    "*",
+    "?",
+    "~",
+    "!",
+    "#",
+    "%j",
+    " ",
+    "\t",
+    "-n",
+    "--",
+    "$'\\x41'",
+    "ü",
+    "日本",
+    "🙂",
+    "\u2028",
+    "=",
+    "{a,b}",
+    "[x]",
+]
+ANY_CHAR = st.characters(codec="utf-8", exclude_characters="\x00")
+hostile_text = st.lists(
+    st.one_of(st.sampled_from(HOSTILE), st.text(ANY_CHAR, max_size=6)), max_size=5
+).map("".join)
+env_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
+    lambda n: (
+        not n.upper().startswith(("SLURM_", "SBATCH_", "HPCLAUNCH_"))
+        and n not in {"PATH", "LC_ALL", "PWD", "SHLVL", "_", "OLDPWD", "LC_CTYPE"}
+    )
+)
+job_names = hostile_text.filter(
+    lambda n: (
+        n.strip() != ""
+        and n.isprintable()
+        and len(n) <= 200
+        and "hetjob" not in n.lower()
+        and "packjob" not in n.lower()
+    )
+)
+
+DUMPER = (
+    "import json, os, sys\njson.dump({'argv': sys.argv[1:], 'env': dict(os.environ)}, sys.stdout)\n"
+)
+# Variables bash itself (or python) may add to a child's environment.
+SHELL_ADDED = {"PWD", "SHLVL", "_", "OLDPWD", "LC_CTYPE"}
+SITE = make_site()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    args=st.lists(hostile_text, max_size=5),
+    env=st.dictionaries(env_names, hostile_text, max_size=4),
+)
+def test_command_and_env_arrive_exactly(args: list[str], env: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        dumper = workdir / "dump.py"
+        dumper.write_text(DUMPER)
+        spec = JobSpec(name="x", command=(sys.executable, str(dumper), *args), env=env)
+        plan = build_plan(spec, SITE, submission_id=SUBMISSION_ID, home=tmp, cwd=tmp)
+        section = workdir / "section.sh"
+        section.write_text(render_command_section(plan), encoding="utf-8")
+        proc = subprocess.run(
+            ["bash", str(section)],
+            cwd=workdir,
+            env={"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8"},
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        assert proc.stderr == b""
+        got = json.loads(proc.stdout)  # exactly one JSON document: nothing else printed
+        assert got["argv"] == args
+        expected_env = {**dict(plan.runtime_env), **env}
+        for name, value in expected_env.items():
+            assert got["env"][name] == value
+        unexpected = set(got["env"]) - set(expected_env) - {"PATH", "LC_ALL"} - SHELL_ADDED
+        assert not unexpected
+        assert not (workdir / "canary").exists()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    name=job_names,
+    workdir=hostile_text.filter(
+        lambda w: (
+            w.isprintable()
+            and w.strip()
+            and "hetjob" not in w.lower()
+            and "packjob" not in w.lower()
+            and "\\" not in w
+            and not w.startswith("~")
+        )
+    ),
+)
+def test_sbatch_lines_give_back_the_values(name: str, workdir: str) -> None:
+    spec = JobSpec(name=name, command=("true",), workdir=workdir)
+    plan = build_plan(spec, SITE, submission_id=SUBMISSION_ID, home="/h", cwd="/c")
+    script = render(plan).script
+    parsed = [
+        sbatch_line_args(line[len("#SBATCH") :])
+        for line in script.splitlines()
+        if line.startswith("#SBATCH")
+    ]
+    expected = [
+        [flag if value is None else f"{flag}={value}"] for flag, value in plan.sbatch_options
+    ]
+    assert parsed == expected
+    subprocess.run(["bash", "-n"], input=script.encode(), check=True)
+
+
+def sbatch_line_args(rest: str) -> list[str]:
+    """Split what follows ``#SBATCH`` into arguments the way sbatch does (see module doc)."""
+    blanks = " \t\n\v\f\r"  # C isspace() in the C locale: ASCII only
+    args: list[str] = []
+    i, n = 0, len(rest)
+    while True:
+        while i < n and rest[i] in blanks:
+            i += 1
+        arg: list[str] = []
+        quote = ""
+        escaped = comment = False
+        while i < n and (quote or rest[i] not in blanks) and rest[i] != "\n":
+            char = rest[i]
+            i += 1
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+                continue
+            elif quote:
+                if char == quote:
+                    quote = ""
+                    continue
+            elif char in "\"'":
+                quote = char
+                continue
+            elif char == "#":
+                comment = True
+                break
+            arg.append(char)
+        if quote:
+            raise ValueError(f"sbatch would stop: unmatched {quote} in {rest!r}")
+        if not arg:  # sbatch stops at the first empty argument
+            return args
+        args.append("".join(arg))
+        if comment:
+            return args
+
+
+def test_the_splitter_itself() -> None:
+    assert sbatch_line_args(' --a=1 --b="x y" # c') == ["--a=1", "--b=x y"]
+    assert sbatch_line_args(" --a='it\"s' --b=\\#x") == ['--a=it"s', "--b=#x"]
+    assert sbatch_line_args(' --a="p\\"q\\\\r"') == ['--a=p"q\\r']

@@ -1,0 +1,51 @@
+"""Slurm time formats (sbatch --time, slurm.conf MaxTime)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpclaunch.slurmtime import format_time, parse_time, parse_time_limit
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30", 1800),
+        (30, 1800),
+        ("5:30", 330),
+        ("01:00:00", 3600),
+        ("48:00:00", 172800),
+        ("2-12", 2 * 86400 + 12 * 3600),
+        ("1-02:03", 86400 + 2 * 3600 + 3 * 60),
+        ("1-02:03:04", 86400 + 2 * 3600 + 3 * 60 + 4),
+        (" 10 ", 600),
+    ],
+)
+def test_parse(text: str | int, seconds: int) -> None:
+    assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["", "abc", "1:2:3:4", "-5", "0", "00:00:00", "1-25", "10:61", "1.5"]
+)
+def test_parse_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match=r"time|zero|below"):
+        parse_time(text)
+
+
+def test_bool_is_not_a_time() -> None:
+    with pytest.raises(ValueError, match="time limit"):
+        parse_time(True)
+
+
+@pytest.mark.parametrize("text", ["UNLIMITED", "infinite", None])
+def test_unlimited(text: str | None) -> None:
+    assert parse_time_limit(text) is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(60, "00:01:00"), (3600, "01:00:00"), (90061, "1-01:01:01")]
+)
+def test_format(seconds: int, text: str) -> None:
+    assert format_time(seconds) == text
+    assert parse_time(text) == seconds

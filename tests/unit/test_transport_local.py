@@ -1,0 +1,69 @@
+"""LocalRunner: real child processes (small ones), files with private modes."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.transport.local import LocalRunner
+
+
+def test_run_returns_output_and_never_raises_on_failure() -> None:
+    runner = LocalRunner()
+    ok = runner.run(["echo", "a b", "$HOME"])
+    assert (ok.returncode, ok.stdout, ok.ok) == (0, "a b $HOME\n", True)
+    assert ok.argv == ("echo", "a b", "$HOME")
+    assert ok.duration >= 0
+    bad = runner.run(
+        [sys.executable, "-c", "import sys; print('oops', file=sys.stderr); sys.exit(3)"]
+    )
+    assert (bad.returncode, bad.stderr, bad.ok) == (3, "oops\n", False)
+
+
+def test_stdin_and_env() -> None:
+    runner = LocalRunner()
+    code = "import os, sys; print(sys.stdin.read() + os.environ['HPCLAUNCH_TEST_VALUE'])"
+    out = runner.run([sys.executable, "-c", code], stdin="in-", env={"HPCLAUNCH_TEST_VALUE": "env"})
+    assert out.stdout == "in-env\n"
+
+
+def test_timeout() -> None:
+    with pytest.raises(CommandTimeout, match=r"timed out after 0\.2 s"):
+        LocalRunner().run([sys.executable, "-c", "import time; time.sleep(10)"], timeout=0.2)
+
+
+def test_missing_program_is_named_with_a_hint() -> None:
+    with pytest.raises(ProgramNotFound, match="'no-such-sbatch' not found") as info:
+        LocalRunner().run(["no-such-sbatch", "--parsable"])
+    assert info.value.hint is not None
+    assert "--remote" in info.value.hint
+
+
+def test_put_file_makes_private_dirs_and_sets_the_mode(tmp_path: Path) -> None:
+    target = tmp_path / "jobs" / "abc" / "job.sbatch"
+    runner = LocalRunner()
+    runner.put_file(str(target), "#!/bin/bash\n", 0o700)
+    assert target.read_text() == "#!/bin/bash\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    for directory in (tmp_path / "jobs", tmp_path / "jobs" / "abc"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    runner.put_file(str(target), "second\n", 0o600)  # replaces atomically
+    assert target.read_text() == "second\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in target.parent.iterdir()) == ["job.sbatch"]  # no temp left
+    assert runner.read_file(str(target)) == "second\n"
+
+
+def test_read_missing_file() -> None:
+    with pytest.raises(TransportError, match="cannot read /nonexistent"):
+        LocalRunner().read_file("/nonexistent")
+
+
+def test_put_file_failure(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(TransportError, match="cannot write"):
+        LocalRunner().put_file(str(tmp_path / "file" / "x"), "", 0o600)
