@@ -182,6 +182,7 @@ def wait_for(
     timeout: float | None = None,
     interval: float | None = None,
     on_change: Callable[[JobInfo], None] | None = None,
+    on_round: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[JobRef, JobInfo]:
@@ -198,6 +199,7 @@ def wait_for(
         interval: Seconds between rounds (raised to the site's minimum).
         on_change: Called with a job's info whenever its state or reason changes (and on
             the first round).
+        on_round: Called after every round (e.g. to print new log lines).
         clock, sleep: Injected for tests.
 
     Returns:
@@ -219,6 +221,8 @@ def wait_for(
             if on_change is not None and seen.get(ref) != key:
                 on_change(info)
             seen[ref] = key
+        if on_round is not None:
+            on_round()
         waiting = [ref for ref in refs if not done(infos[ref])]
         if not waiting:
             return infos

@@ -54,6 +54,7 @@ class SubmissionPlan:
         runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
         launcher: ``none`` or ``srun``.
         modules: Environment modules to load first.
+        venv: Absolute path of the virtual environment to activate, if any.
         site_name, partition, qos, account, tier, preemptible: The choices made.
         notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
     """
@@ -71,6 +72,7 @@ class SubmissionPlan:
     runtime_env: tuple[tuple[str, str], ...]
     launcher: str
     modules: tuple[str, ...]
+    venv: str | None
     site_name: str
     partition: str
     qos: str
@@ -176,6 +178,7 @@ def build_plan(
         runtime_env=_runtime_env(spec, submission_id, job_dir, log_dir, home, cwd),
         launcher=spec.launcher,
         modules=tuple(site.modules),
+        venv=_expand(spec.venv, home, workdir, "venv") if spec.venv else None,
         site_name=site.name,
         partition=partition.name,
         qos=policy.qos,

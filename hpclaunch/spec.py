@@ -170,6 +170,8 @@ class JobSpec(_Model):
         project: The project to charge (Slurm account); default: the site's default account.
         checkpoint: Signal and requeue policy.
         output_dir: Where per-attempt logs go; default: the job directory.
+        venv: A Python virtual environment to activate before the command (its directory;
+            relative paths start from the workdir). It must be visible on the compute nodes.
     """
 
     name: str = Field(min_length=1, max_length=200)
@@ -182,6 +184,7 @@ class JobSpec(_Model):
     project: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     output_dir: str | None = Field(None, min_length=1)
+    venv: str | None = Field(None, min_length=1)
 
     @field_validator("name")
     @classmethod

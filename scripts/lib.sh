@@ -6,6 +6,8 @@ CLUSTER=$REPO/docker/slurm-cluster/cluster.sh
 # torch is not a dependency of hpclaunch; the example trainer and the training tests use it.
 # Pinned: this version's CPU build is on our machines' disk (a bare "torch" pulls a CUDA build).
 TORCH=torch==2.13.0
+# numpy: torch warns at import without it.
+TORCH_EXTRAS=numpy
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -24,7 +26,7 @@ ensure_venv() {
   fi
   if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
     say "installing $TORCH (CPU)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check "$TORCH"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "$TORCH" "$TORCH_EXTRAS"
   fi
   export PATH=$VENV/bin:$PATH
 }

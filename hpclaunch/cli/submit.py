@@ -18,9 +18,17 @@ if TYPE_CHECKING:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Print the sbatch argv and script; submit nothing.")
 @click.option("--wait", is_flag=True, help="Follow the job to its end; exit 0 only if COMPLETED.")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="With --wait (implied): print the job's log lines as they are written.",
+)
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up waiting after this long.")
 @click.pass_obj
-def submit_command(app: App, spec: str, dry_run: bool, wait: bool, timeout: float | None) -> None:
+def submit_command(
+    app: App, spec: str, dry_run: bool, wait: bool, follow: bool, timeout: float | None
+) -> None:
     """Submit SPEC to Slurm and print the job id.
 
     State changes (with --wait) and the log location go to stderr, so that
@@ -37,8 +45,8 @@ def submit_command(app: App, spec: str, dry_run: bool, wait: bool, timeout: floa
     _remember(app, plan, ref)
     click.echo(ref.job_id)
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
-    if wait:
-        _follow(app, ref, timeout)
+    if wait or follow:
+        _follow(app, ref, timeout, plan.log_dir if follow else None)
 
 
 def _print_dry_run(job: RenderedJob) -> None:
@@ -73,14 +81,25 @@ def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
         click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
 
 
-def _follow(app: App, ref: JobRef, timeout: float | None) -> None:
+def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:
+    from hpclaunch.logs import LogTail
     from hpclaunch.observe import JobInfo, wait_for
+
+    tail = LogTail(log_dir) if log_dir is not None else None
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{info.ref.job_id}: {info.state}{reason}", err=True)
 
-    final = wait_for(app.backend, [ref], timeout=timeout, on_change=show)[ref]
+    def print_new_lines(final: bool = False) -> None:
+        if tail is not None:
+            for line in tail.read_new(final=final):
+                click.echo(line)
+
+    final = wait_for(app.backend, [ref], timeout=timeout, on_change=show, on_round=print_new_lines)[
+        ref
+    ]
+    print_new_lines(final=True)
     if not final.state.is_success:
         code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
         click.echo(f"job {ref.job_id} ended {final.state}{code}", err=True)

@@ -7,16 +7,111 @@ missing cluster is a broken setup, not a reason to pass.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster, require_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+# The console script of the environment running the tests (the project's .venv).
+HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> SlurmCluster:
     """The reachable cluster (``.nodes``); skips, or fails under CI=true, without one."""
     return require_cluster(LocalRunner(), os.environ)
+
+
+class Cli:
+    """The real ``hpclaunch`` CLI against the local site, run from the repository root
+    (which every node sees at the same path), with a submission history of its own."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.env = dict(os.environ, XDG_STATE_HOME=str(state_dir))
+        self.history = state_dir / "hpclaunch" / "submissions.jsonl"
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [HPCLAUNCH, "--site", "local", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def submitted(self) -> dict[str, dict[str, str]]:
+        """The history's records by job id."""
+        if not self.history.exists():
+            return {}
+        records = [json.loads(line) for line in self.history.read_text().splitlines() if line]
+        return {record["job_id"]: record for record in records}
+
+    def log(self, job_id: str) -> str:
+        """The text of every attempt log of a job, oldest attempt first."""
+        from hpclaunch.logs import attempt_logs
+
+        job_dir = self.submitted()[job_id]["job_dir"]
+        logs = attempt_logs(job_dir)
+        assert logs, f"job {job_id} wrote no attempt log in {job_dir}"
+        return "".join(path.read_text() for path in logs)
+
+
+Run = Cli
+
+
+@pytest.fixture
+def hpclaunch(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Cli]:
+    """A :class:`Cli`; the jobs it submitted are cancelled afterwards."""
+    cli = Cli(tmp_path / "state")
+    yield cli
+    ids = list(cli.submitted())
+    if ids:
+        subprocess.run(["scancel", *ids], check=False, capture_output=True)
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[..., Path]:
+    """Write a spec YAML with a unique job name; returns its path."""
+
+    def write(**fields: object) -> Path:
+        spec = {"name": f"it-{uuid.uuid4().hex[:8]}", "project": "research", **fields}
+        spec.setdefault("resources", {"time": "00:05:00", "mem": "100M"})
+        path = tmp_path / f"{spec['name']}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        return path
+
+    return write
+
+
+def job_status(run: Run, job_id: str) -> dict[str, object]:
+    """``hpclaunch status ID --json`` for one job."""
+    result = run("status", job_id, "--json")
+    assert result.returncode == 0, result.stderr
+    (info,) = json.loads(result.stdout)
+    assert isinstance(info, dict)
+    return info
+
+
+def wait_state(run: Run, job_id: str, wanted: set[str], timeout: float = 60) -> dict[str, object]:
+    """Poll ``status`` (every 0.2 s) until the job is in one of ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = job_status(run, job_id)
+        if info["state"] in wanted:
+            return info
+        assert time.monotonic() < deadline, f"job {job_id} never reached {wanted}: {info}"
+        time.sleep(0.2)

@@ -16,7 +16,7 @@ import pytest
 
 from hpclaunch.errors import RenderError
 from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import RenderedJob, render, sbatch_quote
+from hpclaunch.render import RenderedJob, render, render_command_section, sbatch_quote
 
 from .conftest import make_spec
 
@@ -191,3 +191,36 @@ def test_script_runs_with_private_dir_and_one_log_per_attempt(
         assert data["argv"] == ["x y"]
         assert data["attempt"] == attempt
         assert data["umask"] == current_umask()  # the submitter's umask is restored
+
+
+def test_venv_is_activated_before_the_command(plan_for: PlanFor, tmp_path: Path) -> None:
+    """A spec's venv (relative to the workdir, here with a space and a quote in its path)
+    is activated, so `python` in the command is the venv's."""
+    venv = tmp_path / "it's a venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text(
+        'export VIRTUAL_ENV="' + str(venv) + '"\nexport PATH="$VIRTUAL_ENV/bin:$PATH"\n'
+    )
+    fake_python = venv / "bin" / "python"
+    fake_python.write_text('#!/bin/sh\necho "venv python $*"\n')
+    fake_python.chmod(0o755)
+    spec = make_spec(name="v", command=["python", "train.py"], venv="it's a venv")
+    plan = plan_for(spec, cwd=str(tmp_path))
+    assert plan.venv == str(venv)
+    section = tmp_path / "section.sh"
+    section.write_text(render_command_section(plan))
+    proc = subprocess.run(
+        ["bash", "-u", str(section)],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "venv python train.py\n"
+
+
+def test_no_venv_no_activation(plan_for: PlanFor) -> None:
+    script = render(plan_for(make_spec(name="n", command=["true"]))).script
+    assert "activate" not in script

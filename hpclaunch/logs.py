@@ -1,0 +1,60 @@
+"""Reading a job's per-attempt logs as they grow.
+
+The batch script appends each attempt's output to ``<log_dir>/attempt-<N>.log``
+(``N`` = ``SLURM_RESTART_COUNT``), so following a job across requeues means reading those
+files in attempt order and remembering how far each was read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["LogTail", "attempt_logs"]
+
+_ATTEMPT_LOG = re.compile(r"^attempt-(\d+)\.log$")
+
+
+def attempt_logs(log_dir: str | Path) -> list[Path]:
+    """The attempt logs in ``log_dir``, oldest attempt first (missing dir: none)."""
+    found: list[tuple[int, Path]] = []
+    try:
+        entries = list(Path(log_dir).iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for path in entries:
+        match = _ATTEMPT_LOG.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+@dataclass
+class LogTail:
+    """Returns what was appended to a job's attempt logs since the last call.
+
+    Only whole lines are returned; a partial last line waits for its newline (or for
+    ``final=True``, once the job has ended).
+    """
+
+    log_dir: str | Path
+    _offsets: dict[Path, int] = field(default_factory=dict)
+    _partial: dict[Path, bytes] = field(default_factory=dict)
+
+    def read_new(self, *, final: bool = False) -> list[str]:
+        """New complete lines of every attempt log, in attempt order."""
+        lines: list[str] = []
+        for path in attempt_logs(self.log_dir):
+            with path.open("rb") as handle:
+                handle.seek(self._offsets.get(path, 0))
+                chunk = handle.read()
+                self._offsets[path] = handle.tell()
+            data = self._partial.pop(path, b"") + chunk
+            *complete, rest = data.split(b"\n")
+            if rest and final:
+                complete.append(rest)
+            elif rest:
+                self._partial[path] = rest
+            lines.extend(line.decode("utf-8", errors="replace") for line in complete)
+        return lines
