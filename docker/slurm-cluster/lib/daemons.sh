@@ -17,8 +17,8 @@ die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
 # PID 1 reaps late, see shared/slurm-notes.md).
 pid_alive() {
   local pid
-  [[ -r $1 ]] || return 1
-  pid=$(<"$1")
+  # The daemon may remove its pid file while we read it.
+  pid=$(cat "$1" 2>/dev/null) || return 1
   [[ -n $pid && -d /proc/$pid ]] || return 1
   [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
 }
@@ -37,7 +37,7 @@ wait_for() {
 stop_pidfile() {
   local f=$1 pid i
   pid_alive "$f" || return 0
-  pid=$(<"$f")
+  pid=$(cat "$f" 2>/dev/null) || return 0
   kill "$pid" 2>/dev/null || return 0
   for ((i = 0; i < ${2:-100}; i++)); do pid_alive "$f" || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
