@@ -43,7 +43,13 @@ cmd_up() {
 }
 
 cmd_down() {
+  local other=native
+  [[ $MODE == native ]] && other=docker
   "${MODE}_down"
+  if [[ -e $STATE/.mode-$other ]]; then
+    log "$MODE cluster down; the $other cluster's state stays (stop it with --mode $other down)"
+    return 0
+  fi
   host_teardown
   log "$MODE cluster down"
 }

@@ -84,6 +84,7 @@ docker_status() {
 }
 
 docker_down() {
+  rm -f "$STATE/.mode-docker"
   if docker info >/dev/null 2>&1; then
     compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
   fi

@@ -33,6 +33,11 @@ native_down() {
   stop_pidfile "$STATE/run/slurmctld.pid"
   stop_pidfile "$STATE/run/slurmdbd.pid"
   stop_pidfile "$STATE/run/mysqld/mysqld.pid" 300
-  # Job processes that outlived their slurmd (proctrack/linuxproc cannot always find them).
-  pkill -f 'slurmstepd' 2>/dev/null || true
+  # Daemons whose pid file is gone (an interrupted run), and job processes that outlived
+  # their slurmd (proctrack/linuxproc cannot always find them). Only ours: the patterns
+  # name this cluster's state directory or node names.
+  pkill -f -- "--datadir=$STATE/mysql" 2>/dev/null || true
+  pkill -f -- '^slurmd (-D )?-N n[1-4]$' 2>/dev/null || true
+  pkill -f -- 'slurmstepd' 2>/dev/null || true
+  rm -f "$STATE/.mode-native"
 }
