@@ -31,15 +31,23 @@ ensure_venv() {
   export PATH=$VENV/bin:$PATH
 }
 
+# The mode of the running local cluster, or nothing.
+running_cluster_mode() {
+  local mode
+  for mode in docker native; do
+    if "$CLUSTER" --mode "$mode" status >/dev/null 2>&1; then echo "$mode"; return 0; fi
+  done
+  return 0
+}
+
 # Use a running local cluster (either mode); else start one ($HPCLAUNCH_CLUSTER_MODE, default docker).
 ensure_cluster() {
   local mode
-  for mode in docker native; do
-    if "$CLUSTER" --mode "$mode" status >/dev/null 2>&1; then
-      say "using the running $mode cluster"
-      return 0
-    fi
-  done
+  mode=$(running_cluster_mode)
+  if [[ -n $mode ]]; then
+    say "using the running $mode cluster"
+    return 0
+  fi
   mode=${HPCLAUNCH_CLUSTER_MODE:-docker}
   say "starting the $mode test cluster"
   "$CLUSTER" --mode "$mode" up
