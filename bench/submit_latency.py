@@ -88,8 +88,10 @@ def hpclaunch_submit(spec: Path) -> str:
 
 
 def summary(name: str, rows: list[tuple[float, float, float]]) -> dict[str, float]:
-    cols = list(zip(*rows))
-    med = {k: statistics.median(c) for k, c in zip(("submit", "running", "done"), cols)}
+    cols = list(zip(*rows, strict=True))
+    med = {
+        k: statistics.median(c) for k, c in zip(("submit", "running", "done"), cols, strict=True)
+    }
     p90 = statistics.quantiles(cols[1], n=10)[-1] if len(rows) >= 2 else cols[1][0]
     print(
         f"{name:10s} submit cmd {med['submit'] * 1000:7.1f} ms   to RUNNING {med['running']:6.2f} s"
