@@ -16,6 +16,7 @@ Job directory and logs
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.sbatch_options import normalise_flag
 from hpclaunch.spec import JobSpec, Resources
 
 __all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submission_id"]
@@ -47,14 +49,19 @@ class SubmissionPlan:
         log_dir: Absolute path of the directory for per-attempt logs.
         script_path: Where the batch script is written (inside ``job_dir``).
         workdir: Absolute directory the job starts in (``--chdir``).
-        command: The argv to run.
+        command: The argv to run (the spec's ``command``, or its ``script`` made absolute
+            against the workdir, followed by its ``args``).
         launch_prefix: What runs ``command``: ``()`` for launcher ``none``, ``("srun",
             ...)`` for ``srun``. See :attr:`launch_argv`.
         env: User environment variables, in spec order.
         runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
         launcher: ``none`` or ``srun``.
-        modules: Environment modules to load first.
+        modules: Environment modules to load first (the site's, then the spec's).
+        module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
+        conda: The conda environment to activate, if any.
+        scratch_var: ``(VAR, rest)`` when the site's scratch is ``$VAR/rest``: the job
+            exports ``HPCLAUNCH_SCRATCH`` from a variable only the compute node knows.
         site_name, partition, qos, account, tier, preemptible: The choices made.
         notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
     """
@@ -80,6 +87,9 @@ class SubmissionPlan:
     tier: str
     preemptible: bool
     notes: tuple[str, ...] = field(default=())
+    module_system: str = "none"
+    conda: str | None = None
+    scratch_var: tuple[str, str] | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:
@@ -124,15 +134,21 @@ def build_plan(
 
     Raises:
         PlanError: The site cannot run the spec: unknown tier, no partition with that GPU
-            type, too many GPUs/CPUs per node, too many nodes, time over the limit, or a
-            launcher that is not available yet.
+            type, too many GPUs/CPUs per node, too many nodes, time over the limit, modules
+            on a site without a module system, or a launcher that is not available yet.
+            The message starts with the spec's field path; the hint says what to change.
     """
     if not _SUBMISSION_ID.match(submission_id):
         raise PlanError(f"invalid submission id {submission_id!r}")
     if spec.launcher in _SIDECAR_LAUNCHERS:
         raise PlanError(
-            f"launcher {spec.launcher!r} arrives with the sidecar (issue 5)",
+            f"launcher: {spec.launcher!r} arrives with the sidecar (issue 5)",
             hint="use launcher: srun (one task per node) or none for now",
+        )
+    if spec.modules and site.module_system == "none":
+        raise PlanError(
+            f"modules: site {site.name} has no module system (module_system: none)",
+            hint="remove modules from the spec, or set module_system in the site config",
         )
     notes: list[str] = []
     policy = _tier_policy(spec, site)
@@ -151,11 +167,12 @@ def build_plan(
     opts: list[tuple[str, str | None]] = [
         ("--job-name", spec.name),
         ("--comment", f"hpclaunch:{submission_id}"),
-        ("--partition", partition.name),
-        ("--qos", policy.qos),
     ]
+    if partition.select_by == "partition":
+        opts.append(("--partition", partition.name))
+    opts.append(("--qos", policy.qos))
     opts += [("--account", account)] if account else []
-    opts += _resource_options(spec, site, partition)
+    opts += _resource_options(spec, site, partition, notes)
     opts += [
         ("--chdir", workdir),
         # %j: the job id. Slurm expands %-patterns in --output, so a literal % is %%.
@@ -163,6 +180,14 @@ def build_plan(
         ("--open-mode", "append"),
     ]
     opts += _requeue_options(spec, policy, notes)
+    opts += _dependency_options(spec, notes)
+    opts += _extra_options(spec, notes)
+    modules = (*site.modules, *spec.modules)
+    if modules:
+        notes.append(f"modules ({site.module_system}): {', '.join(modules)}")
+    if spec.conda:
+        notes.append(f"conda environment {spec.conda}: activated after the modules")
+    scratch_var, scratch_env = _scratch(site, home)
 
     return SubmissionPlan(
         submission_id=submission_id,
@@ -172,13 +197,16 @@ def build_plan(
         log_dir=log_dir,
         script_path=posixpath.join(job_dir, SCRIPT_NAME),
         workdir=workdir,
-        command=tuple(spec.command),
+        command=_command(spec, home, workdir),
         launch_prefix=_launch_prefix(spec),
         env=tuple(spec.env.items()),
-        runtime_env=_runtime_env(spec, submission_id, job_dir, log_dir, home, cwd),
+        runtime_env=_runtime_env(spec, submission_id, job_dir, log_dir, home, cwd) + scratch_env,
         launcher=spec.launcher,
-        modules=tuple(site.modules),
+        modules=modules,
+        module_system=site.module_system,
         venv=_expand(spec.venv, home, workdir, "venv") if spec.venv else None,
+        conda=spec.conda,
+        scratch_var=scratch_var,
         site_name=site.name,
         partition=partition.name,
         qos=policy.qos,
@@ -200,22 +228,95 @@ def _paths(
     return job_dir, log_dir, workdir
 
 
+def _command(spec: JobSpec, home: str, workdir: str) -> tuple[str, ...]:
+    if spec.script is None:
+        return spec.argv
+    # An absolute path, so that neither PATH nor the launcher's cwd can pick another file.
+    return (_expand(spec.script, home, workdir, "script"), *spec.args)
+
+
 def _resource_options(
-    spec: JobSpec, site: SiteConfig, partition: Partition
+    spec: JobSpec, site: SiteConfig, partition: Partition, notes: list[str]
 ) -> list[tuple[str, str | None]]:
     res = spec.resources
     opts: list[tuple[str, str | None]] = [
         ("--nodes", str(res.nodes)),
         ("--ntasks-per-node", "1"),
-        ("--cpus-per-task", str(res.cpus_per_task)),
     ]
+    if res.cpus_per_gpu is not None:
+        # sbatch(1): --cpus-per-gpu and --cpus-per-task are mutually exclusive.
+        opts.append(("--cpus-per-gpu", str(res.cpus_per_gpu)))
+    else:
+        opts.append(("--cpus-per-task", str(res.cpus_per_task)))
     if res.gpus_per_node:
         opts.append(_gpu_option(spec, site, partition))
     if res.mem:
         opts.append(("--mem", res.mem))
     if res.time:
         opts.append(("--time", res.time))
+    constraint = _constraint(partition.constraint, res.constraint)
+    if constraint:
+        opts.append(("--constraint", constraint))
+        if partition.constraint:
+            how = "instead of --partition" if partition.select_by == "constraint" else "too"
+            notes.append(
+                f"--constraint={constraint}: partition {partition.name} is selected by "
+                f"feature {partition.constraint!r} ({how})"
+            )
+        else:
+            notes.append(f"--constraint={constraint}: the spec's node features")
+    if res.exclusive:
+        opts.append(("--exclusive", None))
+        notes.append("--exclusive: whole nodes, shared with no other job")
     return opts
+
+
+def _constraint(site_part: str | None, spec_part: str | None) -> str | None:
+    """Both constraints must hold: ``site&(spec)`` (sbatch(1) --constraint: ``&`` is AND,
+    brackets group)."""
+    if site_part and spec_part:
+        inner = spec_part if re.fullmatch(r"[A-Za-z0-9_.:-]+", spec_part) else f"({spec_part})"
+        return f"{site_part}&{inner}"
+    return site_part or spec_part
+
+
+def _dependency_options(spec: JobSpec, notes: list[str]) -> list[tuple[str, str | None]]:
+    if not spec.dependencies:
+        return []
+    by_type: dict[str, list[str]] = {}
+    for dep in spec.dependencies:
+        by_type.setdefault(dep.type, []).append(dep.job)
+    # sbatch(1) --dependency: "type:id[:id...]", types joined by "," must all hold.
+    value = ",".join(f"{kind}:{':'.join(jobs)}" for kind, jobs in by_type.items())
+    notes.append(
+        f"--dependency={value}: starts when all hold; one that can never hold leaves the job "
+        "PENDING (reason DependencyNeverSatisfied) until cancelled, unless the site sets "
+        "kill_invalid_depend (Slurm 22.05)"
+    )
+    return [("--dependency", value)]
+
+
+def _extra_options(spec: JobSpec, notes: list[str]) -> list[tuple[str, str | None]]:
+    opts: list[tuple[str, str | None]] = []
+    for key, value in spec.sbatch_extra.items():
+        flag, inline = normalise_flag(key)  # the spec validated every key already
+        opts.append((flag, inline if value is None else value))
+    if opts:
+        shown = ", ".join(f if v is None else f"{f}={v}" for f, v in opts)
+        notes.append(f"sbatch_extra, passed as written: {shown}")
+    return opts
+
+
+def _scratch(
+    site: SiteConfig, home: str
+) -> tuple[tuple[str, str] | None, tuple[tuple[str, str], ...]]:
+    """(``($VAR, rest)`` for the template, or a literal ``HPCLAUNCH_SCRATCH`` entry)."""
+    if site.scratch is None:
+        return None, ()
+    if site.scratch.startswith("$"):
+        var, _, rest = site.scratch[1:].partition("/")
+        return (var, f"/{rest}" if rest else ""), ()
+    return None, (("HPCLAUNCH_SCRATCH", _expand(site.scratch, home, None, "scratch")),)
 
 
 def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
@@ -223,7 +324,7 @@ def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
     if policy is None:
         known = ", ".join(site.tiers) or "none"
         raise PlanError(
-            f"site {site.name} has no tier {spec.tier!r} (tiers: {known})",
+            f"tier: site {site.name} has no tier {spec.tier!r} (tiers: {known})",
             hint="pick one of the site's tiers, or add this one under tiers: in the site config",
         )
     return policy
@@ -233,6 +334,7 @@ def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
 class _Check:
     """One test a partition must pass, and how to explain that none passed."""
 
+    field: str
     fits: Callable[[Partition], bool]
     explain: Callable[[Sequence[Partition]], str]
     hint: str
@@ -243,28 +345,17 @@ def _partition_checks(res: Resources) -> list[_Check]:
     if res.gpus_per_node:
         checks.append(
             _Check(
+                "resources.gpus_per_node",
                 lambda p: p.gpus_per_node > 0,
                 lambda ps: "no partition has GPUs",
                 "ask for gpus_per_node: 0 or use another site",
             )
         )
     if res.gpu_type:
-        want = res.gpu_type.lower()
-        checks.append(
-            _Check(
-                lambda p: (p.gpu_type or "").lower() == want,
-                lambda ps: (
-                    f"no partition has GPU type {res.gpu_type!r}; GPU types here: "
-                    + (
-                        ", ".join(sorted({p.gpu_type for p in ps if p.gpu_type}))
-                        or "none (untyped)"
-                    )
-                ),
-                "use one of the listed types, or drop gpu_type to take any GPU",
-            )
-        )
+        checks.append(_gpu_type_check(res.gpu_type))
     checks += [
         _Check(
+            "resources.gpus_per_node",
             lambda p: p.gpus_per_node >= res.gpus_per_node,
             lambda ps: (
                 f"{res.gpus_per_node} GPUs per node asked, but the most a node has is "
@@ -273,14 +364,16 @@ def _partition_checks(res: Resources) -> list[_Check]:
             "ask for fewer GPUs per node and more nodes",
         ),
         _Check(
-            lambda p: p.cpus_per_node >= res.cpus_per_task,
+            "resources.cpus_per_gpu" if res.cpus_per_gpu else "resources.cpus_per_task",
+            lambda p: p.cpus_per_node >= res.cpus_per_node,
             lambda ps: (
-                f"{res.cpus_per_task} CPUs per task asked, but the most a node has is "
+                f"{res.cpus_per_node} CPUs per node asked, but the most a node has is "
                 f"{max(p.cpus_per_node for p in ps)}"
             ),
-            "ask for fewer cpus_per_task",
+            "ask for fewer CPUs" + (" per GPU" if res.cpus_per_gpu else " per task"),
         ),
         _Check(
+            "resources.nodes",
             lambda p: p.max_nodes is None or p.max_nodes >= res.nodes,
             lambda ps: (
                 f"{res.nodes} nodes asked, but the most allowed is "
@@ -293,6 +386,7 @@ def _partition_checks(res: Resources) -> list[_Check]:
     if seconds is not None:
         checks.append(
             _Check(
+                "resources.time",
                 lambda p: p.max_time_seconds is None or p.max_time_seconds >= seconds,
                 lambda ps: (
                     f"time {res.time} is over the limit of "
@@ -302,6 +396,26 @@ def _partition_checks(res: Resources) -> list[_Check]:
             )
         )
     return checks
+
+
+def _gpu_type_check(gpu_type: str) -> _Check:
+    want = gpu_type.lower()
+
+    def explain(parts: Sequence[Partition]) -> str:
+        types = sorted({p.gpu_type for p in parts if p.gpu_type})
+        close = difflib.get_close_matches(want, [t.lower() for t in types], n=1, cutoff=0.6)
+        guess = next(
+            (f" (did you mean {t!r}?)" for t in types if close and t.lower() == close[0]), ""
+        )
+        listed = ", ".join(types) or "none (untyped)"
+        return f"no partition has GPU type {gpu_type!r}{guess}; GPU types here: {listed}"
+
+    return _Check(
+        "resources.gpu_type",
+        lambda p: (p.gpu_type or "").lower() == want,
+        explain,
+        "use one of the listed types (any case), or drop gpu_type to take any GPU",
+    )
 
 
 def _choose_partition(
@@ -317,7 +431,9 @@ def _choose_partition(
     for check in _partition_checks(spec.resources):
         kept = [p for p in candidates if check.fits(p)]
         if not kept:
-            raise PlanError(f"{scope}: {check.explain(candidates)}", hint=check.hint)
+            raise PlanError(
+                f"{check.field}: {check.explain(candidates)} ({scope})", hint=check.hint
+            )
         candidates = kept
 
     chosen = next((p for p in candidates if p.default), candidates[0])
@@ -328,7 +444,10 @@ def _choose_partition(
     notes.append(f"partition {chosen.name}: {why}")
     gpu_type = spec.resources.gpu_type
     if gpu_type and chosen.gpu_type != gpu_type:
-        notes.append(f"GPU type {gpu_type!r} is spelled {chosen.gpu_type!r} on this site")
+        notes.append(
+            f"GPU type {gpu_type!r} is spelled {chosen.gpu_type!r} on this site (Slurm "
+            "compares GRES types case-sensitively): using the site's spelling"
+        )
     return chosen
 
 
@@ -346,17 +465,18 @@ def _requeue_options(
     spec: JobSpec, policy: TierPolicy, notes: list[str]
 ) -> list[tuple[str, str | None]]:
     ckpt = spec.checkpoint
+    qos = policy.qos
     if policy.preemptible and ckpt.max_requeues > 0:
         signal = f"B:{ckpt.signal}@{ckpt.signal_lead_time}"
         notes.append(
-            f"tier {spec.tier} → QOS {policy.qos}, preemptible (grace {policy.grace} s): "
+            f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): "
             f"--requeue and --signal={signal} (B: signals the batch shell, which execs the "
             "command)"
         )
         return [("--requeue", None), ("--signal", signal)]
     reason = "max_requeues is 0" if policy.preemptible else "not preemptible"
     notes.append(
-        f"tier {spec.tier} → QOS {policy.qos}, {reason}: --no-requeue (the site's JobRequeue "
+        f"tier {spec.tier} → QOS {qos}, {reason}: --no-requeue (the site's JobRequeue "
         "default would otherwise requeue it after a node failure)"
     )
     return [("--no-requeue", None)]
@@ -367,7 +487,10 @@ def _launch_prefix(spec: JobSpec) -> tuple[str, ...]:
         return ()
     # srun: one task per node in the allocation. Since Slurm 22.05 srun no longer inherits
     # --cpus-per-task from sbatch (22.05 release notes), so it is passed again.
-    # --kill-on-bad-exit=1 stops the other tasks when one fails.
+    # --kill-on-bad-exit=1 stops the other tasks when one fails. With --cpus-per-gpu, srun
+    # reads SLURM_CPUS_PER_GPU from the batch environment (srun(1) input variables).
+    if spec.resources.cpus_per_gpu is not None:
+        return ("srun", "--kill-on-bad-exit=1")
     return ("srun", "--kill-on-bad-exit=1", f"--cpus-per-task={spec.resources.cpus_per_task}")
 
 

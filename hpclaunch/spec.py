@@ -11,6 +11,17 @@ forbidden)::
     project: vision
     checkpoint: {dir: /scratch/me/ckpt, signal_lead_time: 120}
 
+or, with a script instead of a command, modules, a conda environment, a dependency and a
+raw sbatch option::
+
+    name: eval
+    script: scripts/eval.sh
+    args: [--split, test]
+    modules: [cuda/12.1]
+    conda: torch
+    dependencies: [{job: "1234", type: afterok}]
+    sbatch_extra: {--nice: 10}
+
 Values are checked here for form only; whether the site can run the job is
 :func:`hpclaunch.plan.build_plan`'s business.
 """
@@ -22,13 +33,23 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
+from hpclaunch import sbatch_options
 from hpclaunch.errors import SpecError
 from hpclaunch.slurmtime import format_time, parse_time
 
 __all__ = [
     "CheckpointPolicy",
+    "Dependency",
     "JobSpec",
     "Launcher",
     "Resources",
@@ -38,6 +59,7 @@ __all__ = [
 
 Tier = Literal["critical", "high", "medium", "low"]
 Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
+DependencyType = Literal["afterok", "afterany", "afternotok", "after"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEM = re.compile(r"^(\d+)\s*([KMGT]?)B?$", re.IGNORECASE)
@@ -72,7 +94,12 @@ def _no_nul(value: str) -> str:
     return value
 
 
-ArgvWord = Annotated[str, BeforeValidator(_argv_word)]
+ArgvWord = Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)]
+# YAML users write `mem: 1000` and `time: 30`: the schema accepts numbers where we do.
+_STR_OR_INT = WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+# Module names (cuda/12.1, gcc@11.2, PrgEnv-gnu) and conda environments (names or paths):
+# one word of printable text, no blanks (they are shell-quoted anyway).
+_WORD = r"^[^\s'\"`$;&|<>(){}\\]+$"
 
 
 class Resources(_Model):
@@ -83,17 +110,42 @@ class Resources(_Model):
         gpus_per_node: GPUs on each node; 0 for a CPU-only job.
         gpu_type: A GPU type known to the site (e.g. ``a100``); needs ``gpus_per_node`` > 0.
         cpus_per_task: CPUs for each task (``--cpus-per-task``); one task per node for now.
+        cpus_per_gpu: CPUs for each GPU (``--cpus-per-gpu``), instead of ``cpus_per_task``.
         mem: Memory per node, e.g. ``8G`` or ``500M`` (``--mem``); normalised to ``<n><unit>``.
         time: Time limit in a Slurm format (``MM``, ``HH:MM:SS``, ``D-HH:MM:SS``, ...),
             normalised to ``HH:MM:SS`` / ``D-HH:MM:SS``. ``None``: the partition's default.
+        constraint: Node features (``--constraint``), e.g. ``ib&a100_80g``.
+        exclusive: Whole nodes only, shared with no other job (``--exclusive``).
     """
 
-    nodes: int = Field(1, ge=1)
-    gpus_per_node: int = Field(0, ge=0)
-    gpu_type: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    cpus_per_task: int = Field(1, ge=1)
-    mem: str | None = None
-    time: str | None = None
+    nodes: int = Field(1, ge=1, description="Number of nodes (--nodes).")
+    gpus_per_node: int = Field(0, ge=0, description="GPUs on each node; 0: CPU only.")
+    gpu_type: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="A GPU type of the site (any case), e.g. a100.",
+        examples=["a100"],
+    )
+    cpus_per_task: int = Field(1, ge=1, description="CPUs per task (--cpus-per-task).")
+    cpus_per_gpu: int | None = Field(
+        None, ge=1, description="CPUs per GPU (--cpus-per-gpu), instead of cpus_per_task."
+    )
+    mem: Annotated[str | None, _STR_OR_INT] = Field(
+        None, description="Memory per node (--mem), e.g. 8G or 500M.", examples=["16G"]
+    )
+    time: Annotated[str | None, _STR_OR_INT] = Field(
+        None,
+        description="Time limit: minutes, HH:MM:SS or D-HH:MM:SS (--time).",
+        examples=["04:00:00"],
+    )
+    constraint: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:\-&|\[\]*()!]+$",
+        description="Node features (--constraint), e.g. 'ib&a100'.",
+    )
+    exclusive: bool = Field(False, description="Whole nodes, shared with no job (--exclusive).")
 
     @field_validator("mem", mode="before")
     @classmethod
@@ -121,7 +173,22 @@ class Resources(_Model):
     def _gpu_type_needs_gpus(self) -> Resources:
         if self.gpu_type is not None and self.gpus_per_node == 0:
             raise ValueError("gpu_type is set but gpus_per_node is 0; ask for at least one GPU")
+        if self.cpus_per_gpu is not None:
+            if self.gpus_per_node == 0:
+                raise ValueError("cpus_per_gpu is set but gpus_per_node is 0; use cpus_per_task")
+            # sbatch(1): --cpus-per-gpu is not compatible with --cpus-per-task.
+            if "cpus_per_task" in self.model_fields_set:
+                raise ValueError(
+                    "give cpus_per_task or cpus_per_gpu, not both (Slurm refuses the pair)"
+                )
         return self
+
+    @property
+    def cpus_per_node(self) -> int:
+        """CPUs the job asks for on each node (one task per node)."""
+        if self.cpus_per_gpu is not None:
+            return self.cpus_per_gpu * self.gpus_per_node
+        return self.cpus_per_task
 
     @property
     def time_seconds(self) -> int | None:
@@ -155,12 +222,30 @@ class CheckpointPolicy(_Model):
     max_requeues: int = Field(5, ge=0)
 
 
+class Dependency(_Model):
+    """Start only after another job reached a state (``--dependency=<type>:<job>``).
+
+    Attributes:
+        job: The Slurm job id (``1234``, or ``1234_5`` for one array task).
+        type: ``afterok`` (it completed), ``afternotok`` (it failed), ``afterany`` (it
+            ended either way) or ``after`` (it started).
+    """
+
+    job: Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)] = Field(
+        pattern=r"^[0-9]+(_[0-9]+)?$", description="A Slurm job id.", examples=["1234"]
+    )
+    type: DependencyType = Field("afterok", description="When this job may start.")
+
+
 class JobSpec(_Model):
     """One job, as the researcher describes it.
 
     Attributes:
         name: Job name; any printable text (it is quoted wherever it is used).
         command: The program and its arguments as a list (an argv); never a shell line.
+        script: Instead of ``command``: a script to run (its shebang picks the
+            interpreter; it must be executable); relative paths start from the workdir.
+        args: The script's arguments (only with ``script``); each reaches it exactly.
         workdir: Directory to start in; relative paths start from the submit directory.
         env: Extra environment variables for the job.
         launcher: How the command is started: ``none`` (directly) or ``srun`` (one task per
@@ -172,19 +257,62 @@ class JobSpec(_Model):
         output_dir: Where per-attempt logs go; default: the job directory.
         venv: A Python virtual environment to activate before the command (its directory;
             relative paths start from the workdir). It must be visible on the compute nodes.
+        conda: A conda environment (name or path) to activate, instead of ``venv``.
+        modules: Environment modules to load, after the site's own.
+        dependencies: Jobs that must reach a state before this one starts.
+        sbatch_extra: Raw sbatch options (``{--nice: 10}``; ``null`` for a flag without
+            value). Options hpclaunch sets itself are refused, naming the field to use.
     """
 
-    name: str = Field(min_length=1, max_length=200)
-    command: tuple[ArgvWord, ...] = Field(min_length=1)
-    workdir: str | None = Field(None, min_length=1)
-    env: dict[str, ArgvWord] = Field(default_factory=dict)
-    launcher: Launcher = "none"
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["command"]}, {"required": ["script"]}]}
+    )
+
+    name: str = Field(min_length=1, max_length=200, description="Job name (--job-name).")
+    command: tuple[ArgvWord, ...] | None = Field(
+        None,
+        min_length=1,
+        description="The program and its arguments, as a list (never a shell line).",
+        examples=[["python", "train.py", "--lr", "0.1"]],
+    )
+    script: str | None = Field(
+        None, min_length=1, description="A script to run instead of command (executable)."
+    )
+    args: tuple[ArgvWord, ...] = Field((), description="The script's arguments.")
+    workdir: str | None = Field(None, min_length=1, description="Directory to start in.")
+    env: dict[str, ArgvWord] = Field(default_factory=dict, description="Environment variables.")
+    launcher: Launcher = Field("none", description="How the command is started.")
     resources: Resources = Field(default_factory=Resources)
-    tier: Tier = "medium"
-    project: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]+$")
+    tier: Tier = Field("medium", description="Priority tier; the site maps it to a QOS.")
+    project: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$", description="Account to charge (--account)."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
-    output_dir: str | None = Field(None, min_length=1)
-    venv: str | None = Field(None, min_length=1)
+    output_dir: str | None = Field(None, min_length=1, description="Where attempt logs go.")
+    venv: str | None = Field(None, min_length=1, description="Virtualenv directory to activate.")
+    conda: str | None = Field(
+        None, min_length=1, pattern=_WORD, description="Conda environment (name or path)."
+    )
+    modules: tuple[Annotated[str, Field(min_length=1, pattern=_WORD)], ...] = Field(
+        (), description="Environment modules to load (after the site's).", examples=[["cuda/12.1"]]
+    )
+    dependencies: tuple[Dependency, ...] = Field(
+        (), description="Jobs this one waits for (--dependency)."
+    )
+    sbatch_extra: dict[str, ArgvWord | None] = Field(
+        default_factory=dict,
+        description="Raw sbatch options, e.g. {--nice: 10, --begin: now}; null: no value. "
+        "Options hpclaunch sets itself are refused.",
+        examples=[{"--nice": 10, "--mail-type": "END"}],
+    )
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """What runs: ``command``, or ``script`` followed by ``args``."""
+        if self.command is not None:
+            return self.command
+        assert self.script is not None  # the validator makes sure one of them is set
+        return (self.script, *self.args)
 
     @field_validator("name")
     @classmethod
@@ -214,7 +342,9 @@ class JobSpec(_Model):
 
     @field_validator("command")
     @classmethod
-    def _valid_argv(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _valid_argv(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
         if not value[0]:
             raise ValueError("the program (first element) must not be empty")
         if value[0].startswith("-"):
@@ -239,6 +369,45 @@ class JobSpec(_Model):
                 )
             _no_nul(val)
         return value
+
+    @field_validator("script", "args")
+    @classmethod
+    def _no_nul_in_script(cls, value: Any) -> Any:
+        for word in (value,) if isinstance(value, str) else value:
+            _no_nul(word)
+        return value
+
+    @field_validator("sbatch_extra")
+    @classmethod
+    def _extra_not_ours(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        seen: dict[str, str] = {}
+        for key, val in value.items():
+            flag, inline = sbatch_options.normalise_flag(key)
+            owner = sbatch_options.owner_of(flag)
+            if owner is not None:
+                name, use = owner
+                same = "" if name == key else f" (sbatch reads {key!r} as {name})"
+                raise ValueError(f"{key!r}{same} is set by hpclaunch: use {use} instead")
+            if inline is not None and val is not None:
+                raise ValueError(f"{key!r}: the value is given twice (in the key and as {val!r})")
+            if flag in seen:
+                raise ValueError(f"{key!r} repeats {seen[flag]!r}")
+            seen[flag] = key
+            _no_nul(val or inline or "")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> JobSpec:
+        if (self.command is None) == (self.script is None):
+            raise ValueError(
+                "give either command (an argv list) or script (a path, with args), not "
+                + ("both" if self.command is not None else "neither")
+            )
+        if self.args and self.script is None:
+            raise ValueError("args go with script; with command, put them in the list")
+        if self.conda and self.venv:
+            raise ValueError("give venv or conda, not both: one environment is activated")
+        return self
 
 
 def load_spec(path: str | Path) -> JobSpec:

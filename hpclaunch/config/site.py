@@ -38,6 +38,11 @@ class Partition(_Model):
             ``UNLIMITED``/absent: no limit), normalised to ``HH:MM:SS``.
         max_nodes: slurm.conf ``MaxNodes``, or the node count; ``None``: no limit.
         default: Whether this is the site's default partition.
+        constraint: Node features every job here must ask for (``--constraint``), e.g.
+            ``gpu`` on NERSC Perlmutter; a spec's own constraint is added with ``&``.
+        select_by: ``partition`` submits with ``--partition=<name>``; ``constraint`` leaves
+            ``--partition`` out and relies on ``constraint`` (sites that route jobs by
+            feature and QOS, such as Perlmutter, where users do not name partitions).
     """
 
     name: str = Field(pattern=_NAME)
@@ -47,6 +52,14 @@ class Partition(_Model):
     max_time: str | None = None
     max_nodes: int | None = Field(None, ge=1)
     default: bool = False
+    constraint: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:&|\[\]*()!-]+$")
+    select_by: Literal["partition", "constraint"] = "partition"
+
+    @model_validator(mode="after")
+    def _constraint_to_select(self) -> Partition:
+        if self.select_by == "constraint" and not self.constraint:
+            raise ValueError(f"partition {self.name}: select_by constraint needs a constraint")
+        return self
 
     @field_validator("max_time", mode="before")
     @classmethod
@@ -99,7 +112,12 @@ class SiteConfig(_Model):
         quotas: Project to guaranteed GPUs (used by the tier scheduler).
         job_root: Where job directories are made; ``~`` is the submitting user's home.
         poll_min_interval: Never ask Slurm for job status more often than this (seconds).
+        module_system: ``lmod``, ``tcl`` (Environment Modules) or ``none``: whether jobs
+            can ``module load`` (specs with modules are refused on ``none``).
         modules: Environment modules to ``module load`` in every job.
+        scratch: Fast per-user storage, exported to jobs as ``HPCLAUNCH_SCRATCH``: an
+            absolute path, ``~/...``, or ``$VAR/...`` for a variable the site sets on the
+            compute nodes (e.g. ``$PSCRATCH`` on Perlmutter).
         defaults: Settings this site suggests (backend, remote).
     """
 
@@ -112,7 +130,9 @@ class SiteConfig(_Model):
     quotas: dict[str, int] = Field(default_factory=dict)
     job_root: str = Field("~/.hpclaunch/jobs", min_length=1)
     poll_min_interval: float = Field(10.0, gt=0)
+    module_system: Literal["lmod", "tcl", "none"] = "none"
     modules: tuple[str, ...] = ()
+    scratch: str | None = Field(None, pattern=r"^(/|~/|\$[A-Za-z_][A-Za-z0-9_]*(/|$))")
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
 
     @field_validator("quotas")
@@ -132,6 +152,8 @@ class SiteConfig(_Model):
         defaults = [p.name for p in self.partitions if p.default]
         if len(defaults) > 1:
             raise ValueError(f"at most one partition may be default; got {', '.join(defaults)}")
+        if self.modules and self.module_system == "none":
+            raise ValueError("modules are listed but module_system is none; set lmod or tcl")
         for tier, policy in self.tiers.items():
             if policy.partition is not None and policy.partition not in names:
                 raise ValueError(

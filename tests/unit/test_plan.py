@@ -106,7 +106,9 @@ def test_gpu_type_picks_its_partition(plan_for: PlanFor) -> None:
 def test_unknown_gpu_type_lists_types(plan_for: PlanFor) -> None:
     site = make_site(**TYPED)
     with pytest.raises(
-        PlanError, match="no partition has GPU type 'h100'; GPU types here: A100, v100"
+        PlanError,
+        match="resources.gpu_type: no partition has GPU type 'h100' "
+        r"\(did you mean 'v100'\?\); GPU types here: A100, v100",
     ):
         plan_for(make_spec(resources={"gpus_per_node": 1, "gpu_type": "h100"}), site)
 
@@ -131,7 +133,10 @@ def test_gpus_on_a_cpu_site(plan_for: PlanFor) -> None:
 
 
 def test_too_many_cpus(plan_for: PlanFor) -> None:
-    with pytest.raises(PlanError, match="9 CPUs per task asked, but the most a node has is 8"):
+    with pytest.raises(
+        PlanError,
+        match=r"resources\.cpus_per_task: 9 CPUs per node asked, but the most a node has is 8",
+    ):
         plan_for(make_spec(resources={"cpus_per_task": 9}))
 
 
@@ -209,7 +214,11 @@ def test_tier_partition_is_forced(plan_for: PlanFor) -> None:
     site = make_site(tiers={"medium": {"qos": "normal", "partition": "short"}})
     assert plan_for(make_spec(), site).partition == "short"
     assert "partition short: the tier's partition" in plan_for(make_spec(), site).notes
-    with pytest.raises(PlanError, match=r"partition short \(fixed by tier medium\): time 01:00:00"):
+    with pytest.raises(
+        PlanError,
+        match=r"resources.time: time 01:00:00 is over the limit of short \(00:30:00\) "
+        r"\(partition short \(fixed by tier medium\)\)",
+    ):
         plan_for(make_spec(resources={"time": "60"}), site)
 
 
@@ -282,7 +291,7 @@ def test_srun_launcher(plan_for: PlanFor) -> None:
 @pytest.mark.parametrize("launcher", ["torchrun", "deepspeed", "accelerate"])
 def test_sidecar_launchers_are_not_there_yet(plan_for: PlanFor, launcher: str) -> None:
     with pytest.raises(
-        PlanError, match=rf"launcher '{launcher}' arrives with the sidecar \(issue 5\)"
+        PlanError, match=rf"launcher: '{launcher}' arrives with the sidecar \(issue 5\)"
     ):
         plan_for(make_spec(launcher=launcher))
 
@@ -292,3 +301,129 @@ def test_submission_id(site: SiteConfig) -> None:
     assert new_submission_id() != new_submission_id()
     with pytest.raises(PlanError, match="invalid submission id"):
         build_plan(make_spec(), site, submission_id="../x", home=HOME)
+
+
+def test_gpu_type_any_case_names_the_sites_spelling(plan_for: PlanFor) -> None:
+    site = make_site(**TYPED)
+    plan = plan_for(make_spec(resources={"gpus_per_node": 1, "gpu_type": "V100"}), site)
+    assert plan.option("--gres") == "gpu:v100:1"
+    assert any("'V100' is spelled 'v100' on this site" in note for note in plan.notes)
+
+
+def test_gpu_type_far_from_any_has_no_guess(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError) as info:
+        plan_for(
+            make_spec(resources={"gpus_per_node": 1, "gpu_type": "mi250x"}), make_site(**TYPED)
+        )
+    assert "did you mean" not in info.value.message
+    assert info.value.hint is not None
+    assert "use one of the listed types" in info.value.hint
+
+
+def test_eight_gpus_where_nodes_have_four_names_field_and_fix(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError) as info:
+        plan_for(make_spec(resources={"gpus_per_node": 8}))
+    assert info.value.message == (
+        "resources.gpus_per_node: 8 GPUs per node asked, but the most a node has is 4 "
+        "(site hpclaunch)"
+    )
+    assert info.value.hint == "ask for fewer GPUs per node and more nodes"
+
+
+@pytest.mark.parametrize(
+    ("spec", "site_fields", "field"),
+    [
+        ({"tier": "high"}, {}, "tier: "),
+        ({"resources": {"nodes": 9}}, None, "resources.nodes: "),
+        ({"resources": {"time": "2-00:00:00"}}, None, "resources.time: "),
+        ({"modules": ["cuda"]}, None, "modules: "),
+        ({"resources": {"gpus_per_node": 4, "cpus_per_gpu": 3}}, None, "resources.cpus_per_gpu: "),
+    ],
+)
+def test_every_plan_error_starts_with_the_field_and_has_a_hint(
+    plan_for: PlanFor, spec: dict[str, object], site_fields: dict[str, object] | None, field: str
+) -> None:
+    with pytest.raises(PlanError) as info:
+        plan_for(make_spec(**spec), make_site(**site_fields) if site_fields is not None else None)
+    assert info.value.message.startswith(field)
+    assert info.value.hint
+
+
+def test_script_and_args_run_from_the_workdir(plan_for: PlanFor) -> None:
+    spec = make_spec(command=None, script="bin/run.sh", args=["a b", "--x"], workdir="w")
+    plan = plan_for(spec)
+    assert plan.command == (f"{CWD}/w/bin/run.sh", "a b", "--x")
+    assert plan_for(make_spec(command=None, script="~/r.sh")).command == (f"{HOME}/r.sh",)
+
+
+def test_cpus_per_gpu_replaces_cpus_per_task(plan_for: PlanFor) -> None:
+    spec = make_spec(launcher="srun", resources={"gpus_per_node": 2, "cpus_per_gpu": 4})
+    plan = plan_for(spec)
+    assert plan.option("--cpus-per-gpu") == "4"
+    with pytest.raises(KeyError):
+        plan.option("--cpus-per-task")
+    assert plan.launch_prefix == ("srun", "--kill-on-bad-exit=1")
+
+
+def test_constraint_exclusive_and_site_constraint(plan_for: PlanFor) -> None:
+    spec = make_spec(resources={"constraint": "ib|eth", "exclusive": True})
+    plan = plan_for(spec)
+    assert plan.option("--constraint") == "ib|eth"
+    assert plan.option("--exclusive") is None
+    site = make_site(
+        partitions=[
+            {"name": "g", "cpus_per_node": 8, "constraint": "gpu", "select_by": "constraint"}
+        ]
+    )
+    plan = plan_for(spec, site)
+    assert plan.option("--constraint") == "gpu&(ib|eth)"
+    with pytest.raises(KeyError):
+        plan.option("--partition")
+
+
+def test_dependencies_group_by_type(plan_for: PlanFor) -> None:
+    deps = [
+        {"job": "11"},
+        {"job": 12, "type": "afterok"},
+        {"job": "13_2", "type": "afternotok"},
+        {"job": "14", "type": "afterany"},
+    ]
+    plan = plan_for(make_spec(dependencies=deps))
+    assert plan.option("--dependency") == "afterok:11:12,afternotok:13_2,afterany:14"
+    assert any("DependencyNeverSatisfied" in note for note in plan.notes)
+
+
+def test_sbatch_extra_is_normalised_and_last(plan_for: PlanFor) -> None:
+    spec = make_spec(sbatch_extra={"--nice": 10, "--begin=now": None, "-w": "n1", "hold": None})
+    assert flags(plan_for(spec))[-4:] == ["--nice=10", "--begin=now", "--nodelist=n1", "--hold"]
+
+
+def test_modules_site_then_spec_and_conda(plan_for: PlanFor) -> None:
+    site = make_site(module_system="tcl", modules=["gcc/12"])
+    plan = plan_for(make_spec(modules=["cuda/12.1"], conda="torch"), site)
+    assert plan.modules == ("gcc/12", "cuda/12.1")
+    assert (plan.module_system, plan.conda) == ("tcl", "torch")
+
+
+def test_modules_on_a_site_without_modules(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match="modules: site hpclaunch has no module system") as info:
+        plan_for(make_spec(modules=["cuda"]))
+    assert info.value.hint is not None
+    assert "module_system" in info.value.hint
+
+
+@pytest.mark.parametrize(
+    ("scratch", "literal", "var"),
+    [
+        ("/scratch/me", "/scratch/me", None),
+        ("~/scratch", f"{HOME}/scratch", None),
+        ("$PSCRATCH/x", None, ("PSCRATCH", "/x")),
+        ("$SCRATCH", None, ("SCRATCH", "")),
+    ],
+)
+def test_scratch(
+    plan_for: PlanFor, scratch: str, literal: str | None, var: tuple[str, str] | None
+) -> None:
+    plan = plan_for(make_spec(), make_site(scratch=scratch))
+    assert dict(plan.runtime_env).get("HPCLAUNCH_SCRATCH") == literal
+    assert plan.scratch_var == var

@@ -18,7 +18,7 @@ from hpclaunch.errors import RenderError
 from hpclaunch.plan import SubmissionPlan
 from hpclaunch.render import RenderedJob, render, render_command_section, sbatch_quote
 
-from .conftest import make_spec
+from .conftest import make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -47,12 +47,41 @@ CASES = {
         output_dir="/scratch/alice/logs",
         resources={"mem": "500M", "time": "5"},
     ),
+    "envdeps": make_spec(
+        name="eval after train",
+        command=None,
+        script="scripts/eval.sh",
+        args=["--split", "test set", "$(not run)"],
+        modules=["cuda/12.1"],
+        conda="torch-2.3",
+        dependencies=[{"job": "1001"}, {"job": "1002"}, {"job": "1000", "type": "afterany"}],
+        sbatch_extra={"--nice": 10, "--mail-type": "END,FAIL", "--begin=now": None},
+        resources={
+            "gpus_per_node": 2,
+            "gpu_type": "A100",
+            "cpus_per_gpu": 8,
+            "constraint": "ib",
+            "exclusive": True,
+            "time": "02:00:00",
+        },
+    ),
+}
+#: The site of each case (default: site-configs/local.yaml).
+SITES = {
+    "envdeps": make_site(
+        partitions=[
+            {"name": "a100", "gpu_type": "a100", "gpus_per_node": 4, "cpus_per_node": 64},
+        ],
+        module_system="lmod",
+        modules=["gcc/12.2"],
+        scratch="$SCRATCH/hpclaunch",
+    )
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_golden(case: str, plan_for: PlanFor, update_golden: bool) -> None:
-    script = render(plan_for(CASES[case])).script
+    script = render(plan_for(CASES[case], SITES.get(case))).script
     path = GOLDEN / f"{case}.sbatch"
     if update_golden:
         path.write_text(script)
@@ -81,7 +110,7 @@ def test_sbatch_argv_is_a_list_with_the_script_path(plan_for: PlanFor) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_sbatch_lines_come_before_any_command(case: str, plan_for: PlanFor) -> None:
     # sbatch ignores #SBATCH lines after the first command (sbatch(1)).
-    lines = render(plan_for(CASES[case])).script.splitlines()
+    lines = render(plan_for(CASES[case], SITES.get(case))).script.splitlines()
     assert lines[0] == "#!/bin/bash"
     first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
     sbatch = [i for i, line in enumerate(lines) if line.startswith("#SBATCH")]
@@ -92,7 +121,7 @@ def test_sbatch_lines_come_before_any_command(case: str, plan_for: PlanFor) -> N
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_script_is_valid_bash(case: str, plan_for: PlanFor) -> None:
-    script = render(plan_for(CASES[case])).script
+    script = render(plan_for(CASES[case], SITES.get(case))).script
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
 
@@ -224,3 +253,76 @@ def test_venv_is_activated_before_the_command(plan_for: PlanFor, tmp_path: Path)
 def test_no_venv_no_activation(plan_for: PlanFor) -> None:
     script = render(plan_for(make_spec(name="n", command=["true"]))).script
     assert "activate" not in script
+
+
+FAKE_TOOLS = """
+module() { echo "module $*" >> "$TRACE"; }
+conda() {
+  if [ "$1" = shell.bash ]; then echo 'echo hook >> "$TRACE"'; else echo "conda $*" >> "$TRACE"; fi
+}
+export -f module conda
+"""
+
+
+def test_modules_conda_scratch_then_script_with_args(plan_for: PlanFor, tmp_path: Path) -> None:
+    """Under bash with fake module/conda functions: the site's modules, the spec's, conda's
+    hook, activation, in that order; then the script gets exactly its args."""
+    script = tmp_path / "it's.sh"
+    script.write_text('#!/bin/bash\nprintf "%s\\n" "$HPCLAUNCH_SCRATCH" "$@" >> "$TRACE"\n')
+    script.chmod(0o755)
+    spec = make_spec(
+        command=None,
+        script="it's.sh",
+        args=["a b", "$(touch canary)", "`x`"],
+        modules=["cuda/12.1"],
+        conda="torch env".replace(" ", "-"),
+    )
+    plan = plan_for(spec, SITES["envdeps"], cwd=str(tmp_path))
+    trace = tmp_path / "trace"
+    section = tmp_path / "section.sh"
+    section.write_text(FAKE_TOOLS + render_command_section(plan))
+    proc = subprocess.run(
+        ["bash", "-u", str(section)],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "TRACE": str(trace), "SCRATCH": "/fast"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert trace.read_text().splitlines() == [
+        "module load gcc/12.2",
+        "module load cuda/12.1",
+        "hook",
+        "conda activate torch-env",
+        "/fast/hpclaunch",
+        "a b",
+        "$(touch canary)",
+        "`x`",
+    ]
+    assert not (tmp_path / "canary").exists()
+
+
+def test_missing_module_command_and_scratch_variable_fail_clearly(
+    plan_for: PlanFor, tmp_path: Path
+) -> None:
+    plan = plan_for(make_spec(command=["true"], modules=["cuda"]), SITES["envdeps"])
+    section = render_command_section(plan)
+    proc = subprocess.run(
+        ["bash", "-c", section],
+        env={"PATH": "/usr/bin:/bin", "SCRATCH": "/s"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 127
+    assert "the 'module' command is not defined" in proc.stderr
+    proc = subprocess.run(
+        ["bash", "-c", section],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "the scratch variable SCRATCH of the site config is not set" in proc.stderr

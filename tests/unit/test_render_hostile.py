@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -196,3 +197,62 @@ def test_the_splitter_itself() -> None:
     assert sbatch_line_args(' --a=1 --b="x y" # c') == ["--a=1", "--b=x y"]
     assert sbatch_line_args(" --a='it\"s' --b=\\#x") == ['--a=it"s', "--b=#x"]
     assert sbatch_line_args(' --a="p\\"q\\\\r"') == ['--a=p"q\\r']
+
+
+# Module and conda names: what the spec lets through (one word, no quotes, $, ;, ...) must
+# still reach `module`/`conda` exactly, glob characters and all.
+word_names = hostile_text.map(lambda w: "m" + re.sub(r"[\s'\"`$;&|<>(){}\\]", "", w))
+script_names = hostile_text.filter(
+    lambda n: (
+        bool(n)
+        and "/" not in n
+        and "\\" not in n
+        and n not in {".", ".."}
+        and not n.startswith("~")
+    )
+)
+RECORDERS = """
+module() { printf '%s\\0' module "$@" >> "$TRACE"; }
+conda() {
+  if [ "$1" = shell.bash ]; then echo :; else printf '%s\\0' conda "$@" >> "$TRACE"; fi
+}
+"""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    script=script_names,
+    args=st.lists(hostile_text, max_size=4),
+    modules=st.lists(word_names, min_size=1, max_size=3),
+    conda=word_names,
+)
+def test_script_args_modules_and_conda_arrive_exactly(
+    script: str, args: list[str], modules: list[str], conda: str
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        path = workdir / script
+        try:
+            path.write_text(f"#!{sys.executable}\n" + DUMPER, encoding="utf-8")
+        except (OSError, UnicodeEncodeError):  # a name this filesystem cannot hold
+            return
+        path.chmod(0o755)
+        spec = JobSpec(name="x", script=script, args=args, modules=modules, conda=conda)
+        site = make_site(module_system="lmod")
+        plan = build_plan(spec, site, submission_id=SUBMISSION_ID, home=tmp, cwd=tmp)
+        trace = workdir / "trace"
+        section = workdir / "section.sh.txt"
+        section.write_text(RECORDERS + render_command_section(plan), encoding="utf-8")
+        proc = subprocess.run(
+            ["bash", str(section)],
+            cwd=workdir,
+            env={"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8", "TRACE": str(trace)},
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        assert json.loads(proc.stdout)["argv"] == args
+        calls = trace.read_bytes().decode().split("\0")[:-1]
+        expected = [w for m in modules for w in ("module", "load", m)]
+        assert calls == [*expected, "conda", "activate", conda]
+        assert not (workdir / "canary").exists()

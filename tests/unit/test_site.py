@@ -9,8 +9,11 @@ import yaml
 
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import ConfigError
+from hpclaunch.plan import SubmissionPlan, build_plan
 
-from .conftest import make_site
+from .conftest import make_site, make_spec
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_local_site_matches_the_test_cluster(site: SiteConfig) -> None:
@@ -106,3 +109,74 @@ def test_unknown_key_in_a_tier_lists_tier_keys(tmp_path: Path) -> None:
 def test_invalid_sites(fields: dict[str, object], words: str) -> None:
     with pytest.raises(Exception, match=words):
         make_site(**fields)
+
+
+def _flags(plan: SubmissionPlan) -> dict[str, str | None]:
+    return dict(plan.sbatch_options)
+
+
+@pytest.mark.parametrize("name", ["example-university", "example-national"])
+def test_example_sites_are_labelled_examples(name: str) -> None:
+    first = (REPO / "site-configs" / f"{name}.yaml").read_text().splitlines()[0]
+    assert first.startswith("# EXAMPLE ONLY")
+    assert load_site(name).name.endswith("-example")
+
+
+def test_example_university_plans() -> None:
+    site = load_site("example-university")
+    one = _plan(site, resources={"gpus_per_node": 1, "gpu_type": "A100", "time": "12:00:00"})
+    assert (one["--partition"], one["--qos"], one["--gres"]) == ("gpu", "short", "gpu:a100:1")
+    two = _plan(site, tier="high", resources={"nodes": 2, "gpus_per_node": 4, "gpu_type": "a100"})
+    assert (two["--partition"], two["--qos"], two["--nodes"], two["--gres"]) == (
+        "gpu",
+        "medium",
+        "2",
+        "gpu:a100:4",
+    )
+    assert "--account" not in two  # no default account: Slurm uses the user's
+    mig = _plan(site, resources={"gpus_per_node": 1, "gpu_type": "1g.10gb"})
+    assert (mig["--partition"], mig["--gres"]) == ("mig", "gpu:1g.10gb:1")
+    cpu = _plan(site, resources={"cpus_per_task": 4})
+    assert cpu["--partition"] == "cpu"
+    assert "--gres" not in cpu
+
+
+def test_example_national_plans() -> None:
+    site = load_site("example-national")
+    one = _plan(site, project="m1234_g", resources={"gpus_per_node": 1})
+    assert "--partition" not in one  # Perlmutter: selected by -C gpu, not by partition
+    assert (one["--constraint"], one["--qos"], one["--gpus-per-node"], one["--account"]) == (
+        "gpu",
+        "regular",
+        "1",
+        "m1234_g",
+    )
+    two = _plan(
+        site,
+        tier="low",
+        resources={"nodes": 2, "gpus_per_node": 4, "gpu_type": "a100", "constraint": "hbm80g"},
+    )
+    assert (two["--constraint"], two["--qos"], two["--nodes"], two["--gpus-per-node"]) == (
+        "gpu&hbm80g",
+        "preempt",
+        "2",
+        "a100:4",
+    )
+    assert "--requeue" in two
+    plan = build_plan(make_spec(), site, submission_id="s1", home="/h")
+    assert plan.scratch_var == ("PSCRATCH", "/hpclaunch")
+    assert plan.module_system == "lmod"
+
+
+def _plan(site: SiteConfig, **fields: object) -> dict[str, str | None]:
+    return _flags(build_plan(make_spec(**fields), site, submission_id="s1", home="/h", cwd="/c"))
+
+
+def test_module_system_and_scratch_are_checked() -> None:
+    with pytest.raises(Exception, match="module_system is none"):
+        make_site(modules=["gcc"])
+    assert make_site(module_system="lmod", modules=["gcc"]).modules == ("gcc",)
+    with pytest.raises(Exception, match="scratch"):
+        make_site(scratch="relative/dir")
+    with pytest.raises(Exception, match="select_by constraint needs a constraint"):
+        make_site(partitions=[{"name": "p", "cpus_per_node": 1, "select_by": "constraint"}])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pydantic
 import pytest
+import yaml
 
 from hpclaunch.errors import SpecError
 from hpclaunch.spec import JobSpec, load_spec
@@ -99,7 +100,9 @@ def test_unknown_top_level_key_lists_valid_keys(tmp_path: Path) -> None:
     err = load_error(tmp_path, "name: x\ncommand: [a]\nresource: {nodes: 2}\n")
     text = str(err)
     assert "resource: unknown key 'resource' (did you mean 'resources'?)" in text
-    assert "valid keys at the top level: name, command, workdir, env, launcher, resources" in text
+    assert (
+        "valid keys at the top level: name, command, script, args, workdir, env, launcher" in text
+    )
     assert err.hint is not None
     assert "resources" in err.hint
 
@@ -109,7 +112,8 @@ def test_unknown_nested_key_lists_that_levels_keys(tmp_path: Path) -> None:
     text = str(err)
     assert "resources.gpus: unknown key 'gpus'" in text
     assert (
-        "valid keys at resources: nodes, gpus_per_node, gpu_type, cpus_per_task, mem, time" in text
+        "valid keys at resources: nodes, gpus_per_node, gpu_type, cpus_per_task, cpus_per_gpu, "
+        "mem, time, constraint, exclusive" in text
     )
 
 
@@ -183,3 +187,140 @@ def test_invalid_values(tmp_path: Path, fields: dict[str, object], path: str, wo
 def test_model_validate_gives_same_rules() -> None:
     with pytest.raises(pydantic.ValidationError):
         JobSpec.model_validate({"name": "x", "command": ["a"], "extra": 1})
+
+
+def test_script_with_args() -> None:
+    spec = make_spec(command=None, script="run.sh", args=["--n", 3, "a b"])
+    assert spec.argv == ("run.sh", "--n", "3", "a b")
+    assert make_spec().argv == ("python", "train.py")
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"script": "run.sh"}, "give either command (an argv list) or script"),
+        ({"command": None}, "not neither"),
+        ({"args": ["x"]}, "args go with script"),
+        ({"venv": ".venv", "conda": "torch"}, "give venv or conda, not both"),
+        ({"conda": "my env"}, "conda"),
+        ({"modules": ["cuda; rm -rf ~"]}, "modules[0]"),
+        ({"modules": ["$(x)"]}, "modules[0]"),
+    ],
+)
+def test_one_way_to_run_and_environments(
+    tmp_path: Path, fields: dict[str, object], words: str
+) -> None:
+    data = {"name": "x", "command": ["a"], **fields}
+    err = load_error(tmp_path, yaml.safe_dump(data))
+    assert words in str(err)
+
+
+def test_modules_and_conda() -> None:
+    spec = make_spec(modules=["cuda/12.1", "PrgEnv-gnu", "gcc@11.2"], conda="/opt/envs/torch-2")
+    assert spec.modules == ("cuda/12.1", "PrgEnv-gnu", "gcc@11.2")
+    assert spec.conda == "/opt/envs/torch-2"
+
+
+def test_resources_constraint_exclusive_cpus_per_gpu() -> None:
+    res = make_spec(
+        resources={
+            "gpus_per_node": 2,
+            "cpus_per_gpu": 6,
+            "constraint": "a&[b|c]",
+            "exclusive": True,
+        }
+    ).resources
+    assert (res.cpus_per_gpu, res.cpus_per_node, res.constraint, res.exclusive) == (
+        6,
+        12,
+        "a&[b|c]",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("resources", "words"),
+    [
+        ({"gpus_per_node": 1, "cpus_per_gpu": 2, "cpus_per_task": 2}, "not both"),
+        ({"cpus_per_gpu": 2}, "gpus_per_node is 0"),
+        ({"constraint": "a b"}, "resources.constraint"),
+    ],
+)
+def test_bad_resources(tmp_path: Path, resources: dict[str, object], words: str) -> None:
+    err = load_error(
+        tmp_path, yaml.safe_dump({"name": "x", "command": ["a"], "resources": resources})
+    )
+    assert words in str(err)
+
+
+def test_dependencies() -> None:
+    spec = make_spec(dependencies=[{"job": 12}, {"job": "13_4", "type": "afterany"}])
+    assert [(d.job, d.type) for d in spec.dependencies] == [("12", "afterok"), ("13_4", "afterany")]
+
+
+def test_bad_dependency_names_its_path(tmp_path: Path) -> None:
+    text = "name: x\ncommand: [a]\ndependencies: [{job: 1}, {job: abc, type: before}]\n"
+    err = str(load_error(tmp_path, text))
+    assert "dependencies[1].job: String should match pattern" in err
+    assert (
+        "dependencies[1].type: Input should be 'afterok', 'afterany', 'afternotok' or 'after'"
+        in err
+    )
+
+
+def test_sbatch_extra_allowed() -> None:
+    extra = {"--nice": 10, "--begin=now": None, "-w": "n1", "mail-type": "END"}
+    assert make_spec(sbatch_extra=extra).sbatch_extra == {
+        "--nice": "10",
+        "--begin=now": None,
+        "-w": "n1",
+        "mail-type": "END",
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("--qos", "'--qos' is set by hpclaunch: use tier"),
+        ("-q", "sbatch reads '-q' as --qos"),
+        ("--output", "use output_dir"),
+        ("-o", "use output_dir"),
+        ("--requeue", "use tier and checkpoint.max_requeues"),
+        ("-p", "as --partition) is set by hpclaunch"),
+        ("-pdebug", "as --partition"),
+        ("--part", "sbatch reads '--part' as --partition"),
+        ("--qos=high", "sbatch reads '--qos=high' as --qos"),
+        ("--time=10", "use resources.time"),
+        ("--gres", "use resources.gpus_per_node"),
+        ("--gpus", "use resources.gpus_per_node"),
+        ("--mem-per-cpu", "use resources.mem"),
+        ("--dependency", "use dependencies"),
+        ("-d", "use dependencies"),
+        ("--signal", "use checkpoint.signal"),
+        ("--chdir", "use workdir"),
+        ("-J", "use name"),
+        ("-A", "use project"),
+        ("--exclusive", "use resources.exclusive"),
+        ("-C", "use resources.constraint"),
+        ("-y", "sbatch has no short option -y"),
+        ("---x", "is not an sbatch option"),
+    ],
+)
+def test_sbatch_extra_conflicts_name_our_field(tmp_path: Path, key: str, words: str) -> None:
+    text = yaml.safe_dump({"name": "x", "command": ["a"], "sbatch_extra": {key: "v"}})
+    if "=" in key:
+        text = yaml.safe_dump({"name": "x", "command": ["a"], "sbatch_extra": {key: None}})
+    err = load_error(tmp_path, text)
+    assert "sbatch_extra: " in str(err)
+    assert words in str(err)
+
+
+def test_sbatch_extra_value_twice(tmp_path: Path) -> None:
+    text = yaml.safe_dump({"name": "x", "command": ["a"], "sbatch_extra": {"--nice=1": 2}})
+    assert "the value is given twice" in str(load_error(tmp_path, text))
+
+
+def test_sbatch_extra_repeated_spelling(tmp_path: Path) -> None:
+    extra = {"-w": "n1", "--nodelist": "n2"}
+    text = yaml.safe_dump({"name": "x", "command": ["a"], "sbatch_extra": extra}, sort_keys=False)
+    assert "'--nodelist' repeats '-w'" in str(load_error(tmp_path, text))

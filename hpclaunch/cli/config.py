@@ -1,0 +1,60 @@
+"""``hpclaunch config show``: every setting, its value and (with --sources) its origin."""
+
+from __future__ import annotations
+
+import click
+
+from hpclaunch.cli._app import App
+from hpclaunch.config.settings import Sourced
+
+_LAYERS = {
+    "default": "built-in default",
+    "site": "site config",
+    "user": "user config",
+    "env": "environment",
+    "cli": "command-line flag",
+}
+
+
+@click.group("config")
+def config_group() -> None:
+    """Show hpclaunch's own settings."""
+
+
+@config_group.command("show")
+@click.option("--sources", is_flag=True, help="Also say where each value came from.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@click.pass_obj
+def show_command(app: App, sources: bool, as_json: bool) -> None:
+    """Print every setting and its value.
+
+    Settings come from, lowest first: built-in defaults, the site's defaults: section,
+    the user config (~/.config/hpclaunch/config.yaml), HPCLAUNCH_* variables, and the
+    global flags (--site, --backend) actually typed.
+    """
+    items = app.settings.items()
+    if as_json:
+        import json
+
+        data = {
+            name: {"value": s.value, "source": s.source, "origin": s.origin or None}
+            for name, s in items
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    width = max(len(name) for name, _ in items)
+    for name, setting in items:
+        value = "(not set)" if setting.value is None else setting.value
+        line = f"{name:<{width}} = {value}"
+        if sources:
+            line += f"    # {_describe_source(setting)}"
+        click.echo(line)
+
+
+def _describe_source(setting: Sourced) -> str:
+    label = _LAYERS.get(setting.source, setting.source)
+    if setting.source == "site":
+        return f"{label} {setting.origin}"
+    if setting.origin:
+        return f"{label} ({setting.origin})"
+    return label

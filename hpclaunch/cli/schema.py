@@ -1,0 +1,40 @@
+"""``hpclaunch schema``: print the JSON schema of the job spec, for editors."""
+
+from __future__ import annotations
+
+import click
+
+SCHEMA_ID = "https://json-schema.org/draft/2020-12/schema"
+
+
+def spec_schema() -> dict[str, object]:
+    """The job spec's JSON schema (draft 2020-12), from the pydantic model."""
+    from hpclaunch.spec import JobSpec
+
+    schema: dict[str, object] = {"$schema": SCHEMA_ID, "title": "hpclaunch job spec"}
+    schema.update(JobSpec.model_json_schema())
+    schema["title"] = "hpclaunch job spec"
+    return schema
+
+
+@click.command("schema")
+@click.option("--indent", type=int, default=2, show_default=True, help="JSON indentation.")
+def schema_command(indent: int) -> None:
+    """Print the JSON schema of the job spec (YAML) on stdout.
+
+    Editors use it to check and complete spec files. With the YAML language server
+    (VS Code's YAML extension, neovim, ...), save it once and point a spec at it
+    with a first-line comment:
+
+    \b
+        hpclaunch schema > ~/.config/hpclaunch/spec.schema.json
+        # yaml-language-server: $schema=/home/me/.config/hpclaunch/spec.schema.json
+        name: my-job
+        command: [python, train.py]
+
+    or map a file pattern to it in the editor's settings (e.g. VS Code
+    "yaml.schemas": {"/path/spec.schema.json": "jobs/*.yaml"}).
+    """
+    import json
+
+    click.echo(json.dumps(spec_schema(), indent=indent, ensure_ascii=False))

@@ -1,0 +1,91 @@
+"""``hpclaunch config show``: each setting, its value and where it came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from hpclaunch.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """No user config, no HPCLAUNCH_* variables."""
+    return {
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "HPCLAUNCH_SITE": "",
+        "HPCLAUNCH_BACKEND": "",
+        "HPCLAUNCH_REMOTE": "",
+    }
+
+
+def run(env: dict[str, str], *args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch")
+
+
+def lines(result: Result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def test_show_values(env: dict[str, str]) -> None:
+    assert lines(run(env, "config", "show")) == [
+        "site    = local",
+        "backend = cli",
+        "remote  = (not set)",
+    ]
+
+
+def test_show_sources_defaults_and_site(env: dict[str, str]) -> None:
+    # local.yaml's defaults: section suggests backend: cli.
+    assert lines(run(env, "config", "show", "--sources")) == [
+        "site    = local    # built-in default",
+        "backend = cli    # site config local",
+        "remote  = (not set)    # built-in default",
+    ]
+
+
+def test_show_sources_user_env_and_flags(env: dict[str, str], tmp_path: Path) -> None:
+    user = tmp_path / "config" / "hpclaunch" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("backend: from-user\nremote: me@login\n")
+    site = tmp_path / "mine.yaml"
+    data = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    site.write_text(yaml.safe_dump(data))
+    env["HPCLAUNCH_REMOTE"] = "me@other"
+    out = lines(run(env, "--site", str(site), "config", "show", "--sources"))
+    assert out == [
+        f"site    = {site}    # command-line flag",
+        f"backend = from-user    # user config ({user})",
+        "remote  = me@other    # environment (HPCLAUNCH_REMOTE)",
+    ]
+    out = lines(run(env, "--backend", "flagged", "config", "show", "--sources"))
+    assert out[1] == "backend = flagged    # command-line flag"
+
+
+def test_show_json(env: dict[str, str]) -> None:
+    env["HPCLAUNCH_BACKEND"] = "cli"
+    data = json.loads(run(env, "config", "show", "--json").stdout)
+    assert data == {
+        "site": {"value": "local", "source": "default", "origin": None},
+        "backend": {"value": "cli", "source": "env", "origin": "HPCLAUNCH_BACKEND"},
+        "remote": {"value": None, "source": "default", "origin": None},
+    }
+
+
+def test_bad_user_config_is_a_clean_config_error(env: dict[str, str], tmp_path: Path) -> None:
+    user = tmp_path / "config" / "hpclaunch" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("sites: big\n")
+    result = run(env, "config", "show")
+    assert result.exit_code == 2
+    assert "Error: " in result.stderr
+    assert "unknown key(s) 'sites'" in result.stderr
+    assert "Traceback" not in result.output
