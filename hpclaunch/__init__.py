@@ -3,12 +3,13 @@
 The public API, imported lazily (``import hpclaunch`` loads nothing heavy)::
 
     from hpclaunch import load_spec, load_site, build_plan, new_submission_id
-    from hpclaunch import LocalRunner, create_backend, wait_for
+    from hpclaunch import LocalRunner, create_backend, wait_for, check_plan, load_capabilities
 
     spec = load_spec("job.yaml")
     site = load_site("local")
     plan = build_plan(spec, site, submission_id=new_submission_id(), home="/home/me")
     backend = create_backend("cli", LocalRunner(), site)
+    problems = check_plan(plan, load_capabilities(LocalRunner(), site.name))  # vs the cluster
     job = backend.dryrun(plan)  # the script and sbatch argv, nothing submitted yet
     ref = backend.submit(job)
     final = wait_for(backend, [ref])[ref]
@@ -47,10 +48,17 @@ _EXPORTS = {
     "Runner": "hpclaunch.transport.base",
     "LocalRunner": "hpclaunch.transport.local",
     "HpclaunchError": "hpclaunch.errors",
+    "Capabilities": "hpclaunch.discover",
+    "discover": "hpclaunch.discover",
+    "load_capabilities": "hpclaunch.discover",
+    "Problem": "hpclaunch.sitecheck",
+    "check_plan": "hpclaunch.sitecheck",
+    "check_site": "hpclaunch.sitecheck",
 }
 
 __all__ = [
     "Backend",
+    "Capabilities",
     "CheckpointPolicy",
     "CommandResult",
     "HpclaunchError",
@@ -59,6 +67,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "LocalRunner",
+    "Problem",
     "RenderedJob",
     "Resources",
     "Runner",
@@ -67,7 +76,11 @@ __all__ = [
     "__version__",
     "available_backends",
     "build_plan",
+    "check_plan",
+    "check_site",
     "create_backend",
+    "discover",
+    "load_capabilities",
     "load_site",
     "load_spec",
     "new_submission_id",
@@ -78,10 +91,12 @@ if TYPE_CHECKING:
     from hpclaunch.backends import available_backends, create_backend
     from hpclaunch.backends.base import Backend, JobRef
     from hpclaunch.config.site import SiteConfig, load_site
+    from hpclaunch.discover import Capabilities, discover, load_capabilities
     from hpclaunch.errors import HpclaunchError
     from hpclaunch.observe import JobInfo, JobState, wait_for
     from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
     from hpclaunch.render import RenderedJob
+    from hpclaunch.sitecheck import Problem, check_plan, check_site
     from hpclaunch.spec import CheckpointPolicy, JobSpec, Resources, load_spec
     from hpclaunch.transport.base import CommandResult, Runner
     from hpclaunch.transport.local import LocalRunner

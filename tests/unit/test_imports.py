@@ -27,9 +27,24 @@ def test_help_is_light() -> None:
     body = (
         "from hpclaunch.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "for name in ('render', 'submit', 'status'):\n"
+        "for name in ('render', 'submit', 'status', 'site'):\n"
         "    try:\n        main([name, '--help'])\n    except SystemExit:\n        pass\n"
     )
+    assert loaded_after(body) == []
+
+
+def test_site_subcommands_help_is_light() -> None:
+    body = (
+        "from hpclaunch.cli import main\n"
+        "for args in (['site', 'check', '--help'], ['site', 'show', '--help']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+    )
+    assert loaded_after(body) == []
+
+
+def test_discovery_and_checks_are_light() -> None:
+    # Checked before every submit: they must not pull in rich, jinja2 or yaml.
+    body = "import hpclaunch.discover, hpclaunch.sitecheck"
     assert loaded_after(body) == []
 
 
