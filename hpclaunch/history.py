@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-__all__ = ["SubmissionRecord", "history_path", "recent_submissions", "record_submission"]
+__all__ = [
+    "SubmissionRecord",
+    "find_record",
+    "history_path",
+    "recent_submissions",
+    "record_submission",
+]
 
 
 @dataclass(frozen=True)
 class SubmissionRecord:
-    """One submitted job."""
+    """One submitted job.
+
+    ``log_dir``, ``tier`` and ``qos`` were added later: older records lack them (``None``;
+    their logs are in ``job_dir``).
+    """
 
     job_id: str
     cluster: str | None
@@ -27,6 +38,14 @@ class SubmissionRecord:
     job_dir: str
     site: str
     submitted_at: str  # ISO 8601, UTC
+    log_dir: str | None = None
+    tier: str | None = None
+    qos: str | None = None
+
+    @property
+    def logs(self) -> str:
+        """Where the job's ``attempt-N.log`` files are."""
+        return self.log_dir or self.job_dir
 
 
 def history_path(env: Mapping[str, str] | None = None) -> Path:
@@ -52,10 +71,24 @@ def recent_submissions(limit: int = 20, path: Path | None = None) -> list[Submis
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
+    known = {f.name for f in fields(SubmissionRecord)}
     records: list[SubmissionRecord] = []
     for line in lines:
-        try:
-            records.append(SubmissionRecord(**json.loads(line)))
-        except (ValueError, TypeError):
+        try:  # keys a newer hpclaunch added are ignored
+            data = json.loads(line)
+            records.append(SubmissionRecord(**{k: v for k, v in data.items() if k in known}))
+        except (ValueError, TypeError, AttributeError):
             continue
     return records[-limit:] if limit > 0 else []
+
+
+def find_record(
+    *, job_id: str | None = None, submission_id: str | None = None, path: Path | None = None
+) -> SubmissionRecord | None:
+    """The latest record with this job id (or submission id), or ``None``."""
+    for record in reversed(recent_submissions(limit=sys.maxsize, path=path)):
+        if job_id is not None and record.job_id == job_id:
+            return record
+        if submission_id is not None and record.submission_id == submission_id:
+            return record
+    return None

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LogTail", "attempt_logs"]
+__all__ = ["LogTail", "attempt_logs", "attempt_of"]
 
 _ATTEMPT_LOG = re.compile(r"^attempt-(\d+)\.log$")
 
@@ -30,31 +30,57 @@ def attempt_logs(log_dir: str | Path) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
+def attempt_of(path: str | Path) -> int:
+    """The attempt number in an ``attempt-<N>.log`` name.
+
+    Raises:
+        ValueError: Not such a name.
+    """
+    match = _ATTEMPT_LOG.match(Path(path).name)
+    if match is None:
+        raise ValueError(f"not an attempt log: {path}")
+    return int(match.group(1))
+
+
 @dataclass
 class LogTail:
     """Returns what was appended to a job's attempt logs since the last call.
 
     Only whole lines are returned; a partial last line waits for its newline (or for
-    ``final=True``, once the job has ended).
+    ``final=True``, once the job has ended). With ``attempt`` set, only that attempt's log
+    is read.
     """
 
     log_dir: str | Path
+    attempt: int | None = None
     _offsets: dict[Path, int] = field(default_factory=dict)
     _partial: dict[Path, bytes] = field(default_factory=dict)
 
     def read_new(self, *, final: bool = False) -> list[str]:
         """New complete lines of every attempt log, in attempt order."""
-        lines: list[str] = []
+        return [line for _, lines in self.read_new_by_attempt(final=final) for line in lines]
+
+    def read_new_by_attempt(self, *, final: bool = False) -> list[tuple[int, list[str]]]:
+        """Like :meth:`read_new`, grouped by attempt: ``[(attempt, lines), ...]``."""
+        grouped: list[tuple[int, list[str]]] = []
         for path in attempt_logs(self.log_dir):
-            with path.open("rb") as handle:
-                handle.seek(self._offsets.get(path, 0))
-                chunk = handle.read()
-                self._offsets[path] = handle.tell()
-            data = self._partial.pop(path, b"") + chunk
-            *complete, rest = data.split(b"\n")
-            if rest and final:
-                complete.append(rest)
-            elif rest:
-                self._partial[path] = rest
-            lines.extend(line.decode("utf-8", errors="replace") for line in complete)
-        return lines
+            number = attempt_of(path)
+            if self.attempt is not None and number != self.attempt:
+                continue
+            lines = self._read(path, final)
+            if lines:
+                grouped.append((number, lines))
+        return grouped
+
+    def _read(self, path: Path, final: bool) -> list[str]:
+        with path.open("rb") as handle:
+            handle.seek(self._offsets.get(path, 0))
+            chunk = handle.read()
+            self._offsets[path] = handle.tell()
+        data = self._partial.pop(path, b"") + chunk
+        *complete, rest = data.split(b"\n")
+        if rest and final:
+            complete.append(rest)
+        elif rest:
+            self._partial[path] = rest
+        return [line.decode("utf-8", errors="replace") for line in complete]

@@ -23,7 +23,7 @@ from hpclaunch.errors import WatchTimeout
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend, JobRef
 
-__all__ = ["FINISHED_STATES", "JobInfo", "JobState", "parse_state", "wait_for"]
+__all__ = ["FINISHED_STATES", "Attempt", "JobInfo", "JobState", "parse_state", "wait_for"]
 
 
 class JobState(str, enum.Enum):
@@ -145,6 +145,12 @@ class JobInfo:
         exit_signal: The signal that killed it, if any (from sacct).
         elapsed: Run time as Slurm prints it (``1:02``, ``00:01:02``).
         source: Who answered: ``squeue``, ``sacct`` or ``none``.
+        qos: The job's QOS.
+        node_count: How many nodes it has (or asks for, while pending).
+        gpus: GPUs of the whole job (allocated; requested while pending).
+        restarts: How often it was requeued (``SLURM_RESTART_COUNT`` of its current attempt).
+        tier: hpclaunch's priority tier (not Slurm's: filled in from the history or the
+            site's tier → QOS mapping by the caller).
     """
 
     ref: JobRef
@@ -156,6 +162,11 @@ class JobInfo:
     exit_signal: int | None = None
     elapsed: str | None = None
     source: Literal["squeue", "sacct", "none"] = "none"
+    qos: str | None = None
+    node_count: int | None = None
+    gpus: int | None = None
+    restarts: int | None = None
+    tier: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (for ``status --json``)."""
@@ -171,6 +182,54 @@ class JobInfo:
             "exit_signal": self.exit_signal,
             "elapsed": self.elapsed,
             "source": self.source,
+            "qos": self.qos,
+            "tier": self.tier,
+            "node_count": self.node_count,
+            "gpus": self.gpus,
+            "restarts": self.restarts,
+        }
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of a job as Slurm's accounting saw it (``sacct --duplicates``).
+
+    A requeued job keeps its id; each attempt is one accounting record, oldest first.
+
+    Attributes:
+        index: 0 for the first run (``SLURM_RESTART_COUNT`` of that run).
+        state: How that run ended (PREEMPTED, REQUEUED, ...) or its current state.
+        exit_code, exit_signal: From ``ExitCode`` once that run ended.
+        submit, start, end: Timestamps as sacct prints them (``None``: not yet / unknown).
+        elapsed: Run time of that attempt.
+        nodes: Where it ran.
+        reason: Slurm's reason field, if any.
+    """
+
+    index: int
+    state: JobState
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    submit: str | None = None
+    start: str | None = None
+    end: str | None = None
+    elapsed: str | None = None
+    nodes: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (for ``events --json``)."""
+        return {
+            "attempt": self.index,
+            "state": self.state.value,
+            "exit_code": self.exit_code,
+            "exit_signal": self.exit_signal,
+            "submit": self.submit,
+            "start": self.start,
+            "end": self.end,
+            "elapsed": self.elapsed,
+            "nodes": self.nodes,
+            "reason": self.reason,
         }
 
 

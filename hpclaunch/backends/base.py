@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.observe import Attempt, JobInfo
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.render import RenderedJob
     from hpclaunch.transport.base import Runner
@@ -72,3 +72,38 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def cancel(self, ref: JobRef) -> None:
         """Cancel ``ref``. Safe to repeat: a job already finished or gone is not an error."""
+
+    # Optional abilities: a backend that lacks one says so when it is used.
+
+    def find_submission(self, submission_id: str) -> JobRef | None:
+        """The job submitted with ``submission_id`` (its ``--comment`` tag), if any.
+
+        What makes a retried submission safe: ``submit --submission-id`` asks this first.
+
+        Raises:
+            BackendUnavailable: This backend cannot look jobs up by submission id.
+        """
+        raise self._unsupported("look up a job by its submission id")
+
+    def find_jobs(self, name: str) -> list[JobInfo]:
+        """The current user's unfinished jobs whose name is exactly ``name``.
+
+        Raises:
+            BackendUnavailable: This backend cannot list jobs by name.
+        """
+        raise self._unsupported("find jobs by name")
+
+    def attempts(self, ref: JobRef) -> list[Attempt]:
+        """Every run (attempt) of ``ref``, oldest first, from Slurm's accounting.
+
+        Raises:
+            BackendUnavailable: No accounting is available through this backend.
+        """
+        raise self._unsupported("list a job's attempts")
+
+    def _unsupported(self, what: str) -> Exception:
+        from hpclaunch.errors import BackendUnavailable
+
+        return BackendUnavailable(
+            f"the {self.name!r} backend cannot {what}", hint="use the 'cli' backend (--backend cli)"
+        )

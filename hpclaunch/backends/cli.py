@@ -1,8 +1,8 @@
 """The command-line backend: sbatch, squeue, sacct and scancel through a Runner.
 
-Parsing is written against Slurm 22.05 (Debian 12) and kept defensive: unknown lines are
-skipped, and the job name, the one free-text field, is always the last column so that it may
-contain the delimiter.
+Written against Slurm 22.05 (Debian 12) and kept defensive: unknown lines are skipped, and
+the job name, the one free-text field, is always the last column so that it may contain the
+delimiter. Parsing of the commands' answers lives in :mod:`hpclaunch.backends.slurm_text`.
 """
 
 from __future__ import annotations
@@ -13,15 +13,26 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.backends.slurm_text import (
+    ATTEMPT_FIELDS,
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    first_line,
+    parse_attempts,
+    parse_sacct,
+    parse_squeue,
+)
 from hpclaunch.errors import (
     BackendError,
     BackendUnavailable,
     CommandTimeout,
+    HpclaunchError,
+    ProgramNotFound,
     SubmissionError,
     TransportError,
     describe_result,
 )
-from hpclaunch.observe import JobInfo, JobState, parse_state
+from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
@@ -31,10 +42,8 @@ __all__ = ["SACCT_FIELDS", "SQUEUE_FORMAT", "CliBackend", "parse_sbatch_parsable
 
 #: Seconds to wait for one Slurm command.
 COMMAND_TIMEOUT = 60.0
-#: squeue columns: id, long state, reason, nodes, elapsed, name (last: free text).
-SQUEUE_FORMAT = "%i|%T|%r|%N|%M|%j"
-#: sacct fields valid in 22.05 (``sacct --helpformat``); there is no "Restarts" field.
-SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "NodeList", "Reason", "JobName")
+#: How far back sacct is searched for a submission id after a lost sbatch reply.
+SUBMISSION_LOOKBACK = "now-7days"
 
 # squeue exits 1 with this when none of the --jobs ids is known (any left MinJobAge ago).
 _SQUEUE_UNKNOWN_IDS = "Invalid job id specified"
@@ -42,8 +51,15 @@ _SQUEUE_UNKNOWN_IDS = "Invalid job id specified"
 # 22.05 exits 0 silently in both cases (checked on the test cluster); other versions print
 # these errors and exit 1.
 _SCANCEL_GONE = ("already completing or completed", "Invalid job id specified")
+# sbatch failures after which the job may exist even though no job id came back: the
+# request reached slurmctld but the reply was lost (slurm_errno strings, 22.05).
+_LOST_REPLY = (
+    "Socket timed out on send/recv operation",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "Connection reset by peer",
+)
 _PARSABLE = re.compile(r"^(\d+(?:_\d+)?)(?:;(\S+))?$")
-_EMPTY = frozenset({"", "(null)", "None", "Unknown"})
 
 _SBATCH_HINTS = (
     (
@@ -75,19 +91,25 @@ class CliBackend(Backend):
 
     name = "cli"
 
+    # -- submit -------------------------------------------------------------------------
+
     def submit(self, job: RenderedJob) -> JobRef:
-        """Write the script into the private job directory, then ``sbatch --parsable`` it."""
+        """Write the script into the private job directory, then ``sbatch --parsable`` it.
+
+        When sbatch times out, or fails in a way that means its reply was lost, the job may
+        exist anyway: it is looked up by its submission id (the ``--comment`` tag) and
+        returned instead of being submitted a second time.
+        """
         self.runner.put_file(job.script_path, job.script, 0o700)
+        sid = job.plan.submission_id
         try:
-            result = self.runner.run(job.sbatch_argv, timeout=COMMAND_TIMEOUT)
+            result = self._run(job.sbatch_argv)
         except CommandTimeout as exc:
-            raise SubmissionError(
-                f"sbatch did not answer within {COMMAND_TIMEOUT:g} s: the job may or may not "
-                "have been submitted",
-                hint="do not resubmit blindly; look for it with "
-                f"squeue --me --format='%i %k' | grep hpclaunch:{job.plan.submission_id}",
-            ) from exc
+            return self._recover(sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc)
         if not result.ok:
+            if any(text in result.stderr for text in _LOST_REPLY):
+                lost = f"sbatch lost its reply: {first_line(result)}"
+                return self._recover(sid, lost, SubmissionError(lost, result=result))
             raise SubmissionError(
                 f"sbatch refused job {job.plan.job_name!r}",
                 result=result,
@@ -99,6 +121,67 @@ class CliBackend(Backend):
             raise SubmissionError(
                 f"cannot read a job id in sbatch's answer: {exc}", result=result
             ) from exc
+
+    def _recover(self, submission_id: str, what: str, cause: Exception) -> JobRef:
+        """After a lost sbatch reply: the job of ``submission_id`` if it exists, else raise."""
+        retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
+        try:
+            found = self.find_submission(submission_id)
+        except HpclaunchError as exc:  # squeue failed or timed out as well
+            raise SubmissionError(
+                f"{what}; the job may or may not have been submitted, and looking for it "
+                f"failed too: {exc.message.splitlines()[0]}",
+                hint=f"when Slurm answers again, retry with '{retry}': it submits only if "
+                "no job carries that submission id",
+            ) from cause
+        if found is not None:
+            return found
+        raise SubmissionError(
+            f"{what}; no job with submission id {submission_id} exists (squeue and sacct "
+            "were asked), so it was not submitted",
+            hint=f"retry with '{retry}': it checks again and never makes a second job",
+        ) from cause
+
+    def find_submission(self, submission_id: str) -> JobRef | None:
+        """The job tagged ``--comment=hpclaunch:<submission_id>``, from squeue, then sacct.
+
+        sacct stores the comment only with ``AccountingStoreFlags=job_comment`` (22.05, off
+        by default), so sacct's ``SubmitLine`` (stored since 21.08) is matched too: it holds
+        the script path, ``<job_root>/<submission_id>/job.sbatch``. A site without sacct can
+        only find jobs still in squeue (MinJobAge, 300 s by default).
+        """
+        from hpclaunch.plan import SCRIPT_NAME
+
+        tag = f"hpclaunch:{submission_id}"
+        argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%i|%k"]
+        result = self._run(argv)
+        if not result.ok:
+            raise BackendUnavailable(f"squeue failed\n{describe_result(result)}")
+        for line in result.stdout.splitlines():
+            job_id, _, comment = line.partition("|")
+            if comment.strip() == tag:
+                return JobRef(job_id.strip())
+        argv = [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            f"--starttime={SUBMISSION_LOOKBACK}",
+            "--format=JobID,Comment,SubmitLine",
+        ]
+        try:
+            result = self.runner.run(argv, timeout=COMMAND_TIMEOUT)
+        except TransportError:
+            return None  # no accounting on this site: squeue was all we could ask
+        script = f"/{submission_id}/{SCRIPT_NAME}"
+        for line in result.stdout.splitlines() if result.ok else []:
+            job_id, _, rest = line.partition("|")
+            comment, _, submit_line = rest.partition("|")
+            if comment == tag or script in submit_line:
+                return JobRef(job_id)
+        return None
+
+    # -- status ---------------------------------------------------------------------------
 
     def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
         """One squeue call for all jobs; one sacct call for those squeue did not know or
@@ -125,24 +208,18 @@ class CliBackend(Backend):
                     infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
         return {ref: infos[ref] for ref in refs}
 
-    def cancel(self, ref: JobRef) -> None:
-        """``scancel ID``; a job that already ended (or is forgotten) is not an error."""
-        result = self.runner.run(["scancel", ref.job_id], timeout=COMMAND_TIMEOUT)
-        if result.ok or any(text in result.stderr for text in _SCANCEL_GONE):
-            return
-        raise BackendError(f"scancel failed for job {ref.job_id}\n{describe_result(result)}")
-
-    # -- squeue / sacct ---------------------------------------------------------------
-
     def _squeue(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
         argv = [
             "squeue",
             "--noheader",
+            # Without --array squeue folds pending array tasks into one "123_[3,7]" line,
+            # and a task asked for by its "123_7" id would look unknown (22.05).
+            "--array",
             f"--jobs={','.join(by_id)}",
             "--states=all",
-            f"--format={SQUEUE_FORMAT}",
+            f"--Format={SQUEUE_FORMAT}",
         ]
-        result = self.runner.run(argv, timeout=COMMAND_TIMEOUT)
+        result = self._run(argv)
         if not result.ok:
             if _SQUEUE_UNKNOWN_IDS in result.stderr:
                 return {}
@@ -150,23 +227,7 @@ class CliBackend(Backend):
                 f"squeue failed\n{describe_result(result)}",
                 hint="is slurmctld running and reachable? (scontrol ping)",
             )
-        infos: dict[JobRef, JobInfo] = {}
-        for line in result.stdout.splitlines():
-            cols = line.split("|", 5)
-            if len(cols) != 6 or cols[0].strip() not in by_id:
-                continue
-            job_id, state, reason, nodes, elapsed, name = (c.strip() for c in cols)
-            ref = by_id[job_id]
-            infos[ref] = JobInfo(
-                ref=ref,
-                state=parse_state(state),
-                name=name or None,
-                reason=_field(reason),
-                nodes=_field(nodes),
-                elapsed=_field(elapsed),
-                source="squeue",
-            )
-        return infos
+        return parse_squeue(result.stdout, by_id, self.site.gres_name)
 
     def _sacct(self, by_id: Mapping[str, JobRef]) -> tuple[dict[JobRef, JobInfo], str | None]:
         """Ask sacct; returns (infos, problem). Sites without accounting are not an error:
@@ -175,6 +236,8 @@ class CliBackend(Backend):
             "sacct",
             "--noheader",
             "--parsable2",
+            "--allocations",
+            "--duplicates",  # one record per attempt: their count gives the restarts
             f"--jobs={','.join(by_id)}",
             f"--format={','.join(SACCT_FIELDS)}",
         ]
@@ -183,29 +246,66 @@ class CliBackend(Backend):
         except TransportError as exc:
             return {}, f"sacct unavailable: {exc.message.splitlines()[0]}"
         if not result.ok:
-            return {}, f"sacct failed: {_first_line(result)}"
-        infos: dict[JobRef, JobInfo] = {}
+            return {}, f"sacct failed: {first_line(result)}"
+        return parse_sacct(result.stdout, by_id, self.site.gres_name), None
+
+    def attempts(self, ref: JobRef) -> list[Attempt]:
+        """Every run of ``ref``, oldest first: ``sacct --duplicates`` lists requeued runs."""
+        argv = [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            "--duplicates",
+            f"--jobs={ref.job_id}",
+            f"--format={','.join(ATTEMPT_FIELDS)}",
+        ]
+        result = self._run(argv)
+        if not result.ok:
+            raise BackendUnavailable(f"sacct failed\n{describe_result(result)}")
+        return parse_attempts(result.stdout, ref.job_id)
+
+    def find_jobs(self, name: str) -> list[JobInfo]:
+        """Your unfinished jobs named exactly ``name``, as squeue prints the name.
+
+        squeue's own ``--name`` filter is not used: it splits its argument at commas.
+        """
+        argv = ["squeue", "--me", "--noheader", "--format=%i|%T|%j"]
+        result = self._run(argv)
+        if not result.ok:
+            raise BackendUnavailable(f"squeue failed\n{describe_result(result)}")
+        found = []
         for line in result.stdout.splitlines():
-            cols = line.split("|", len(SACCT_FIELDS) - 1)
-            # Keep the job's own line: "123.batch", "123.extern", "123.0" are its steps.
-            if len(cols) != len(SACCT_FIELDS) or cols[0] not in by_id:
-                continue
-            job_id, state, exit_code, elapsed, nodes, reason, name = cols
-            ref = by_id[job_id]
-            parsed = parse_state(state)
-            code, signal = _exit_code(exit_code) if parsed.is_finished else (None, None)
-            infos[ref] = JobInfo(
-                ref=ref,
-                state=parsed,
-                name=name or None,
-                reason=_field(reason),
-                nodes=_field(nodes),
-                exit_code=code,
-                exit_signal=signal,
-                elapsed=_field(elapsed),
-                source="sacct",
-            )
-        return infos, None
+            cols = line.split("|", 2)
+            if len(cols) == 3 and cols[2] == name:
+                ref = JobRef(cols[0].strip())
+                found.append(JobInfo(ref, parse_state(cols[1]), name=name, source="squeue"))
+        return found
+
+    # -- cancel ---------------------------------------------------------------------------
+
+    def cancel(self, ref: JobRef) -> None:
+        """``scancel ID``; a job that already ended (or is forgotten) is not an error."""
+        result = self._run(["scancel", ref.job_id])
+        if result.ok or any(text in result.stderr for text in _SCANCEL_GONE):
+            return
+        raise BackendError(f"scancel failed for job {ref.job_id}\n{describe_result(result)}")
+
+    # -- running Slurm's commands ---------------------------------------------------------
+
+    def _run(self, argv: Sequence[str]) -> CommandResult:
+        """Run a Slurm command; a missing one says how to reach a cluster."""
+        try:
+            return self.runner.run(argv, timeout=COMMAND_TIMEOUT)
+        except ProgramNotFound as exc:
+            raise BackendUnavailable(
+                f"Slurm's {exc.program!r} command is not found on {self.runner.where}: "
+                "hpclaunch runs Slurm's commands (sbatch, squeue, sacct, scancel) where it runs",
+                hint="run hpclaunch on the cluster's login node (or put Slurm's bin directory "
+                "on PATH), with that cluster's site config (--site NAME|PATH or "
+                "$HPCLAUNCH_SITE); submitting from another machine over SSH is not "
+                "available yet",
+            ) from exc
 
 
 def parse_sbatch_parsable(stdout: str) -> JobRef:
@@ -228,24 +328,5 @@ def _sbatch_hint(stderr: str) -> str:
     return "read Slurm's message above; 'hpclaunch render SPEC' shows the script it refused"
 
 
-def _field(text: str) -> str | None:
-    text = text.strip()
-    return None if text in _EMPTY else text
-
-
-def _exit_code(text: str) -> tuple[int | None, int | None]:
-    """sacct ``ExitCode`` is ``code:signal``."""
-    code, _, signal = text.partition(":")
-    try:
-        return int(code), (int(signal) or None) if signal else None
-    except ValueError:
-        return None, None
-
-
 def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:
     return replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
-
-
-def _first_line(result: CommandResult) -> str:
-    text = (result.stderr or result.stdout).strip()
-    return text.splitlines()[0] if text else f"exit code {result.returncode}"

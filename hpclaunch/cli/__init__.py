@@ -21,7 +21,15 @@ __all__ = ["cli", "main"]
 
 #: Command name → "module:attribute"; modules are imported on first use.
 COMMANDS = {
+    "config": "hpclaunch.cli.config:config_group",
+    "cancel": "hpclaunch.cli.cancel:cancel_command",
+    "completion": "hpclaunch.cli.completion:completion_command",
+    "events": "hpclaunch.cli.events:events_command",
+    "logs": "hpclaunch.cli.logs:logs_command",
+    "ls": "hpclaunch.cli.status:status_command",
     "render": "hpclaunch.cli.render:render_command",
+    "schema": "hpclaunch.cli.schema:schema_command",
+    "site": "hpclaunch.cli.site:site_command",
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
 }

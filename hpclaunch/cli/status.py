@@ -1,78 +1,120 @@
-"""``hpclaunch status [IDS...]``: the state of jobs, in one squeue (+ one sacct) call."""
+"""``hpclaunch status [IDS...]`` (alias ``ls``): jobs' state, in one squeue (+ one sacct) call."""
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch.cli._app import App
+from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 
 if TYPE_CHECKING:
+    from hpclaunch.config.site import SiteConfig
+    from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import JobInfo
 
-_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 _STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
-
-
-def _job_ids(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> list[str]:
-    bad = [v for v in value if not _JOB_ID.match(v)]
-    if bad:
-        raise click.BadParameter(f"not a Slurm job id: {', '.join(bad)}")
-    return list(value)
+COLUMNS = (
+    "ID",
+    "NAME",
+    "TIER",
+    "QOS",
+    "STATE",
+    "REASON",
+    "NODES",
+    "GPUS",
+    "ELAPSED",
+    "RESTARTS",
+    "EXIT",
+)
 
 
 @click.command("status")
-@click.argument("job_ids", nargs=-1, callback=_job_ids, metavar="[IDS]...")
+@click.argument(
+    "job_ids",
+    nargs=-1,
+    callback=check_job_ids,
+    metavar="[IDS]...",
+    shell_complete=complete_job_ids,
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--limit", default=20, show_default=True, help="Recent jobs to show without IDS.")
 @click.pass_obj
 def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> None:
-    """Show the state of jobs IDS, or of your recent hpclaunch jobs."""
+    """Show the state of jobs IDS, or of your recent hpclaunch jobs.
+
+    One squeue call for all jobs, and one sacct call for the jobs squeue no longer
+    knows (it forgets finished jobs after MinJobAge).
+    """
     from hpclaunch.backends.base import JobRef
     from hpclaunch.history import recent_submissions
 
-    names: dict[str, str] = {}
-    if job_ids:
-        refs = [JobRef(job_id) for job_id in job_ids]
-    else:
-        records = recent_submissions(limit)
-        refs = [JobRef(r.job_id) for r in records]
-        names = {r.job_id: r.name for r in records}
-        if not refs:
+    records = {r.job_id: r for r in recent_submissions(limit=10_000)}
+    if not job_ids:
+        job_ids = list(records)[-limit:] if limit > 0 else []
+        if not job_ids:
             click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
             return
-    refs = list(dict.fromkeys(refs))
+    refs = [JobRef(job_id) for job_id in dict.fromkeys(job_ids)]
     infos = app.backend.status(refs)
-    rows = [infos[ref] for ref in refs]
+    rows = [annotate(infos[ref], records.get(ref.job_id), app.site) for ref in refs]
     if as_json:
         import json
 
-        data = [{**i.to_dict(), "name": i.name or names.get(i.ref.job_id)} for i in rows]
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
     else:
-        _print_table(rows, names)
+        print_table(rows)
 
 
-def _print_table(rows: list[JobInfo], names: dict[str, str]) -> None:
+def annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
+    """Add what Slurm does not know: the tier (and the name of a job Slurm forgot)."""
+    tier = record.tier if record is not None else None
+    return dataclasses.replace(
+        info,
+        name=info.name or (record.name if record is not None else None),
+        tier=tier or tier_of_qos(info.qos, site),
+    )
+
+
+def tier_of_qos(qos: str | None, site: SiteConfig) -> str | None:
+    """The site's tier whose QOS is ``qos``, if exactly one has it."""
+    if qos is None:
+        return None
+    found = [str(name) for name, policy in site.tiers.items() if policy.qos == qos]
+    return found[0] if len(found) == 1 else None
+
+
+def print_table(rows: Sequence[JobInfo]) -> None:
+    """The status table (rich; wide enough not to fold when piped)."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for column in ("ID", "NAME", "STATE", "REASON", "NODES", "ELAPSED", "EXIT"):
+    for column in COLUMNS:
         table.add_column(column, overflow="fold")
     for info in rows:
         state = info.state.value
         style = _STATE_STYLE.get(state, "red" if info.state.is_finished else "")
         table.add_row(
             info.ref.job_id,
-            info.name or names.get(info.ref.job_id, ""),
+            info.name or "",
+            info.tier or "",
+            info.qos or "",
             f"[{style}]{state}[/]" if style else state,
             info.reason or "",
-            info.nodes or "",
+            info.nodes or (f"({info.node_count})" if info.node_count else ""),
+            _text(info.gpus),
             info.elapsed or "",
-            "" if info.exit_code is None else str(info.exit_code),
+            _text(info.restarts),
+            _text(info.exit_code),
         )
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 250).print(table)
+
+
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 @click.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Print the sbatch argv and script; submit nothing.")
+@click.option(
+    "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
+)
 @click.option("--wait", is_flag=True, help="Follow the job to its end; exit 0 only if COMPLETED.")
 @click.option(
     "--follow",
@@ -25,24 +28,51 @@ if TYPE_CHECKING:
     help="With --wait (implied): print the job's log lines as they are written.",
 )
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up waiting after this long.")
+@click.option(
+    "--submission-id",
+    metavar="ID",
+    help="Your own id for this submission (letters, digits, _ and -). Submitting again "
+    "with an id that a job already carries submits nothing and prints that job's id: "
+    "a script can retry safely.",
+)
 @click.pass_obj
 def submit_command(
-    app: App, spec: str, dry_run: bool, wait: bool, follow: bool, timeout: float | None
+    app: App,
+    spec: str,
+    dry_run: bool,
+    no_check: bool,
+    wait: bool,
+    follow: bool,
+    timeout: float | None,
+    submission_id: str | None = None,
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
     State changes (with --wait) and the log location go to stderr, so that
     JOB=$(hpclaunch submit SPEC) captures only the id.
+
+    Every job is tagged --comment=hpclaunch:<submission id>. If sbatch's reply is lost
+    (timeout), the job is looked up by that tag instead of being submitted twice.
     """
     from hpclaunch.cli._jobs import plan_spec
+    from hpclaunch.cli.site import check_before_submit
 
-    plan = plan_spec(app, spec)
+    plan = plan_spec(app, spec, submission_id)
+    check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:
         _print_dry_run(job)
         return
-    ref = app.backend.submit(job)
-    _remember(app, plan, ref)
+    existing = _existing(app, submission_id) if submission_id else None
+    if existing is not None:
+        ref = existing
+        click.echo(
+            f"job {ref.job_id} already carries submission id {submission_id}: not submitted again",
+            err=True,
+        )
+    else:
+        ref = app.backend.submit(job)
+        _remember(app, plan, ref)
     click.echo(ref.job_id)
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
@@ -74,11 +104,26 @@ def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
         job_dir=plan.job_dir,
         site=app.site.name,
         submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        log_dir=plan.log_dir,
+        tier=plan.tier,
+        qos=plan.qos,
     )
     try:
         record_submission(record)
     except OSError as exc:  # the job is submitted: failing now would invite a resubmit
         click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
+
+
+def _existing(app: App, submission_id: str) -> JobRef | None:
+    """The job that already carries ``submission_id``: the history first (no Slurm call),
+    then Slurm (the history misses a job whose first try died right after sbatch)."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.history import find_record
+
+    record = find_record(submission_id=submission_id)
+    if record is not None:
+        return JobRef(record.job_id, record.cluster)
+    return app.backend.find_submission(submission_id)
 
 
 def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:

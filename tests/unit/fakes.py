@@ -66,6 +66,12 @@ class FakeJob:
     in_sacct: bool = True
     reason: str = "None"
     nodes: str = "n1"
+    qos: str = "normal"
+    tres: str = "cpu=1,mem=100M,node=1,billing=1"
+    restarts: int = 0
+    comment: str = ""
+    submit_line: str = ""
+    attempts: list[str] = field(default_factory=list)  # earlier attempts' sacct states
 
     @property
     def state(self) -> str:
@@ -85,6 +91,8 @@ class FakeSlurm:
     submitted: list[tuple[str, ...]] = field(default_factory=list)
     new_job_states: list[str] = field(default_factory=lambda: ["PENDING", "RUNNING", "COMPLETED"])
     new_job_exit: str = "0:0"
+    #: Files written through the runner (path → (text, mode)), to read batch scripts from.
+    scripts: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def __call__(self, argv: tuple[str, ...]) -> CommandResult:
         handler = getattr(self, "_" + argv[0], None)
@@ -97,12 +105,35 @@ class FakeSlurm:
         self.submitted.append(argv)
         job_id = str(self.next_id)
         self.next_id += 1
+        script = self.scripts.get(argv[-1], ("", 0))[0]
+        comment = next(
+            (
+                line.split("=", 1)[1]
+                for line in [*argv, *script.splitlines()]
+                if line.startswith(("--comment=", "#SBATCH --comment="))
+            ),
+            "",
+        )
         self.jobs[job_id] = FakeJob(
-            name="job", states=list(self.new_job_states), exit_code=self.new_job_exit
+            name="job",
+            states=list(self.new_job_states),
+            exit_code=self.new_job_exit,
+            comment=comment,
+            submit_line=" ".join(argv),
         )
         return result(argv, out=f"{job_id}\n")
 
     def _squeue(self, argv: tuple[str, ...]) -> CommandResult:
+        if "--me" in argv:  # the user's jobs: %i|%k (comment) or %i|%T|%j
+            fmt = _opt(argv, "--format")
+            lines = []
+            for i, job in self.jobs.items():
+                if not job.in_squeue or ("--states=all" not in argv and _done(job.state)):
+                    continue
+                lines.append(
+                    f"{i}|{job.comment}" if fmt == "%i|%k" else f"{i}|{job.state}|{job.name}"
+                )
+            return result(argv, out="".join(line + "\n" for line in lines))
         ids = _opt(argv, "--jobs").split(",")
         known = [i for i in ids if i in self.jobs and self.jobs[i].in_squeue]
         if not known:
@@ -110,20 +141,28 @@ class FakeSlurm:
         lines = []
         for i in known:
             job = self.jobs[i]
-            lines.append(f"{i}|{job.state}|{job.reason}|{job.nodes}|0:05|{job.name}")
+            nodes = job.nodes or "(null)"
+            lines.append(
+                f"{i}|{job.state}|{job.reason}|{nodes}|0:05|{job.qos}|1|{job.tres}|"
+                f"{job.restarts}|{job.name}"
+            )
             job.advance()
         return result(argv, out="\n".join(lines) + "\n")
 
     def _sacct(self, argv: tuple[str, ...]) -> CommandResult:
+        if "--starttime=now-7days" in argv:  # looking for a submission: JobID,Comment,SubmitLine
+            lines = [f"{i}||{job.submit_line}" for i, job in self.jobs.items() if job.in_sacct]
+            return result(argv, out="".join(line + "\n" for line in lines))
         ids = _opt(argv, "--jobs").split(",")
         lines = []
         for i in ids:
             job = self.jobs.get(i)
             if job is None or not job.in_sacct:
                 continue
-            lines.append(f"{i}|{job.state}|{job.exit_code}|00:00:05|{job.nodes}|None|{job.name}")
-            lines.append(f"{i}.batch|{job.state}|{job.exit_code}|00:00:05|{job.nodes}||batch")
-            lines.append(f"{i}.extern|COMPLETED|0:0|00:00:05|{job.nodes}||extern")
+            common = f"{job.nodes}|None|{job.qos}|1|{job.tres}|{job.tres}"
+            for old in job.attempts:  # --duplicates: earlier attempts first
+                lines.append(f"{i}|{old}|0:0|00:00:01|{common}|{job.name}")
+            lines.append(f"{i}|{job.state}|{job.exit_code}|00:00:05|{common}|{job.name}")
         return result(argv, out="".join(line + "\n" for line in lines))
 
     def _scancel(self, argv: tuple[str, ...]) -> CommandResult:
@@ -139,6 +178,10 @@ class FakeSlurm:
             )
         job.states = ["CANCELLED"]
         return result(argv)
+
+
+def _done(state: str) -> bool:
+    return state.split()[0] in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
 
 
 def _opt(argv: Sequence[str], flag: str) -> str:

@@ -8,7 +8,13 @@ import pytest
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import SACCT_FIELDS, CliBackend, parse_sbatch_parsable
-from hpclaunch.errors import BackendError, BackendUnavailable, CommandTimeout, SubmissionError
+from hpclaunch.errors import (
+    BackendError,
+    BackendUnavailable,
+    CommandTimeout,
+    ProgramNotFound,
+    SubmissionError,
+)
 from hpclaunch.observe import JobState
 from hpclaunch.plan import SubmissionPlan
 from hpclaunch.render import RenderedJob, render
@@ -76,15 +82,97 @@ def test_sbatch_garbage_answer(job: RenderedJob) -> None:
         backend.submit(job)
 
 
-def test_sbatch_timeout_warns_against_resubmitting(job: RenderedJob) -> None:
+def test_sbatch_timeout_and_slurm_unreachable_says_retry_with_the_id(job: RenderedJob) -> None:
     def hang(argv: tuple[str, ...]) -> CommandResult:
         raise CommandTimeout(argv, 60)
 
-    backend, _ = make(hang)
+    backend, runner = make(hang)
     with pytest.raises(SubmissionError, match="may or may not have been submitted") as info:
         backend.submit(job)
+    assert "looking for it failed too: command timed out" in str(info.value)
     assert info.value.hint is not None
-    assert f"hpclaunch:{job.plan.submission_id}" in info.value.hint
+    assert f"--submission-id {job.plan.submission_id}" in info.value.hint
+    assert [c[0] for c in runner.calls] == ["sbatch", "squeue"]
+
+
+class LostReply:
+    """A FakeSlurm whose sbatch creates the job, then its reply is lost."""
+
+    def __init__(self, slurm: FakeSlurm, how: str = "timeout") -> None:
+        self.slurm, self.how = slurm, how
+
+    def __call__(self, argv: tuple[str, ...]) -> CommandResult:
+        answer = self.slurm(argv)
+        if argv[0] != "sbatch":
+            return answer
+        if self.how == "timeout":
+            raise CommandTimeout(argv, 60)
+        return result(argv, 1, err=f"sbatch: error: Batch job submission failed: {self.how}\n")
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "timeout",
+        "Socket timed out on send/recv operation",
+        "Zero Bytes were transmitted or received",
+    ],
+)
+def test_sbatch_reply_lost_after_the_job_was_created_returns_that_job(
+    job: RenderedJob, how: str
+) -> None:
+    slurm = FakeSlurm(jobs={"7": FakeJob("other", ["RUNNING"], comment="hpclaunch:someone-else")})
+    backend, runner = make(LostReply(slurm, how))
+    ref = backend.submit(job)
+    assert ref == JobRef("1000")
+    assert len(slurm.submitted) == 1  # never a second sbatch
+    assert runner.calls[1] == ("squeue", "--me", "--noheader", "--states=all", "--format=%i|%k")
+
+
+def test_lost_reply_found_through_sacct_when_squeue_forgot_the_job(job: RenderedJob) -> None:
+    slurm = FakeSlurm()
+    backend, runner = make(LostReply(slurm))
+    slurm.new_job_states = ["COMPLETED"]
+    original = slurm._sbatch
+
+    def sbatch_then_forget(argv: tuple[str, ...]) -> CommandResult:
+        answer = original(argv)
+        slurm.jobs["1000"].in_squeue = False  # MinJobAge passed; the comment is not in sacct
+        return answer
+
+    slurm._sbatch = sbatch_then_forget  # type: ignore[method-assign]
+    assert backend.submit(job) == JobRef("1000")
+    sacct = runner.calls_to("sacct")
+    assert len(sacct) == 1
+    assert "--format=JobID,Comment,SubmitLine" in sacct[0]
+    assert len(slurm.submitted) == 1
+
+
+def test_lost_reply_and_no_such_job_means_not_submitted(job: RenderedJob) -> None:
+    slurm = FakeSlurm(jobs={"7": FakeJob("other", ["RUNNING"], comment="hpclaunch:x")})
+
+    def hang(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "sbatch":
+            raise CommandTimeout(argv, 60)
+        return slurm(argv)
+
+    backend, _ = make(hang)
+    with pytest.raises(SubmissionError, match="so it was not submitted") as info:
+        backend.submit(job)
+    assert info.value.hint is not None
+    assert f"--submission-id {job.plan.submission_id}" in info.value.hint
+
+
+def test_find_submission_matches_the_exact_tag() -> None:
+    slurm = FakeSlurm(
+        jobs={
+            "1": FakeJob("a", ["RUNNING"], comment="hpclaunch:abc-2"),
+            "2": FakeJob("b", ["COMPLETED"], comment="hpclaunch:abc"),
+        }
+    )
+    backend, _ = make(slurm)
+    assert backend.find_submission("abc") == JobRef("2")
+    assert backend.find_submission("ab") is None
 
 
 # -- status -------------------------------------------------------------------------------
@@ -226,3 +314,113 @@ def test_cancel_other_failures_raise() -> None:
     )
     with pytest.raises(BackendError, match="permission denied"):
         backend.cancel(JobRef("1"))
+
+
+# -- columns for the status table -----------------------------------------------------------
+
+
+def test_status_reads_qos_gpus_nodes_and_restarts_in_the_same_single_calls() -> None:
+    slurm = FakeSlurm(
+        jobs={
+            "1": FakeJob(
+                "two nodes",
+                ["RUNNING"],
+                nodes="n[1-2]",
+                qos="low",
+                tres="cpu=2,mem=200M,node=2,billing=2,gres/gpu=2,gres/gpu:a100=2",
+                restarts=2,
+            ),
+            "2": FakeJob(
+                "requeued then done",
+                ["COMPLETED"],
+                in_squeue=False,
+                qos="high",
+                tres="cpu=1,gres/gpu=4,node=1",
+                attempts=["PREEMPTED", "REQUEUED"],
+            ),
+        }
+    )
+    backend, runner = make(slurm)
+    infos = backend.status([JobRef("1"), JobRef("2")])
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
+    assert "--duplicates" in runner.calls[1]
+    running, done = infos[JobRef("1")], infos[JobRef("2")]
+    assert (running.qos, running.gpus, running.nodes, running.restarts) == ("low", 2, "n[1-2]", 2)
+    assert (done.qos, done.gpus, done.restarts, done.state) == ("high", 4, 2, JobState.COMPLETED)
+
+
+def test_squeue_format_is_the_long_form_with_the_name_last() -> None:
+    from hpclaunch.backends.slurm_text import SQUEUE_FORMAT
+
+    assert SQUEUE_FORMAT.startswith("JobArrayID:0|,State:0|,")
+    assert "RestartCnt:0|" in SQUEUE_FORMAT
+    assert SQUEUE_FORMAT.endswith(",Name:0")
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("cpu=1,mem=100M,node=1,billing=1", 0),
+        ("billing=2,cpu=2,gres/gpu=2,mem=200M,node=2", 2),
+        ("cpu=1,gres/gpu:a100=3,gres/gpu=3", 3),
+        ("", None),
+        ("N/A", None),
+    ],
+)
+def test_gpus_in_tres(tres: str, gpus: int | None) -> None:
+    from hpclaunch.backends.slurm_text import gpus_in
+
+    assert gpus_in(tres, "gpu") == gpus
+
+
+# -- find by name, attempts, missing commands ------------------------------------------------
+
+
+def test_find_jobs_matches_names_exactly_as_squeue_prints_them() -> None:
+    slurm = FakeSlurm(
+        jobs={
+            "1": FakeJob('we"ird|na,me', ["RUNNING"]),
+            "2": FakeJob("we", ["PENDING"]),
+            "3": FakeJob('we"ird|na,me', ["COMPLETED"]),
+        }
+    )
+    backend, runner = make(slurm)
+    found = backend.find_jobs('we"ird|na,me')
+    assert [(i.ref.job_id, i.state) for i in found] == [("1", JobState.RUNNING)]
+    assert runner.calls == [("squeue", "--me", "--noheader", "--format=%i|%T|%j")]
+
+
+def test_attempts_one_per_sacct_record_oldest_first() -> None:
+    out = (
+        "26|PREEMPTED|0:15|2026-11-22T06:21:25|2026-11-22T06:21:25|2026-11-22T06:21:26|"
+        "00:00:01|n1|None\n"
+        "26.batch|CANCELLED|0:15|x|x|x|x|n1|\n"
+        "26|RUNNING|0:0|2026-11-22T06:21:26|2026-11-22T06:21:38|Unknown|00:00:03|n2|None\n"
+    )
+    backend, runner = make(lambda argv: result(argv, out=out))
+    first, second = backend.attempts(JobRef("26"))
+    assert (first.index, first.state, first.exit_code, first.exit_signal) == (
+        0,
+        JobState.PREEMPTED,
+        0,
+        15,
+    )
+    assert (second.index, second.state, second.exit_code, second.end) == (
+        1,
+        JobState.RUNNING,
+        None,
+        None,
+    )
+    assert "--duplicates" in runner.calls[0]
+
+
+def test_a_missing_slurm_command_names_it_and_says_where_to_run() -> None:
+    def missing(argv: tuple[str, ...]) -> CommandResult:
+        raise ProgramNotFound(argv[0])
+
+    backend, _ = make(missing)
+    with pytest.raises(BackendUnavailable, match="Slurm's 'squeue' command is not found") as info:
+        backend.status([JobRef("1")])
+    assert info.value.hint is not None
+    assert "login node" in info.value.hint
+    assert "--site" in info.value.hint

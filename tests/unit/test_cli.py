@@ -29,7 +29,9 @@ class FakeSlurmBackend(CliBackend):
     slurm = FakeSlurm()
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:
-        super().__init__(FakeRunner(self.slurm), site)
+        runner = FakeRunner(self.slurm)
+        self.slurm.scripts = runner.files  # sbatch reads the script's #SBATCH lines
+        super().__init__(runner, site)
 
 
 @pytest.fixture
@@ -171,9 +173,22 @@ def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
     result = run(env, "status", "5", "6", "7")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "STATE", "REASON", "NODES", "ELAPSED", "EXIT"]
-    assert lines[1].split()[:3] == ["5", "five", "RUNNING"]
-    assert lines[2].split()[:3] == ["6", "six", "FAILED"]
+    assert lines[0].split() == [
+        "ID",
+        "NAME",
+        "TIER",
+        "QOS",
+        "STATE",
+        "REASON",
+        "NODES",
+        "GPUS",
+        "ELAPSED",
+        "RESTARTS",
+        "EXIT",
+    ]
+    # QOS normal is tier medium in local.yaml; "five" runs on 1 node with 0 GPUs.
+    assert lines[1].split() == ["5", "five", "medium", "normal", "RUNNING", "n1", "0", "0:05", "0"]
+    assert lines[2].split()[:5] == ["6", "six", "medium", "normal", "FAILED"]
     assert lines[3].split()[:2] == ["7", "UNKNOWN"]
 
 

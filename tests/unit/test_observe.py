@@ -94,6 +94,11 @@ def test_job_info_to_dict() -> None:
         "exit_signal": None,
         "elapsed": None,
         "source": "sacct",
+        "qos": None,
+        "tier": None,
+        "node_count": None,
+        "gpus": None,
+        "restarts": None,
     }
 
 

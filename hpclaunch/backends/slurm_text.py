@@ -1,0 +1,207 @@
+"""Reading what squeue and sacct print (Slurm 22.05), for :mod:`hpclaunch.backends.cli`.
+
+Every parser skips lines it does not understand, and the job name, the one free-text field,
+is always the last column so that it may contain the ``|`` delimiter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hpclaunch.backends.base import JobRef
+from hpclaunch.observe import Attempt, JobInfo, parse_state
+from hpclaunch.transport.base import CommandResult
+
+__all__ = [
+    "ATTEMPT_FIELDS",
+    "SACCT_FIELDS",
+    "SQUEUE_FIELDS",
+    "SQUEUE_FORMAT",
+    "parse_attempts",
+    "parse_sacct",
+    "parse_squeue",
+]
+
+#: squeue ``--Format`` fields. ``--format`` (``-o``) has no letter for the restart count, so
+#: the long form is used; ``JobArrayID`` prints ``123`` or ``123_4`` like ``%i`` (``JobID``
+#: would print an array task's own raw id). ``tres-alloc`` is the allocation of a running
+#: job and the request of a pending one.
+SQUEUE_FIELDS = (
+    "JobArrayID",
+    "State",
+    "Reason",
+    "NodeList",
+    "TimeUsed",
+    "QOS",
+    "NumNodes",
+    "tres-alloc",
+    "RestartCnt",
+    "Name",
+)
+#: ``type:0|``: width 0 prints the whole value unpadded, ``|`` is the field's suffix.
+SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
+#: sacct fields valid in 22.05 (``sacct --helpformat``); there is no "Restarts" field, so
+#: the restarts are counted from ``--duplicates`` records. Name last (free text).
+SACCT_FIELDS = (
+    "JobID",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "NodeList",
+    "Reason",
+    "QOS",
+    "NNodes",
+    "AllocTRES",
+    "ReqTRES",
+    "JobName",
+)
+#: sacct fields for one line per attempt (``hpclaunch events``).
+ATTEMPT_FIELDS = (
+    "JobID",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "NodeList",
+    "Reason",
+)
+
+_EMPTY = frozenset({"", "(null)", "None", "Unknown", "N/A"})
+
+
+def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[JobRef, JobInfo]:
+    """Parse squeue ``--Format=SQUEUE_FORMAT`` lines for the jobs in ``by_id``."""
+    infos: dict[JobRef, JobInfo] = {}
+    width = len(SQUEUE_FIELDS)
+    for line in stdout.splitlines():
+        cols = line.split("|", width - 1)
+        if len(cols) != width or cols[0].strip() not in by_id:
+            continue
+        job_id, state, reason, nodes, elapsed, qos, count, tres, restarts, name = cols
+        ref = by_id[job_id.strip()]
+        infos[ref] = JobInfo(
+            ref=ref,
+            state=parse_state(state),
+            name=name.strip() or None,
+            reason=field(reason),
+            nodes=field(nodes),
+            elapsed=field(elapsed),
+            source="squeue",
+            qos=field(qos),
+            node_count=_int(count),
+            gpus=gpus_in(tres, gres),
+            restarts=_int(restarts),
+        )
+    return infos
+
+
+def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[JobRef, JobInfo]:
+    """Parse ``sacct --allocations --duplicates --format=SACCT_FIELDS`` lines.
+
+    With ``--duplicates`` a requeued job has one record per attempt, oldest first: the last
+    one is the job now, and the count before it is its restarts.
+    """
+    infos: dict[JobRef, JobInfo] = {}
+    records: dict[str, int] = {}
+    width = len(SACCT_FIELDS)
+    for line in stdout.splitlines():
+        cols = line.split("|", width - 1)
+        # Keep the job's own line: "123.batch", "123.extern", "123.0" are its steps.
+        if len(cols) != width or cols[0] not in by_id:
+            continue
+        job_id, state, exit_code, elapsed, nodes, reason, qos, count, alloc, req, name = cols
+        ref = by_id[job_id]
+        records[job_id] = records.get(job_id, 0) + 1
+        parsed = parse_state(state)
+        code, signal = exit_status(exit_code) if parsed.is_finished else (None, None)
+        gpus = gpus_in(alloc, gres) if field(alloc) else gpus_in(req, gres)
+        infos[ref] = JobInfo(
+            ref=ref,
+            state=parsed,
+            name=name or None,
+            reason=field(reason),
+            nodes=field(nodes),
+            exit_code=code,
+            exit_signal=signal,
+            elapsed=field(elapsed),
+            source="sacct",
+            qos=field(qos),
+            node_count=_int(count),
+            gpus=gpus,
+            restarts=records[job_id] - 1,
+        )
+    return infos
+
+
+def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
+    """Parse ``sacct --duplicates --format=ATTEMPT_FIELDS`` lines of one job, oldest first.
+
+    An attempt that ended (PREEMPTED, REQUEUED, or final) has an exit status; sacct's
+    ``0:0`` for a job still pending or running is dropped.
+    """
+    attempts: list[Attempt] = []
+    for line in stdout.splitlines():
+        cols = line.split("|")
+        if len(cols) != len(ATTEMPT_FIELDS) or cols[0] != job_id:
+            continue
+        _, state, exit_code, submit, start, end, elapsed, nodes, reason = cols
+        parsed = parse_state(state)
+        ended = parsed.is_finished or field(end) is not None
+        code, signal = exit_status(exit_code) if ended else (None, None)
+        attempts.append(
+            Attempt(
+                index=len(attempts),
+                state=parsed,
+                exit_code=code,
+                exit_signal=signal,
+                submit=field(submit),
+                start=field(start),
+                end=field(end),
+                elapsed=field(elapsed),
+                nodes=field(nodes),
+                reason=field(reason),
+            )
+        )
+    return attempts
+
+
+def gpus_in(tres: str, gres: str) -> int | None:
+    """The count of ``gres/<gres>=N`` in a TRES string (``cpu=1,gres/gpu=2,...``).
+
+    Typed entries (``gres/gpu:a100=2``) repeat the untyped total and are not added.
+    """
+    for item in tres.split(","):
+        key, _, value = item.strip().partition("=")
+        if key == f"gres/{gres}":
+            return _int(value)
+    return None if not field(tres) else 0
+
+
+def field(text: str) -> str | None:
+    """A column's value, or ``None`` for Slurm's ways of saying "nothing"."""
+    text = text.strip()
+    return None if text in _EMPTY else text
+
+
+def exit_status(text: str) -> tuple[int | None, int | None]:
+    """sacct ``ExitCode`` is ``code:signal``."""
+    code, _, signal = text.partition(":")
+    try:
+        return int(code), (int(signal) or None) if signal else None
+    except ValueError:
+        return None, None
+
+
+def first_line(result: CommandResult) -> str:
+    """The first line of a command's error output (or of its output, or its exit code)."""
+    text = (result.stderr or result.stdout).strip()
+    return text.splitlines()[0] if text else f"exit code {result.returncode}"
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None

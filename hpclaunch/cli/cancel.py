@@ -1,0 +1,111 @@
+"""``hpclaunch cancel``: cancel jobs by id, by name, or all of yours that hpclaunch started."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.observe import JobInfo
+
+
+@click.command("cancel")
+@click.argument(
+    "job_ids", nargs=-1, callback=check_job_ids, metavar="[IDS]...", shell_complete=complete_job_ids
+)
+@click.option(
+    "--name",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Cancel your unfinished jobs with exactly this name, as squeue prints it (repeatable).",
+)
+@click.option(
+    "--all",
+    "all_jobs",
+    is_flag=True,
+    help="Cancel every unfinished job in your hpclaunch history for this site.",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --all).")
+@click.pass_obj
+def cancel_command(
+    app: App, job_ids: list[str], names: tuple[str, ...], all_jobs: bool, yes: bool
+) -> None:
+    """Cancel jobs IDS, jobs named NAME, or --all of your hpclaunch jobs.
+
+    Safe to repeat: a job that already finished is reported, not an error. Exit code 1
+    when an id is unknown to Slurm or scancel fails.
+
+    Names are compared exactly with what squeue prints: Slurm keeps the name as given to
+    sbatch, so a name with quotes or spaces must be typed the same way (quote it).
+    """
+    from hpclaunch.backends.base import JobRef
+
+    if not (job_ids or names or all_jobs):
+        raise click.UsageError("name the jobs: IDS, --name NAME or --all")
+    refs = [JobRef(job_id) for job_id in job_ids]
+    for name in names:
+        found = app.backend.find_jobs(name)
+        if not found:
+            click.echo(f"no unfinished job of yours is named {name!r} in squeue", err=True)
+        refs.extend(info.ref for info in found)
+    if all_jobs:
+        refs.extend(_all_unfinished(app, yes))
+    refs = list(dict.fromkeys(refs))
+    if refs and not cancel_jobs(app, refs):
+        raise click.exceptions.Exit(1)
+
+
+def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
+    """The unfinished jobs of the history (this site), after confirmation."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.history import recent_submissions
+
+    records = [r for r in recent_submissions(limit=10_000) if r.site == app.site.name]
+    refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))
+    if not refs:
+        click.echo("no hpclaunch jobs recorded for this site", err=True)
+        return []
+    infos = app.backend.status(refs)
+    live = [infos[ref] for ref in refs if not infos[ref].state.is_finished]
+    live = [info for info in live if info.source != "none"]  # UNKNOWN to Slurm: gone
+    if not live:
+        click.echo("none of your hpclaunch jobs is unfinished: nothing to cancel", err=True)
+        return []
+    for info in live:
+        click.echo(f"  {info.ref.job_id}  {info.name or ''}  {info.state}", err=True)
+    if not yes:
+        click.confirm(f"Cancel these {len(live)} jobs?", abort=True, err=True)
+    return [info.ref for info in live]
+
+
+def cancel_jobs(app: App, refs: Sequence[JobRef]) -> bool:
+    """Cancel ``refs`` (one status call first, to say which had already finished).
+
+    Returns:
+        Whether every job is now cancelled or finished.
+    """
+    infos = app.backend.status(refs)
+    ok = True
+    for ref in refs:
+        info = infos[ref]
+        if info.state.is_finished:
+            click.echo(f"{ref.job_id}: already finished ({_state(info)})")
+        elif info.source == "none":
+            click.echo(f"{ref.job_id}: not found: unknown to squeue and sacct", err=True)
+            ok = False
+        else:
+            app.backend.cancel(ref)
+            click.echo(f"{ref.job_id}: cancelled ({info.name or 'no name'}, was {info.state})")
+    return ok
+
+
+def _state(info: JobInfo) -> str:
+    code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
+    return f"{info.state}{code}"

@@ -1,0 +1,87 @@
+"""``hpclaunch events JOB``: what is known about a job's life so far.
+
+For now: the submission record and Slurm's accounting of each attempt. The sidecar's
+ledger (checkpoint requests, why each attempt ended, requeue decisions) comes with
+issue 5 and will be shown here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+
+if TYPE_CHECKING:
+    from hpclaunch.history import SubmissionRecord
+    from hpclaunch.observe import Attempt
+
+LEDGER_NOTE = "the sidecar's event ledger (checkpoints, requeue reasons) comes with issue 5"
+
+
+@click.command("events")
+@click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def events_command(app: App, job_id: str, as_json: bool) -> None:
+    """Show what is known about JOB: its submission and each attempt Slurm accounted."""
+    from dataclasses import asdict
+
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.errors import BackendError
+    from hpclaunch.history import find_record
+
+    record = find_record(job_id=job_id)
+    problem = None
+    try:
+        attempts = app.backend.attempts(JobRef(job_id))
+    except BackendError as exc:
+        attempts, problem = [], exc.message.splitlines()[0]
+    if record is None and not attempts and problem is None:
+        from hpclaunch.errors import JobNotFound
+
+        raise JobNotFound(
+            f"job {job_id} is neither in the hpclaunch history nor in Slurm's accounting",
+            hint="check the id with 'hpclaunch status'",
+        )
+    if as_json:
+        import json
+
+        data = {
+            "job_id": job_id,
+            "submission": asdict(record) if record is not None else None,
+            "attempts": [a.to_dict() for a in attempts],
+            "accounting_problem": problem,
+            "ledger": None,
+            "note": LEDGER_NOTE,
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    _print(job_id, record, attempts, problem)
+
+
+def _print(
+    job_id: str, record: SubmissionRecord | None, attempts: list[Attempt], problem: str | None
+) -> None:
+    if record is None:
+        click.echo(f"job {job_id}: not submitted through hpclaunch here (no history record)")
+    else:
+        click.echo(
+            f"job {job_id} {record.name!r}: submitted {record.submitted_at} to site "
+            f"{record.site} (submission {record.submission_id}, tier {record.tier or '?'}, "
+            f"QOS {record.qos or '?'})"
+        )
+        click.echo(f"  logs: {record.logs}/attempt-N.log")
+    if problem is not None:
+        click.echo(f"Slurm's accounting is not available: {problem}")
+    for a in attempts:
+        code = "" if a.exit_code is None else f" exit {a.exit_code}"
+        signal = "" if a.exit_signal is None else f" signal {a.exit_signal}"
+        click.echo(
+            f"  attempt {a.index}: {a.state}{code}{signal}  start {a.start or '-'}  "
+            f"end {a.end or '-'}  elapsed {a.elapsed or '-'}  on {a.nodes or '-'}"
+            + (f"  ({a.reason})" if a.reason else "")
+        )
+    click.echo(f"Note: {LEDGER_NOTE}.")

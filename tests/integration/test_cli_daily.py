@@ -1,0 +1,221 @@
+"""The daily commands on the real local cluster: status/ls columns, logs -f, cancel,
+events, idempotent submit, and a machine without Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import HPCLAUNCH, REPO, Run, job_status, wait_state
+
+pytestmark = pytest.mark.slurm
+
+WriteSpec = Callable[..., Path]
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
+
+
+def submit(run: Run, spec: Path, *args: str) -> str:
+    result = run("submit", str(spec), *args)
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip()
+    assert job_id.isdigit(), result.stdout
+    return job_id
+
+
+def test_status_columns_for_a_one_gpu_and_a_two_node_job(
+    hpclaunch: Run, write_spec: WriteSpec
+) -> None:
+    one = write_spec(
+        command=["bash", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 3"],
+        resources={"gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
+    )
+    two = write_spec(
+        command=["bash", "-c", "echo on $(hostname); sleep 3"],
+        launcher="srun",
+        tier="high",
+        resources={"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
+    )
+    one_id, two_id = submit(hpclaunch, one), submit(hpclaunch, two)
+    for job_id in (one_id, two_id):
+        wait_state(hpclaunch, job_id, {"RUNNING"} | FINAL)
+    table = hpclaunch("ls", one_id, two_id)
+    assert table.returncode == 0, table.stderr
+    assert re.search(
+        rf"^ *{one_id}\s+{one.stem}\s+medium\s+normal\s+RUNNING\s+n\d\s+1\s+\S+\s+0\s*$",
+        table.stdout,
+        re.M,
+    ), table.stdout
+    assert re.search(
+        rf"^ *{two_id}\s+{two.stem}\s+high\s+high\s+RUNNING\s+n\[\d-\d\]\s+2\s+\S+\s+0\s*$",
+        table.stdout,
+        re.M,
+    ), table.stdout
+    for job_id in (one_id, two_id):
+        done = wait_state(hpclaunch, job_id, FINAL)
+        assert (done["state"], done["exit_code"], done["restarts"]) == ("COMPLETED", 0, 0)
+    infos = {i["job_id"]: i for i in json.loads(hpclaunch("status", "--json").stdout)}
+    assert (infos[one_id]["gpus"], infos[one_id]["tier"], infos[one_id]["qos"]) == (
+        1,
+        "medium",
+        "normal",
+    )
+    assert (infos[two_id]["gpus"], infos[two_id]["node_count"], infos[two_id]["tier"]) == (
+        2,
+        2,
+        "high",
+    )
+
+
+def test_logs_follow_shows_lines_while_the_job_runs(hpclaunch: Run, write_spec: WriteSpec) -> None:
+    spec = write_spec(command=["bash", "-c", "echo first line; sleep 3; echo last line"])
+    job_id = submit(hpclaunch, spec)
+    follow = subprocess.Popen(
+        [HPCLAUNCH, "--site", "local", "logs", "-f", job_id, "--timeout", "60"],
+        cwd=REPO,
+        env=hpclaunch.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follow.stdout is not None
+        lines = []
+        while not lines or "first line" not in lines[-1]:
+            line = follow.stdout.readline()
+            assert line, f"logs -f ended before the first line: {lines}"
+            lines.append(line)
+        assert job_status(hpclaunch, job_id)["state"] == "RUNNING", "seen live, not afterwards"
+        rest, errors = follow.communicate(timeout=60)
+    finally:
+        follow.kill()
+    assert follow.returncode == 0, errors
+    assert "last line\n" in rest
+    assert f"{job_id}: COMPLETED" in errors
+    assert "==> attempt 0 <==" in errors
+    # Without -f: the whole log at once.
+    assert "first line\nlast line\n" in hpclaunch("logs", job_id).stdout
+
+
+def test_logs_of_a_job_hpclaunch_did_not_submit(hpclaunch: Run) -> None:
+    result = hpclaunch("logs", "999999")
+    assert result.returncode == 1
+    assert "Error: job 999999 is not in the hpclaunch history" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cancel_by_id_by_name_and_all(hpclaunch: Run, write_spec: WriteSpec) -> None:
+    sleeper = {"command": ["sleep", "5"]}
+    by_id, by_name = write_spec(**sleeper), write_spec(**sleeper)
+    all_a, all_b = write_spec(**sleeper), write_spec(**sleeper)
+    ids = {spec: submit(hpclaunch, spec) for spec in (by_id, by_name, all_a, all_b)}
+
+    result = hpclaunch("cancel", ids[by_id])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{ids[by_id]}: cancelled ({by_id.stem}, was ")
+    again = hpclaunch("cancel", ids[by_id])
+    assert again.returncode == 0
+    assert f"{ids[by_id]}: already finished" in again.stdout or "cancelled" in again.stdout
+
+    result = hpclaunch("cancel", "--name", by_name.stem)
+    assert result.returncode == 0, result.stderr
+    assert f"{ids[by_name]}: cancelled ({by_name.stem}" in result.stdout
+
+    result = hpclaunch("cancel", "--all", "--yes")
+    assert result.returncode == 0, result.stderr
+    assert f"{ids[all_a]}: cancelled" in result.stdout
+    assert f"{ids[all_b]}: cancelled" in result.stdout
+    for job_id in ids.values():
+        assert wait_state(hpclaunch, job_id, FINAL)["state"] == "CANCELLED"
+    nothing = hpclaunch("cancel", "--all", "--yes")
+    assert "nothing to cancel" in nothing.stderr
+
+
+def test_submit_twice_with_one_submission_id_makes_one_job(
+    hpclaunch: Run, write_spec: WriteSpec
+) -> None:
+    spec = write_spec(command=["true"])
+    sid = f"it-retry-{spec.stem}"
+    first = submit(hpclaunch, spec, "--submission-id", sid)
+    hpclaunch.history.unlink()  # as if the first try died before recording the job
+    second = hpclaunch("submit", str(spec), "--submission-id", sid)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == first
+    assert "not submitted again" in second.stderr
+    queued = subprocess.run(
+        ["squeue", "-h", "--states=all", "--name", spec.stem, "-o", "%i|%k"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert queued.stdout.split() == [f"{first}|hpclaunch:{sid}"]
+
+
+def test_events_lists_the_attempts(hpclaunch: Run, write_spec: WriteSpec) -> None:
+    spec = write_spec(command=["bash", "-c", "exit 4"])
+    result = hpclaunch("submit", str(spec), "--wait", "--timeout", "60")
+    job_id = result.stdout.strip()
+    # slurmdbd may lag the controller by a moment.
+    deadline = time.monotonic() + 10
+    while True:
+        events = json.loads(hpclaunch("events", job_id, "--json").stdout)
+        if events["attempts"] and events["attempts"][-1]["state"] == "FAILED":
+            break
+        assert time.monotonic() < deadline, events
+        time.sleep(0.2)
+    assert events["submission"]["name"] == spec.stem
+    assert events["attempts"][-1]["exit_code"] == 4
+    text = hpclaunch("events", job_id).stdout
+    assert "attempt 0: FAILED exit 4" in text
+    assert "issue 5" in text
+    table = hpclaunch("status", job_id).stdout
+    assert re.search(rf"{job_id}\s+{spec.stem}\s+medium\s+normal\s+FAILED\s.*\s4\s*$", table, re.M)
+
+
+def test_without_slurm_on_path_the_cli_names_the_missing_command(hpclaunch: Run) -> None:
+    env = {**hpclaunch.env, "PATH": str(Path(HPCLAUNCH).parent)}  # the venv, no Slurm
+    result = subprocess.run(
+        [HPCLAUNCH, "--site", "local", "status", "1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Error: Slurm's 'squeue' command is not found on this machine" in result.stderr
+    assert "Hint: run hpclaunch on the cluster's login node" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert os.path.exists(HPCLAUNCH)
+
+
+def test_status_of_pending_array_tasks_by_their_task_ids(hpclaunch: Run) -> None:
+    """squeue folds pending array tasks into one "123_[1,3]" line unless asked with --array:
+    each task must still be found by its own id."""
+    array = subprocess.run(
+        [
+            *("sbatch", "--parsable", "--hold", "--array=0-3", "-t", "1", "--mem=50M"),
+            *("--output=/dev/null", "--wrap", "true"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        result = hpclaunch("status", f"{array}_1", f"{array}_3", "--json")
+        assert result.returncode == 0, result.stderr
+        states = {
+            info["job_id"]: (info["state"], info["reason"]) for info in json.loads(result.stdout)
+        }
+        assert states == {
+            f"{array}_1": ("PENDING", "JobHeldUser"),
+            f"{array}_3": ("PENDING", "JobHeldUser"),
+        }
+    finally:
+        subprocess.run(["scancel", array], check=False)

@@ -1,0 +1,275 @@
+"""The daily commands (status/ls, logs, cancel, events, completion, submit retries) through
+click's CliRunner, against the fake Slurm of test_cli.py behind the real CliBackend."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hpclaunch.cli import cli
+from hpclaunch.history import SubmissionRecord, history_path, record_submission
+from hpclaunch.transport.base import CommandResult
+
+from . import test_cli
+from .fakes import FakeJob, FakeSlurm, result
+from .test_cli import HELLO, assert_clean_error, run
+
+# test_cli.py's fixtures: a private HOME/XDG env, and the FakeSlurm behind the real backend.
+env = test_cli.env
+slurm = test_cli.slurm
+
+Env = dict[str, str]
+
+
+def remember(env: Env, job_id: str, log_dir: Path, name: str = "job", sid: str = "") -> None:
+    record_submission(
+        SubmissionRecord(
+            job_id=job_id,
+            cluster=None,
+            name=name,
+            submission_id=sid or f"sid-{job_id}",
+            job_dir=str(log_dir.parent),
+            site="hpclaunch",
+            submitted_at="2026-11-22T00:00:00+00:00",
+            log_dir=str(log_dir),
+            tier="low",
+            qos="low",
+        ),
+        path=history_path(env),
+    )
+
+
+# -- status / ls ------------------------------------------------------------------------
+
+
+def test_ls_is_status_with_tier_from_the_history(env: Env, slurm: FakeSlurm) -> None:
+    run(env, "submit", HELLO)
+    slurm.jobs["1000"].qos = "low"  # the history's tier wins over the QOS mapping
+    data = json.loads(run(env, "ls", "--json").stdout)
+    assert [(d["job_id"], d["tier"], d["qos"], d["gpus"]) for d in data] == [
+        ("1000", "medium", "low", 0)
+    ]
+
+
+def test_status_polls_once_for_many_jobs(env: Env, slurm: FakeSlurm) -> None:
+    for i in range(50):
+        slurm.jobs[str(i)] = FakeJob(f"j{i}", ["COMPLETED"], in_squeue=i % 2 == 0)
+    calls: list[str] = []
+    original = FakeSlurm.__call__
+
+    def counting(self: FakeSlurm, argv: tuple[str, ...]) -> CommandResult:
+        calls.append(argv[0])
+        return original(self, argv)
+
+    pytest.MonkeyPatch().setattr(FakeSlurm, "__call__", counting)
+    try:
+        result_ = run(env, "status", *map(str, range(50)))
+    finally:
+        pytest.MonkeyPatch().setattr(FakeSlurm, "__call__", original)
+    assert result_.exit_code == 0, result_.output
+    assert calls == ["squeue", "sacct"]
+
+
+# -- logs ---------------------------------------------------------------------------------
+
+
+def test_logs_prints_every_attempt_with_headers(env: Env, tmp_path: Path) -> None:
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "attempt-0.log").write_text("first try\npreempted\n")
+    (logs / "attempt-1.log").write_text("resumed\nno newline yet")
+    remember(env, "42", logs)
+    out = run(env, "logs", "42")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "first try\npreempted\nresumed\nno newline yet\n"
+    assert out.stderr == "==> attempt 0 <==\n==> attempt 1 <==\n"
+    one = run(env, "logs", "42", "--attempt", "1")
+    assert one.stdout == "resumed\nno newline yet\n"
+
+
+def test_logs_follow_prints_until_the_job_ends(
+    env: Env,
+    slurm: FakeSlurm,
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "attempt-0.log").write_text("attempt zero\n")
+    remember(env, "7", logs)
+    slurm.jobs["7"] = FakeJob("j", ["RUNNING", "REQUEUED", "PENDING", "RUNNING", "COMPLETED"])
+    original = slurm._squeue
+
+    def squeue_and_write(argv: tuple[str, ...]) -> CommandResult:
+        if slurm.jobs["7"].state == "RUNNING" and (logs / "attempt-0.log").exists():
+            (logs / "attempt-1.log").write_text("attempt one\n")
+        return original(argv)
+
+    slurm._squeue = squeue_and_write  # type: ignore[method-assign]
+    out = run(env, "logs", "-f", "7")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "attempt zero\nattempt one\n"
+    assert "7: REQUEUED\n7: PENDING\n7: RUNNING\n7: COMPLETED\n" in out.stderr
+
+
+def test_logs_follow_of_a_failed_job_exits_1(
+    env: Env,
+    slurm: FakeSlurm,
+    tmp_path: Path,
+) -> None:
+    remember(env, "8", tmp_path / "none")
+    slurm.jobs["8"] = FakeJob("j", ["FAILED"], exit_code="3:0")
+    out = run(env, "logs", "-f", "8")
+    assert out.exit_code == 1
+    assert "job 8 ended FAILED, exit code 3" in out.stderr
+
+
+def test_logs_of_a_job_not_in_the_history(env: Env) -> None:
+    out = run(env, "logs", "99")
+    assert_clean_error(out, 1, "job 99 is not in the hpclaunch history")
+    assert "scontrol show job 99" in out.stderr
+
+
+# -- cancel -------------------------------------------------------------------------------
+
+
+def test_cancel_by_id_is_idempotent(env: Env, slurm: FakeSlurm) -> None:
+    slurm.jobs["5"] = FakeJob("five", ["RUNNING"])
+    first = run(env, "cancel", "5")
+    assert first.exit_code == 0, first.output
+    assert first.stdout == "5: cancelled (five, was RUNNING)\n"
+    again = run(env, "cancel", "5")
+    assert again.exit_code == 0
+    assert again.stdout == "5: already finished (CANCELLED, exit code 0)\n"
+
+
+def test_cancel_unknown_id_exits_1(env: Env, slurm: FakeSlurm) -> None:
+    out = run(env, "cancel", "404")
+    assert out.exit_code == 1
+    assert "404: not found" in out.stderr
+
+
+def test_cancel_by_name_matches_exactly(env: Env, slurm: FakeSlurm) -> None:
+    slurm.jobs["1"] = FakeJob("train 'a'", ["RUNNING"])
+    slurm.jobs["2"] = FakeJob("train", ["PENDING"])
+    out = run(env, "cancel", "--name", "train 'a'")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "1: cancelled (train 'a', was RUNNING)\n"
+    assert slurm.jobs["2"].state == "PENDING"
+    none = run(env, "cancel", "--name", "nope")
+    assert none.exit_code == 0
+    assert "no unfinished job of yours is named 'nope'" in none.stderr
+
+
+def test_cancel_all_asks_first(env: Env, slurm: FakeSlurm, tmp_path: Path) -> None:
+    for job_id, states in (("1", ["RUNNING"]), ("2", ["COMPLETED"]), ("3", ["PENDING"])):
+        slurm.jobs[job_id] = FakeJob(f"j{job_id}", states)
+        remember(env, job_id, tmp_path)
+    refused = CliRunner().invoke(cli, ["cancel", "--all"], env=env, input="n\n")
+    assert refused.exit_code == 1
+    assert "Cancel these 2 jobs?" in refused.stderr
+    assert slurm.jobs["1"].state == "RUNNING"
+    out = run(env, "cancel", "--all", "--yes")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == "1: cancelled (j1, was RUNNING)\n3: cancelled (j3, was PENDING)\n"
+    assert slurm.jobs["3"].state == "CANCELLED"
+
+
+def test_cancel_needs_something_to_cancel(env: Env) -> None:
+    out = run(env, "cancel")
+    assert out.exit_code == 2
+    assert "name the jobs" in out.stderr
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def test_events_shows_the_record_and_the_attempts(
+    env: Env,
+    slurm: FakeSlurm,
+    tmp_path: Path,
+) -> None:
+    remember(env, "9", tmp_path, name="trainer")
+
+    def sacct(argv: tuple[str, ...]) -> CommandResult:
+        return result(
+            argv,
+            out="9|PREEMPTED|0:0|s|st|e|00:00:01|n1|None\n9|RUNNING|0:0|s|st|Unknown|0:02|n2|\n",
+        )
+
+    slurm._sacct = sacct  # type: ignore[method-assign]
+    out = run(env, "events", "9")
+    assert out.exit_code == 0, out.output
+    assert "job 9 'trainer'" in out.stdout
+    assert "attempt 0: PREEMPTED exit 0" in out.stdout
+    assert "attempt 1: RUNNING  start st" in out.stdout
+    assert "issue 5" in out.stdout
+    data = json.loads(run(env, "events", "9", "--json").stdout)
+    assert [a["state"] for a in data["attempts"]] == ["PREEMPTED", "RUNNING"]
+    assert data["submission"]["name"] == "trainer"
+    assert data["ledger"] is None
+
+
+def test_events_of_an_unknown_job(env: Env, slurm: FakeSlurm) -> None:
+    assert_clean_error(run(env, "events", "404"), 1, "neither in the hpclaunch history")
+
+
+# -- completion -------------------------------------------------------------------------
+
+
+def test_completion_script_and_job_ids_from_the_history(env: Env, tmp_path: Path) -> None:
+    script = run(env, "completion", "bash")
+    assert script.exit_code == 0
+    assert "_HPCLAUNCH_COMPLETE=bash_complete" in script.stdout
+    remember(env, "123", tmp_path, name="a")
+    remember(env, "456", tmp_path, name="b")
+    complete = {
+        **env,
+        "_HPCLAUNCH_COMPLETE": "bash_complete",
+        "COMP_WORDS": "hpclaunch logs 4",
+        "COMP_CWORD": "2",
+    }
+    out = CliRunner().invoke(cli, [], env=complete, prog_name="hpclaunch")
+    assert out.stdout.split() == ["plain,456"]
+
+
+# -- submit retries -------------------------------------------------------------------------
+
+
+def test_submit_with_the_same_submission_id_twice_makes_one_job(
+    env: Env,
+    slurm: FakeSlurm,
+) -> None:
+    first = run(env, "submit", "--submission-id", "nightly-7", HELLO)
+    assert (first.exit_code, first.stdout) == (0, "1000\n")
+    history_path(env).unlink()  # even when the history lost it, Slurm's tag finds the job
+    second = run(env, "submit", "--submission-id", "nightly-7", HELLO)
+    assert (second.exit_code, second.stdout) == (0, "1000\n")
+    assert "already carries submission id nightly-7: not submitted again" in second.stderr
+    assert len(slurm.submitted) == 1
+    assert slurm.jobs["1000"].comment == "hpclaunch:nightly-7"  # found by squeue's %k
+
+
+def test_bad_submission_id_is_a_config_error(env: Env, slurm: FakeSlurm) -> None:
+    assert_clean_error(
+        run(env, "submit", "--submission-id", "a b", HELLO), 2, "invalid submission id"
+    )
+
+
+# -- no Slurm here ------------------------------------------------------------------------
+
+
+def test_without_slurm_on_path_the_error_names_the_command(env: Env, tmp_path: Path) -> None:
+    env = {**env, "HPCLAUNCH_BACKEND": "cli", "PATH": str(tmp_path / "empty")}
+    saved = os.environ.get("PATH")
+    try:  # LocalRunner looks programs up in this process's PATH
+        os.environ["PATH"] = env["PATH"]
+        out = run(env, "status", "1")
+    finally:
+        os.environ["PATH"] = saved or ""
+    assert_clean_error(out, 1, "Slurm's 'squeue' command is not found on this machine")
+    assert "login node" in out.stderr
+    assert "--site" in out.stderr
