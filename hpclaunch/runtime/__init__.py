@@ -1,0 +1,84 @@
+"""What training code imports: checkpoint requests, atomic checkpoints, the resume point.
+
+Inside an hpclaunch job the sidecar turns preemption and time-limit signals into a *request
+file* (see :mod:`hpclaunch.runtime.control`); the training loop polls it cheaply, all ranks
+agree on the step, rank 0 commits the checkpoint atomically, and the sidecar requeues the
+job once ``checkpoint-done.json`` appears. On restart, :func:`resume_point` returns the
+newest *complete* checkpoint: a half-written one is never picked up. Outside hpclaunch the
+same code works (directories default to ``./control`` and ``./checkpoints``)::
+
+    import torch
+    from hpclaunch import runtime
+
+    model, opt = build_model(), build_optimizer()
+    start = 0
+    if (ckpt := runtime.resume_point()) is not None:   # newest complete checkpoint
+        state = torch.load(ckpt.path / "state.pt")
+        model.load_state_dict(state["model"]); opt.load_state_dict(state["opt"])
+        start = ckpt.step
+    for step in range(start + 1, total_steps + 1):
+        train_one_step(model, opt, step)
+        runtime.report_progress(step)                  # rank 0, at most every 2 s
+        if runtime.should_checkpoint(step, every=500): # collective: call on every rank
+            state = {"model": model.state_dict(), "opt": opt.state_dict()}
+            runtime.commit_checkpoint(step, lambda d: torch.save(state, d / "state.pt"))
+            if runtime.checkpoint_requested():         # the job is being stopped
+                break
+
+Rules: call :func:`should_checkpoint` on every rank at every step (it is a collective when
+torch.distributed is initialized), and :func:`commit_checkpoint` on every rank at the same
+step (rank 0 writes, the others wait). Nothing here imports torch unless the training code
+already did. Adapters: :mod:`hpclaunch.runtime.adapters.torch` (``save_torch``/``load_torch``),
+:mod:`~hpclaunch.runtime.adapters.hf` (``HpclaunchCallback`` for the HF Trainer) and
+:mod:`~hpclaunch.runtime.adapters.lightning` (``HpclaunchCheckpoint``).
+
+Environment read: ``HPCLAUNCH_JOB_DIR``, ``HPCLAUNCH_CONTROL_DIR``, ``HPCLAUNCH_CHECKPOINT_DIR``,
+``HPCLAUNCH_ATTEMPT``, and the rank from torch.distributed, ``RANK`` or ``SLURM_PROCID``.
+"""
+
+from __future__ import annotations
+
+from hpclaunch.runtime._dist import barrier, is_distributed, rank, world_size
+from hpclaunch.runtime.checkpoint import (
+    Checkpoint,
+    checkpoint,
+    commit_checkpoint,
+    list_checkpoints,
+    resume_point,
+    verify_checkpoint,
+)
+from hpclaunch.runtime.control import (
+    CheckpointRequest,
+    attempt,
+    checkpoint_dir,
+    checkpoint_requested,
+    control_dir,
+    current_request,
+    job_dir,
+    mark_checkpoint_done,
+    report_progress,
+    should_checkpoint,
+)
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointRequest",
+    "attempt",
+    "barrier",
+    "checkpoint",
+    "checkpoint_dir",
+    "checkpoint_requested",
+    "commit_checkpoint",
+    "control_dir",
+    "current_request",
+    "is_distributed",
+    "job_dir",
+    "list_checkpoints",
+    "mark_checkpoint_done",
+    "rank",
+    "report_progress",
+    "resume_point",
+    "should_checkpoint",
+    "verify_checkpoint",
+    "world_size",
+]

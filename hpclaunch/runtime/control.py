@@ -1,0 +1,240 @@
+"""The control channel between the sidecar and the training processes.
+
+The sidecar and the trainer talk through small JSON files in ``$HPCLAUNCH_CONTROL_DIR`` (on a
+filesystem every node of the job shares), each written atomically (temp file + rename):
+
+==========================  =========  =====================================================
+file                        writer     content
+==========================  =========  =====================================================
+``checkpoint-request.json``  sidecar    ``{"reason", "requested_at", "deadline"}``
+``checkpoint-done.json``     rank 0     ``{"step", "path", "seconds", "committed_at", ...}``
+``progress.json``            rank 0     ``{"step", "updated_at", "attempt", ...}``
+==========================  =========  =====================================================
+
+A file rather than a signal, because a signal does not reliably reach the training loop:
+torchrun forwards only a few signals and SIGKILLs its workers ~30 s after SIGTERM, DataLoader
+workers die on SIGTERM, and ``deepspeed``/``accelerate``/``srun`` each differ. Every rank polls
+the file itself (a cached ``stat``), then the ranks agree in :func:`should_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.runtime import _dist
+from hpclaunch.runtime._fs import read_json, write_json_atomic
+
+__all__ = [
+    "CheckpointRequest",
+    "attempt",
+    "checkpoint_dir",
+    "checkpoint_requested",
+    "control_dir",
+    "current_request",
+    "job_dir",
+    "mark_checkpoint_done",
+    "report_progress",
+    "should_checkpoint",
+]
+
+REQUEST_FILE = "checkpoint-request.json"
+DONE_FILE = "checkpoint-done.json"
+PROGRESS_FILE = "progress.json"
+
+
+def job_dir() -> Path:
+    """``$HPCLAUNCH_JOB_DIR``, or the current directory outside hpclaunch."""
+    return Path(os.environ.get("HPCLAUNCH_JOB_DIR") or os.getcwd())
+
+
+def control_dir() -> Path:
+    """``$HPCLAUNCH_CONTROL_DIR``, default ``<job dir>/control``."""
+    value = os.environ.get("HPCLAUNCH_CONTROL_DIR")
+    return Path(value) if value else job_dir() / "control"
+
+
+def checkpoint_dir() -> Path:
+    """``$HPCLAUNCH_CHECKPOINT_DIR``, default ``<job dir>/checkpoints``."""
+    value = os.environ.get("HPCLAUNCH_CHECKPOINT_DIR")
+    return Path(value) if value else job_dir() / "checkpoints"
+
+
+def attempt() -> int:
+    """``$HPCLAUNCH_ATTEMPT`` (Slurm's ``SLURM_RESTART_COUNT``), else 0."""
+    for name in ("HPCLAUNCH_ATTEMPT", "SLURM_RESTART_COUNT"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    """A checkpoint request written by the sidecar.
+
+    Attributes:
+        reason: ``"preemption"``, ``"time_limit"`` or ``"manual"``.
+        requested_at: Unix time the sidecar wrote the request.
+        deadline: Unix time by which the checkpoint must be committed (the sidecar kills the
+            job then); ``None`` if the file did not say.
+    """
+
+    reason: str
+    requested_at: float
+    deadline: float | None = None
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Seconds until the deadline (negative once it passed), ``None`` without one."""
+        return None if self.deadline is None else self.deadline - time.time()
+
+
+class _RequestWatcher:
+    """Stats the request file at most every ``min_interval`` seconds; sticky once seen."""
+
+    def __init__(self) -> None:
+        self.request: CheckpointRequest | None = None
+        self._env: tuple[str | None, str | None] | None = None
+        self._checked_at = float("-inf")
+
+    def poll(self, min_interval: float) -> CheckpointRequest | None:
+        # Two dict lookups per call; the path is only built when it is time to stat.
+        env = (os.environ.get("HPCLAUNCH_CONTROL_DIR"), os.environ.get("HPCLAUNCH_JOB_DIR"))
+        if env != self._env:  # a new control dir (tests, or env changed): start over
+            self._env, self.request, self._checked_at = env, None, float("-inf")
+        if self.request is not None:
+            return self.request
+        now = time.monotonic()
+        if now - self._checked_at < min_interval:
+            return None
+        self._checked_at = now
+        path = control_dir() / REQUEST_FILE
+        if not path.exists():
+            return None
+        self.request = _parse_request(read_json(path))
+        return self.request
+
+    def force(self, reason: str) -> None:
+        """Mark a request as seen (another rank saw it first)."""
+        if self.request is None:
+            self.request = CheckpointRequest(reason=reason, requested_at=time.time())
+
+
+def _parse_request(data: Any) -> CheckpointRequest:
+    # The file exists: it is a request even if it cannot be read (a sidecar must never be
+    # ignored because of a format slip); the defaults then say so.
+    if not isinstance(data, dict):
+        return CheckpointRequest(reason="unknown", requested_at=time.time())
+    deadline = data.get("deadline")
+    return CheckpointRequest(
+        reason=str(data.get("reason", "unknown")),
+        requested_at=float(data.get("requested_at") or time.time()),
+        deadline=float(deadline) if isinstance(deadline, (int, float)) else None,
+    )
+
+
+_WATCHER = _RequestWatcher()
+
+
+def current_request(*, min_interval: float = 0.5) -> CheckpointRequest | None:
+    """The sidecar's checkpoint request, or ``None`` if there is none (yet).
+
+    Cheap enough to call every step: the file is stat'ed at most every ``min_interval``
+    seconds; once a request was seen it is returned from memory for the rest of the process.
+    """
+    return _WATCHER.poll(min_interval)
+
+
+def checkpoint_requested(*, min_interval: float = 0.5) -> bool:
+    """Whether the sidecar asked for a checkpoint (then the job will be stopped soon).
+
+    Local to this rank and not collective; use :func:`should_checkpoint` to decide *when* to
+    checkpoint so that all ranks agree. Once True, stays True for the life of the process.
+    """
+    return current_request(min_interval=min_interval) is not None
+
+
+def should_checkpoint(
+    step: int, *, every: int | None = None, min_interval: float = 0.5, sync_every: int = 1
+) -> bool:
+    """Whether to checkpoint after ``step``: on the periodic schedule, or on request.
+
+    **Collective** when torch.distributed is initialized: every rank must call it at every
+    step (same ``step`` and ``every``), or the ranks hang. The ranks reduce their local flags
+    with MAX, so if any rank has seen the request file all of them checkpoint at this step,
+    and :func:`checkpoint_requested` is then True on every rank (so they all stop together).
+    Without torch or a process group it decides for this process alone.
+
+    Args:
+        step: The step just finished.
+        every: Checkpoint when ``step % every == 0``; ``None`` or 0 for on-request only.
+        min_interval: Passed on to :func:`current_request`.
+        sync_every: Look at requests (and reduce across ranks) only at steps that are a
+            multiple of this; the periodic schedule needs no collective. For very short
+            steps: one gloo all_reduce of 2 ranks costs ~0.5 ms on a busy 2-core host.
+    """
+    periodic = every is not None and every > 0 and step % every == 0
+    if sync_every > 1 and step % sync_every:
+        return periodic  # every rank computes the same: no collective needed
+    requested = current_request(min_interval=min_interval) is not None
+    periodic_any, requested_any = _dist.all_reduce_max([int(periodic), int(requested)])
+    if requested_any and not requested:
+        _WATCHER.force("peer")
+    return bool(periodic_any or requested_any)
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.written_at = float("-inf")
+        self.step: int | None = None
+
+
+_PROGRESS = _Progress()
+
+
+def report_progress(step: int, *, min_interval: float = 2.0, force: bool = False) -> None:
+    """Tell the sidecar how far training got (rank 0 only; a no-op on other ranks).
+
+    Writes ``progress.json`` at most every ``min_interval`` seconds (``force`` to write now).
+    The sidecar uses it to see that an attempt made progress (crash-loop breaker) and how
+    many steps a kill lost.
+    """
+    if _dist.rank() != 0:
+        return
+    now = time.monotonic()
+    if not force and now - _PROGRESS.written_at < min_interval:
+        return
+    data = {
+        "step": int(step),
+        "updated_at": time.time(),
+        "attempt": attempt(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    write_json_atomic(control_dir() / PROGRESS_FILE, data)
+    _PROGRESS.written_at, _PROGRESS.step = now, step
+
+
+def mark_checkpoint_done(step: int, path: Path, *, seconds: float) -> None:
+    """Write ``checkpoint-done.json`` (rank 0): the sidecar may now stop and requeue the job.
+
+    :func:`~hpclaunch.runtime.commit_checkpoint` calls it; adapters whose framework writes its
+    own checkpoints (HF Trainer) call it after the framework's save.
+    """
+    if _dist.rank() != 0:
+        return
+    request = _WATCHER.request
+    data = {
+        "step": int(step),
+        "path": str(path),
+        "seconds": round(seconds, 6),
+        "committed_at": time.time(),
+        "attempt": attempt(),
+        "reason": request.reason if request is not None else "periodic",
+    }
+    write_json_atomic(control_dir() / DONE_FILE, data)
