@@ -31,8 +31,8 @@ __all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submi
 
 SCRIPT_NAME = "job.sbatch"
 _SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# Launchers that need the sidecar (issue 5) to set up ranks, rendezvous and signals.
-_SIDECAR_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
+# Launchers started through the sidecar (hpclaunch.supervise): rendezvous, ranks, signals.
+_SIDECAR_LAUNCHERS = frozenset({"srun", "torchrun", "deepspeed", "accelerate"})
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,12 @@ class SubmissionPlan:
         workdir: Absolute directory the job starts in (``--chdir``).
         command: The argv to run (the spec's ``command``, or its ``script`` made absolute
             against the workdir, followed by its ``args``).
-        launch_prefix: What runs ``command``: ``()`` for launcher ``none``, ``("srun",
-            ...)`` for ``srun``. See :attr:`launch_argv`.
+        launch_prefix: What runs ``command``: ``()`` for launcher ``none``; for the others
+            the sidecar, ``(<python>, "-m", "hpclaunch.supervise", "run", ...)``, which
+            starts the launcher once per node with srun. See :attr:`launch_argv`.
         env: User environment variables, in spec order.
         runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
-        launcher: ``none`` or ``srun``.
+        launcher: ``none``, ``srun``, ``torchrun``, ``deepspeed`` or ``accelerate``.
         modules: Environment modules to load first (the site's, then the spec's).
         module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
@@ -118,6 +119,7 @@ def build_plan(
     submission_id: str,
     home: str,
     cwd: str | None = None,
+    python: str | None = None,
 ) -> SubmissionPlan:
     """Decide how ``spec`` runs on ``site``.
 
@@ -128,6 +130,9 @@ def build_plan(
         home: The submitting user's home on the cluster; expands ``~`` in paths.
         cwd: Where relative ``workdir`` paths start (the submit directory). ``None``:
             they start from the job directory, which is also the default workdir.
+        python: The interpreter that runs the sidecar inside the job (default: the one
+            running now, ``sys.executable``). It must exist at the same path on the compute
+            nodes: the project's environment is on a shared filesystem.
 
     Returns:
         The plan. Pure: reads no files and no environment.
@@ -140,11 +145,6 @@ def build_plan(
     """
     if not _SUBMISSION_ID.match(submission_id):
         raise PlanError(f"invalid submission id {submission_id!r}")
-    if spec.launcher in _SIDECAR_LAUNCHERS:
-        raise PlanError(
-            f"launcher: {spec.launcher!r} arrives with the sidecar (issue 5)",
-            hint="use launcher: srun (one task per node) or none for now",
-        )
     if spec.modules and site.module_system == "none":
         raise PlanError(
             f"modules: site {site.name} has no module system (module_system: none)",
@@ -163,6 +163,16 @@ def build_plan(
         notes.append("no account given: Slurm uses your default account")
     if spec.resources.time is None:
         notes.append(f"no time given: Slurm uses partition {partition.name}'s default limit")
+    if python is None:
+        import sys
+
+        python = sys.executable
+    if spec.launcher in _SIDECAR_LAUNCHERS:
+        notes.append(
+            f"launcher {spec.launcher}: started by the sidecar ({python} -m "
+            "hpclaunch.supervise), once per node with srun; that interpreter must exist at the "
+            "same path on the compute nodes (a shared filesystem)"
+        )
 
     opts: list[tuple[str, str | None]] = [
         ("--job-name", spec.name),
@@ -198,9 +208,10 @@ def build_plan(
         script_path=posixpath.join(job_dir, SCRIPT_NAME),
         workdir=workdir,
         command=_command(spec, home, workdir),
-        launch_prefix=_launch_prefix(spec),
+        launch_prefix=_launch_prefix(spec, python),
         env=tuple(spec.env.items()),
-        runtime_env=_runtime_env(spec, submission_id, job_dir, log_dir, home, cwd) + scratch_env,
+        runtime_env=_runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd)
+        + scratch_env,
         launcher=spec.launcher,
         modules=modules,
         module_system=site.module_system,
@@ -482,20 +493,32 @@ def _requeue_options(
     return [("--no-requeue", None)]
 
 
-def _launch_prefix(spec: JobSpec) -> tuple[str, ...]:
+def _launch_prefix(spec: JobSpec, python: str) -> tuple[str, ...]:
     if spec.launcher == "none":
         return ()
-    # srun: one task per node in the allocation. Since Slurm 22.05 srun no longer inherits
-    # --cpus-per-task from sbatch (22.05 release notes), so it is passed again.
-    # --kill-on-bad-exit=1 stops the other tasks when one fails. With --cpus-per-gpu, srun
-    # reads SLURM_CPUS_PER_GPU from the batch environment (srun(1) input variables).
-    if spec.resources.cpus_per_gpu is not None:
-        return ("srun", "--kill-on-bad-exit=1")
-    return ("srun", "--kill-on-bad-exit=1", f"--cpus-per-task={spec.resources.cpus_per_task}")
+    # The sidecar starts the launcher once per node with srun (hpclaunch/supervise/
+    # launchers.py: --kill-on-bad-exit=1, and --cpus-per-task again, which srun no longer
+    # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs).
+    nproc = max(1, spec.resources.gpus_per_node)
+    return (
+        python,
+        "-m",
+        "hpclaunch.supervise",
+        "run",
+        f"--launcher={spec.launcher}",
+        f"--nproc-per-node={nproc}",
+        "--",
+    )
 
 
 def _runtime_env(
-    spec: JobSpec, submission_id: str, job_dir: str, log_dir: str, home: str, cwd: str | None
+    spec: JobSpec,
+    policy: TierPolicy,
+    submission_id: str,
+    job_dir: str,
+    log_dir: str,
+    home: str,
+    cwd: str | None,
 ) -> tuple[tuple[str, str], ...]:
     env = [
         ("HPCLAUNCH_SUBMISSION_ID", submission_id),
@@ -504,10 +527,18 @@ def _runtime_env(
         ("HPCLAUNCH_TIER", spec.tier),
         ("HPCLAUNCH_MAX_REQUEUES", str(spec.checkpoint.max_requeues)),
         ("HPCLAUNCH_CHECKPOINT_SIGNAL", spec.checkpoint.signal),
+        ("HPCLAUNCH_SIGNAL_LEAD", str(spec.checkpoint.signal_lead_time)),
+        # The sidecar/trainer control channel (hpclaunch/supervise/control.py).
+        ("HPCLAUNCH_CONTROL_DIR", posixpath.join(job_dir, "control")),
     ]
     if spec.checkpoint.dir:
         ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
-        env.append(("HPCLAUNCH_CHECKPOINT_DIR", ckpt_dir))
+    else:
+        ckpt_dir = posixpath.join(job_dir, "checkpoints")
+    env.append(("HPCLAUNCH_CHECKPOINT_DIR", ckpt_dir))
+    if policy.preemptible and policy.grace:
+        # The QOS GraceTime: how long the sidecar lets the trainer checkpoint at preemption.
+        env.append(("HPCLAUNCH_GRACE", str(policy.grace)))
     return tuple(env)
 
 

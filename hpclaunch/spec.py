@@ -248,8 +248,9 @@ class JobSpec(_Model):
         args: The script's arguments (only with ``script``); each reaches it exactly.
         workdir: Directory to start in; relative paths start from the submit directory.
         env: Extra environment variables for the job.
-        launcher: How the command is started: ``none`` (directly) or ``srun`` (one task per
-            node); ``torchrun``, ``deepspeed`` and ``accelerate`` come with the sidecar.
+        launcher: How the command is started: ``none`` (directly, no sidecar), or under the
+            sidecar (hpclaunch.supervise): ``srun`` (one task per GPU, or per node without
+            GPUs), ``torchrun``, ``deepspeed`` or ``accelerate`` (one launcher per node).
         resources: What to ask Slurm for.
         tier: Priority tier; the site maps it to a QOS and says whether it is preemptible.
         project: The project to charge (Slurm account); default: the site's default account.

@@ -1,13 +1,13 @@
 """``hpclaunch events JOB``: what is known about a job's life so far.
 
-For now: the submission record and Slurm's accounting of each attempt. The sidecar's
-ledger (checkpoint requests, why each attempt ended, requeue decisions) comes with
-issue 5 and will be shown here.
+The submission record, Slurm's accounting of each attempt (``sacct -D``), and the sidecar's
+ledger (``<job dir>/events.jsonl``: signals, checkpoint requests and commits, requeue
+decisions, why each attempt ended, steps lost), merged by attempt.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import Attempt
 
-LEDGER_NOTE = "the sidecar's event ledger (checkpoints, requeue reasons) comes with issue 5"
+LEDGER_NOTE = (
+    "no sidecar ledger (events.jsonl) yet: the job has not started, or runs without the "
+    "sidecar (launcher: none)"
+)
 
 
 @click.command("events")
@@ -46,6 +49,7 @@ def events_command(app: App, job_id: str, as_json: bool) -> None:
             f"job {job_id} is neither in the hpclaunch history nor in Slurm's accounting",
             hint="check the id with 'hpclaunch status'",
         )
+    ledger = _ledger(app, record)
     if as_json:
         import json
 
@@ -54,17 +58,39 @@ def events_command(app: App, job_id: str, as_json: bool) -> None:
             "submission": asdict(record) if record is not None else None,
             "attempts": [a.to_dict() for a in attempts],
             "accounting_problem": problem,
-            "ledger": None,
-            "note": LEDGER_NOTE,
+            "ledger": ledger,
+            "note": None if ledger is not None else LEDGER_NOTE,
         }
         click.echo(json.dumps(data, indent=2))
         return
-    _print(job_id, record, attempts, problem)
+    _print(job_id, record, attempts, problem, ledger)
+
+
+def _ledger(app: App, record: SubmissionRecord | None) -> list[dict[str, Any]] | None:
+    """The sidecar's events, read where the job directory is (through the runner)."""
+    if record is None:
+        return None
+    import posixpath
+
+    from hpclaunch.errors import TransportError
+    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+
+    try:
+        text = app.runner.read_file(posixpath.join(record.job_dir, LEDGER_NAME))
+    except TransportError:
+        return None
+    return parse_ledger(text)
 
 
 def _print(
-    job_id: str, record: SubmissionRecord | None, attempts: list[Attempt], problem: str | None
+    job_id: str,
+    record: SubmissionRecord | None,
+    attempts: list[Attempt],
+    problem: str | None,
+    ledger: list[dict[str, Any]] | None,
 ) -> None:
+    from hpclaunch.supervise.ledger import describe_event
+
     if record is None:
         click.echo(f"job {job_id}: not submitted through hpclaunch here (no history record)")
     else:
@@ -76,6 +102,11 @@ def _print(
         click.echo(f"  logs: {record.logs}/attempt-N.log")
     if problem is not None:
         click.echo(f"Slurm's accounting is not available: {problem}")
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for event in ledger or []:
+        index = event.get("attempt")
+        by_attempt.setdefault(index if isinstance(index, int) else -1, []).append(event)
+    accounted = {a.index for a in attempts}
     for a in attempts:
         code = "" if a.exit_code is None else f" exit {a.exit_code}"
         signal = "" if a.exit_signal is None else f" signal {a.exit_signal}"
@@ -84,4 +115,11 @@ def _print(
             f"end {a.end or '-'}  elapsed {a.elapsed or '-'}  on {a.nodes or '-'}"
             + (f"  ({a.reason})" if a.reason else "")
         )
-    click.echo(f"Note: {LEDGER_NOTE}.")
+        for event in by_attempt.get(a.index, []):
+            click.echo(f"    {describe_event(event)}")
+    for index in sorted(set(by_attempt) - accounted):
+        click.echo(f"  attempt {index}: (not in Slurm's accounting)")
+        for event in by_attempt[index]:
+            click.echo(f"    {describe_event(event)}")
+    if ledger is None:
+        click.echo(f"Note: {LEDGER_NOTE}.")

@@ -14,6 +14,8 @@ from hpclaunch.spec import JobSpec
 SUBMISSION_ID = "0123456789abcdef0123456789abcdef"
 HOME = "/home/alice"
 CWD = "/home/alice/project"
+#: The sidecar's interpreter in rendered scripts (build_plan's default is sys.executable).
+PYTHON = "/opt/hpclaunch/venv/bin/python"
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +61,7 @@ def plan_for(site: SiteConfig) -> Callable[..., SubmissionPlan]:
         kwargs.setdefault("submission_id", SUBMISSION_ID)
         kwargs.setdefault("home", HOME)
         kwargs.setdefault("cwd", CWD)
+        kwargs.setdefault("python", PYTHON)
         return build_plan(spec, on or site, **kwargs)
 
     return build

@@ -192,7 +192,7 @@ def test_events_shows_the_record_and_the_attempts(
     slurm: FakeSlurm,
     tmp_path: Path,
 ) -> None:
-    remember(env, "9", tmp_path, name="trainer")
+    remember(env, "9", tmp_path / "logs", name="trainer")  # job dir: tmp_path
 
     def sacct(argv: tuple[str, ...]) -> CommandResult:
         return result(
@@ -206,11 +206,29 @@ def test_events_shows_the_record_and_the_attempts(
     assert "job 9 'trainer'" in out.stdout
     assert "attempt 0: PREEMPTED exit 0" in out.stdout
     assert "attempt 1: RUNNING  start st" in out.stdout
-    assert "issue 5" in out.stdout
+    assert "no sidecar ledger" in out.stdout
     data = json.loads(run(env, "events", "9", "--json").stdout)
     assert [a["state"] for a in data["attempts"]] == ["PREEMPTED", "RUNNING"]
     assert data["submission"]["name"] == "trainer"
     assert data["ledger"] is None
+    # The sidecar's ledger, in the job directory, is merged in by attempt.
+    from hpclaunch.supervise.ledger import Ledger
+
+    Ledger(tmp_path, 0).append("signal_received", signal="USR1")
+    Ledger(tmp_path, 0).append("attempt_end", reason="preempted", requeued=True, steps_lost=0)
+    Ledger(tmp_path, 1).append("attempt_start", nodes=["n2"])
+    merged = run(env, "events", "9")
+    assert merged.exit_code == 0, merged.output
+    lines = merged.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "attempt 0: PREEMPTED" in line)
+    assert "signal_received signal=USR1" in lines[first + 1]
+    assert "attempt_end reason=preempted requeued=True steps_lost=0" in lines[first + 2]
+    assert "attempt 1: RUNNING" in lines[first + 3]
+    assert "attempt_start nodes=['n2']" in lines[first + 4]
+    assert "no sidecar ledger" not in merged.stdout
+    data = json.loads(run(env, "events", "9", "--json").stdout)
+    kinds = [e["event"] for e in data["ledger"]]
+    assert kinds == ["signal_received", "attempt_end", "attempt_start"]
 
 
 def test_events_of_an_unknown_job(env: Env, slurm: FakeSlurm) -> None:

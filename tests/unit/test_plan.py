@@ -10,7 +10,7 @@ from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 
-from .conftest import CWD, HOME, SUBMISSION_ID, make_site, make_spec
+from .conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
 
@@ -266,22 +266,37 @@ def test_bad_job_root(plan_for: PlanFor, fields: dict[str, str], words: str) -> 
 
 def test_runtime_env(plan_for: PlanFor) -> None:
     env = dict(plan_for(make_spec(tier="low")).runtime_env)
+    job_dir = f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}"
     assert env == {
         "HPCLAUNCH_SUBMISSION_ID": SUBMISSION_ID,
-        "HPCLAUNCH_JOB_DIR": f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}",
-        "HPCLAUNCH_LOG_DIR": f"{HOME}/.hpclaunch/jobs/{SUBMISSION_ID}",
+        "HPCLAUNCH_JOB_DIR": job_dir,
+        "HPCLAUNCH_LOG_DIR": job_dir,
         "HPCLAUNCH_TIER": "low",
         "HPCLAUNCH_MAX_REQUEUES": "5",
         "HPCLAUNCH_CHECKPOINT_SIGNAL": "USR1",
+        "HPCLAUNCH_SIGNAL_LEAD": "120",
+        "HPCLAUNCH_CONTROL_DIR": f"{job_dir}/control",
+        "HPCLAUNCH_CHECKPOINT_DIR": f"{job_dir}/checkpoints",
+        "HPCLAUNCH_GRACE": "10",
     }
+
+
+def test_runtime_env_not_preemptible_has_no_grace(plan_for: PlanFor) -> None:
+    env = dict(plan_for(make_spec(tier="medium", checkpoint={"dir": "~/ck"})).runtime_env)
+    assert "HPCLAUNCH_GRACE" not in env
+    assert env["HPCLAUNCH_CHECKPOINT_DIR"] == f"{HOME}/ck"
 
 
 def test_srun_launcher(plan_for: PlanFor) -> None:
     plan = plan_for(make_spec(launcher="srun", resources={"nodes": 2, "cpus_per_task": 4}))
     assert plan.launch_argv == (
-        "srun",
-        "--kill-on-bad-exit=1",
-        "--cpus-per-task=4",
+        PYTHON,
+        "-m",
+        "hpclaunch.supervise",
+        "run",
+        "--launcher=srun",
+        "--nproc-per-node=1",
+        "--",
         "python",
         "train.py",
     )
@@ -289,11 +304,27 @@ def test_srun_launcher(plan_for: PlanFor) -> None:
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "deepspeed", "accelerate"])
-def test_sidecar_launchers_are_not_there_yet(plan_for: PlanFor, launcher: str) -> None:
-    with pytest.raises(
-        PlanError, match=rf"launcher: '{launcher}' arrives with the sidecar \(issue 5\)"
-    ):
-        plan_for(make_spec(launcher=launcher))
+def test_sidecar_launchers(plan_for: PlanFor, launcher: str) -> None:
+    plan = plan_for(make_spec(launcher=launcher, resources={"nodes": 2, "gpus_per_node": 3}))
+    assert plan.launch_argv == (
+        PYTHON,
+        "-m",
+        "hpclaunch.supervise",
+        "run",
+        f"--launcher={launcher}",
+        "--nproc-per-node=3",
+        "--",
+        "python",
+        "train.py",
+    )
+    assert any(f"launcher {launcher}: started by the sidecar" in n for n in plan.notes)
+
+
+def test_sidecar_python_defaults_to_this_interpreter(site: SiteConfig) -> None:
+    import sys
+
+    plan = build_plan(make_spec(launcher="torchrun"), site, submission_id=SUBMISSION_ID, home=HOME)
+    assert plan.launch_prefix[0] == sys.executable
 
 
 def test_submission_id(site: SiteConfig) -> None:
@@ -362,7 +393,16 @@ def test_cpus_per_gpu_replaces_cpus_per_task(plan_for: PlanFor) -> None:
     assert plan.option("--cpus-per-gpu") == "4"
     with pytest.raises(KeyError):
         plan.option("--cpus-per-task")
-    assert plan.launch_prefix == ("srun", "--kill-on-bad-exit=1")
+    # The sidecar starts srun; srun reads SLURM_CPUS_PER_GPU from the batch environment.
+    assert plan.launch_prefix == (
+        PYTHON,
+        "-m",
+        "hpclaunch.supervise",
+        "run",
+        "--launcher=srun",
+        "--nproc-per-node=2",
+        "--",
+    )
 
 
 def test_constraint_exclusive_and_site_constraint(plan_for: PlanFor) -> None:

@@ -40,6 +40,14 @@ CASES = {
         resources={"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 8, "time": "30"},
         tier="high",
     ),
+    "torchrun2node": make_spec(
+        name="ddp",
+        command=["python", "train.py", "--steps", "100"],
+        launcher="torchrun",
+        resources={"nodes": 2, "cpus_per_task": 2, "time": "10"},
+        tier="low",
+        checkpoint={"signal": "USR2", "signal_lead_time": 30, "max_requeues": 3},
+    ),
     "cpu": make_spec(
         name="preprocess",
         command=["bash", "-c", 'echo "hello from $(hostname)"; sleep 2; echo done'],

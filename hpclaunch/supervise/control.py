@@ -1,0 +1,91 @@
+"""The control directory: how the sidecar and the trainer talk, whatever the launcher.
+
+``$HPCLAUNCH_CONTROL_DIR`` (``$HPCLAUNCH_JOB_DIR/control``, mode 0700) holds three small
+JSON files, each written atomically (temp file + fsync + rename):
+
+``checkpoint-request.json`` (sidecar → every rank)
+    ``{"reason": "preemption"|"time_limit"|"manual", "requested_at": ts, "deadline": ts}``.
+    Ranks poll for it (one ``stat`` per step): a file on the shared job directory reaches
+    every rank under torchrun, DeepSpeed, accelerate and srun alike, where a signal would
+    not (torchrun forwards only some signals and kills workers 30 s after SIGTERM;
+    DataLoader workers die on SIGTERM).
+``checkpoint-done.json`` (rank 0 → sidecar, after the atomic commit)
+    ``{"step": N, "path": "...", "seconds": t, "committed_at": ts}``.
+``progress.json`` (rank 0, now and then)
+    ``{"step": N, "at": ts}``: the crash-loop breaker and "steps lost" read it.
+
+Request and done files of an earlier attempt are stale: the sidecar records and removes them
+before an attempt starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DONE",
+    "PROGRESS",
+    "REQUEST",
+    "clear_stale",
+    "prepare",
+    "read_json",
+    "read_step",
+    "write_json_atomic",
+]
+
+REQUEST = "checkpoint-request.json"
+DONE = "checkpoint-done.json"
+PROGRESS = "progress.json"
+
+
+def prepare(control_dir: str | Path) -> Path:
+    """Create the control directory (0700) if needed and return it."""
+    path = Path(control_dir)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: str | Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or ``None`` if it is missing or not an object."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_step(path: str | Path) -> int | None:
+    """The ``step`` of a progress/done file, or ``None``."""
+    data = read_json(path)
+    step = None if data is None else data.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def clear_stale(control_dir: str | Path) -> list[tuple[str, dict[str, Any] | None]]:
+    """Remove the request and done files left by an earlier attempt; return what they held."""
+    removed = []
+    for name in (REQUEST, DONE):
+        path = Path(control_dir) / name
+        if path.exists():
+            removed.append((name, read_json(path)))
+            path.unlink(missing_ok=True)
+    return removed

@@ -1,0 +1,167 @@
+"""The argv of each launcher: what the sidecar starts, and what each node then runs.
+
+The sidecar (in the batch shell, on the first node) starts ONE job step with srun::
+
+    srun --nodes=N --ntasks=N --ntasks-per-node=1 --kill-on-bad-exit=1 [--cpus-per-task=C]
+         <python> -m hpclaunch.supervise node-exec --launcher L --nproc-per-node P
+         --master-addr A --master-port PORT -- <command...>
+
+(for the ``srun`` launcher: ``--ntasks=N*P --ntasks-per-node=P``). On every node,
+``node-exec`` reads the values only that node knows (``SLURM_NODEID``, ``SLURM_PROCID``,
+``SLURM_LOCALID``) and ``exec``\\ s the launcher below: no pdsh, no ssh, no shell string.
+
+What each launcher receives (``command`` is the spec's argv, run as written):
+
+``torchrun``
+    ``torchrun --nnodes=N --nproc-per-node=P --rdzv-backend=c10d
+    --rdzv-endpoint=A:PORT --rdzv-id=<jobid> --no-python <command>``. c10d assigns node
+    ranks itself; the workers get RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from torchrun.
+``deepspeed``
+    ``deepspeed --no_ssh --node_rank=<SLURM_NODEID> --master_addr=A --master_port=PORT
+    --num_nodes=N --num_gpus=P --no_python <command>``: one launcher per node, no hostfile,
+    no pdsh (DeepSpeed's runner ``--no_ssh`` mode).
+``accelerate``
+    ``accelerate launch --multi_gpu|--cpu --num_machines=N --machine_rank=<SLURM_NODEID>
+    --main_process_ip=A --main_process_port=PORT --num_processes=N*P --no_python <command>``.
+``srun``
+    no launcher: srun starts P tasks per node and ``node-exec`` sets RANK=SLURM_PROCID,
+    WORLD_SIZE=SLURM_NTASKS, LOCAL_RANK=SLURM_LOCALID, LOCAL_WORLD_SIZE=P,
+    NODE_RANK=SLURM_NODEID, MASTER_ADDR, MASTER_PORT, then execs ``command`` (what
+    ``torch.distributed.init_process_group("env://")`` reads).
+
+Every node also gets MASTER_ADDR, MASTER_PORT, NODE_RANK and NNODES in its environment.
+Outside Slurm (no ``SLURM_JOB_ID``: local debugging, the supervise tests) the sidecar runs
+``node-exec`` directly, as a single node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from hpclaunch.supervise.rendezvous import Rendezvous
+
+__all__ = ["LAUNCHERS", "LauncherName", "node_argv", "node_env", "step_argv"]
+
+LauncherName = Literal["srun", "torchrun", "deepspeed", "accelerate"]
+LAUNCHERS: tuple[LauncherName, ...] = ("srun", "torchrun", "deepspeed", "accelerate")
+
+
+def step_argv(
+    launcher: LauncherName,
+    rdzv: Rendezvous,
+    command: Sequence[str],
+    *,
+    python: str,
+    cpus_per_node: int | None = None,
+) -> list[str]:
+    """The srun command the sidecar starts once for the whole job.
+
+    Args:
+        launcher: One of :data:`LAUNCHERS`.
+        rdzv: The attempt's rendezvous.
+        command: The user's argv.
+        python: The interpreter that runs ``hpclaunch.supervise`` on the nodes.
+        cpus_per_node: ``SLURM_CPUS_PER_TASK`` of the batch job (one task per node), if
+            set. Since Slurm 22.05 srun does not inherit it, so it is passed again (split
+            between the tasks of a node for the ``srun`` launcher).
+    """
+    tasks = rdzv.nproc_per_node if launcher == "srun" else 1
+    argv = [
+        "srun",
+        f"--nodes={rdzv.nnodes}",
+        f"--ntasks={rdzv.nnodes * tasks}",
+        f"--ntasks-per-node={tasks}",
+        "--kill-on-bad-exit=1",
+    ]
+    if cpus_per_node:
+        argv.append(f"--cpus-per-task={max(1, cpus_per_node // tasks)}")
+    return argv + exec_argv(launcher, rdzv, command, python=python)
+
+
+def exec_argv(
+    launcher: LauncherName, rdzv: Rendezvous, command: Sequence[str], *, python: str
+) -> list[str]:
+    """``<python> -m hpclaunch.supervise node-exec ...``: what runs on each node."""
+    return [
+        python,
+        "-m",
+        "hpclaunch.supervise",
+        "node-exec",
+        f"--launcher={launcher}",
+        f"--nnodes={rdzv.nnodes}",
+        f"--nproc-per-node={rdzv.nproc_per_node}",
+        f"--master-addr={rdzv.master_addr}",
+        f"--master-port={rdzv.master_port}",
+        f"--job-id={rdzv.job_id}",
+        "--",
+        *command,
+    ]
+
+
+def node_argv(launcher: LauncherName, rdzv: Rendezvous, command: Sequence[str]) -> list[str]:
+    """The argv ``node-exec`` execs on the node whose rank is ``rdzv.node_rank``."""
+    n, p, rank = rdzv.nnodes, rdzv.nproc_per_node, rdzv.node_rank
+    addr, port = rdzv.master_addr, rdzv.master_port
+    if launcher == "torchrun":
+        return [
+            "torchrun",
+            f"--nnodes={n}",
+            f"--nproc-per-node={p}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={addr}:{port}",
+            f"--rdzv-id={rdzv.job_id}",
+            "--no-python",
+            *command,
+        ]
+    if launcher == "deepspeed":
+        return [
+            "deepspeed",
+            "--no_ssh",
+            f"--node_rank={rank}",
+            f"--master_addr={addr}",
+            f"--master_port={port}",
+            f"--num_nodes={n}",
+            f"--num_gpus={p}",
+            "--no_python",
+            *command,
+        ]
+    if launcher == "accelerate":
+        return [
+            "accelerate",
+            "launch",
+            "--multi_gpu" if rdzv.gpus else "--cpu",
+            f"--num_machines={n}",
+            f"--machine_rank={rank}",
+            f"--main_process_ip={addr}",
+            f"--main_process_port={port}",
+            f"--num_processes={n * p}",
+            "--no_python",
+            *command,
+        ]
+    return list(command)
+
+
+def node_env(launcher: LauncherName, rdzv: Rendezvous, slurm: Mapping[str, str]) -> dict[str, str]:
+    """The variables ``node-exec`` adds to the environment before exec.
+
+    Args:
+        launcher: One of :data:`LAUNCHERS`.
+        rdzv: The rendezvous, with this node's rank.
+        slurm: The srun task's environment (``SLURM_PROCID``, ``SLURM_LOCALID``, ...).
+    """
+    env = {
+        "MASTER_ADDR": rdzv.master_addr,
+        "MASTER_PORT": str(rdzv.master_port),
+        "NODE_RANK": str(rdzv.node_rank),
+        "NNODES": str(rdzv.nnodes),
+    }
+    if launcher == "srun":
+        world = rdzv.nnodes * rdzv.nproc_per_node
+        env.update(
+            RANK=slurm.get("SLURM_PROCID", "0"),
+            WORLD_SIZE=slurm.get("SLURM_NTASKS", str(world)),
+            LOCAL_RANK=slurm.get("SLURM_LOCALID", "0"),
+            LOCAL_WORLD_SIZE=str(rdzv.nproc_per_node),
+        )
+    return env

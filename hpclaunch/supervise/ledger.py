@@ -1,0 +1,108 @@
+"""The requeue ledger: ``$HPCLAUNCH_JOB_DIR/events.jsonl``, one JSON object per line.
+
+Every attempt of a job (the job id stays the same across requeues) appends to the same file.
+Each line has ``event`` (what happened), ``attempt`` and ``time`` (unix seconds), plus
+fields of its own:
+
+==========================  ========================================================
+event                       fields
+==========================  ========================================================
+``attempt_start``           ``nodes``, ``master_addr``, ``master_port``, ``argv``,
+                            ``progress_step`` (the trainer's step when it started)
+``stale_control_file``      ``file``, ``content`` (left by the previous attempt)
+``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)
+``checkpoint_requested``    ``reason``, ``deadline``
+``checkpoint_committed``    ``step``, ``seconds``, ``path``
+``checkpoint_timeout``      ``waited`` (no commit before the deadline)
+``requeue_issued``          ``target`` (``jobid`` or ``jobid_taskid``)
+``requeue_failed``          ``target``, ``why``
+``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)
+``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost``,
+                            ``last_step``, ``committed_step``, ``no_progress`` and, for
+                            ``user_error``, ``error_line`` and ``tail``
+==========================  ========================================================
+
+Lines are written with one ``write`` on a descriptor opened with ``O_APPEND`` and then
+fsync'd, so a line is never interleaved with another writer's and survives the node going
+down right after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LEDGER_NAME", "Ledger", "describe_event", "parse_ledger", "read_ledger"]
+
+LEDGER_NAME = "events.jsonl"
+
+
+class Ledger:
+    """Appends events of one attempt to ``<job_dir>/events.jsonl``.
+
+    Args:
+        job_dir: The job directory (``HPCLAUNCH_JOB_DIR``).
+        attempt: The attempt number (``SLURM_RESTART_COUNT``), written on every line.
+    """
+
+    def __init__(self, job_dir: str | Path, attempt: int) -> None:
+        self.path = Path(job_dir) / LEDGER_NAME
+        self.attempt = attempt
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event and return it as written."""
+        record: dict[str, Any] = {"event": event, "attempt": self.attempt, "time": time.time()}
+        record.update(fields)
+        line = (json.dumps(record, sort_keys=False) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return record
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every event written so far, by every attempt."""
+        return read_ledger(self.path.parent)
+
+
+def read_ledger(job_dir: str | Path) -> list[dict[str, Any]]:
+    """The events of ``<job_dir>/events.jsonl``; ``[]`` when there is none.
+
+    A torn last line (the node died mid-write) is skipped, not an error.
+    """
+    path = Path(job_dir) / LEDGER_NAME
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return parse_ledger(text)
+
+
+def parse_ledger(text: str) -> list[dict[str, Any]]:
+    """The events in the text of an ``events.jsonl`` (torn or foreign lines are skipped)."""
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events
+
+
+def describe_event(event: dict[str, Any]) -> str:
+    """One line of text for an event, e.g. ``checkpoint_committed step 120 in 0.4 s``."""
+    name = str(event.get("event", "?"))
+    when = event.get("time")
+    stamp = time.strftime("%H:%M:%S", time.localtime(when)) if isinstance(when, float) else "?"
+    skip = {"event", "attempt", "time", "tail", "argv"}
+    shown = " ".join(
+        f"{key}={value}" for key, value in event.items() if key not in skip and value is not None
+    )
+    return f"{stamp} {name}" + (f" {shown}" if shown else "")

@@ -1,0 +1,49 @@
+"""``node-exec``: runs on every node as the srun task, fills in what only the node knows,
+and ``exec``\\ s the launcher (see :mod:`hpclaunch.supervise.launchers`)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from hpclaunch.supervise.launchers import LauncherName, node_argv, node_env
+from hpclaunch.supervise.rendezvous import Rendezvous, gpus_on_node
+
+__all__ = ["node_command"]
+
+
+def node_command(
+    launcher: LauncherName,
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    master_addr: str,
+    master_port: int,
+    job_id: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) to exec on this node, from the srun task's environment."""
+    rank = int(env.get("SLURM_NODEID", "0") or 0)
+    rdzv = Rendezvous(
+        job_id=job_id,
+        master_addr=master_addr,
+        master_port=master_port,
+        nodes=tuple(f"node{i}" for i in range(nnodes)),
+        node_rank=rank,
+        nproc_per_node=nproc_per_node,
+        gpus=gpus_on_node(env) > 0,
+    )
+    new_env = dict(env)
+    new_env.update(node_env(launcher, rdzv, env))
+    return node_argv(launcher, rdzv, command), new_env
+
+
+def exec_node(argv: list[str], env: dict[str, str]) -> None:
+    """Replace this process with ``argv`` (never returns); 127 if it cannot be found."""
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        print(f"hpclaunch node-exec: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
+        raise SystemExit(127) from exc

@@ -1,0 +1,478 @@
+"""The sidecar: starts the launch, turns Slurm's signals into checkpoint-and-requeue.
+
+It runs in the batch shell (the rendered script ``exec``\\ s it) and:
+
+1. records and removes stale control files, writes ``attempt_start`` to the ledger;
+2. starts the launch (:mod:`hpclaunch.supervise.launchers`) in a process group of its own;
+3. on USR1/USR2 (``--signal=B:SIG@lead``: time limit, or preemption with
+   ``preempt_send_user_signal``): writes the checkpoint request, waits for the trainer's
+   ``checkpoint-done.json`` until the deadline (time limit: the time left minus a margin;
+   preemption: ``HPCLAUNCH_GRACE`` minus a margin, 30 s when unknown), asks the retry policy,
+   runs ``scontrol requeue``, stops the launch and exits 0;
+4. on SIGTERM without a warning (scancel, preemption without a user signal, the end of the
+   grace): asks for a checkpoint with the little time left (``HPCLAUNCH_KILL_WAIT``, 5 s by
+   default), stops the launch and leaves the requeue to Slurm;
+5. otherwise passes the launch's exit code through, recording success or user error.
+
+Stopping is SIGTERM to the group, a wait (``HPCLAUNCH_STOP_TIMEOUT``, 3 s), then SIGKILL to
+whatever of the group is left: no process of the launch survives the sidecar.
+
+Exit codes: the launch's own, or :data:`EXIT_REQUEUED` (0) after a requeue,
+:data:`EXIT_REQUEUE_FAILED` (75, EX_TEMPFAIL) when a requeue was wanted but ``scontrol`` is
+missing or refused, :data:`EXIT_NOT_REQUEUED` (76) when the policy refused it (cap reached or
+crash loop) and :data:`EXIT_STOPPED` (143) after a plain SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.supervise import control
+from hpclaunch.supervise.launchers import LauncherName, exec_argv, step_argv
+from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
+from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target
+from hpclaunch.supervise.signals import Received, SignalCatcher
+from hpclaunch.transport.base import Runner
+
+__all__ = [
+    "EXIT_NOT_REQUEUED",
+    "EXIT_REQUEUED",
+    "EXIT_REQUEUE_FAILED",
+    "EXIT_STOPPED",
+    "Sidecar",
+    "SidecarConfig",
+    "stop_group",
+]
+
+EXIT_REQUEUED = 0
+EXIT_REQUEUE_FAILED = 75
+EXIT_NOT_REQUEUED = 76
+EXIT_STOPPED = 143
+#: Seconds kept back from a deadline for the requeue and the stop.
+MARGIN = 2.0
+#: Slurm may send the --signal up to 60 s early (sbatch(1)); a warning this close to the end
+#: (lead + slack) is read as the time limit, anything earlier as preemption.
+TIME_LIMIT_SLACK = 60
+_POLL = 0.1
+_ERROR_LINE = re.compile(
+    r"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
+)
+_NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|Node .* not responding", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """What one attempt of the sidecar needs; see :meth:`from_env`.
+
+    Attributes:
+        launcher: One of :data:`~hpclaunch.supervise.launchers.LAUNCHERS`.
+        command: The user's argv.
+        python: The interpreter that runs ``hpclaunch.supervise`` on the nodes.
+        job_dir: ``HPCLAUNCH_JOB_DIR`` (ledger, control directory).
+        attempt: ``SLURM_RESTART_COUNT``.
+        max_requeues: ``HPCLAUNCH_MAX_REQUEUES``.
+        grace: Seconds a preempted job has (``HPCLAUNCH_GRACE``; 30 when unknown).
+        lead: The ``--signal`` lead time (``HPCLAUNCH_SIGNAL_LEAD``).
+        kill_wait: Seconds between SIGTERM and SIGKILL from Slurm (``HPCLAUNCH_KILL_WAIT``).
+        stop_timeout: Seconds between our SIGTERM and SIGKILL to the launch.
+        nproc_per_node: Processes per node; ``None``: from the GPUs.
+        log_path: This attempt's log (its tail explains a user error).
+        env: The environment the launch inherits.
+    """
+
+    launcher: LauncherName
+    command: tuple[str, ...]
+    python: str
+    job_dir: Path
+    attempt: int = 0
+    max_requeues: int = 5
+    grace: float = 30.0
+    lead: float = 120.0
+    kill_wait: float = 5.0
+    stop_timeout: float = 3.0
+    nproc_per_node: int | None = None
+    log_path: Path | None = None
+    env: Mapping[str, str] | None = None
+
+    @property
+    def control_dir(self) -> Path:
+        """``HPCLAUNCH_CONTROL_DIR``."""
+        return self.job_dir / "control"
+
+    @classmethod
+    def from_env(
+        cls,
+        launcher: LauncherName,
+        command: Sequence[str],
+        *,
+        python: str,
+        env: Mapping[str, str],
+        nproc_per_node: int | None = None,
+    ) -> SidecarConfig:
+        """Read the ``HPCLAUNCH_*`` variables the batch script exports."""
+
+        def num(name: str, default: float) -> float:
+            try:
+                return float(env.get(name, "") or default)
+            except ValueError:
+                return default
+
+        job_dir = Path(env.get("HPCLAUNCH_JOB_DIR") or Path.cwd())
+        attempt = int(env.get("HPCLAUNCH_ATTEMPT") or env.get("SLURM_RESTART_COUNT") or 0)
+        log_dir = env.get("HPCLAUNCH_LOG_DIR")
+        grace = num("HPCLAUNCH_GRACE", 0) or 30.0
+        return cls(
+            launcher=launcher,
+            command=tuple(command),
+            python=python,
+            job_dir=job_dir,
+            attempt=attempt,
+            max_requeues=int(num("HPCLAUNCH_MAX_REQUEUES", 5)),
+            grace=grace,
+            lead=num("HPCLAUNCH_SIGNAL_LEAD", 120),
+            kill_wait=num("HPCLAUNCH_KILL_WAIT", 5),
+            stop_timeout=num("HPCLAUNCH_STOP_TIMEOUT", 3),
+            nproc_per_node=nproc_per_node,
+            log_path=Path(log_dir) / f"attempt-{attempt}.log" if log_dir else None,
+            env=dict(env),
+        )
+
+
+class Sidecar:
+    """One attempt of the sidecar. ``Sidecar(config, runner).run()`` returns the exit code.
+
+    Args:
+        config: See :class:`SidecarConfig`.
+        runner: Runs ``scontrol``/``squeue`` (a fake in tests).
+    """
+
+    def __init__(self, config: SidecarConfig, runner: Runner) -> None:
+        self.config = config
+        self.runner = runner
+        self.env: dict[str, str] = dict(config.env if config.env is not None else os.environ)
+        self.ledger = Ledger(config.job_dir, config.attempt)
+        self.control = config.control_dir
+        self.start_step: int | None = None
+        self.committed: dict[str, Any] | None = None
+
+    # -- the attempt --------------------------------------------------------------------
+    def run(self) -> int:
+        """Run the attempt to its end and return the sidecar's exit code."""
+        cfg = self.config
+        history = self.ledger.history()
+        control.prepare(self.control)
+        for name, content in control.clear_stale(self.control):
+            self.ledger.append("stale_control_file", file=name, content=content)
+        self.start_step = control.read_step(self.control / control.PROGRESS)
+        rdzv, argv = self._launch_argv()
+        self.ledger.append(
+            "attempt_start",
+            nodes=list(rdzv.nodes),
+            master_addr=rdzv.master_addr,
+            master_port=rdzv.master_port,
+            launcher=cfg.launcher,
+            argv=argv,
+            progress_step=self.start_step,
+        )
+        with SignalCatcher() as signals:
+            try:
+                proc = subprocess.Popen(argv, env=self._child_env(), start_new_session=True)
+            except OSError as exc:
+                self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
+                return 127
+            while proc.poll() is None:
+                got = signals.wait(_POLL)
+                if got is not None:
+                    return self._on_signal(got, proc, signals, history)
+            code = proc.returncode
+            stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
+        return self._on_exit(code, history)
+
+    def _launch_argv(self) -> tuple[Rendezvous, list[str]]:
+        cfg = self.config
+        if "SLURM_JOB_ID" in self.env and "SLURM_JOB_NODELIST" in self.env:
+            rdzv = Rendezvous.from_env(self.env, nproc_per_node=cfg.nproc_per_node)
+            cpus = self.env.get("SLURM_CPUS_PER_TASK")
+            argv = step_argv(
+                cfg.launcher,
+                rdzv,
+                cfg.command,
+                python=cfg.python,
+                cpus_per_node=int(cpus) if cpus and cpus.isdigit() else None,
+            )
+            return rdzv, argv
+        # Outside Slurm: one node, this host, no srun.
+        host = socket.gethostname()
+        port = derive_port(str(os.getpid()), port_in_use)
+        rdzv = Rendezvous("local", "127.0.0.1", port, (host,), 0, cfg.nproc_per_node or 1)
+        return rdzv, exec_argv(cfg.launcher, rdzv, cfg.command, python=cfg.python)
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(self.env)
+        env["HPCLAUNCH_JOB_DIR"] = str(self.config.job_dir)
+        env["HPCLAUNCH_CONTROL_DIR"] = str(self.control)
+        env["HPCLAUNCH_ATTEMPT"] = str(self.config.attempt)
+        env.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(self.config.job_dir / "checkpoints"))
+        return env
+
+    # -- endings ------------------------------------------------------------------------
+    def _on_exit(self, code: int, history: list[dict[str, Any]]) -> int:
+        if code == 0:
+            self._end("success", exit_code=0, requeued=False)
+            return 0
+        tail = self._log_tail()
+        reason = "node_failure" if any(_NODE_FAILURE.search(x) for x in tail) else "user_error"
+        extra: dict[str, Any] = {}
+        if reason == "user_error":
+            extra = {"error_line": error_line(tail), "tail": tail[-20:]}
+        requeued = False
+        if reason == "node_failure":
+            requeued = self._maybe_requeue(reason, history) == EXIT_REQUEUED
+        self._end(reason, exit_code=code, requeued=requeued, **extra)
+        return EXIT_REQUEUED if requeued else code
+
+    def _on_signal(
+        self,
+        first: Received,
+        proc: subprocess.Popen[bytes],
+        signals: SignalCatcher,
+        history: list[dict[str, Any]],
+    ) -> int:
+        cfg = self.config
+        self.ledger.append("signal_received", signal=first.name, when=first.at)
+        if first.name == "INT":
+            stop_group(proc, cfg.stop_timeout)
+            self._end("cancelled", exit_code=proc.returncode, requeued=False, signal="INT")
+            return EXIT_STOPPED
+        if first.name == "TERM":
+            deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
+            self._checkpoint("preemption", deadline, proc, signals)
+            stop_group(proc, cfg.stop_timeout)
+            self._end(
+                "cancelled",
+                exit_code=proc.returncode,
+                requeued=False,
+                signal="TERM",
+                why="SIGTERM without a warning: scancel, or preemption/time limit without "
+                "--signal; Slurm decides whether the job comes back",
+            )
+            return EXIT_STOPPED
+        reason, seconds = self._classify_warning()
+        request_reason = "time_limit" if reason == "time_limit" else "preemption"
+        self._checkpoint(request_reason, first.at + max(1.0, seconds - MARGIN), proc, signals)
+        code = self._maybe_requeue(reason, history)
+        stop_group(proc, cfg.stop_timeout)
+        self._end(reason, exit_code=proc.returncode, requeued=code == EXIT_REQUEUED)
+        return code
+
+    def _classify_warning(self) -> tuple[str, float]:
+        """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint)."""
+        cfg = self.config
+        left = self._time_left()
+        if left is not None and left <= cfg.lead + TIME_LIMIT_SLACK:
+            return "time_limit", max(1.0, min(left, cfg.lead) - 8.0)
+        return "preempted", cfg.grace
+
+    def _time_left(self) -> float | None:
+        """Seconds until the time limit (``squeue -o %L``), or ``None``."""
+        job = self.env.get("SLURM_JOB_ID")
+        if not job:
+            return None
+        from hpclaunch.errors import TransportError
+        from hpclaunch.slurmtime import parse_time
+
+        try:
+            result = self.runner.run(["squeue", "-h", "-j", job, "-o", "%L"], timeout=10)
+            return float(parse_time(result.stdout.strip().splitlines()[0]))
+        except (TransportError, ValueError, IndexError):
+            return None
+
+    def _checkpoint(
+        self,
+        reason: str,
+        deadline: float,
+        proc: subprocess.Popen[bytes],
+        signals: SignalCatcher,
+    ) -> None:
+        requested_at = time.time()
+        control.write_json_atomic(
+            self.control / control.REQUEST,
+            {"reason": reason, "requested_at": requested_at, "deadline": deadline},
+        )
+        self.ledger.append("checkpoint_requested", reason=reason, deadline=deadline)
+        while time.time() < deadline:
+            done = control.read_json(self.control / control.DONE)
+            if done is not None and float(done.get("committed_at", 0)) >= requested_at:
+                self.committed = done
+                self.ledger.append(
+                    "checkpoint_committed",
+                    step=done.get("step"),
+                    seconds=done.get("seconds"),
+                    path=done.get("path"),
+                    after=round(time.time() - requested_at, 3),
+                )
+                return
+            if proc.poll() is not None:
+                break
+            got = signals.wait(_POLL)
+            if got is not None:
+                self.ledger.append("signal_received", signal=got.name, when=got.at)
+                if got.name in ("TERM", "INT"):
+                    break  # the grace is over: requeue now with what is committed
+        self.ledger.append("checkpoint_timeout", waited=round(time.time() - requested_at, 3))
+
+    def _maybe_requeue(self, reason: str, history: list[dict[str, Any]]) -> int:
+        decision = decide(
+            reason,
+            history,
+            max_requeues=self.config.max_requeues,
+            no_progress=self._no_progress(),
+        )
+        if not decision.requeue:
+            self.ledger.append("requeue_skipped", why=decision.why)
+            return EXIT_NOT_REQUEUED
+        if "SLURM_JOB_ID" not in self.env:
+            self.ledger.append("requeue_failed", target=None, why="not inside a Slurm job")
+            return EXIT_REQUEUE_FAILED
+        outcome = issue_requeue(self.runner, requeue_target(self.env))
+        if outcome.ok:
+            self.ledger.append("requeue_issued", target=outcome.target, why=decision.why)
+            return EXIT_REQUEUED
+        self.ledger.append(
+            "requeue_failed", target=outcome.target, why=outcome.why, missing=outcome.missing
+        )
+        return EXIT_REQUEUE_FAILED
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _last_step(self) -> int | None:
+        steps = [control.read_step(self.control / control.PROGRESS)]
+        if self.committed is not None:
+            steps.append(control.read_step(self.control / control.DONE))
+        known = [s for s in steps if s is not None]
+        return max(known) if known else None
+
+    def _no_progress(self) -> bool:
+        last = self._last_step()
+        return last is None or last == self.start_step
+
+    def _end(self, reason: str, *, exit_code: int | None, requeued: bool, **extra: Any) -> None:
+        last = self._last_step()
+        committed = None if self.committed is None else self.committed.get("step")
+        lost = None
+        if isinstance(last, int) and isinstance(committed, int):
+            lost = max(0, last - committed)
+        self.ledger.append(
+            "attempt_end",
+            reason=reason,
+            exit_code=exit_code,
+            requeued=requeued,
+            last_step=last,
+            committed_step=committed,
+            steps_lost=lost,
+            no_progress=self._no_progress(),
+            **extra,
+        )
+
+    def _log_tail(self, max_bytes: int = 65536) -> list[str]:
+        path = self.config.log_path
+        if path is None:
+            return []
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - max_bytes))
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if line.strip()][-60:]
+
+
+def error_line(lines: Sequence[str]) -> str | None:
+    """The last line that names an exception (``ValueError: ...``), else the last line
+    that is not srun's own."""
+    for line in reversed(lines):
+        match = _ERROR_LINE.match(line.strip())
+        if match:
+            return match.group(1)
+    for line in reversed(lines):
+        if not line.startswith("srun:"):
+            return line
+    return None
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process group of ``proc``, wait up to ``timeout``, SIGKILL what is left.
+
+    The group outlives its leader when a child ignores SIGTERM or daemonizes, so the wait is
+    for the whole group (``killpg(pgid, 0)``), not only ``proc``.
+    """
+    pgid = proc.pid  # start_new_session=True: the leader's pid is the group id
+    _killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.05)
+    else:
+        _killpg(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        _killpg(pgid, signal.SIGKILL)
+        proc.wait()
+    end = time.monotonic() + 2
+    while _group_alive(pgid) and time.monotonic() < end:
+        _killpg(pgid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is in group ``pgid``.
+
+    Zombies answer ``kill(0)`` too, and an orphaned one may wait seconds for its reaper, so
+    ``/proc`` is read where it exists (Linux); elsewhere ``killpg(pgid, 0)`` decides.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return bool(group_members(pgid))
+
+
+def group_members(pgid: int) -> list[int]:
+    """The pids of live (not zombie) processes in group ``pgid`` (Linux ``/proc``)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # fields: state ppid pgrp ... (proc(5))
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members

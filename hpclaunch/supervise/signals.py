@@ -1,0 +1,88 @@
+"""Catch the signals Slurm sends the batch shell, and remember them in order.
+
+Slurm 22.05 sends the batch shell (where the sidecar runs):
+
+* ``--signal=B:USR1@T`` (or USR2): T seconds before the time limit, and, only with
+  ``SlurmctldParameters=preempt_send_user_signal``, at once when the job is preempted
+  (slurm.conf(5)); without it the batch shell hears nothing until the grace time ends;
+* SIGTERM: at preemption without a user signal (after GraceTime), at ``scancel``, at the
+  time limit, and after ``scontrol requeue``; SIGKILL follows ``KillWait`` seconds later;
+* SIGINT: only when a person presses Ctrl-C in an interactive allocation.
+
+The handlers only record the signal; the sidecar's loop decides what to do.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+
+__all__ = ["HANDLED", "Received", "SignalCatcher"]
+
+HANDLED: tuple[signal.Signals, ...] = (
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGTERM,
+    signal.SIGINT,
+)
+
+
+@dataclass(frozen=True)
+class Received:
+    """One caught signal.
+
+    Attributes:
+        name: ``USR1``, ``USR2``, ``TERM`` or ``INT``.
+        at: When it arrived (unix seconds).
+    """
+
+    name: str
+    at: float
+
+
+class SignalCatcher:
+    """A context manager that records :data:`HANDLED` signals instead of dying of them."""
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = HANDLED) -> None:
+        self._signals = signals
+        self._queue: deque[Received] = deque()
+        self._event = threading.Event()
+        self._old: dict[signal.Signals, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._queue.append(Received(signal.Signals(signum).name.removeprefix("SIG"), time.time()))
+        self._event.set()
+
+    def __enter__(self) -> SignalCatcher:
+        for sig in self._signals:
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+    def pop(self) -> Received | None:
+        """The oldest signal not yet handled, or ``None``."""
+        try:
+            return self._queue.popleft()
+        except IndexError:
+            self._event.clear()
+            return None
+
+    def wait(self, timeout: float) -> Received | None:
+        """Wait up to ``timeout`` seconds for a signal and return it (``None``: none came)."""
+        got = self.pop()
+        if got is not None:
+            return got
+        self._event.wait(max(0.0, timeout))
+        return self.pop()

@@ -1,0 +1,256 @@
+"""The sidecar on the real cluster: preemption → checkpoint → requeue → exact resume.
+
+All jobs are submitted at once (module fixture) and checked by separate tests, so the
+module takes about as long as its slowest job (the time-limit one, ~1.5 min):
+
+* torchrun, 2 nodes, tier low, holding a GPU per node: preempted by a critical job that
+  takes every GPU of its nodes. Slurm sends B:USR1 at once (preempt_send_user_signal), the
+  sidecar requests a checkpoint, the trainer (examples/ddp_train.py) commits, the sidecar
+  requeues, attempt 1 resumes from the committed step; final weights equal an uninterrupted
+  twin's bit for bit.
+* srun launcher, 2 nodes: the same flow with the warning delivered by
+  ``scancel --batch --signal=USR1`` (what ``--signal=B:USR1`` does).
+* a command that raises: not requeued, ``user_error`` with the traceback's last line.
+* a 1-minute job with a 30 s signal lead and max_requeues 1: checkpoints and requeues once at
+  the time limit, then the cap stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 150
+TRAIN = ["python", "examples/ddp_train.py", "--steps", str(STEPS), "--every", "1000"]
+VENV = str(Path(__file__).resolve().parents[2] / ".venv")
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+
+@dataclass
+class Jobs:
+    cli: Cli
+    shared: Path  # a directory every node sees (not /tmp)
+    ids: dict[str, str]
+    preemptor: str = ""
+
+    def job_dir(self, name: str) -> Path:
+        return Path(self.cli.submitted()[self.ids[name]]["job_dir"])
+
+    def events(self, name: str) -> dict[str, Any]:
+        out = self.cli("events", self.ids[name], "--json")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert isinstance(data, dict)
+        return data
+
+    def state(self, name: str) -> str:
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", self.ids[name], "-o", "State"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = out.stdout.split()
+        return lines[0] if lines else "UNKNOWN"
+
+    def wait_final(self, name: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.state(name)
+            # squeue is the truth while the job lives: a requeued job is PENDING again
+            queued = subprocess.run(
+                ["squeue", "-h", "-j", self.ids[name], "-o", "%T"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            if not queued and state.split()[0] in FINAL:
+                return state
+            assert time.monotonic() < deadline, f"{name} ({self.ids[name]}) still {state}"
+            time.sleep(0.5)
+
+    def wait_progress(self, name: str, step: int, timeout: float = 60) -> None:
+        path = self.job_dir(name) / "control" / "progress.json"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if json.loads(path.read_text())["step"] >= step:
+                    return
+            except (OSError, ValueError, KeyError):
+                pass
+            assert time.monotonic() < deadline, f"{name} never reached step {step}"
+            time.sleep(0.1)
+
+
+def _submit(cli: Cli, spec_dir: Path, key: str, **fields: Any) -> str:
+    spec = {"name": f"it-sc-{key}-{uuid.uuid4().hex[:6]}", "project": "research", **fields}
+    path = spec_dir / f"{key}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = cli("submit", str(path))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
+    tmp = tmp_path_factory.mktemp("sidecar")
+    cli = Cli(tmp / "state")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+
+    def train(key: str) -> list[str]:
+        out = shared / key
+        return [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
+
+    common = {"venv": VENV, "resources": {"nodes": 2, "time": "00:05:00", "mem": "200M"}}
+    ids = {
+        # GPUs so that the critical job must preempt it; tier low: preemptible, grace 10 s.
+        "torchrun": _submit(
+            cli,
+            tmp,
+            "torchrun",
+            command=train("torchrun"),
+            launcher="torchrun",
+            tier="low",
+            venv=VENV,
+            resources={"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "200M"},
+        ),
+        "twin": _submit(cli, tmp, "twin", command=train("twin"), launcher="torchrun", **common),
+        "srun": _submit(
+            cli, tmp, "srun", command=train("srun"), launcher="srun", tier="low", **common
+        ),
+        "raises": _submit(
+            cli,
+            tmp,
+            "raises",
+            command=["python", "-c", "import sys; print('x'); raise ValueError('it-boom')"],
+            launcher="srun",
+            tier="low",
+            venv=VENV,
+            resources={"time": "00:02:00", "mem": "100M"},
+        ),
+        "timelimit": _submit(
+            cli,
+            tmp,
+            "timelimit",
+            command=[*train("timelimit")[:3], "100000", *train("timelimit")[4:]],
+            launcher="torchrun",
+            tier="low",
+            venv=VENV,
+            checkpoint={"signal_lead_time": 30, "max_requeues": 1},
+            resources={"time": "1", "mem": "200M"},
+        ),
+    }
+    jobs = Jobs(cli, shared, ids)
+    # Interrupt both resumable jobs mid-run, in parallel, before any test waits.
+    jobs.wait_progress("torchrun", 30)
+    jobs.preemptor = _preempt(ids["torchrun"])
+    jobs.wait_progress("srun", 30)
+    # What --signal=B:USR1 delivers at preemption (preempt_send_user_signal) or time limit.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", ids["srun"]], check=True)
+    yield jobs
+    subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
+    shutil.rmtree(shared, ignore_errors=True)
+    subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def _steps(shared: Path, key: str, attempt: int) -> list[int]:
+    path = shared / key / f"steps-attempt-{attempt}.log"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def _by(events: list[dict[str, Any]], attempt: int) -> dict[str, dict[str, Any]]:
+    return {e["event"]: e for e in events if e["attempt"] == attempt}
+
+
+def _assert_exact_resume(jobs: Jobs, key: str) -> None:
+    data = jobs.events(key)
+    ledger = data["ledger"]
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert first["signal_received"]["signal"] == "USR1"
+    assert first["checkpoint_requested"]["reason"] == "preemption"
+    committed = first["checkpoint_committed"]["step"]
+    assert first["requeue_issued"]["target"] == jobs.ids[key]
+    assert first["attempt_end"]["reason"] == "preempted"
+    assert first["attempt_end"]["steps_lost"] == 0
+    assert second["attempt_start"]["progress_step"] == committed
+    assert second["attempt_end"]["reason"] == "success"
+    # rank 0's step logs: attempt 0 trained 1..committed, attempt 1 committed+1..STEPS
+    before, after = _steps(jobs.shared, key, 0), _steps(jobs.shared, key, 1)
+    assert before == list(range(1, committed + 1))
+    assert after == list(range(committed + 1, STEPS + 1))
+    assert 0 < committed < STEPS
+    # Slurm saw two attempts (sacct -D)
+    states = [a["state"] for a in data["attempts"]]
+    assert len(states) == 2, states
+    assert states[-1] == "COMPLETED"
+
+
+def _preempt(job_id: str) -> str:
+    """Submit a critical job that needs every GPU of ``job_id``'s nodes; return its id."""
+    nodes = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", "-N2"]
+    argv += [f"--nodelist={nodes}", "--gres=gpu:4", "--time=1", "--mem=50M"]
+    argv += ["--output=/dev/null", "--job-name=it-sc-preemptor", "--wrap=sleep 3"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_torchrun_preempted_by_a_critical_job_resumes_exactly(jobs: Jobs) -> None:
+    assert jobs.wait_final("torchrun", 120) == "COMPLETED"
+    _assert_exact_resume(jobs, "torchrun")
+    assert jobs.wait_final("twin", 60) == "COMPLETED"
+    twin = (jobs.shared / "twin" / "final.sha256").read_text()
+    assert (jobs.shared / "torchrun" / "final.sha256").read_text() == twin
+
+
+def test_srun_launcher_warned_checkpoints_requeues_and_resumes(jobs: Jobs) -> None:
+    assert jobs.wait_final("srun", 120) == "COMPLETED"
+    _assert_exact_resume(jobs, "srun")
+    assert jobs.wait_final("twin", 60) == "COMPLETED"
+    twin = (jobs.shared / "twin" / "final.sha256").read_text()
+    assert (jobs.shared / "srun" / "final.sha256").read_text() == twin
+
+
+def test_user_error_is_not_requeued(jobs: Jobs) -> None:
+    assert jobs.wait_final("raises", 60) == "FAILED"
+    data = jobs.events("raises")
+    end = _by(data["ledger"], 0)["attempt_end"]
+    assert end["reason"] == "user_error"
+    assert end["requeued"] is False
+    assert end["error_line"] == "ValueError: it-boom"
+    assert [e for e in data["ledger"] if e["attempt"] != 0] == []
+    assert len(data["attempts"]) == 1
+    text = jobs.cli("events", jobs.ids["raises"])
+    assert "attempt_end reason=user_error" in text.stdout
+    assert "ValueError: it-boom" in text.stdout
+
+
+def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> None:
+    jobs.wait_final("timelimit", 170)
+    ledger = jobs.events("timelimit")["ledger"]
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert first["checkpoint_requested"]["reason"] == "time_limit"
+    assert first["attempt_end"]["reason"] == "time_limit"
+    assert first["attempt_end"]["requeued"] is True
+    committed = first["checkpoint_committed"]["step"]
+    assert second["attempt_start"]["progress_step"] == committed
+    assert "max_requeues (1)" in second["requeue_skipped"]["why"]
+    assert second["attempt_end"]["requeued"] is False
+    assert not [e for e in ledger if e["attempt"] > 1]

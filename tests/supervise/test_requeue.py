@@ -1,0 +1,70 @@
+"""``scontrol requeue`` (through a fake runner) and the retry policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpclaunch.errors import ProgramNotFound
+from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target
+from tests.unit.fakes import FakeRunner, result
+
+
+def test_target_is_array_aware() -> None:
+    assert requeue_target({"SLURM_JOB_ID": "77"}) == "77"
+    env = {"SLURM_JOB_ID": "80", "SLURM_ARRAY_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}
+    assert requeue_target(env) == "77_3"
+
+
+def test_issue_requeue_ok_refused_and_missing() -> None:
+    ok = FakeRunner(lambda argv: result(argv))
+    assert issue_requeue(ok, "77_3").ok
+    assert ok.calls == [("scontrol", "requeue", "77_3")]
+    refused = FakeRunner(lambda argv: result(argv, 1, err="Requested operation is disabled"))
+    outcome = issue_requeue(refused, "77")
+    assert not outcome.ok
+    assert outcome.why == "Requested operation is disabled"
+
+    def missing(argv: tuple[str, ...]) -> Any:
+        raise ProgramNotFound("scontrol")
+
+    gone = issue_requeue(FakeRunner(missing), "77")
+    assert gone.missing
+    assert not gone.ok
+
+
+def _end(reason: str, *, requeued: bool = True, no_progress: bool = False) -> dict[str, Any]:
+    return {
+        "event": "attempt_end",
+        "reason": reason,
+        "requeued": requeued,
+        "no_progress": no_progress,
+    }
+
+
+def test_preemption_is_requeued_without_limit() -> None:
+    history = [_end("preempted") for _ in range(20)]
+    assert decide("preempted", history, max_requeues=1, no_progress=False).requeue
+
+
+def test_time_limit_and_node_failure_are_capped_together() -> None:
+    history = [_end("time_limit"), _end("preempted"), _end("node_failure")]
+    assert decide("time_limit", history, max_requeues=3, no_progress=False).requeue
+    refused = decide("time_limit", history, max_requeues=2, no_progress=False)
+    assert not refused.requeue
+    assert "max_requeues (2)" in refused.why
+    assert not decide("time_limit", [], max_requeues=0, no_progress=False).requeue
+
+
+def test_user_error_is_never_requeued() -> None:
+    assert not decide("user_error", [], max_requeues=5, no_progress=False).requeue
+
+
+def test_crash_loop_breaker_after_two_attempts_without_progress() -> None:
+    one = [_end("preempted", no_progress=True)]
+    tripped = decide("preempted", one, max_requeues=5, no_progress=True)
+    assert not tripped.requeue
+    assert "crash-loop breaker" in tripped.why
+    # progress in between resets the count
+    broken = [_end("preempted", no_progress=True), _end("preempted")]
+    assert decide("preempted", broken, max_requeues=5, no_progress=True).requeue
+    assert decide("preempted", [], max_requeues=5, no_progress=True).requeue

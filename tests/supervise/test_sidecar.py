@@ -1,0 +1,226 @@
+"""The sidecar with real child processes and real signals (no Slurm: the launch runs
+``node-exec`` directly, as a single node; scontrol/squeue answer from a fake runner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpclaunch.errors import ProgramNotFound
+from hpclaunch.supervise import control
+from hpclaunch.supervise.ledger import Ledger, read_ledger
+from hpclaunch.supervise.sidecar import (
+    EXIT_NOT_REQUEUED,
+    EXIT_REQUEUE_FAILED,
+    EXIT_REQUEUED,
+    Sidecar,
+    SidecarConfig,
+)
+from hpclaunch.transport.base import CommandResult
+from tests.unit.fakes import FakeRunner, result
+
+TRAINER = str(Path(__file__).with_name("trainer.py"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def slurm_answers(time_left: str = "10:00") -> FakeRunner:
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue":
+            return result(argv, out=f"{time_left}\n")
+        return result(argv)
+
+    return FakeRunner(answer)
+
+
+def config(tmp_path: Path, *trainer_args: str, **fields: Any) -> SidecarConfig:
+    env = dict(os.environ, SLURM_JOB_ID="4242", PYTHONPATH=str(REPO))
+    env.pop("SLURM_JOB_NODELIST", None)
+    fields.setdefault("grace", 3.0)
+    fields.setdefault("stop_timeout", 1.0)
+    return SidecarConfig(
+        launcher="srun",
+        command=(sys.executable, TRAINER, *trainer_args),
+        python=sys.executable,
+        job_dir=tmp_path,
+        env=env,
+        **fields,
+    )
+
+
+@pytest.fixture
+def signal_at_step(tmp_path: Path) -> Iterator[Any]:
+    """signal_at_step(sig, step): send ``sig`` to this process once the trainer reports
+    ``step`` (the sidecar runs in this process)."""
+    threads: list[threading.Thread] = []
+
+    def arm(sig: signal.Signals, step: int) -> None:
+        def wait_then_kill() -> None:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if (control.read_step(tmp_path / "control" / control.PROGRESS) or 0) >= step:
+                    os.kill(os.getpid(), sig)
+                    return
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=wait_then_kill, daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    yield arm
+    for thread in threads:
+        thread.join(timeout=1)
+
+
+def events(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """The last event of each kind."""
+    return {e["event"]: e for e in read_ledger(tmp_path)}
+
+
+def test_success_passes_through(tmp_path: Path) -> None:
+    code = Sidecar(config(tmp_path, "--steps", "3"), slurm_answers()).run()
+    assert code == 0
+    ev = events(tmp_path)
+    assert ev["attempt_start"]["argv"][:4] == [
+        sys.executable,
+        "-m",
+        "hpclaunch.supervise",
+        "node-exec",
+    ]
+    assert ev["attempt_end"]["reason"] == "success"
+    assert ev["attempt_end"]["last_step"] == 3
+    assert oct((tmp_path / "control").stat().st_mode & 0o777) == "0o700"
+
+
+def test_preemption_signal_checkpoints_then_requeues(tmp_path: Path, signal_at_step: Any) -> None:
+    runner = slurm_answers(time_left="30:00")
+    signal_at_step(signal.SIGUSR1, 4)
+    started = time.monotonic()
+    code = Sidecar(config(tmp_path, "--steps", "1000"), runner).run()
+    assert code == EXIT_REQUEUED
+    assert time.monotonic() - started < 10  # the trainer's 30 s sleep was cut short
+    assert ("scontrol", "requeue", "4242") in runner.calls
+    request = json.loads((tmp_path / "control" / control.REQUEST).read_text())
+    assert request["reason"] == "preemption"
+    assert request["deadline"] - request["requested_at"] <= 3
+    ev = events(tmp_path)
+    assert ev["signal_received"]["signal"] == "USR1"
+    assert ev["checkpoint_committed"]["step"] >= 4
+    assert ev["requeue_issued"]["target"] == "4242"
+    end = ev["attempt_end"]
+    assert end["reason"] == "preempted"
+    assert end["requeued"] is True
+    assert end["steps_lost"] == 0
+    assert end["committed_step"] == ev["checkpoint_committed"]["step"]
+
+
+def test_warning_near_the_end_is_the_time_limit(tmp_path: Path, signal_at_step: Any) -> None:
+    signal_at_step(signal.SIGUSR2, 2)
+    code = Sidecar(config(tmp_path, "--steps", "1000", lead=30), slurm_answers("0:30")).run()
+    assert code == EXIT_REQUEUED
+    assert events(tmp_path)["attempt_end"]["reason"] == "time_limit"
+    assert (
+        json.loads((tmp_path / "control" / control.REQUEST).read_text())["reason"] == "time_limit"
+    )
+
+
+def test_no_orphan_survives(tmp_path: Path, signal_at_step: Any) -> None:
+    pids_file = tmp_path / "pids"
+    signal_at_step(signal.SIGUSR1, 2)
+    args = ("--steps", "1000", "--ignore-term", "--grandchild", "--no-checkpoint")
+    args += ("--pids", str(pids_file))
+    code = Sidecar(config(tmp_path, *args, grace=1.5), slurm_answers()).run()
+    assert code == EXIT_REQUEUED  # no checkpoint in time: requeued with what was committed
+    ev = events(tmp_path)
+    assert "checkpoint_timeout" in ev
+    pids = [int(p) for p in pids_file.read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert not _alive(pid), f"process {pid} of the launch survived"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def test_scontrol_missing_gives_exit_75(tmp_path: Path, signal_at_step: Any) -> None:
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "scontrol":
+            raise ProgramNotFound("scontrol")
+        return result(argv, out="30:00\n")
+
+    signal_at_step(signal.SIGUSR1, 2)
+    code = Sidecar(config(tmp_path, "--steps", "1000"), FakeRunner(answer)).run()
+    assert code == EXIT_REQUEUE_FAILED == 75
+    failed = events(tmp_path)["requeue_failed"]
+    assert failed["missing"] is True
+    assert "scontrol" in failed["why"]
+
+
+def test_crash_loop_breaker_stops_requeuing(tmp_path: Path, signal_at_step: Any) -> None:
+    # The previous attempt was requeued without progress, and ended at step 5.
+    control.prepare(tmp_path / "control")
+    control.write_json_atomic(tmp_path / "control" / control.PROGRESS, {"step": 5})
+    Ledger(tmp_path, 0).append("attempt_end", reason="preempted", requeued=True, no_progress=True)
+    runner = slurm_answers()
+    # This attempt's trainer never gets further than step 5 before the signal.
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    code = Sidecar(config(tmp_path, "--steps", "1000", "--sleep", "100", attempt=1), runner).run()
+    assert code == EXIT_NOT_REQUEUED
+    assert not any(call[0] == "scontrol" for call in runner.calls)
+    ev = events(tmp_path)
+    assert "crash-loop breaker" in ev["requeue_skipped"]["why"]
+    assert ev["attempt_end"]["no_progress"] is True
+
+
+def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
+    ctl = control.prepare(tmp_path / "control")
+    control.write_json_atomic(ctl / control.REQUEST, {"reason": "preemption", "requested_at": 1})
+    control.write_json_atomic(ctl / control.DONE, {"step": 9, "committed_at": 2})
+    assert Sidecar(config(tmp_path, "--steps", "1"), slurm_answers()).run() == 0
+    stale = [e for e in read_ledger(tmp_path) if e["event"] == "stale_control_file"]
+    assert [(e["file"], e["content"]) for e in stale] == [
+        (control.REQUEST, {"reason": "preemption", "requested_at": 1}),
+        (control.DONE, {"step": 9, "committed_at": 2}),
+    ]
+    assert not (ctl / control.REQUEST).exists()
+
+
+def test_user_error_through_the_command_line(tmp_path: Path) -> None:
+    """``python -m hpclaunch.supervise run`` as the batch script runs it: the exit code
+    passes through, no requeue, and the ledger quotes the traceback's last line."""
+    log = tmp_path / "attempt-0.log"
+    env = dict(os.environ, PYTHONPATH=str(REPO), HPCLAUNCH_JOB_DIR=str(tmp_path))
+    env.update(HPCLAUNCH_LOG_DIR=str(tmp_path), HPCLAUNCH_ATTEMPT="0")
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        env.pop(name, None)
+    argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun", "--"]
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [*argv, sys.executable, TRAINER, "--fail"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=30,
+            check=False,
+        )
+    assert proc.returncode == 1
+    end = events(tmp_path)["attempt_end"]
+    assert end["reason"] == "user_error"
+    assert end["requeued"] is False
+    assert end["exit_code"] == 1
+    assert end["error_line"] == "ValueError: boom at step 3"
+    assert any("Traceback" in line for line in end["tail"])

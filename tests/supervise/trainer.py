@@ -1,0 +1,64 @@
+"""A tiny stand-in trainer for the supervise tests (no torch): counts steps, reports
+progress, answers checkpoint requests through the control files, and can misbehave.
+
+    python trainer.py --steps N [--fail] [--ignore-term] [--grandchild] [--no-checkpoint]
+                      [--pids FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def write(path: Path, data: dict[str, object]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--sleep", type=float, default=0.05)
+    parser.add_argument("--fail", action="store_true")
+    parser.add_argument("--ignore-term", action="store_true")
+    parser.add_argument("--grandchild", action="store_true")
+    parser.add_argument("--no-checkpoint", action="store_true")
+    parser.add_argument("--pids", type=Path)
+    args = parser.parse_args()
+    control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
+    pids = [os.getpid()]
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.grandchild:
+        code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+        pids.append(subprocess.Popen([sys.executable, "-c", code]).pid)
+    if args.pids:
+        args.pids.write_text(" ".join(map(str, pids)))
+    print(f"env RANK={os.environ.get('RANK')} WORLD_SIZE={os.environ.get('WORLD_SIZE')}")
+    print(f"attempt {os.environ.get('HPCLAUNCH_ATTEMPT')}", flush=True)
+    for step in range(1, args.steps + 1):
+        time.sleep(args.sleep)
+        write(control / "progress.json", {"step": step, "at": time.time()})
+        if args.fail and step == 3:
+            raise ValueError("boom at step 3")
+        request = control / "checkpoint-request.json"
+        if request.exists() and not args.no_checkpoint:
+            write(
+                control / "checkpoint-done.json",
+                {"step": step, "path": "ckpt", "seconds": 0.01, "committed_at": time.time()},
+            )
+            print(f"checkpointed at {step}", flush=True)
+            time.sleep(30)  # wait to be stopped, like a trainer under torchrun would
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
