@@ -11,7 +11,8 @@
     │  ├─ ConnectError        the cluster (or a program on it) cannot be reached
     │  │  └─ ProgramNotFound  e.g. ``sbatch`` is not on PATH
     │  ├─ CommandFailed       non-zero exit; ``.result`` holds argv, exit code, output
-    │  └─ CommandTimeout      no answer within the timeout
+    │  ├─ CommandTimeout      no answer within the timeout
+    │  └─ ConnectionDropped   the link died while a command ran (it may have run)
     ├─ BackendError           Slurm itself said no
     │  ├─ SubmissionError     sbatch refused the job; ``.result`` holds its answer
     │  ├─ BackendUnavailable  the backend cannot be used (controller down, missing extra)
@@ -44,6 +45,7 @@ __all__ = [
     "CommandTimeout",
     "ConfigError",
     "ConnectError",
+    "ConnectionDropped",
     "HpclaunchError",
     "JobNotFound",
     "LaunchFailed",
@@ -163,6 +165,23 @@ class CommandTimeout(TransportError):
         super().__init__(msg, hint="is the Slurm controller overloaded or unreachable?")
         self.argv = tuple(argv)
         self.timeout = timeout
+
+
+class ConnectionDropped(TransportError):
+    """The connection died while a command was running: it may or may not have run.
+
+    Attributes:
+        argv: The command that was running.
+    """
+
+    def __init__(self, argv: Sequence[str], where: str, *, detail: str = "") -> None:
+        msg = f"connection to {where} dropped while running: {_join(argv)}"
+        super().__init__(
+            msg + (f" ({detail})" if detail else ""),
+            hint="the command may have run; check the network and retry (hpclaunch "
+            "reconnects on the next command)",
+        )
+        self.argv = tuple(argv)
 
 
 class BackendError(HpclaunchError):

@@ -10,17 +10,37 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["LogTail", "attempt_logs", "attempt_of"]
+__all__ = ["LogTail", "RemoteFiles", "attempt_logs", "attempt_of"]
+
+
+class RemoteFiles(Protocol):
+    """Reads files where the job runs (e.g. :class:`~hpclaunch.transport.ssh.SSHRunner`)."""
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in ``path`` (a missing directory: none)."""
+        ...
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes:
+        """The bytes of ``path`` from ``offset`` on."""
+        ...
+
 
 _ATTEMPT_LOG = re.compile(r"^attempt-(\d+)\.log$")
 
 
-def attempt_logs(log_dir: str | Path) -> list[Path]:
-    """The attempt logs in ``log_dir``, oldest attempt first (missing dir: none)."""
+def attempt_logs(log_dir: str | Path, files: RemoteFiles | None = None) -> list[Path]:
+    """The attempt logs in ``log_dir``, oldest attempt first (missing dir: none).
+
+    ``files``: list the directory there (over SSH) instead of on this machine.
+    """
     found: list[tuple[int, Path]] = []
     try:
-        entries = list(Path(log_dir).iterdir())
+        if files is not None:
+            entries = [Path(log_dir) / name for name in files.listdir(str(log_dir))]
+        else:
+            entries = list(Path(log_dir).iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
     for path in entries:
@@ -48,11 +68,12 @@ class LogTail:
 
     Only whole lines are returned; a partial last line waits for its newline (or for
     ``final=True``, once the job has ended). With ``attempt`` set, only that attempt's log
-    is read.
+    is read. With ``files``, the logs are read there (on the cluster, over SSH).
     """
 
     log_dir: str | Path
     attempt: int | None = None
+    files: RemoteFiles | None = None
     _offsets: dict[Path, int] = field(default_factory=dict)
     _partial: dict[Path, bytes] = field(default_factory=dict)
 
@@ -63,7 +84,7 @@ class LogTail:
     def read_new_by_attempt(self, *, final: bool = False) -> list[tuple[int, list[str]]]:
         """Like :meth:`read_new`, grouped by attempt: ``[(attempt, lines), ...]``."""
         grouped: list[tuple[int, list[str]]] = []
-        for path in attempt_logs(self.log_dir):
+        for path in attempt_logs(self.log_dir, self.files):
             number = attempt_of(path)
             if self.attempt is not None and number != self.attempt:
                 continue
@@ -73,10 +94,14 @@ class LogTail:
         return grouped
 
     def _read(self, path: Path, final: bool) -> list[str]:
-        with path.open("rb") as handle:
-            handle.seek(self._offsets.get(path, 0))
-            chunk = handle.read()
-            self._offsets[path] = handle.tell()
+        offset = self._offsets.get(path, 0)
+        if self.files is not None:
+            chunk = self.files.read_bytes(str(path), offset)
+        else:
+            with path.open("rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read()
+        self._offsets[path] = offset + len(chunk)
         data = self._partial.pop(path, b"") + chunk
         *complete, rest = data.split(b"\n")
         if rest and final:

@@ -52,3 +52,12 @@ ensure_cluster() {
   say "starting the $mode test cluster"
   "$CLUSTER" --mode "$mode" up
 }
+
+# Debian's OpenSSH server, for the SSH integration tests (tests/integration/sshd.py starts
+# private instances; the package's own service is not started: policy-rc.d).
+ensure_sshd_package() {
+  if [[ ! -x /usr/sbin/sshd ]]; then
+    say "installing openssh-server (for the SSH tests)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server >/dev/null
+  fi
+}

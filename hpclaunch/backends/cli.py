@@ -26,6 +26,7 @@ from hpclaunch.errors import (
     BackendError,
     BackendUnavailable,
     CommandTimeout,
+    ConnectionDropped,
     HpclaunchError,
     ProgramNotFound,
     SubmissionError,
@@ -106,6 +107,8 @@ class CliBackend(Backend):
             result = self._run(job.sbatch_argv)
         except CommandTimeout as exc:
             return self._recover(sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc)
+        except ConnectionDropped as exc:  # over SSH: sbatch may have run; the runner reconnects
+            return self._recover(sid, "the connection dropped while sbatch ran", exc)
         if not result.ok:
             if any(text in result.stderr for text in _LOST_REPLY):
                 lost = f"sbatch lost its reply: {first_line(result)}"

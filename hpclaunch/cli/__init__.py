@@ -82,9 +82,27 @@ def report_error(exc: HpclaunchError) -> None:
     metavar="NAME",
     help="How to talk to Slurm [env: HPCLAUNCH_BACKEND; default: cli].",
 )
+@click.option(
+    "--remote",
+    metavar="[USER@]HOST[:PORT]",
+    help="Run Slurm's commands on this login node over SSH (a Host alias of ~/.ssh/config "
+    "works) [env: HPCLAUNCH_REMOTE; default: the site's, else this machine].",
+)
+@click.option(
+    "--accept-new-host-key",
+    is_flag=True,
+    help="With --remote: record the login node's host key in known_hosts if it is not "
+    "known yet (a changed key is always refused).",
+)
 @click.version_option(package_name="hpclaunch", prog_name="hpclaunch")
 @click.pass_context
-def cli(ctx: click.Context, site: str | None, backend: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    site: str | None,
+    backend: str | None,
+    remote: str | None = None,
+    accept_new_host_key: bool = False,
+) -> None:
     """Submit and follow ML jobs on Slurm from a job spec (YAML).
 
     Settings come from, lowest first: built-in defaults, the site's defaults, the user
@@ -92,7 +110,10 @@ def cli(ctx: click.Context, site: str | None, backend: str | None) -> None:
     """
     from hpclaunch.cli._app import App
 
-    ctx.obj = App(cli_values={"site": site, "backend": backend})
+    ctx.obj = App(
+        cli_values={"site": site, "backend": backend, "remote": remote},
+        accept_new_host_key=accept_new_host_key,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

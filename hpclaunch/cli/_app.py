@@ -16,11 +16,11 @@ from hpclaunch.config.settings import (
     resolve_settings,
     user_config_path,
 )
-from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.logs import RemoteFiles
     from hpclaunch.transport.base import Runner
 
 
@@ -33,10 +33,15 @@ class App:
     """
 
     def __init__(
-        self, cli_values: Mapping[str, str | None], env: Mapping[str, str] | None = None
+        self,
+        cli_values: Mapping[str, str | None],
+        env: Mapping[str, str] | None = None,
+        *,
+        accept_new_host_key: bool = False,
     ) -> None:
         self.cli_values = dict(cli_values)
         self.env = os.environ if env is None else env
+        self.accept_new_host_key = accept_new_host_key
         self._sites: dict[str, SiteConfig] = {}
 
     @functools.cached_property
@@ -52,8 +57,8 @@ class App:
         )
 
     def _site_defaults(self, name: str) -> dict[str, str | None]:
-        defaults = self._load_site(name).defaults
-        return {"backend": defaults.backend, "remote": defaults.remote}
+        site = self._load_site(name)
+        return {"backend": site.defaults.backend, "remote": site.defaults.remote or site.login}
 
     def _load_site(self, name: str) -> SiteConfig:
         if name not in self._sites:
@@ -69,18 +74,37 @@ class App:
         assert name is not None  # the built-in default names one
         return self._load_site(name)
 
+    @property
+    def is_remote(self) -> bool:
+        """Whether Slurm is reached over SSH (a ``remote`` is set)."""
+        return bool(self.settings.remote.value)
+
     @functools.cached_property
     def runner(self) -> Runner:
-        """Where Slurm's commands run (this machine; SSH comes later)."""
-        remote = self.settings.remote
-        if remote.value:
-            raise ConfigError(
-                f"remote {remote.describe()} is set, but the SSH transport is not available yet",
-                hint="unset it, and run hpclaunch on a machine that has Slurm's commands",
-            )
-        from hpclaunch.transport.local import LocalRunner
+        """Where Slurm's commands run: this machine, or the ``remote`` login node over SSH
+        (one connection for the whole command, closed at exit)."""
+        remote = self.settings.remote.value
+        if not remote:
+            from hpclaunch.transport.local import LocalRunner
 
-        return LocalRunner()
+            return LocalRunner()
+        import atexit
+
+        from hpclaunch.transport.ssh import SSHRunner
+
+        runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
+        atexit.register(runner.close)
+        return runner
+
+    @functools.cached_property
+    def home(self) -> str:
+        """The user's home where Slurm runs (asked once over SSH when remote)."""
+        from hpclaunch.transport.ssh import SSHRunner
+
+        runner = self.runner if self.is_remote else None
+        if isinstance(runner, SSHRunner):
+            return runner.home()
+        return os.path.expanduser("~")
 
     @functools.cached_property
     def backend(self) -> Backend:
@@ -90,3 +114,13 @@ class App:
         name = self.settings.backend.value
         assert name is not None  # the built-in default names one
         return create_backend(name, self.runner, self.site)
+
+
+def remote_files(app: App) -> RemoteFiles | None:
+    """How to read the job's files when Slurm is remote (``None``: they are local)."""
+    if not app.is_remote:
+        return None
+    from hpclaunch.transport.ssh import SSHRunner
+
+    runner = app.runner
+    return runner if isinstance(runner, SSHRunner) else None

@@ -9,16 +9,29 @@ from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec import load_spec
 
 
-def plan_spec(app: App, spec_path: str, submission_id: str | None = None) -> SubmissionPlan:
-    """Load ``spec_path`` and plan it on the app's site, from the current directory.
+def plan_spec(
+    app: App,
+    spec_path: str,
+    submission_id: str | None = None,
+    *,
+    cwd: str | None = None,
+) -> SubmissionPlan:
+    """Load ``spec_path`` and plan it on the app's site.
 
     ``submission_id``: the caller's own (``submit --submission-id``); default: a new one.
+    ``cwd``: where the job starts when the spec names no workdir, and where relative paths
+    start (``submit --sync``: the snapshot). Default: the current directory on this machine;
+    over SSH, the job directory (a local path means nothing on the cluster).
     """
     spec = load_spec(spec_path)
+    if cwd is not None and spec.workdir is None:
+        spec = spec.model_copy(update={"workdir": cwd})
+    elif cwd is None and not app.is_remote:
+        cwd = os.getcwd()
     return build_plan(
         spec,
         app.site,
         submission_id=submission_id or new_submission_id(),
-        home=os.path.expanduser("~"),
-        cwd=os.getcwd(),
+        home=app.home,
+        cwd=cwd,
     )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.cli._app import App, remote_files
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def logs_command(
     from hpclaunch.logs import LogTail
 
     record = _record(job_id)
-    tail = LogTail(record.logs, attempt=attempt)
+    tail = LogTail(record.logs, attempt=attempt, files=remote_files(app))
     printer = _Printer(tail)
     if not follow:
         if not printer.print_new(final=True):

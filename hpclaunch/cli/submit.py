@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.cli._app import App, remote_files
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.render import RenderedJob
+    from hpclaunch.sync import Tree
 
 
 @click.command("submit")
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
     "with an id that a job already carries submits nothing and prints that job's id: "
     "a script can retry safely.",
 )
+@click.option(
+    "--sync",
+    is_flag=True,
+    help="Send the working tree (git-tracked and untracked-not-ignored files) to a snapshot "
+    "on the cluster, and run the job from it: later local edits do not change the job.",
+)
 @click.pass_obj
 def submit_command(
     app: App,
@@ -45,6 +52,7 @@ def submit_command(
     follow: bool,
     timeout: float | None,
     submission_id: str | None = None,
+    sync: bool = False,
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
@@ -57,12 +65,16 @@ def submit_command(
     from hpclaunch.cli._jobs import plan_spec
     from hpclaunch.cli.site import check_before_submit
 
-    plan = plan_spec(app, spec, submission_id)
+    tree = _scan_tree() if sync else None
+    snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
+    plan = plan_spec(app, spec, submission_id, cwd=snapshot_cwd)
     check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:
         _print_dry_run(job)
         return
+    if tree is not None:
+        _send_tree(app, tree)
     existing = _existing(app, submission_id) if submission_id else None
     if existing is not None:
         ref = existing
@@ -130,7 +142,7 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
     from hpclaunch.logs import LogTail
     from hpclaunch.observe import JobInfo, wait_for
 
-    tail = LogTail(log_dir) if log_dir is not None else None
+    tail = LogTail(log_dir, files=remote_files(app)) if log_dir is not None else None
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
@@ -149,3 +161,47 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
         code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
         click.echo(f"job {ref.job_id} ended {final.state}{code}", err=True)
         raise click.exceptions.Exit(1)
+
+
+def _scan_tree() -> Tree:
+    from pathlib import Path
+
+    from hpclaunch.sync import find_root, scan
+
+    return scan(find_root(Path.cwd()))
+
+
+def _snapshot_cwd(app: App, tree: Tree) -> str:
+    """The submit directory's place inside the snapshot (the tree root is its top)."""
+    import os
+    import posixpath
+    from pathlib import Path
+
+    from hpclaunch.sync import snapshot_dir, store_dir
+
+    snapshot = snapshot_dir(store_dir(app.site.job_root, app.home), tree)
+    inside = os.path.relpath(Path.cwd(), tree.root).replace(os.sep, "/")
+    return snapshot if inside == "." else posixpath.join(snapshot, inside)
+
+
+def _send_tree(app: App, tree: Tree) -> None:
+    """Upload what the cluster lacks of ``tree`` (a progress bar on a terminal)."""
+    import sys
+
+    from hpclaunch.sync import store_dir, upload
+
+    store = store_dir(app.site.job_root, app.home)
+    if not sys.stderr.isatty():
+        stats = upload(app.runner, tree, store)
+    else:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("sync", total=tree.size)
+            stats = upload(app.runner, tree, store, progress=lambda n: bar.advance(task, n))
+    click.echo(
+        f"sync: {stats.files} files, {stats.sent} sent ({stats.bytes_sent} bytes); "
+        f"snapshot {stats.snapshot}",
+        err=True,
+    )

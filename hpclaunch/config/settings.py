@@ -64,7 +64,7 @@ class Settings:
     Attributes:
         site: Site name or path to a site YAML.
         backend: Backend name (see :func:`hpclaunch.backends.available_backends`).
-        remote: ``user@host`` to reach the cluster through (not used yet: SSH comes later).
+        remote: ``[user@]host[:port]`` (or an ssh config alias) to reach the cluster through.
     """
 
     site: Sourced

@@ -118,6 +118,8 @@ class SiteConfig(_Model):
         scratch: Fast per-user storage, exported to jobs as ``HPCLAUNCH_SCRATCH``: an
             absolute path, ``~/...``, or ``$VAR/...`` for a variable the site sets on the
             compute nodes (e.g. ``$PSCRATCH`` on Perlmutter).
+        login: ``[user@]host[:port]`` of the login node, reached over SSH when hpclaunch
+            runs elsewhere (same as ``defaults: {remote: ...}``, which wins).
         defaults: Settings this site suggests (backend, remote).
     """
 
@@ -133,6 +135,7 @@ class SiteConfig(_Model):
     module_system: Literal["lmod", "tcl", "none"] = "none"
     modules: tuple[str, ...] = ()
     scratch: str | None = Field(None, pattern=r"^(/|~/|\$[A-Za-z_][A-Za-z0-9_]*(/|$))")
+    login: str | None = Field(None, min_length=1)
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
 
     @field_validator("quotas")

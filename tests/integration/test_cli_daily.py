@@ -173,7 +173,7 @@ def test_events_lists_the_attempts(hpclaunch: Run, write_spec: WriteSpec) -> Non
     assert events["attempts"][-1]["exit_code"] == 4
     text = hpclaunch("events", job_id).stdout
     assert "attempt 0: FAILED exit 4" in text
-    assert "issue 5" in text
+    assert "no sidecar ledger" in text  # launcher none: no sidecar, no events.jsonl
     table = hpclaunch("status", job_id).stdout
     assert re.search(rf"{job_id}\s+{spec.stem}\s+medium\s+normal\s+FAILED\s.*\s4\s*$", table, re.M)
 

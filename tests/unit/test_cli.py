@@ -219,9 +219,9 @@ def test_status_rejects_bad_ids(env: dict[str, str]) -> None:
     assert "not a Slurm job id" in result.stderr
 
 
-def test_remote_is_refused_honestly(env: dict[str, str], slurm: FakeSlurm) -> None:
-    env["HPCLAUNCH_REMOTE"] = "me@login"
-    assert_clean_error(run(env, "status", "1"), 2, "SSH transport is not available yet")
+def test_a_malformed_remote_is_a_config_error(env: dict[str, str], slurm: FakeSlurm) -> None:
+    env["HPCLAUNCH_REMOTE"] = "me@"
+    assert_clean_error(run(env, "status", "1"), 2, "is not [user@]host[:port]")
 
 
 def test_unknown_backend_flag(env: dict[str, str]) -> None:

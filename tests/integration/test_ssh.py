@@ -1,0 +1,317 @@
+"""The CLI over SSH, against real OpenSSH servers in front of the local Slurm cluster.
+
+Each server (tests/integration/sshd.py) runs on a loopback port and serves ``hpcuser``, so
+jobs run as hpcuser from /home/hpcuser (which the nodes share). The client side is the real
+``hpclaunch`` console script with its own ssh config (HPCLAUNCH_SSH_CONFIG), known_hosts and
+key, and no ssh-agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import HPCLAUNCH, REPO
+from .sshd import Sshd, fingerprint_of, keygen, public_dir
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+
+HOME = "/home/hpcuser"
+
+
+@dataclass
+class Client:
+    """The client side: a directory with the key, ssh config, known_hosts and site."""
+
+    dir: Path
+    key: Path
+    config: Path
+    known_hosts: Path
+    site: Path
+    job_root_top: Path
+
+    def hosts(self, **servers: tuple[Sshd, str]) -> None:
+        """Write the ssh config: alias → (server, extra lines)."""
+        text = ""
+        for alias, (server, extra) in servers.items():
+            text += (
+                f"Host {alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User hpcuser\n"
+                f"  IdentityFile {self.key}\n  UserKnownHostsFile {self.known_hosts}\n"
+                f"  HashKnownHosts no\n{extra}"
+            )
+        self.config.write_text(text)
+
+    def __call__(
+        self, *args: str, remote: str = "cluster", cwd: Path = REPO, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+        env.update(
+            HPCLAUNCH_SSH_CONFIG=str(self.config),
+            HPCLAUNCH_REMOTE=remote,
+            XDG_STATE_HOME=str(self.dir / "state"),
+            XDG_CONFIG_HOME=str(self.dir / "config"),
+        )
+        return subprocess.run(
+            [HPCLAUNCH, "--site", str(self.site), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def key_dir() -> Iterator[Path]:
+    path = public_dir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def client_key(key_dir: Path) -> str:
+    return keygen(key_dir / "id_ed25519")
+
+
+@pytest.fixture(scope="module")
+def server(slurm_cluster: object, client_key: str) -> Iterator[Sshd]:
+    sshd = Sshd([client_key])
+    yield sshd
+    sshd.stop()
+
+
+@pytest.fixture
+def client(key_dir: Path, server: Sshd, tmp_path: Path) -> Iterator[Client]:
+    """A client whose known_hosts knows ``server`` as alias ``cluster``."""
+    top = Path(HOME) / f".hpclaunch-it-{uuid.uuid4().hex[:8]}"
+    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    site["job_root"] = f"~/{top.name}/jobs"
+    site_path = tmp_path / "site.yaml"
+    site_path.write_text(yaml.safe_dump(site))
+    c = Client(
+        tmp_path,
+        key_dir / "id_ed25519",
+        tmp_path / "ssh_config",
+        tmp_path / "known_hosts",
+        site_path,
+        top,
+    )
+    c.known_hosts.write_text(server.known_hosts_line())
+    c.hosts(cluster=(server, ""))
+    yield c
+    history = tmp_path / "state" / "hpclaunch" / "submissions.jsonl"
+    if history.exists():
+        jobs = [json.loads(line)["job_id"] for line in history.read_text().splitlines() if line]
+        subprocess.run(["scancel", *jobs], capture_output=True, check=False)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def spec(path: Path, command: list[str], **fields: object) -> Path:
+    data = {"name": f"ssh-{uuid.uuid4().hex[:6]}", "project": "research", "command": command}
+    data["resources"] = {"time": "00:05:00", "mem": "100M"}
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def submit(client: Client, spec_path: Path, *args: str, cwd: Path = REPO) -> str:
+    result = client("submit", str(spec_path), *args, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def wait_done(client: Client, job_id: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = client("status", job_id, "--json")
+        assert out.returncode == 0, out.stderr
+        state = str(yaml.safe_load(out.stdout)[0]["state"])
+        if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}:
+            return state
+        assert time.monotonic() < deadline, state
+        time.sleep(0.3)
+
+
+def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> None:
+    job = submit(client, spec(tmp_path / "a.yaml", ["bash", "-c", "echo hi from $USER; sleep 1"]))
+    assert wait_done(client, job) == "COMPLETED"
+    logs = client("logs", job)
+    assert logs.returncode == 0, logs.stderr
+    assert "hi from hpcuser" in logs.stdout  # ran as the SSH user, log read over SFTP
+    record = json.loads((client.dir / "state/hpclaunch/submissions.jsonl").read_text())
+    assert str(record["job_dir"]).startswith(f"{client.job_root_top}/jobs/")  # the remote ~
+
+    sleeper = submit(client, spec(tmp_path / "b.yaml", ["sleep", "5"]))
+    cancel = client("cancel", sleeper)
+    assert cancel.returncode == 0, cancel.stderr
+    assert wait_done(client, sleeper) == "CANCELLED"
+
+
+def test_proxyjump_through_a_second_sshd(client: Client, client_key: str, server: Sshd) -> None:
+    jump = Sshd([client_key])
+    try:
+        client.known_hosts.write_text(server.known_hosts_line() + jump.known_hosts_line())
+        client.hosts(cluster=(server, "  ProxyJump jump\n"), jump=(jump, ""))
+        result = client("status", "1")
+        assert result.returncode == 0, result.stderr
+        assert "Accepted publickey for hpcuser" in jump.log.read_text()  # went through it
+    finally:
+        jump.stop()
+
+
+def test_unknown_host_key_is_refused_then_accepted_once(client: Client, client_key: str) -> None:
+    fresh = Sshd([client_key])
+    try:
+        client.hosts(cluster=(fresh, ""))
+        refused = client("status", "1")
+        assert refused.returncode == 1
+        assert fingerprint_of(fresh.host_pub) in refused.stderr
+        assert "--accept-new-host-key" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+        accepted = client("--accept-new-host-key", "status", "1")
+        assert accepted.returncode == 0, accepted.stderr
+        assert client.known_hosts.read_text().count(f"[127.0.0.1]:{fresh.port}") == 1
+        again = client("status", "1")
+        assert again.returncode == 0, again.stderr
+        assert client.known_hosts.read_text().count(f"[127.0.0.1]:{fresh.port}") == 1
+    finally:
+        fresh.stop()
+
+
+def test_changed_host_key_is_refused_even_when_accepting(client: Client, server: Sshd) -> None:
+    other = public_dir() / "other"
+    keygen(other)
+    kind, key = other.with_suffix(".pub").read_text().split()[:2]
+    client.known_hosts.write_text(f"[127.0.0.1]:{server.port} {kind} {key}\n")
+    for flags in ((), ("--accept-new-host-key",)):
+        result = client(*flags, "status", "1")
+        assert result.returncode == 1
+        assert "HOST KEY CHANGED" in result.stderr
+        assert fingerprint_of(server.host_pub) in result.stderr
+    shutil.rmtree(other.parent)
+
+
+def test_wrong_key_is_refused_clearly(client: Client, server: Sshd) -> None:
+    wrong = client.dir / "wrong_key"
+    keygen(wrong)
+    client.key = wrong
+    client.hosts(cluster=(server, ""))
+    result = client("status", "1")
+    assert result.returncode == 1
+    assert "authentication failed for hpcuser@127.0.0.1" in result.stderr
+    assert "authorized_keys" in result.stderr
+
+
+def test_connection_killed_mid_submission_makes_exactly_one_job(
+    client: Client, client_key: str, tmp_path: Path
+) -> None:
+    bin_dir = public_dir()
+    bin_dir.chmod(0o777)  # hpcuser's wrapper leaves its marker here
+    marker = bin_dir / "submitted"
+    wrapper = bin_dir / "sbatch"
+    # sbatch that submits, says so, then hangs: the reply never reaches the client.
+    wrapper.write_text(
+        f'#!/bin/sh\nout=$(/usr/bin/sbatch "$@")\nrc=$?\ntouch {marker}\nsleep 30\n'
+        'echo "$out"; exit $rc\n'
+    )
+    wrapper.chmod(0o755)
+    hung = Sshd([client_key], set_env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"})
+    proc: subprocess.Popen[str] | None = None
+    try:
+        client.known_hosts.write_text(hung.known_hosts_line())
+        client.hosts(cluster=(hung, ""))
+        spec_path = spec(tmp_path / "once.yaml", ["sleep", "2"])
+        sid = f"it-ssh-drop-{uuid.uuid4().hex[:8]}"
+        env_client = client
+        proc = subprocess.Popen(
+            [
+                HPCLAUNCH,
+                "--site",
+                str(client.site),
+                "submit",
+                "--no-check",
+                str(spec_path),
+                "--submission-id",
+                sid,
+            ],
+            cwd=REPO,
+            env={
+                **{k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"},
+                "HPCLAUNCH_SSH_CONFIG": str(env_client.config),
+                "HPCLAUNCH_REMOTE": "cluster",
+                "XDG_STATE_HOME": str(client.dir / "state"),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert hung.kill_sessions() > 0
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        job_id = out.strip()
+        squeue = subprocess.run(
+            ["squeue", "--noheader", "--states=all", "--format=%i %k", "--user=hpcuser"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        tagged = [line.split()[0] for line in squeue.splitlines() if f"hpclaunch:{sid}" in line]
+        assert tagged == [job_id], squeue
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        hung.stop()
+        shutil.rmtree(bin_dir, ignore_errors=True)
+
+
+def test_sync_sends_only_changed_files_and_freezes_the_job(client: Client, tmp_path: Path) -> None:
+    tree = Path(tempfile_tree())
+    try:
+        salt = uuid.uuid4().hex
+        for n in range(1000):
+            (tree / f"d{n % 10}").mkdir(exist_ok=True)
+            (tree / f"d{n % 10}" / f"f{n}.txt").write_text(f"{salt} {n}\n")
+        (tree / "msg.txt").write_text("original\n")
+        job_spec = spec(tree / "job.yaml", ["bash", "-c", "sleep 2; cat msg.txt"])
+
+        first = client("submit", "--sync", str(job_spec), cwd=tree)
+        assert first.returncode == 0, first.stderr
+        assert "1002 files, 1002 sent" in first.stderr
+        (tree / "msg.txt").write_text("edited after submit\n")  # the queued job must not see it
+        assert wait_done(client, first.stdout.strip()) == "COMPLETED"
+        log = client("logs", first.stdout.strip()).stdout
+        assert "original" in log
+        assert "edited" not in log
+
+        (tree / "d3" / "f3.txt").write_text("changed\n")
+        second = client("submit", "--sync", str(job_spec), cwd=tree)
+        assert second.returncode == 0, second.stderr
+        assert "1002 files, 2 sent" in second.stderr  # msg.txt and f3.txt
+        assert wait_done(client, second.stdout.strip()) == "COMPLETED"
+        assert "edited after submit" in client("logs", second.stdout.strip()).stdout
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)
+
+
+def tempfile_tree() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="hpclaunch-synctree-")
