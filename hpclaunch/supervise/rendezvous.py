@@ -17,10 +17,22 @@ from dataclasses import dataclass
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
-__all__ = ["PORT_BASE", "PORT_SPAN", "Rendezvous", "derive_port", "gpus_on_node", "port_in_use"]
+__all__ = [
+    "PORT_BASE",
+    "PORT_BLOCK",
+    "PORT_SPAN",
+    "Rendezvous",
+    "derive_port",
+    "gpus_on_node",
+    "port_in_use",
+]
 
 PORT_BASE = 20000
 PORT_SPAN = 20000
+#: Each job owns a block of this many ports; a taken port is skipped only within the block,
+#: so a job never moves onto the port that the next job id derives (a requeued attempt
+#: often finds its first port still held by the previous attempt's socket).
+PORT_BLOCK = 8
 
 
 @dataclass(frozen=True)
@@ -92,18 +104,19 @@ def gpus_on_node(env: Mapping[str, str]) -> int:
         return 0
 
 
-def derive_port(job_id: str, in_use: Callable[[int], bool], tries: int = 64) -> int:
-    """``PORT_BASE + job_id % PORT_SPAN``, moved up past ports that are taken.
+def derive_port(job_id: str, in_use: Callable[[int], bool]) -> int:
+    """The first free port of the job's block: ``PORT_BASE + (job_id % blocks) * PORT_BLOCK``.
 
-    Array tasks have ids of their own (``SLURM_JOB_ID``), so they get different ports too.
+    Jobs whose ids differ by less than ``PORT_SPAN // PORT_BLOCK`` (2,500) never share a
+    block. Array tasks have ids of their own (``SLURM_JOB_ID``), so they get blocks too.
+    When the whole block is taken, its first port is returned (and the launch will say so).
     """
     digits = "".join(ch for ch in job_id if ch.isdigit()) or "0"
-    offset = int(digits) % PORT_SPAN
-    for step in range(tries):
-        port = PORT_BASE + (offset + step) % PORT_SPAN
+    first = PORT_BASE + (int(digits) % (PORT_SPAN // PORT_BLOCK)) * PORT_BLOCK
+    for port in range(first, first + PORT_BLOCK):
         if not in_use(port):
             return port
-    return PORT_BASE + offset
+    return first
 
 
 def port_in_use(port: int) -> bool:

@@ -6,6 +6,7 @@ import socket
 
 from hpclaunch.supervise.rendezvous import (
     PORT_BASE,
+    PORT_BLOCK,
     Rendezvous,
     derive_port,
     gpus_on_node,
@@ -26,7 +27,7 @@ def test_from_env_expands_the_node_list() -> None:
     assert rdzv.nnodes == 3
     assert rdzv.nproc_per_node == 2
     assert rdzv.gpus is True
-    assert rdzv.master_port == PORT_BASE + 123
+    assert rdzv.master_port == PORT_BASE + 123 * PORT_BLOCK
 
 
 def test_nproc_without_gpus_is_one_or_given() -> None:
@@ -41,11 +42,16 @@ def test_gpus_on_node() -> None:
     assert gpus_on_node({}) == 0
 
 
-def test_port_differs_between_jobs_and_skips_taken_ports() -> None:
-    assert derive_port("20001", lambda p: False) == PORT_BASE + 1
-    assert derive_port("20002", lambda p: False) == PORT_BASE + 2
-    taken = {PORT_BASE + 1, PORT_BASE + 2}
-    assert derive_port("1", lambda p: p in taken) == PORT_BASE + 3
+def test_port_differs_between_jobs_and_skips_taken_ports_within_the_jobs_block() -> None:
+    assert derive_port("2501", lambda p: False) == PORT_BASE + PORT_BLOCK
+    assert derive_port("2502", lambda p: False) == PORT_BASE + 2 * PORT_BLOCK
+    # Job 1's first port is held (e.g. by its previous attempt): it moves within its own
+    # block, never onto job 2's port.
+    taken = {PORT_BASE + PORT_BLOCK, PORT_BASE + PORT_BLOCK + 1}
+    assert derive_port("1", lambda p: p in taken) == PORT_BASE + PORT_BLOCK + 2
+    assert derive_port("2", lambda p: p in taken) == PORT_BASE + 2 * PORT_BLOCK
+    block = set(range(PORT_BASE + PORT_BLOCK, PORT_BASE + 2 * PORT_BLOCK))
+    assert derive_port("1", lambda p: p in block) == PORT_BASE + PORT_BLOCK
 
 
 def test_port_in_use_sees_a_real_listener() -> None:
