@@ -46,6 +46,13 @@ def parse_args() -> argparse.Namespace:
         default=0.0,
         help="test hook: sleep this long between the two files of an on-request checkpoint",
     )
+    parser.add_argument(
+        "--ignore-requests",
+        action="store_true",
+        help="baseline (bench/preemption.py): never checkpoint on request, only every "
+        "--every steps; on a request stop at once without saving, as a trainer that does "
+        "not handle the preemption signal dies on it",
+    )
     return parser.parse_args()
 
 
@@ -143,6 +150,10 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
         runtime.report_progress(step)
         if runtime.should_checkpoint(step, every=args.every):  # every rank, every step
             requested = runtime.checkpoint_requested()
+            if requested and args.ignore_requests:
+                if rank == 0:
+                    print(f"checkpoint requested: ignored, stopping after step {step}", flush=True)
+                break  # all ranks agree (should_checkpoint is collective): stop together
             rng = all_rng_states()
             slow = args.save_sleep if requested else 0.0
 
