@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
 from hpclaunch.sbatch_options import normalise_flag
-from hpclaunch.spec import JobSpec, Resources
+from hpclaunch.spec import JobSpec
 
 __all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submission_id"]
 
@@ -252,7 +252,7 @@ def _resource_options(
     res = spec.resources
     opts: list[tuple[str, str | None]] = [
         ("--nodes", str(res.nodes)),
-        ("--ntasks-per-node", "1"),
+        ("--ntasks-per-node", str(_tasks_per_node(spec))),
     ]
     if res.cpus_per_gpu is not None:
         # sbatch(1): --cpus-per-gpu and --cpus-per-task are mutually exclusive.
@@ -280,6 +280,20 @@ def _resource_options(
         opts.append(("--exclusive", None))
         notes.append("--exclusive: whole nodes, shared with no other job")
     return opts
+
+
+def _tasks_per_node(spec: JobSpec) -> int:
+    """Slurm tasks per node: the srun launcher starts one task per GPU (one per node without
+    GPUs) in a job step, and a step may only use the CPUs the allocation holds, so the
+    allocation must count them ("More processors requested than permitted" otherwise).
+    Other launchers start one process per node, which forks the ranks itself."""
+    return max(1, spec.resources.gpus_per_node) if spec.launcher == "srun" else 1
+
+
+def _cpus_per_node(spec: JobSpec) -> int:
+    """CPUs the job holds on each node (``--cpus-per-task`` counts per task)."""
+    res = spec.resources
+    return res.cpus_per_node if res.cpus_per_gpu else res.cpus_per_task * _tasks_per_node(spec)
 
 
 def _constraint(site_part: str | None, spec_part: str | None) -> str | None:
@@ -351,7 +365,8 @@ class _Check:
     hint: str
 
 
-def _partition_checks(res: Resources) -> list[_Check]:
+def _partition_checks(spec: JobSpec) -> list[_Check]:
+    res = spec.resources
     checks: list[_Check] = []
     if res.gpus_per_node:
         checks.append(
@@ -376,9 +391,9 @@ def _partition_checks(res: Resources) -> list[_Check]:
         ),
         _Check(
             "resources.cpus_per_gpu" if res.cpus_per_gpu else "resources.cpus_per_task",
-            lambda p: p.cpus_per_node >= res.cpus_per_node,
+            lambda p: p.cpus_per_node >= _cpus_per_node(spec),
             lambda ps: (
-                f"{res.cpus_per_node} CPUs per node asked, but the most a node has is "
+                f"{_cpus_per_node(spec)} CPUs per node asked, but the most a node has is "
                 f"{max(p.cpus_per_node for p in ps)}"
             ),
             "ask for fewer CPUs" + (" per GPU" if res.cpus_per_gpu else " per task"),
@@ -439,7 +454,7 @@ def _choose_partition(
     if policy.partition:
         candidates = [site.partition(policy.partition)]
         scope = f"partition {policy.partition} (fixed by tier {spec.tier})"
-    for check in _partition_checks(spec.resources):
+    for check in _partition_checks(spec):
         kept = [p for p in candidates if check.fits(p)]
         if not kept:
             raise PlanError(

@@ -467,3 +467,20 @@ def test_scratch(
     plan = plan_for(make_spec(), make_site(scratch=scratch))
     assert dict(plan.runtime_env).get("HPCLAUNCH_SCRATCH") == literal
     assert plan.scratch_var == var
+
+
+def test_srun_launcher_allocates_one_task_per_gpu(plan_for: PlanFor) -> None:
+    """The srun launcher's step starts a task per GPU; the allocation must hold them."""
+    spec = make_spec(launcher="srun", resources={"nodes": 2, "gpus_per_node": 4})
+    assert plan_for(spec).option("--ntasks-per-node") == "4"
+    torchrun = make_spec(launcher="torchrun", resources={"nodes": 2, "gpus_per_node": 4})
+    assert plan_for(torchrun).option("--ntasks-per-node") == "1"
+
+
+def test_srun_launcher_cpus_count_per_task(plan_for: PlanFor) -> None:
+    spec = make_spec(launcher="srun", resources={"gpus_per_node": 4, "cpus_per_task": 3})
+    with pytest.raises(
+        PlanError,
+        match=r"resources\.cpus_per_task: 12 CPUs per node asked, but the most a node has is 8",
+    ):
+        plan_for(spec)

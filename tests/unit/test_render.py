@@ -37,7 +37,7 @@ CASES = {
         name="two-node",
         command=["python", "-m", "trainer", "--nodes", "2"],
         launcher="srun",
-        resources={"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 8, "time": "30"},
+        resources={"nodes": 2, "gpus_per_node": 4, "cpus_per_task": 2, "time": "30"},
         tier="high",
     ),
     "torchrun2node": make_spec(
