@@ -18,10 +18,10 @@ ensure_venv() {
     python3 -m venv "$VENV"
   fi
   local stamp=$VENV/.hpclaunch-installed sum
-  sum=$(cat "$REPO/pyproject.toml" | sha256sum | cut -c1-16)
+  sum=$( (cat "$REPO/pyproject.toml"; echo dev,ssh,gpu) | sha256sum | cut -c1-16)
   if [[ ! -e $stamp || $(<"$stamp") != "$sum" ]]; then
     say "installing hpclaunch (editable) and dev tools"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[dev,ssh]"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[dev,ssh,gpu]"
     echo "$sum" >"$stamp"
   fi
   if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then

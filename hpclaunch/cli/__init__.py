@@ -32,6 +32,7 @@ COMMANDS = {
     "site": "hpclaunch.cli.site:site_command",
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
+    "top": "hpclaunch.cli.top:top_command",
 }
 
 

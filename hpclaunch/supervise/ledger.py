@@ -20,6 +20,9 @@ event                       fields
 ``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost``,
                             ``last_step``, ``committed_step``, ``no_progress`` and, for
                             ``user_error``, ``error_line`` and ``tail``
+``gpu_monitor_off``         ``node``, ``reason`` (once per node and attempt; see
+                            :mod:`hpclaunch.supervise.gpumon`)
+``gpu_idle``                ``node``, ``gpus``, ``samples``, ``seconds``, ``max_util``
 ==========================  ========================================================
 
 Lines are written with one ``write`` on a descriptor opened with ``O_APPEND`` and then

@@ -41,7 +41,14 @@ def node_command(
 
 
 def exec_node(argv: list[str], env: dict[str, str]) -> None:
-    """Replace this process with ``argv`` (never returns); 127 if it cannot be found."""
+    """Replace this process with ``argv`` (never returns); 127 if it cannot be found.
+
+    The node's GPU sampler (:mod:`hpclaunch.supervise.gpumon`) is forked first: a thread
+    would not survive the ``exec``.
+    """
+    from hpclaunch.supervise.gpumon import start_detached
+
+    start_detached(env)
     try:
         os.execvpe(argv[0], argv, env)
     except OSError as exc:

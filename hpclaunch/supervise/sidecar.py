@@ -53,6 +53,7 @@ __all__ = [
     "Sidecar",
     "SidecarConfig",
     "stop_group",
+    "wandb_env",
 ]
 
 EXIT_REQUEUED = 0
@@ -224,6 +225,7 @@ class Sidecar:
         env["HPCLAUNCH_CONTROL_DIR"] = str(self.control)
         env["HPCLAUNCH_ATTEMPT"] = str(self.config.attempt)
         env.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(self.config.job_dir / "checkpoints"))
+        env.update(wandb_env(env))
         return env
 
     # -- endings ------------------------------------------------------------------------
@@ -396,6 +398,21 @@ class Sidecar:
         except OSError:
             return []
         return [line for line in text.splitlines() if line.strip()][-60:]
+
+
+def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``WANDB_RUN_ID``/``WANDB_RESUME`` so that every attempt continues one W&B run.
+
+    The run id is the submission id (uuid4 hex: 32 of W&B's allowed ``[a-z0-9]``, at most
+    64), the same in every attempt; ``WANDB_RESUME=allow`` makes ``wandb.init`` resume it
+    when it exists. Variables the user already set (spec ``env`` or the submitting shell)
+    are never overridden; without a submission id (not submitted by hpclaunch), nothing.
+    """
+    run_id = re.sub(r"[^a-z0-9]", "", env.get("HPCLAUNCH_SUBMISSION_ID", "").lower())[:64]
+    if not run_id:
+        return {}
+    out = {"WANDB_RUN_ID": run_id, "WANDB_RESUME": "allow"}
+    return {key: value for key, value in out.items() if key not in env}
 
 
 def error_line(lines: Sequence[str]) -> str | None:
