@@ -12,7 +12,10 @@ JSON files, each written atomically (temp file + fsync + rename):
 ``checkpoint-done.json`` (rank 0 → sidecar, after the atomic commit)
     ``{"step": N, "path": "...", "seconds": t, "committed_at": ts}``.
 ``progress.json`` (rank 0, now and then)
-    ``{"step": N, "at": ts}``: the crash-loop breaker and "steps lost" read it.
+    ``{"step": N, "updated_at": ts, ...}``: the crash-loop breaker and "steps lost" read it.
+
+The file names and the atomic write are the runtime's (:mod:`hpclaunch.runtime.control`,
+:mod:`hpclaunch.runtime._fs`): one definition of the contract for both sides.
 
 Request and done files of an earlier attempt are stale: the sidecar records and removes them
 before an attempt starts.
@@ -20,11 +23,11 @@ before an attempt starts.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from hpclaunch.runtime import _fs
+from hpclaunch.runtime.control import DONE_FILE, PROGRESS_FILE, REQUEST_FILE
 
 __all__ = [
     "DONE",
@@ -37,9 +40,9 @@ __all__ = [
     "write_json_atomic",
 ]
 
-REQUEST = "checkpoint-request.json"
-DONE = "checkpoint-done.json"
-PROGRESS = "progress.json"
+REQUEST = REQUEST_FILE
+DONE = DONE_FILE
+PROGRESS = PROGRESS_FILE
 
 
 def prepare(control_dir: str | Path) -> Path:
@@ -51,25 +54,12 @@ def prepare(control_dir: str | Path) -> Path:
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _fs.write_json_atomic(Path(path), data)
 
 
 def read_json(path: str | Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or ``None`` if it is missing or not an object."""
-    try:
-        value = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
+    value = _fs.read_json(Path(path))
     return value if isinstance(value, dict) else None
 
 
