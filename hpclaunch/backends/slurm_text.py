@@ -36,6 +36,9 @@ SQUEUE_FIELDS = (
     "NumNodes",
     "tres-alloc",
     "RestartCnt",
+    # The job's raw wait status (exit code << 8 | signal), as waitpid(2) gives it: known to
+    # squeue the moment a job ends, while sacct may not have the record yet (slurmdbd lag).
+    "exit_code",
     "Name",
 )
 #: ``type:0|``: width 0 prints the whole value unpadded, ``|`` is the field's suffix.
@@ -79,11 +82,15 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
         cols = line.split("|", width - 1)
         if len(cols) != width or cols[0].strip() not in by_id:
             continue
-        job_id, state, reason, nodes, elapsed, qos, count, tres, restarts, name = cols
+        job_id, state, reason, nodes, elapsed, qos, count, tres, restarts, status, name = cols
         ref = by_id[job_id.strip()]
+        job_state = parse_state(state)
+        code, signal = _wait_status(status) if job_state.is_finished else (None, None)
         infos[ref] = JobInfo(
             ref=ref,
-            state=parse_state(state),
+            state=job_state,
+            exit_code=code,
+            exit_signal=signal,
             name=name.strip() or None,
             reason=field(reason),
             nodes=field(nodes),
@@ -198,6 +205,14 @@ def first_line(result: CommandResult) -> str:
     """The first line of a command's error output (or of its output, or its exit code)."""
     text = (result.stderr or result.stdout).strip()
     return text.splitlines()[0] if text else f"exit code {result.returncode}"
+
+
+def _wait_status(text: str) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a raw wait status such as squeue's ``exit_code`` (768 → 3)."""
+    raw = _int(text)
+    if raw is None:
+        return None, None
+    return (raw >> 8) & 0xFF, (raw & 0x7F) or None
 
 
 def _int(text: str) -> int | None:

@@ -144,7 +144,7 @@ class FakeSlurm:
             nodes = job.nodes or "(null)"
             lines.append(
                 f"{i}|{job.state}|{job.reason}|{nodes}|0:05|{job.qos}|1|{job.tres}|"
-                f"{job.restarts}|{job.name}"
+                f"{job.restarts}|{_raw_status(job.exit_code)}|{job.name}"
             )
             job.advance()
         return result(argv, out="\n".join(lines) + "\n")
@@ -211,3 +211,9 @@ class ScriptedBackend(Backend):
 
     def cancel(self, ref: JobRef) -> None:
         raise NotImplementedError
+
+
+def _raw_status(exit_code: str) -> int:
+    """sacct's "code:signal" as the raw wait status squeue prints (code << 8 | signal)."""
+    code, _, signal = exit_code.partition(":")
+    return (int(code) << 8) | int(signal or 0)

@@ -424,3 +424,20 @@ def test_a_missing_slurm_command_names_it_and_says_where_to_run() -> None:
     assert info.value.hint is not None
     assert "login node" in info.value.hint
     assert "--site" in info.value.hint
+
+
+def test_exit_code_from_squeue_while_sacct_has_no_record_yet() -> None:
+    """Right after a job ends, slurmdbd may not have its record: squeue's raw wait status
+    (768 = exit 3) still gives the exit code, so a FAILED job never shows no code."""
+    slurm = FakeSlurm(
+        jobs={
+            "5": FakeJob("lagging", ["FAILED"], exit_code="3:0", in_sacct=False),
+            "6": FakeJob("killed", ["CANCELLED"], exit_code="0:9", in_sacct=False),
+            "7": FakeJob("running", ["RUNNING"], exit_code="0:0", in_sacct=False),
+        }
+    )
+    backend, _ = make(slurm)
+    infos = backend.status([JobRef("5"), JobRef("6"), JobRef("7")])
+    assert (infos[JobRef("5")].state, infos[JobRef("5")].exit_code) == (JobState.FAILED, 3)
+    assert (infos[JobRef("6")].exit_code, infos[JobRef("6")].exit_signal) == (0, 9)
+    assert infos[JobRef("7")].exit_code is None  # not finished: no exit code yet
