@@ -1,12 +1,18 @@
-"""Job-id arguments shared by the commands: validation and shell completion."""
+"""Job-id arguments shared by the commands: validation, shell completion, the job's
+submission record, and how a followed job's end is reported."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem
+
+if TYPE_CHECKING:
+    from hpclaunch.history import SubmissionRecord
+    from hpclaunch.observe import JobInfo
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 
@@ -37,3 +43,26 @@ def complete_job_ids(
         if record.job_id.startswith(incomplete) and record.job_id not in seen:
             seen[record.job_id] = record.name
     return [CompletionItem(job_id, help=name) for job_id, name in seen.items()]
+
+
+def submission_record(job_id: str, command: str, extra_hint: str = "") -> SubmissionRecord:
+    """The history's record of ``job_id``, or JobNotFound naming ``hpclaunch <command>``."""
+    from hpclaunch.errors import JobNotFound
+    from hpclaunch.history import find_record, history_path
+
+    record = find_record(job_id=job_id)
+    if record is None:
+        raise JobNotFound(
+            f"job {job_id} is not in the hpclaunch history ({history_path()})",
+            hint=f"'hpclaunch {command}' knows the jobs submitted with 'hpclaunch submit' by "
+            f"this user on this machine ('hpclaunch status' lists them){extra_hint}",
+        )
+    return record
+
+
+def exit_unless_completed(final: JobInfo) -> None:
+    """After following a job: say how it ended and exit 1 unless it COMPLETED."""
+    if not final.state.is_success:
+        code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
+        click.echo(f"job {final.ref.job_id} ended {final.state}{code}", err=True)
+        raise click.exceptions.Exit(1)

@@ -7,10 +7,14 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._app import App, remote_files
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import (
+    check_job_id,
+    complete_job_ids,
+    exit_unless_completed,
+    submission_record,
+)
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
     from hpclaunch.logs import LogTail
 
 
@@ -38,7 +42,9 @@ def logs_command(
     """
     from hpclaunch.logs import LogTail
 
-    record = _record(job_id)
+    record = submission_record(
+        job_id, "logs", f"; for another job, 'scontrol show job {job_id}' shows its StdOut path"
+    )
     tail = LogTail(record.logs, attempt=attempt, files=remote_files(app))
     printer = _Printer(tail)
     if not follow:
@@ -85,22 +91,4 @@ def _follow(app: App, job_id: str, printer: _Printer, timeout: float | None) -> 
 
     final = wait_for(app.backend, [ref], timeout=timeout, on_change=show, on_round=print_new)[ref]
     printer.print_new(final=True)
-    if not final.state.is_success:
-        code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
-        click.echo(f"job {job_id} ended {final.state}{code}", err=True)
-        raise click.exceptions.Exit(1)
-
-
-def _record(job_id: str) -> SubmissionRecord:
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.history import find_record, history_path
-
-    record = find_record(job_id=job_id)
-    if record is None:
-        raise JobNotFound(
-            f"job {job_id} is not in the hpclaunch history ({history_path()})",
-            hint="'hpclaunch logs' knows the jobs submitted with 'hpclaunch submit' by this "
-            "user on this machine ('hpclaunch status' lists them); for another job, "
-            f"'scontrol show job {job_id}' shows its StdOut path",
-        )
-    return record
+    exit_unless_completed(final)

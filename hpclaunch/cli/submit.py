@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._app import App, remote_files
+from hpclaunch.cli._jobargs import exit_unless_completed
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -157,10 +158,7 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
         ref
     ]
     print_new_lines(final=True)
-    if not final.state.is_success:
-        code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
-        click.echo(f"job {ref.job_id} ended {final.state}{code}", err=True)
-        raise click.exceptions.Exit(1)
+    exit_unless_completed(final)
 
 
 def _scan_tree() -> Tree:

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, submission_record
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
+    pass
 
 _COLUMNS = ("node", "attempt", "gpu", "util", "mem_used", "mem_total", "temp_c", "power_w")
 _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER W")
@@ -32,7 +32,7 @@ def top_command(app: App, job_id: str, as_json: bool) -> None:
     from hpclaunch.supervise.gpumon import METRICS_NAME, latest_samples, read_metrics
     from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
-    record = _record(job_id)
+    record = submission_record(job_id, "top")
     samples = latest_samples(read_metrics(_read(app, posixpath.join(record.job_dir, METRICS_NAME))))
     reasons: list[str] = []
     if not samples:
@@ -72,17 +72,3 @@ def _table(samples: list[dict[str, Any]]) -> None:
         click.echo(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
-
-
-def _record(job_id: str) -> SubmissionRecord:
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.history import find_record, history_path
-
-    record = find_record(job_id=job_id)
-    if record is None:
-        raise JobNotFound(
-            f"job {job_id} is not in the hpclaunch history ({history_path()})",
-            hint="'hpclaunch top' knows the jobs submitted with 'hpclaunch submit' by this "
-            "user on this machine ('hpclaunch status' lists them)",
-        )
-    return record
