@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.quota import place
 from hpclaunch.sbatch_options import normalise_flag
 from hpclaunch.spec import JobSpec
 
@@ -64,6 +65,8 @@ class SubmissionPlan:
         scratch_var: ``(VAR, rest)`` when the site's scratch is ``$VAR/rest``: the job
             exports ``HPCLAUNCH_SCRATCH`` from a variable only the compute node knows.
         site_name, partition, qos, account, tier, preemptible: The choices made.
+        quota: ``in-quota``, ``over-quota`` or ``none`` (the site has no quotas); see
+            :mod:`hpclaunch.quota`.
         notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
     """
 
@@ -88,6 +91,7 @@ class SubmissionPlan:
     tier: str
     preemptible: bool
     notes: tuple[str, ...] = field(default=())
+    quota: str = "none"
     module_system: str = "none"
     conda: str | None = None
     scratch_var: tuple[str, str] | None = None
@@ -120,6 +124,7 @@ def build_plan(
     home: str,
     cwd: str | None = None,
     python: str | None = None,
+    quota_used: int | None = None,
 ) -> SubmissionPlan:
     """Decide how ``spec`` runs on ``site``.
 
@@ -151,16 +156,13 @@ def build_plan(
             hint="remove modules from the spec, or set module_system in the site config",
         )
     notes: list[str] = []
-    policy = _tier_policy(spec, site)
-    partition = _choose_partition(spec, site, policy, notes)
+    tier_policy = _tier_policy(spec, site)
+    partition = _choose_partition(spec, site, tier_policy, notes)
     job_dir, log_dir, workdir = _paths(spec, site, submission_id, home, cwd)
     notes.append(f"job directory {job_dir}; per-attempt logs in {log_dir}/attempt-N.log")
-    account = spec.project or site.default_account
-    if account:
-        source = "the spec's project" if spec.project else "the site's default account"
-        notes.append(f"account {account}: {source}")
-    else:
-        notes.append("no account given: Slurm uses your default account")
+    placement = place(spec, site, tier_policy, quota_used)
+    notes += placement.notes
+    policy, account = placement.policy, placement.account
     if spec.resources.time is None:
         notes.append(f"no time given: Slurm uses partition {partition.name}'s default limit")
     if python is None:
@@ -182,6 +184,7 @@ def build_plan(
         opts.append(("--partition", partition.name))
     opts.append(("--qos", policy.qos))
     opts += [("--account", account)] if account else []
+    opts += [("--nice", str(placement.nice))] if placement.nice else []
     opts += _resource_options(spec, site, partition, notes)
     opts += [
         ("--chdir", workdir),
@@ -225,6 +228,7 @@ def build_plan(
         tier=spec.tier,
         preemptible=policy.preemptible,
         notes=tuple(notes),
+        quota=placement.quota,
     )
 
 

@@ -17,7 +17,15 @@ from hpclaunch.errors import ConfigError
 from hpclaunch.slurmtime import format_time, parse_time_limit
 from hpclaunch.spec import Tier
 
-__all__ = ["Partition", "SiteConfig", "SiteDefaults", "TierPolicy", "load_site", "site_search_dirs"]
+__all__ = [
+    "OverQuota",
+    "Partition",
+    "SiteConfig",
+    "SiteDefaults",
+    "TierPolicy",
+    "load_site",
+    "site_search_dirs",
+]
 
 _NAME = r"^[A-Za-z0-9_.-]+$"
 
@@ -78,17 +86,93 @@ class Partition(_Model):
 class TierPolicy(_Model):
     """How one priority tier maps onto Slurm.
 
+    The fields after ``grace`` describe the QOS as ``hpclaunch site plan`` makes it; ``None``
+    leaves that QOS setting as the admins set it.
+
     Attributes:
         qos: The QOS to submit with (``--qos``).
         partition: Force this partition for the tier; ``None``: choose by resources.
         preemptible: Whether jobs of this tier can be preempted (and so are requeued).
         grace: The QOS ``GraceTime`` in seconds: how long a preempted job has to stop.
+        priority: The QOS ``Priority``: with ``PriorityWeightQOS`` it orders the queue.
+        preempts: Whether this tier's QOS may preempt the preemptible tiers and over-quota
+            work (QOS ``Preempt``); default: every tier that is not preemptible itself.
+        max_wall: The QOS ``MaxWall`` (Slurm time format; a bare number is minutes).
+        max_gpus_per_user: The QOS ``MaxTRESPerUser=gres/gpu=N``.
+        max_jobs_per_user: The QOS ``MaxJobsPerUser``.
     """
 
     qos: str = Field(pattern=_NAME)
     partition: str | None = Field(None, pattern=_NAME)
     preemptible: bool = False
     grace: int = Field(0, ge=0)
+    priority: int | None = Field(None, ge=0)
+    preempts: bool | None = None
+    max_wall: str | None = None
+    max_gpus_per_user: int | None = Field(None, ge=0)
+    max_jobs_per_user: int | None = Field(None, ge=0)
+
+    @field_validator("max_wall", mode="before")
+    @classmethod
+    def _normalise_wall(cls, value: object) -> object:
+        if value is None or not isinstance(value, (str, int)):
+            return value
+        seconds = parse_time_limit(value)
+        return None if seconds is None else format_time(seconds)
+
+    @model_validator(mode="after")
+    def _preempting_tiers_are_not_preemptible(self) -> TierPolicy:
+        if self.preemptible and self.preempts:
+            raise ValueError(
+                "a preemptible tier may not preempt others (preempts: true); Slurm's "
+                "preempt/qos would let its jobs take each other's GPUs in turn"
+            )
+        return self
+
+    @property
+    def may_preempt(self) -> bool:
+        """Whether the tier's QOS lists the preemptible QOS in its ``Preempt``."""
+        return (not self.preemptible) if self.preempts is None else self.preempts
+
+
+class OverQuota(_Model):
+    """Where a project's work beyond its guaranteed GPUs runs (Run:AI's "over quota").
+
+    On a site with ``quotas``, each project ``P`` has two Slurm accounts: ``P`` itself,
+    capped at its guarantee by the association limit ``GrpTRES=gres/gpu=<quota>`` and
+    allowed the non-preemptible tiers' QOS, and a sibling ``account`` (``P-oq``), with no cap
+    and only the preemptible QOS: ``qos`` below and the preemptible tiers'. A job of a
+    non-preemptible tier that fits in what is left of the guarantee runs in ``P``; one that
+    does not, and every job of a preemptible tier, runs in ``P-oq``, where any in-quota job
+    of any project may preempt it. The sibling account keeps a project's own best-effort
+    work from counting against its guarantee (Slurm counts every job of an association
+    and its children towards its ``GrpTRES``, whatever the QOS).
+
+    Attributes:
+        qos: The QOS of over-quota work: preemptible, requeued at preemption.
+        priority: Its QOS ``Priority`` (between the preemptible tiers' and the others').
+        grace: Its QOS ``GraceTime`` in seconds.
+        account: The over-quota account of project ``{project}``.
+        nice_step: ``--nice`` added per tier below critical, so over-quota jobs keep their
+            tiers' order among themselves (critical 0, high 1 step, medium 2 steps).
+    """
+
+    qos: str = Field("overquota", pattern=_NAME)
+    priority: int = Field(50, ge=0)
+    grace: int = Field(10, ge=0)
+    account: str = Field("{project}-oq", pattern=r"^[A-Za-z0-9_.{}-]+$")
+    nice_step: int = Field(1000, ge=0)
+
+    @field_validator("account")
+    @classmethod
+    def _has_project(cls, value: str) -> str:
+        if "{project}" not in value:
+            raise ValueError("must contain {project}, e.g. '{project}-oq'")
+        return value
+
+    def account_for(self, project: str) -> str:
+        """The over-quota account of ``project``."""
+        return self.account.replace("{project}", project)
 
 
 class SiteDefaults(_Model):
@@ -109,7 +193,10 @@ class SiteConfig(_Model):
         gres_name: The GRES name of GPUs (slurm.conf ``GresTypes``), normally ``gpu``.
         tiers: Tier name to QOS/partition/preemption policy.
         default_account: The account when the spec names no project.
-        quotas: Project to guaranteed GPUs (used by the tier scheduler).
+        quotas: Project (Slurm account) to guaranteed GPUs. Empty: no quotas, every job runs
+            in its project's account with its tier's QOS. Otherwise every project a job may
+            use must be listed (0: all its work is over-quota); see :class:`OverQuota`.
+        overquota: Where work beyond a project's quota runs (used only with ``quotas``).
         job_root: Where job directories are made; ``~`` is the submitting user's home.
         poll_min_interval: Never ask Slurm for job status more often than this (seconds).
         module_system: ``lmod``, ``tcl`` (Environment Modules) or ``none``: whether jobs
@@ -130,6 +217,7 @@ class SiteConfig(_Model):
     tiers: dict[Tier, TierPolicy] = Field(default_factory=dict)
     default_account: str | None = Field(None, pattern=_NAME)
     quotas: dict[str, int] = Field(default_factory=dict)
+    overquota: OverQuota = Field(default_factory=OverQuota)
     job_root: str = Field("~/.hpclaunch/jobs", min_length=1)
     poll_min_interval: float = Field(10.0, gt=0)
     module_system: Literal["lmod", "tcl", "none"] = "none"
@@ -157,6 +245,8 @@ class SiteConfig(_Model):
             raise ValueError(f"at most one partition may be default; got {', '.join(defaults)}")
         if self.modules and self.module_system == "none":
             raise ValueError("modules are listed but module_system is none; set lmod or tcl")
+        if self.quotas:
+            self._check_quota_names()
         for tier, policy in self.tiers.items():
             if policy.partition is not None and policy.partition not in names:
                 raise ValueError(
@@ -164,6 +254,23 @@ class SiteConfig(_Model):
                     f"the partitions: {', '.join(names)}"
                 )
         return self
+
+    def _check_quota_names(self) -> None:
+        qos_names = {policy.qos for policy in self.tiers.values()}
+        if self.overquota.qos in qos_names:
+            raise ValueError(
+                f"overquota.qos {self.overquota.qos!r} is also a tier's QOS; over-quota work "
+                "needs a QOS of its own"
+            )
+        for project in self.quotas:
+            oq = self.overquota.account_for(project)
+            if oq in self.quotas:
+                raise ValueError(f"quotas: {oq!r} is project {project!r}'s over-quota account")
+
+    @property
+    def has_quotas(self) -> bool:
+        """Whether guaranteed quotas are on (``quotas`` is not empty)."""
+        return bool(self.quotas)
 
     def partition(self, name: str) -> Partition:
         """Return the partition called ``name`` (``KeyError`` if there is none)."""

@@ -28,10 +28,20 @@ REPO = Path(__file__).resolve().parents[2]
 HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 
 
+# One test session at a time on the shared local cluster: tests that assert scheduling
+# order or preemption need the GPUs to themselves. Ad-hoc jobs: `flock LOCK sbatch ...`.
+CLUSTER_LOCK = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOCK", "/tmp/hpclaunch-cluster.lock"))
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster() -> SlurmCluster:
-    """The reachable cluster (``.nodes``); skips, or fails under CI=true, without one."""
-    return require_cluster(LocalRunner(), os.environ)
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """The reachable cluster (``.nodes``); skips, or fails under CI=true, without one.
+    Held under an exclusive lock (:data:`CLUSTER_LOCK`) for the whole test session."""
+    import fcntl
+
+    with CLUSTER_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield require_cluster(LocalRunner(), os.environ)
 
 
 class Cli:

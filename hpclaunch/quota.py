@@ -1,0 +1,173 @@
+"""Guaranteed GPU quotas (Run:AI semantics) expressed in Slurm's accounts and QOS.
+
+The design, and why (``docs`` of :class:`~hpclaunch.config.site.OverQuota` too):
+
+* Each project ``P`` with a quota ``Q`` is a Slurm account with the association limit
+  ``GrpTRES=gres/gpu=Q``: Slurm itself never runs more than ``Q`` GPUs of ``P``'s jobs at
+  once, whoever submits them (sbatch by hand included). Only the non-preemptible tiers' QOS
+  are used there, so the work inside the guarantee is never preempted.
+* Work beyond the guarantee runs in a sibling account ``P-oq`` (not a child: Slurm counts a
+  child's jobs towards its parent's ``GrpTRES``), whose association allows only preemptible
+  QOS: the over-quota QOS and the preemptible tiers'. Every non-preemptible tier's QOS lists
+  them in its ``Preempt``, so in-quota work of *any* project takes GPUs back from over-quota
+  work of *every* project (``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``), and a
+  project's own sweeps never eat its own guarantee.
+* As long as the quotas add up to no more than the cluster's GPUs, a project's in-quota job
+  always finds GPUs: held by nobody, or by over-quota work it may preempt.
+
+hpclaunch decides at submit time from live usage, one squeue call for the project:
+``in-quota`` when the GPUs its in-quota jobs hold or wait for, plus this job's, fit in
+``Q``; ``over-quota`` otherwise. Two submissions racing for the last GPUs of a quota may
+both be placed in-quota; Slurm's ``GrpTRES`` then holds the second (reason
+``AssocGrpGRES``) until the first ends: it waits, but it never runs beyond the guarantee.
+A pending over-quota job stays over-quota when in-quota GPUs free up later (the decision is
+made once; ``hpclaunch tier`` or resubmitting re-decides).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hpclaunch.config.site import SiteConfig, TierPolicy
+from hpclaunch.errors import PlanError
+from hpclaunch.spec import JobSpec
+
+__all__ = [
+    "TIER_ORDER",
+    "Placement",
+    "classify",
+    "gpus_of_tres",
+    "in_quota_usage",
+    "place",
+    "usage_argv",
+]
+
+#: Tiers from the most to the least urgent.
+TIER_ORDER = ("critical", "high", "medium", "low")
+
+# squeue %b (tres-per-node) as Slurm 22.05 prints it: "gres:gpu:4", "gres:gpu:a100:2",
+# "gres/gpu:2" in later versions; several entries are comma-separated.
+_GPU_TRES = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job runs: account, QOS and how it is treated at preemption.
+
+    Attributes:
+        account: The Slurm account (``--account``), or ``None`` for the user's default.
+        policy: The effective tier policy: the tier's own, or the over-quota one.
+        quota: ``in-quota``, ``over-quota`` or ``none`` (the site has no quotas).
+        nice: ``--nice`` to keep tier order among over-quota jobs (0: none).
+        notes: Why, for ``--dry-run``.
+    """
+
+    account: str | None
+    policy: TierPolicy
+    quota: str
+    nice: int
+    notes: tuple[str, ...]
+
+
+def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int | None) -> Placement:
+    """Decide account, QOS and preemptibility of ``spec`` (see the module docstring).
+
+    Args:
+        spec: The job.
+        site: The site; without ``quotas`` the tier alone decides.
+        policy: The spec's tier policy on this site.
+        quota_used: GPUs the project's in-quota jobs hold or wait for now; ``None``: unknown.
+
+    Raises:
+        PlanError: The site has quotas and the job names no project the site knows.
+    """
+    project = spec.project or site.default_account
+    if not site.has_quotas:
+        if project:
+            source = "the spec's project" if spec.project else "the site's default account"
+            note = f"account {project}: {source}"
+        else:
+            note = "no account given: Slurm uses your default account"
+        return Placement(project, policy, "none", 0, (note,))
+    if project is None or project not in site.quotas:
+        known = ", ".join(sorted(site.quotas))
+        what = f"project {project!r} has" if project else "no project given, and the site has"
+        raise PlanError(
+            f"project: {what} no GPU quota on site {site.name} (projects: {known})",
+            hint="set project: to one of the listed projects, or ask the admins to add yours "
+            "under quotas: in the site config",
+        )
+    quota = site.quotas[project]
+    gpus = spec.resources.nodes * spec.resources.gpus_per_node
+    over = site.overquota
+    oq_account = over.account_for(project)
+    if policy.preemptible:
+        note = (
+            f"tier {spec.tier} is preemptible: account {oq_account} (outside project "
+            f"{project}'s guarantee of {quota} GPUs, so it never uses it up)"
+        )
+        return Placement(oq_account, policy, "over-quota", 0, (note,))
+    used = 0 if quota_used is None else quota_used
+    unknown = " (usage not read: taken as 0)" if quota_used is None else ""
+    if used + gpus <= quota:
+        note = (
+            f"in-quota: project {project} holds {used}{unknown} of its {quota} guaranteed GPUs; "
+            f"this job's {gpus} fit, so it runs in account {project} and is never preempted"
+        )
+        return Placement(project, policy, "in-quota", 0, (note,))
+    nice = over.nice_step * TIER_ORDER.index(spec.tier)
+    over_policy = TierPolicy(
+        qos=over.qos, partition=policy.partition, preemptible=True, grace=over.grace
+    )
+    notes = [
+        f"over-quota: project {project} holds {used}{unknown} of its {quota} guaranteed GPUs "
+        f"and this job asks {gpus}: it runs in account {oq_account} with QOS {over.qos} on "
+        "idle GPUs, and in-quota work of any project may preempt it (it is requeued)"
+    ]
+    if nice:
+        notes.append(f"--nice={nice}: keeps tier {spec.tier} behind higher tiers' over-quota jobs")
+    return Placement(oq_account, over_policy, "over-quota", nice, tuple(notes))
+
+
+def usage_argv(project: str) -> list[str]:
+    """The one squeue call that lists ``project``'s in-quota jobs (all users')."""
+    return [
+        "squeue",
+        "--noheader",
+        f"--account={project}",
+        "--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD",
+        "--format=%q|%D|%b",
+    ]
+
+
+def in_quota_usage(site: SiteConfig, squeue_stdout: str) -> int:
+    """GPUs held or asked for by the jobs of :func:`usage_argv`'s output that count
+    against the guarantee: those with a non-preemptible tier's QOS."""
+    counted = {p.qos for p in site.tiers.values() if not p.preemptible}
+    total = 0
+    for line in squeue_stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or parts[0] not in counted:
+            continue
+        nodes = int(parts[1]) if parts[1].isdigit() else 1
+        total += nodes * gpus_of_tres(parts[2])
+    return total
+
+
+def gpus_of_tres(tres_per_node: str) -> int:
+    """GPUs per node in a squeue ``%b`` value (0 when it asks for none)."""
+    return sum(int(m.group(1)) for m in _GPU_TRES.finditer(tres_per_node.strip()))
+
+
+def classify(site: SiteConfig, account: str | None, qos: str | None) -> str | None:
+    """``in-quota``/``over-quota`` for a job seen in squeue or sacct; ``None`` without
+    quotas or when the account is none of the site's projects."""
+    if not site.has_quotas or account is None:
+        return None
+    over_accounts = {site.overquota.account_for(p): p for p in site.quotas}
+    if account in over_accounts or qos == site.overquota.qos:
+        return "over-quota"
+    if account in site.quotas:
+        return "in-quota"
+    return None
