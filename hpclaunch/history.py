@@ -27,8 +27,9 @@ __all__ = [
 class SubmissionRecord:
     """One submitted job.
 
-    ``log_dir``, ``tier`` and ``qos`` were added later: older records lack them (``None``;
-    their logs are in ``job_dir``).
+    ``log_dir``, ``tier``, ``qos`` and ``quota`` were added later: older records lack them
+    (``None``; their logs are in ``job_dir``). ``quota``: ``in-quota``, ``over-quota`` or
+    ``none`` (the site has no quotas), as decided at submission.
     """
 
     job_id: str
@@ -41,6 +42,7 @@ class SubmissionRecord:
     log_dir: str | None = None
     tier: str | None = None
     qos: str | None = None
+    quota: str | None = None
 
     @property
     def logs(self) -> str:

@@ -151,6 +151,8 @@ class JobInfo:
         restarts: How often it was requeued (``SLURM_RESTART_COUNT`` of its current attempt).
         tier: hpclaunch's priority tier (not Slurm's: filled in from the history or the
             site's tier → QOS mapping by the caller).
+        quota: ``in-quota`` or ``over-quota`` on a site with quotas (filled in by the
+            caller, like ``tier``).
     """
 
     ref: JobRef
@@ -167,6 +169,7 @@ class JobInfo:
     gpus: int | None = None
     restarts: int | None = None
     tier: str | None = None
+    quota: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (for ``status --json``)."""
@@ -184,6 +187,7 @@ class JobInfo:
             "source": self.source,
             "qos": self.qos,
             "tier": self.tier,
+            "quota": self.quota,
             "node_count": self.node_count,
             "gpus": self.gpus,
             "restarts": self.restarts,

@@ -30,8 +30,9 @@ import re
 from dataclasses import dataclass
 
 from hpclaunch.config.site import SiteConfig, TierPolicy
-from hpclaunch.errors import PlanError
+from hpclaunch.errors import CommandFailed, PlanError
 from hpclaunch.spec import JobSpec
+from hpclaunch.transport.base import Runner
 
 __all__ = [
     "TIER_ORDER",
@@ -40,6 +41,7 @@ __all__ = [
     "gpus_of_tres",
     "in_quota_usage",
     "place",
+    "read_usage",
     "usage_argv",
 ]
 
@@ -141,6 +143,18 @@ def usage_argv(project: str) -> list[str]:
     ]
 
 
+def read_usage(runner: Runner, site: SiteConfig, project: str) -> int:
+    """The GPUs ``project``'s in-quota jobs hold or wait for now: one squeue call.
+
+    Raises:
+        TransportError: squeue could not be run or failed (:class:`CommandFailed`).
+    """
+    result = runner.run(usage_argv(project), timeout=30)
+    if not result.ok:
+        raise CommandFailed(result, hint="is slurmctld up? (squeue)")
+    return in_quota_usage(site, result.stdout)
+
+
 def in_quota_usage(site: SiteConfig, squeue_stdout: str) -> int:
     """GPUs held or asked for by the jobs of :func:`usage_argv`'s output that count
     against the guarantee: those with a non-preemptible tier's QOS."""
@@ -161,13 +175,17 @@ def gpus_of_tres(tres_per_node: str) -> int:
 
 
 def classify(site: SiteConfig, account: str | None, qos: str | None) -> str | None:
-    """``in-quota``/``over-quota`` for a job seen in squeue or sacct; ``None`` without
-    quotas or when the account is none of the site's projects."""
-    if not site.has_quotas or account is None:
+    """``in-quota``/``over-quota`` for a job seen in squeue or sacct, from its QOS (and its
+    account, when known); ``None`` without quotas, or for a job outside the site's projects
+    or tiers."""
+    if not site.has_quotas or qos is None:
         return None
-    over_accounts = {site.overquota.account_for(p): p for p in site.quotas}
-    if account in over_accounts or qos == site.overquota.qos:
+    projects = set(site.quotas) | {site.overquota.account_for(p) for p in site.quotas}
+    if account is not None and account not in projects:
+        return None
+    preemptible = {p.qos for p in site.tiers.values() if p.preemptible}
+    if qos == site.overquota.qos or qos in preemptible:
         return "over-quota"
-    if account in site.quotas:
+    if qos in {p.qos for p in site.tiers.values()}:
         return "in-quota"
     return None

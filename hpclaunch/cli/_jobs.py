@@ -6,7 +6,7 @@ import os
 
 from hpclaunch.cli._app import App
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
-from hpclaunch.spec import load_spec
+from hpclaunch.spec import JobSpec, load_spec
 
 
 def plan_spec(
@@ -15,6 +15,7 @@ def plan_spec(
     submission_id: str | None = None,
     *,
     cwd: str | None = None,
+    live_usage: bool = False,
 ) -> SubmissionPlan:
     """Load ``spec_path`` and plan it on the app's site.
 
@@ -22,6 +23,8 @@ def plan_spec(
     ``cwd``: where the job starts when the spec names no workdir, and where relative paths
     start (``submit --sync``: the snapshot). Default: the current directory on this machine;
     over SSH, the job directory (a local path means nothing on the cluster).
+    ``live_usage``: on a site with quotas, read the project's in-quota GPUs from the
+    cluster (one squeue) to decide in-quota/over-quota; otherwise the plan says it took 0.
     """
     spec = load_spec(spec_path)
     if cwd is not None and spec.workdir is None:
@@ -34,4 +37,17 @@ def plan_spec(
         submission_id=submission_id or new_submission_id(),
         home=app.home,
         cwd=cwd,
+        quota_used=_quota_used(app, spec) if live_usage else None,
     )
+
+
+def _quota_used(app: App, spec: JobSpec) -> int | None:
+    """The project's in-quota GPUs now, when the placement depends on them."""
+    site = app.site
+    project = spec.project or site.default_account
+    policy = site.tiers.get(spec.tier)
+    if project not in site.quotas or policy is None or policy.preemptible:
+        return None
+    from hpclaunch.quota import read_usage
+
+    return read_usage(app.runner, site, project)

@@ -21,6 +21,7 @@ COLUMNS = (
     "ID",
     "NAME",
     "TIER",
+    "QUOTA",
     "QOS",
     "STATE",
     "REASON",
@@ -70,12 +71,17 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
 
 
 def annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
-    """Add what Slurm does not know: the tier (and the name of a job Slurm forgot)."""
+    """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
+    job Slurm forgot)."""
+    from hpclaunch.quota import classify
+
     tier = record.tier if record is not None else None
+    quota = record.quota if record is not None and record.quota != "none" else None
     return dataclasses.replace(
         info,
         name=info.name or (record.name if record is not None else None),
         tier=tier or tier_of_qos(info.qos, site),
+        quota=quota or classify(site, None, info.qos),
     )
 
 
@@ -104,6 +110,7 @@ def print_table(rows: Sequence[JobInfo]) -> None:
             info.ref.job_id,
             info.name or "",
             info.tier or "",
+            info.quota or "",
             info.qos or "",
             f"[{style}]{state}[/]" if style else state,
             info.reason or "",

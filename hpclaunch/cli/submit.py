@@ -68,7 +68,7 @@ def submit_command(
 
     tree = _scan_tree() if sync else None
     snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
-    plan = plan_spec(app, spec, submission_id, cwd=snapshot_cwd)
+    plan = plan_spec(app, spec, submission_id, cwd=snapshot_cwd, live_usage=True)
     check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:
@@ -120,6 +120,7 @@ def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
         log_dir=plan.log_dir,
         tier=plan.tier,
         qos=plan.qos,
+        quota=plan.quota,
     )
     try:
         record_submission(record)

@@ -177,6 +177,7 @@ def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
         "ID",
         "NAME",
         "TIER",
+        "QUOTA",
         "QOS",
         "STATE",
         "REASON",
@@ -186,9 +187,12 @@ def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
         "RESTARTS",
         "EXIT",
     ]
-    # QOS normal is tier medium in local.yaml; "five" runs on 1 node with 0 GPUs.
-    assert lines[1].split() == ["5", "five", "medium", "normal", "RUNNING", "n1", "0", "0:05", "0"]
-    assert lines[2].split()[:5] == ["6", "six", "medium", "normal", "FAILED"]
+    # QOS normal is tier medium in local.yaml, which has quotas: a non-preemptible tier's QOS
+    # runs only in-quota; "five" runs on 1 node with 0 GPUs.
+    assert lines[1].split() == [
+        "5", "five", "medium", "in-quota", "normal", "RUNNING", "n1", "0", "0:05", "0"
+    ]  # fmt: skip
+    assert lines[2].split()[:6] == ["6", "six", "medium", "in-quota", "normal", "FAILED"]
     assert lines[3].split()[:2] == ["7", "UNKNOWN"]
 
 

@@ -193,7 +193,7 @@ def plan_for(site: SiteConfig, **spec: object):  # type: ignore[no-untyped-def]
 
 
 def test_a_good_plan_has_no_problems(caps: Capabilities, site: SiteConfig) -> None:
-    plan = plan_for(site, resources={"gpus_per_node": 4, "nodes": 4, "time": 60}, tier="low")
+    plan = plan_for(site, resources={"gpus_per_node": 4, "nodes": 2, "time": 60}, tier="high")
     assert check_plan(plan, caps) == []
 
 
@@ -231,7 +231,7 @@ def test_plan_partition_down_and_qos_not_allowed(caps: Capabilities, site: SiteC
     assert gpu is not None
     down = replace(gpu, state="DOWN", allow_qos=("high",))
     caps2 = replace(caps, partitions=(down, *caps.partitions[1:]))
-    problems = check_plan(plan_for(site, tier="low"), caps2)
+    problems = check_plan(plan_for(site, tier="medium"), caps2)
     assert [p.where for p in problems] == ["partition", "qos"]
     assert "DOWN" in problems[0].what
     assert problems[1].allowed == ("high",)

@@ -96,6 +96,7 @@ def test_job_info_to_dict() -> None:
         "source": "sacct",
         "qos": None,
         "tier": None,
+        "quota": None,
         "node_count": None,
         "gpus": None,
         "restarts": None,

@@ -73,12 +73,12 @@ def test_unknown_key_in_a_tier_lists_tier_keys(tmp_path: Path) -> None:
     data = {
         "name": "s",
         "partitions": [{"name": "p", "cpus_per_node": 2}],
-        "tiers": {"low": {"qos": "low", "preempt": True}},
+        "tiers": {"low": {"qos": "low", "preemptable": True}},
     }
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(
         ConfigError,
-        match=r"tiers.low.preempt: unknown key 'preempt' \(did you "
+        match=r"tiers.low.preemptable: unknown key 'preemptable' \(did you "
         r"mean 'preemptible'\?\); valid keys at tiers.low: qos, partition",
     ):
         load_site(path)

@@ -1,0 +1,178 @@
+"""Guaranteed quotas: where a job runs (account, QOS, requeue) given the project's usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hpclaunch.config.site import SiteConfig, load_site
+from hpclaunch.errors import CommandFailed, ConfigError, PlanError
+from hpclaunch.quota import classify, gpus_of_tres, in_quota_usage, read_usage, usage_argv
+from hpclaunch.spec import JobSpec
+
+from .fakes import FakeRunner, result
+
+PlanFor = Any
+
+
+def spec(tier: str = "medium", gpus: int = 4, nodes: int = 1, **extra: Any) -> JobSpec:
+    fields: dict[str, Any] = {
+        "name": "q",
+        "command": ["python", "train.py"],
+        "tier": tier,
+        "project": "research",
+        "resources": {"gpus_per_node": gpus, "nodes": nodes, "time": 10},
+        **extra,
+    }
+    return JobSpec.model_validate(fields)
+
+
+def test_in_quota_job_runs_in_the_project_account_and_is_never_requeued(
+    plan_for: PlanFor,
+) -> None:
+    plan = plan_for(spec(gpus=4), quota_used=4)  # research: 8 guaranteed GPUs
+    assert (plan.account, plan.qos, plan.quota, plan.preemptible) == (
+        "research",
+        "normal",
+        "in-quota",
+        False,
+    )
+    assert plan.option("--no-requeue") is None
+    with pytest.raises(KeyError):
+        plan.option("--nice")
+    assert any("holds 4 of its 8 guaranteed GPUs" in note for note in plan.notes)
+
+
+def test_over_quota_job_runs_preemptible_in_the_sibling_account(plan_for: PlanFor) -> None:
+    plan = plan_for(spec(tier="high", gpus=4, nodes=2), quota_used=4)  # 4 + 8 > 8
+    assert (plan.account, plan.qos, plan.quota, plan.preemptible) == (
+        "research-oq",
+        "overquota",
+        "over-quota",
+        True,
+    )
+    assert plan.option("--requeue") is None
+    assert plan.option("--signal") == "B:USR1@120"  # the spec default lead time
+    assert plan.option("--nice") == "1000"  # high: one nice step behind critical
+    assert dict(plan.runtime_env)["HPCLAUNCH_GRACE"] == "10"  # the over-quota QOS's grace
+
+
+def test_over_quota_keeps_tier_order_with_nice(plan_for: PlanFor) -> None:
+    nice = {}
+    for tier in ("critical", "high", "medium"):
+        plan = plan_for(spec(tier=tier, gpus=4), quota_used=8)
+        assert plan.quota == "over-quota"
+        nice[tier] = int(dict(plan.sbatch_options).get("--nice") or 0)
+    assert nice["critical"] < nice["high"] < nice["medium"]
+
+
+def test_exact_fit_is_in_quota(plan_for: PlanFor) -> None:
+    assert plan_for(spec(gpus=4, nodes=2), quota_used=0).quota == "in-quota"
+    assert plan_for(spec(gpus=1), quota_used=8).quota == "over-quota"
+
+
+def test_cpu_job_is_always_in_quota(plan_for: PlanFor) -> None:
+    assert plan_for(spec(gpus=0), quota_used=8).quota == "in-quota"
+
+
+def test_preemptible_tier_never_uses_the_guarantee(plan_for: PlanFor) -> None:
+    plan = plan_for(spec(tier="low", gpus=1), quota_used=0)
+    assert (plan.account, plan.qos, plan.quota) == ("research-oq", "low", "over-quota")
+
+
+def test_unknown_usage_is_taken_as_zero_and_said(plan_for: PlanFor) -> None:
+    plan = plan_for(spec(gpus=4))
+    assert plan.quota == "in-quota"
+    assert any("usage not read: taken as 0" in note for note in plan.notes)
+
+
+def test_a_project_without_quota_is_refused_with_the_known_ones(plan_for: PlanFor) -> None:
+    with pytest.raises(PlanError, match=r"project: project 'physics' has no GPU quota") as err:
+        plan_for(spec(project="physics"))
+    assert "research, vision" in str(err.value)
+
+
+def test_without_quotas_the_tier_alone_decides(plan_for: PlanFor, site: SiteConfig) -> None:
+    plain = site.model_copy(update={"quotas": {}})
+    plan = plan_for(spec(tier="high", gpus=4, nodes=4), plain, quota_used=100)
+    assert (plan.account, plan.qos, plan.quota) == ("research", "high", "none")
+    low = plan_for(spec(tier="low"), plain)
+    assert (low.account, low.qos) == ("research", "low")
+
+
+def test_usage_counts_only_non_preemptible_qos(site: SiteConfig) -> None:
+    squeue = "\n".join(
+        [
+            "normal|2|gres:gpu:4",  # 8
+            "critical|1|gres:gpu:a100:2",  # 2
+            "high|1|gres/gpu:1",  # 1 (later Slurm spelling)
+            "low|4|gres:gpu:4",  # preemptible: not counted
+            "overquota|1|gres:gpu:4",  # over-quota: not counted
+            "normal|1|N/A",  # no GPUs
+            "garbage line",
+        ]
+    )
+    assert in_quota_usage(site, squeue) == 11
+
+
+def test_gpus_of_tres() -> None:
+    assert gpus_of_tres("gres:gpu:4") == 4
+    assert gpus_of_tres("gres:gpu:a100:2,gres:nvme:1") == 2
+    assert gpus_of_tres("gres/gpu=3") == 3
+    assert gpus_of_tres("N/A") == 0
+    assert gpus_of_tres("gres:gpudirect:1") == 0
+
+
+def test_read_usage_is_one_squeue_of_the_project(site: SiteConfig) -> None:
+    runner = FakeRunner(lambda argv: result(argv, out="normal|1|gres:gpu:4\nlow|1|gres:gpu:4\n"))
+    assert read_usage(runner, site, "vision") == 4
+    assert runner.calls == [tuple(usage_argv("vision"))]
+    assert "--account=vision" in runner.calls[0]
+
+
+def test_read_usage_failure_is_a_command_error(site: SiteConfig) -> None:
+    runner = FakeRunner(
+        lambda argv: result(argv, 1, err="slurm_load_jobs error: Unable to contact")
+    )
+    with pytest.raises(CommandFailed):
+        read_usage(runner, site, "research")
+
+
+def test_classify(site: SiteConfig) -> None:
+    assert classify(site, "research", "normal") == "in-quota"
+    assert classify(site, None, "critical") == "in-quota"
+    assert classify(site, "research-oq", "overquota") == "over-quota"
+    assert classify(site, None, "low") == "over-quota"
+    assert classify(site, "physics", "normal") is None
+    assert classify(site.model_copy(update={"quotas": {}}), "research", "normal") is None
+
+
+@pytest.mark.parametrize(
+    ("overquota", "message"),
+    [
+        ({"qos": "low"}, "overquota.qos 'low' is also a tier's QOS"),
+        ({"account": "spare"}, "must contain {project}"),
+    ],
+)
+def test_site_overquota_checks(tmp_path: Any, overquota: dict[str, str], message: str) -> None:
+    import yaml
+
+    from hpclaunch.config.site import site_search_dirs
+
+    data = yaml.safe_load((site_search_dirs()[0] / "local.yaml").read_text())
+    data["overquota"] = overquota
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=message):
+        load_site(path)
+
+
+def test_a_preemptible_tier_may_not_preempt(tmp_path: Any) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: x\npartitions: [{name: p, cpus_per_node: 1}]\n"
+        "tiers: {low: {qos: low, preemptible: true, preempts: true}}\n"
+    )
+    with pytest.raises(ConfigError, match="a preemptible tier may not preempt"):
+        load_site(path)
