@@ -496,6 +496,17 @@ def _requeue_options(
 ) -> list[tuple[str, str | None]]:
     ckpt = spec.checkpoint
     qos = policy.qos
+    if policy.preemptible and ckpt.max_requeues > 0 and spec.launcher == "none":
+        # Nothing in the job would handle the signal: the batch shell execs the command, and
+        # a process without a handler dies of USR1. Slurm would then end the job (COMPLETED
+        # or FAILED) instead of requeueing it. Without --signal, the batch shell hears
+        # nothing until GraceTime ends, then Slurm kills and requeues it (Slurm 22.05).
+        notes.append(
+            f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): --requeue, "
+            "no --signal (launcher none has no sidecar to checkpoint: at preemption Slurm "
+            "stops the job after the grace time and requeues it; it starts over)"
+        )
+        return [("--requeue", None)]
     if policy.preemptible and ckpt.max_requeues > 0:
         signal = f"B:{ckpt.signal}@{ckpt.signal_lead_time}"
         notes.append(

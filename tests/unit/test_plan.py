@@ -173,7 +173,7 @@ def test_no_time_leaves_it_to_the_partition(plan_for: PlanFor) -> None:
 
 
 def test_preemptible_tier_requeues_and_signals(plan_for: PlanFor) -> None:
-    plan = plan_for(make_spec(tier="low"))
+    plan = plan_for(make_spec(tier="low", launcher="torchrun"))
     assert plan.qos == "low"
     assert plan.preemptible
     assert flags(plan)[-2:] == ["--requeue", "--signal=B:USR1@120"]
@@ -184,8 +184,19 @@ def test_preemptible_tier_requeues_and_signals(plan_for: PlanFor) -> None:
 
 
 def test_signal_and_lead_time_come_from_the_spec(plan_for: PlanFor) -> None:
-    spec = make_spec(tier="low", checkpoint={"signal": "USR2", "signal_lead_time": 300})
+    spec = make_spec(
+        tier="low", launcher="srun", checkpoint={"signal": "USR2", "signal_lead_time": 300}
+    )
     assert plan_for(spec).option("--signal") == "B:USR2@300"
+
+
+def test_preemptible_without_a_sidecar_gets_no_signal(plan_for: PlanFor) -> None:
+    # The command would die of the signal (no handler), and Slurm would not requeue it.
+    plan = plan_for(make_spec(tier="low", launcher="none"))
+    assert flags(plan)[-1] == "--requeue"
+    with pytest.raises(KeyError):
+        plan.option("--signal")
+    assert any("launcher none has no sidecar" in note for note in plan.notes)
 
 
 def test_preemptible_without_requeues(plan_for: PlanFor) -> None:

@@ -45,7 +45,7 @@ def test_in_quota_job_runs_in_the_project_account_and_is_never_requeued(
 
 
 def test_over_quota_job_runs_preemptible_in_the_sibling_account(plan_for: PlanFor) -> None:
-    plan = plan_for(spec(tier="high", gpus=4, nodes=2), quota_used=4)  # 4 + 8 > 8
+    plan = plan_for(spec(tier="high", gpus=4, nodes=2, launcher="torchrun"), quota_used=4)
     assert (plan.account, plan.qos, plan.quota, plan.preemptible) == (
         "research-oq",
         "overquota",
