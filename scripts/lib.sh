@@ -8,6 +8,13 @@ CLUSTER=$REPO/docker/slurm-cluster/cluster.sh
 TORCH=torch==2.13.0
 # numpy: torch warns at import without it.
 TORCH_EXTRAS=numpy
+# The extras the tests need; "frameworks" (accelerate, transformers, lightning) requires torch,
+# so torch is installed first and pinned again on that command line (never a newer torch).
+EXTRAS=dev,ssh,gpu,frameworks
+# DeepSpeed (the deepspeed launcher's cluster test) is an sdist whose build imports torch:
+# built against the installed torch (--no-build-isolation; an isolated build would fetch a
+# CUDA torch) and without its C++/CUDA ops (DS_BUILD_OPS=0). ~15 s.
+DEEPSPEED=deepspeed==0.19.8
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -17,16 +24,18 @@ ensure_venv() {
     say "creating $VENV"
     python3 -m venv "$VENV"
   fi
-  local stamp=$VENV/.hpclaunch-installed sum
-  sum=$( (cat "$REPO/pyproject.toml"; echo dev,ssh,gpu) | sha256sum | cut -c1-16)
-  if [[ ! -e $stamp || $(<"$stamp") != "$sum" ]]; then
-    say "installing hpclaunch (editable) and dev tools"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[dev,ssh,gpu]"
-    echo "$sum" >"$stamp"
-  fi
   if ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
     say "installing $TORCH (CPU)"
     "$VENV/bin/pip" install -q --disable-pip-version-check "$TORCH" "$TORCH_EXTRAS"
+  fi
+  local stamp=$VENV/.hpclaunch-installed sum
+  sum=$( (cat "$REPO/pyproject.toml"; echo "$EXTRAS $TORCH $DEEPSPEED") | sha256sum | cut -c1-16)
+  if [[ ! -e $stamp || $(<"$stamp") != "$sum" ]]; then
+    say "installing hpclaunch (editable), dev tools, frameworks and $DEEPSPEED"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[$EXTRAS]" "$TORCH"
+    DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check \
+      --no-build-isolation "$DEEPSPEED" "$TORCH"
+    echo "$sum" >"$stamp"
   fi
   export PATH=$VENV/bin:$PATH
 }
@@ -40,17 +49,21 @@ running_cluster_mode() {
   return 0
 }
 
-# Use a running local cluster (either mode); else start one ($HPCLAUNCH_CLUSTER_MODE, default docker).
+# Use a running local cluster (either mode); else start one ($HPCLAUNCH_CLUSTER_MODE, default
+# docker). Either way, then make its QOS and accounts match site-configs/local.yaml (the
+# cluster comes up with bare QOS; `site apply` sets tiers, quotas, over-quota accounts).
 ensure_cluster() {
   local mode
   mode=$(running_cluster_mode)
   if [[ -n $mode ]]; then
     say "using the running $mode cluster"
-    return 0
+  else
+    mode=${HPCLAUNCH_CLUSTER_MODE:-docker}
+    say "starting the $mode test cluster"
+    "$CLUSTER" --mode "$mode" up
   fi
-  mode=${HPCLAUNCH_CLUSTER_MODE:-docker}
-  say "starting the $mode test cluster"
-  "$CLUSTER" --mode "$mode" up
+  say "hpclaunch site apply (site local)"
+  hpclaunch --site local site apply --yes
 }
 
 # Debian's OpenSSH server, for the SSH integration tests (tests/integration/sshd.py starts

@@ -15,6 +15,7 @@ when ``HpclaunchCheckpoint`` is first used.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,15 +73,19 @@ def resume_ckpt_path(ckpt_dir: Path | str | None = None) -> str | None:
 
 
 def _make_callback() -> type:
-    try:
-        from lightning.pytorch import Callback  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
+    # By name, not ``from ... import``: the two packages' Callback types differ, and mypy
+    # checks whichever of them happens to be installed.
+    callback: Any = None
+    for module in ("lightning.pytorch", "pytorch_lightning"):
         try:
-            from pytorch_lightning import Callback  # type: ignore[import-not-found, unused-ignore]
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("HpclaunchCheckpoint needs Lightning: pip install lightning") from exc
+            callback = importlib.import_module(module).Callback
+            break
+        except ImportError:
+            continue
+    if callback is None:  # pragma: no cover - depends on the environment
+        raise ImportError("HpclaunchCheckpoint needs Lightning: pip install lightning")
 
-    class HpclaunchCheckpoint(CheckpointOnRequest, Callback):  # type: ignore[misc, valid-type, unused-ignore]
+    class HpclaunchCheckpoint(CheckpointOnRequest, callback):  # type: ignore[misc]
         """A Lightning ``Callback`` that commits checkpoints atomically and stops on request."""
 
     return HpclaunchCheckpoint
