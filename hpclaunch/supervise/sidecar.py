@@ -485,7 +485,8 @@ def group_members(pgid: int) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            # bytes: comm is cut at 15 bytes, maybe inside a UTF-8 character
+            stat = (entry / "stat").read_bytes().decode(errors="replace")
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()

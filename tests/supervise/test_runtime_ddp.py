@@ -57,7 +57,7 @@ def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = stat.read_bytes().decode(errors="replace").rsplit(")", 1)[1].split()
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))

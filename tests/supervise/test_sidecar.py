@@ -150,7 +150,7 @@ def test_no_orphan_survives(tmp_path: Path, signal_at_step: Any) -> None:
 
 def _alive(pid: int) -> bool:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
     except FileNotFoundError:
         return False
     return stat[stat.rindex(")") + 2] not in "ZX"
