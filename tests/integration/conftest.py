@@ -41,20 +41,36 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 
     with CLUSTER_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield require_cluster(LocalRunner(), os.environ)
+        cluster = require_cluster(LocalRunner(), os.environ)
+        # The cluster comes up with bare QOS: make tiers, quotas and over-quota accounts
+        # match site-configs/local.yaml once per session (nothing to do when they do).
+        applied = subprocess.run(
+            [HPCLAUNCH, "--site", "local", "site", "apply", "--yes"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if applied.returncode != 0:
+            pytest.fail(
+                f"hpclaunch --site local site apply --yes failed:\n{applied.stdout}{applied.stderr}"
+            )
+        yield cluster
 
 
 class Cli:
     """The real ``hpclaunch`` CLI against the local site, run from the repository root
     (which every node sees at the same path), with a submission history of its own."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, site: str = "local") -> None:
         self.env = dict(os.environ, XDG_STATE_HOME=str(state_dir))
         self.history = state_dir / "hpclaunch" / "submissions.jsonl"
+        self.site = site
 
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [HPCLAUNCH, "--site", "local", *args],
+            [HPCLAUNCH, "--site", self.site, *args],
             cwd=REPO,
             env=self.env,
             capture_output=True,

@@ -1,0 +1,51 @@
+"""A trainer without torch for the tier tests: ``--steps`` steps of ``--sleep`` seconds that
+resume from the newest committed checkpoint and commit one when the sidecar asks.
+
+Rank 0 (``RANK``, set by the sidecar's srun launcher) reports progress and commits; other
+ranks only keep time. Each attempt appends ``attempt A resumes at S`` and, at the end,
+``done`` to the job's log, and rank 0 writes the steps it trained to
+``<job dir>/steps-attempt-A.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from hpclaunch import runtime
+
+
+def save(directory: Path, step: int) -> None:
+    (directory / "state.json").write_text(json.dumps({"step": step}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--sleep", type=float, default=0.2)
+    args = parser.parse_args()
+    rank = int(os.environ.get("RANK", "0"))
+    attempt = os.environ.get("HPCLAUNCH_ATTEMPT", "0")
+    ckpt = runtime.resume_point()
+    start = ckpt.step if ckpt else 0
+    print(f"rank {rank} attempt {attempt} resumes at {start}", flush=True)
+    trained = Path(os.environ["HPCLAUNCH_JOB_DIR"]) / f"steps-attempt-{attempt}.log"
+    for step in range(start + 1, args.steps + 1):
+        time.sleep(args.sleep)
+        if rank != 0:
+            continue
+        with trained.open("a") as fh:
+            fh.write(f"{step}\n")
+        runtime.report_progress(step)
+        if runtime.checkpoint_requested():
+            runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
+            print(f"checkpointed at {step}", flush=True)
+            time.sleep(60)  # the sidecar requeues the job and stops us
+    print(f"rank {rank} done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
