@@ -3,6 +3,12 @@
 One JSON object per line in ``$XDG_STATE_HOME/hpclaunch/submissions.jsonl``
 (``~/.local/state/hpclaunch/submissions.jsonl`` when ``XDG_STATE_HOME`` is unset); the file
 is private (0600). It is only a list of recent jobs: Slurm stays the source of truth.
+
+The file is append-only. A change to a submitted job (``hpclaunch tier``) appends the whole
+record again with the new values and ``amended_at`` set (:func:`record_amendment`); readers
+put it in the place of the job's earlier record. An older hpclaunch, which does not know
+``amended_at``, reads it as one more record of the same job, and the latest one wins there
+too (:func:`find_record`).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ __all__ = [
     "find_record",
     "history_path",
     "recent_submissions",
+    "record_amendment",
     "record_submission",
 ]
 
@@ -29,7 +36,8 @@ class SubmissionRecord:
 
     ``log_dir``, ``tier``, ``qos`` and ``quota`` were added later: older records lack them
     (``None``; their logs are in ``job_dir``). ``quota``: ``in-quota``, ``over-quota`` or
-    ``none`` (the site has no quotas), as decided at submission.
+    ``none`` (the site has no quotas), as decided at submission. ``amended_at`` (ISO 8601,
+    UTC) marks a record that replaces the job's earlier one (see the module docstring).
     """
 
     job_id: str
@@ -43,6 +51,7 @@ class SubmissionRecord:
     tier: str | None = None
     qos: str | None = None
     quota: str | None = None
+    amended_at: str | None = None
 
     @property
     def logs(self) -> str:
@@ -66,6 +75,28 @@ def record_submission(record: SubmissionRecord, path: Path | None = None) -> Non
         fh.write(json.dumps(asdict(record), sort_keys=True) + "\n")
 
 
+def record_amendment(
+    record: SubmissionRecord,
+    *,
+    tier: str | None,
+    qos: str | None,
+    quota: str | None,
+    path: Path | None = None,
+) -> SubmissionRecord:
+    """Append ``record`` with a new tier, QOS and quota class, as an amendment.
+
+    Returns:
+        The amended record.
+    """
+    from dataclasses import replace
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    amended = replace(record, tier=tier, qos=qos, quota=quota, amended_at=now)
+    record_submission(amended, path)
+    return amended
+
+
 def recent_submissions(limit: int = 20, path: Path | None = None) -> list[SubmissionRecord]:
     """The last ``limit`` records, oldest first; damaged lines are skipped."""
     path = path or history_path()
@@ -75,12 +106,19 @@ def recent_submissions(limit: int = 20, path: Path | None = None) -> list[Submis
         return []
     known = {f.name for f in fields(SubmissionRecord)}
     records: list[SubmissionRecord] = []
+    where: dict[tuple[str, str], int] = {}  # (job id, submission id) → index in records
     for line in lines:
         try:  # keys a newer hpclaunch added are ignored
             data = json.loads(line)
-            records.append(SubmissionRecord(**{k: v for k, v in data.items() if k in known}))
+            record = SubmissionRecord(**{k: v for k, v in data.items() if k in known})
         except (ValueError, TypeError, AttributeError):
             continue
+        key = (record.job_id, record.submission_id)
+        if record.amended_at is not None and key in where:
+            records[where[key]] = record  # an amendment takes the earlier record's place
+        else:
+            where[key] = len(records)
+            records.append(record)
     return records[-limit:] if limit > 0 else []
 
 
