@@ -27,11 +27,13 @@ COMMANDS = {
     "events": "hpclaunch.cli.events:events_command",
     "logs": "hpclaunch.cli.logs:logs_command",
     "ls": "hpclaunch.cli.status:status_command",
+    "queue": "hpclaunch.cli.queue:queue_command",
     "render": "hpclaunch.cli.render:render_command",
     "schema": "hpclaunch.cli.schema:schema_command",
     "site": "hpclaunch.cli.site:site_command",
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
+    "tier": "hpclaunch.cli.tier:tier_command",
     "top": "hpclaunch.cli.top:top_command",
 }
 

@@ -1,0 +1,129 @@
+"""``hpclaunch queue``: the cluster's pending and running work in the scheduler's order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+
+if TYPE_CHECKING:
+    from hpclaunch.queue import QueueEntry
+    from hpclaunch.transport.base import CommandResult
+
+COLUMNS = (
+    "#",
+    "ID",
+    "USER",
+    "PROJECT",
+    "TIER",
+    "QUOTA",
+    "QOS",
+    "STATE",
+    "PRIO",
+    "WAITED/ELAPSED",
+    "GPUS",
+    "WHY",
+)
+_STATE_STYLE = {"RUNNING": "cyan", "PENDING": "yellow"}
+
+
+@click.command("queue")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with Slurm's raw reasons).")
+@click.option(
+    "--all-users/--me",
+    "all_users",
+    default=True,
+    show_default=True,
+    help="Everyone's jobs, or only yours.",
+)
+@click.option("--partition", metavar="P", help="Only jobs that may run in partition P.")
+@click.pass_obj
+def queue_command(app: App, as_json: bool, all_users: bool, partition: str | None) -> None:
+    """Show pending and running jobs as the scheduler will take them.
+
+    Running jobs first, then pending ones ranked as Slurm considers them: priority (which
+    holds the tier's QOS priority and nice), then submit time, then job id; each with why it
+    waits. One squeue call for the whole queue.
+    """
+    from hpclaunch.history import recent_submissions
+    from hpclaunch.queue import build_queue, history_tiers, parse_queue, queue_argv
+
+    result = run_slurm(app, queue_argv(me=not all_users, partition=partition))
+    records = recent_submissions(limit=10_000)
+    entries = build_queue(
+        parse_queue(result.stdout), app.site, history_tiers(records, app.site.name)
+    )
+    if as_json:
+        import json
+
+        click.echo(json.dumps([entry.to_dict() for entry in entries], indent=2))
+    elif not entries:
+        who = "Nobody has" if all_users else "You have no"
+        click.echo(
+            f"{who} pending or running jobs" + (f" in partition {partition}." if partition else ".")
+        )
+    else:
+        print_table(entries)
+
+
+def run_slurm(app: App, argv: Sequence[str], *, check: bool = True) -> CommandResult:
+    """Run a Slurm command where Slurm is: a missing program is an error, and so is a
+    failure when ``check`` (squeue's "Invalid job id" is an empty answer)."""
+    from hpclaunch.errors import BackendUnavailable, ProgramNotFound, describe_result
+
+    try:
+        result = app.runner.run(argv, timeout=60)
+    except ProgramNotFound as exc:
+        raise BackendUnavailable(
+            f"Slurm's {exc.program!r} command is not found on {app.runner.where}",
+            hint="run hpclaunch on the cluster's login node, or set --remote",
+        ) from exc
+    if check and not result.ok and "Invalid job id" not in result.stderr:
+        raise BackendUnavailable(
+            f"{argv[0]} failed\n{describe_result(result)}",
+            hint="is slurmctld running and reachable? (scontrol ping)",
+        )
+    return result
+
+
+def print_table(entries: Sequence[QueueEntry]) -> None:
+    """The queue table (rich; wide enough not to fold when piped)."""
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from hpclaunch.queue import format_seconds
+
+    table = Table(box=None, header_style="bold")
+    for column in COLUMNS:
+        table.add_column(column, overflow="fold", justify="right" if column == "#" else "left")
+    running = pending = 0
+    for entry in entries:
+        row = entry.row
+        running += not row.pending
+        pending += row.pending
+        style = _STATE_STYLE.get(row.state, "")
+        state = f"[{style}]{row.state}[/]" if style else row.state
+        when = format_seconds(entry.waited) if row.pending else (row.elapsed or "")
+        table.add_row(
+            "" if entry.rank is None else str(entry.rank),
+            f"[bold]{row.job_id}[/]" if entry.ours else escape(row.job_id),
+            escape(row.user),
+            escape(entry.project or ""),
+            entry.tier or "",
+            entry.quota or "",
+            escape(row.qos or ""),
+            state,
+            "" if row.priority is None else str(row.priority),
+            when,
+            str(row.gpus) if row.gpus else "",
+            escape(entry.why),
+        )
+    console = Console(width=None if sys.stdout.isatty() else 250)
+    console.print(table)
+    console.print(f"{running} running, {pending} pending", highlight=False)

@@ -1,0 +1,662 @@
+"""The cluster's queue as the scheduler sees it, and moving a pending job to another tier.
+
+Pure functions over squeue's output, for ``hpclaunch queue`` and ``hpclaunch tier``:
+
+* :data:`QUEUE_FORMAT` / :func:`queue_argv`: ONE squeue call for every pending and running
+  job of the cluster (or of one user or partition); :func:`parse_queue` reads it.
+* :func:`build_queue`: running jobs first, then pending ones in the order Slurm considers
+  them, each with its tier, quota class and the reason it waits in words (:func:`explain`).
+* :func:`plan_retier`: the ``scontrol update`` that moves a pending job to another tier,
+  through :func:`hpclaunch.quota.place` (account, QOS, nice and requeue may all change).
+
+The order (Slurm 22.05, ``sched/backfill`` and the main scheduler's ``sort_job_queue2``):
+pending jobs by priority, highest first, then submit time, then job id. With
+``priority/multifactor`` the priority already holds the QOS priority (the tier, times
+``PriorityWeightQOS``) minus the nice value, so sorting by it is sorting by tier first.
+Partition ``PriorityTier`` and reservations, which come before priority in Slurm's sort,
+are not read: on a site whose partitions differ in ``PriorityTier`` the rank is per
+partition only approximately right. Backfill may still start a later job early when it
+fits in GPUs nobody ahead of it can use before they free up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.quota import TIER_ORDER, classify, gpus_of_tres
+
+if TYPE_CHECKING:
+    from hpclaunch.discover import Capabilities
+
+__all__ = [
+    "QUEUE_FORMAT",
+    "QueueEntry",
+    "QueueRow",
+    "Retier",
+    "build_queue",
+    "check_allowed",
+    "explain",
+    "parse_queue",
+    "plan_retier",
+    "queue_argv",
+    "tier_of",
+]
+
+#: squeue ``--format`` letters (22.05): job id (``123``, ``123_4`` or ``123_[5-9]`` for
+#: pending array tasks folded into one line), user, account, QOS, state (long), reason,
+#: priority (``%Q``, an integer), submit time (``%V``, local time of the cluster), node
+#: count, tres-per-node (``%b``: ``gres:gpu:4``, ``N/A``), nice, partition, time used; the
+#: name (free text, may hold ``|``) last. Without a width squeue prints values unpadded.
+QUEUE_FIELDS = ("%i", "%u", "%a", "%q", "%T", "%r", "%Q", "%V", "%D", "%b", "%y", "%P", "%M", "%j")
+QUEUE_FORMAT = "|".join(QUEUE_FIELDS)
+#: The states shown: waiting or holding resources (finished jobs are not work ahead).
+QUEUE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
+
+_EMPTY = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
+_LEADING_INT = re.compile(r"^(\d+)")
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One line of :func:`queue_argv`'s output.
+
+    Attributes:
+        job_id: ``123``, ``123_4``, or ``123_[5-9]`` (pending array tasks).
+        reason: Slurm's raw reason (``Priority``, ``Resources``, ...); ``None``: none.
+        priority: ``%Q``; ``None`` when unreadable.
+        submit: Submit time as squeue prints it (ISO 8601, the cluster's local time).
+        gpus_per_node: GPUs per node asked for (0: none).
+        partition: One partition, or several comma-separated for a multi-partition job.
+        elapsed: Run time in Slurm's format (``0:00`` while pending).
+    """
+
+    job_id: str
+    user: str
+    account: str | None
+    qos: str | None
+    state: str
+    reason: str | None
+    priority: int | None
+    submit: str | None
+    nodes: int
+    gpus_per_node: int
+    nice: int
+    partition: str | None
+    elapsed: str | None
+    name: str
+
+    @property
+    def pending(self) -> bool:
+        """Whether the job waits to start."""
+        return self.state == "PENDING"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole job (of one task, for a line of folded array tasks)."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def reason_code(self) -> str | None:
+        """The reason's code: ``ReqNodeNotAvail, UnavailableNodes:n1`` → ``ReqNodeNotAvail``."""
+        if self.reason is None:
+            return None
+        return re.split(r"[,\s(]", self.reason.strip("()"), maxsplit=1)[0] or None
+
+    @property
+    def partitions(self) -> frozenset[str]:
+        """The job's partitions (a pending job may name several)."""
+        return frozenset(p for p in (self.partition or "").split(",") if p)
+
+    @property
+    def array_job(self) -> bool:
+        """Whether this is (part of) an array job."""
+        return "_" in self.job_id
+
+
+def queue_argv(*, me: bool = False, partition: str | None = None) -> list[str]:
+    """The one squeue call for the queue: the whole cluster, or (``me``) your jobs only."""
+    argv = ["squeue", "--noheader", f"--states={QUEUE_STATES}", f"--format={QUEUE_FORMAT}"]
+    if me:
+        argv.append("--me")
+    if partition is not None:
+        argv.append(f"--partition={partition}")
+    return argv
+
+
+def job_argv(job_id: str) -> list[str]:
+    """squeue for one job (every state), in :data:`QUEUE_FORMAT`: all tasks of an array id."""
+    return ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--format={QUEUE_FORMAT}"]
+
+
+def parse_queue(stdout: str) -> list[QueueRow]:
+    """Parse :data:`QUEUE_FORMAT` lines; lines that do not fit are skipped."""
+    rows = []
+    width = len(QUEUE_FIELDS)
+    for line in stdout.splitlines():
+        cols = line.split("|", width - 1)
+        if len(cols) != width or not _LEADING_INT.match(cols[0].strip()):
+            continue
+        job_id, user, account, qos, state, reason, prio, submit, nodes, tres, nice, part = [
+            c.strip() for c in cols[:-2]
+        ]
+        rows.append(
+            QueueRow(
+                job_id=job_id,
+                user=user,
+                account=_field(account),
+                qos=_field(qos),
+                state=state.split()[0].upper() if state.strip() else "UNKNOWN",
+                reason=_field(reason),
+                priority=_int(prio),
+                submit=_field(submit),
+                nodes=_int(nodes) or 1,
+                gpus_per_node=gpus_of_tres(tres) if _field(tres) else 0,
+                nice=_int(nice) or 0,
+                partition=_field(part),
+                elapsed=_field(cols[-2]),
+                name=cols[-1],
+            )
+        )
+    return rows
+
+
+def sort_key(row: QueueRow) -> tuple[int, float, int, str]:
+    """Slurm's order of pending jobs: priority (highest first), submit time, job id."""
+    prio = row.priority if row.priority is not None else -1
+    submitted = _timestamp(row.submit)
+    job = _LEADING_INT.match(row.job_id)
+    when = submitted if submitted is not None else float("inf")
+    return (-prio, when, int(job.group(1)) if job else 0, row.job_id)
+
+
+def order(rows: Iterable[QueueRow]) -> list[QueueRow]:
+    """Running (and other started) jobs first, longest-running first; then pending ones in
+    the order the scheduler considers them (:func:`sort_key`)."""
+    rows = list(rows)
+    started = sorted((r for r in rows if not r.pending), key=_started_key)
+    pending = sorted((r for r in rows if r.pending), key=sort_key)
+    return started + pending
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A job of the queue with what hpclaunch adds to squeue's view.
+
+    Attributes:
+        row: squeue's line.
+        rank: 1, 2, ...: the pending job's place in the scheduler's order; ``None``: started.
+        tier: The tier: from the submission history for our jobs, else the site's QOS.
+        quota: ``in-quota``/``over-quota`` (:func:`hpclaunch.quota.classify`), or ``None``.
+        ahead: Pending jobs ranked before this one that want one of its partitions.
+        waited: Seconds since submission (pending jobs; ``None`` when unknown).
+        why: Why it waits, in words (``""`` for a started job).
+        ours: Whether the job is in this user's submission history.
+        project: The project: the account, or the project whose over-quota account it is.
+    """
+
+    row: QueueRow
+    rank: int | None
+    tier: str | None
+    quota: str | None
+    ahead: int
+    waited: int | None
+    why: str
+    ours: bool = False
+    project: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``reason`` keeps Slurm's raw reason, ``why`` the words."""
+        row = self.row
+        return {
+            "rank": self.rank,
+            "job_id": row.job_id,
+            "user": row.user,
+            "project": self.project,
+            "account": row.account,
+            "tier": self.tier,
+            "quota": self.quota,
+            "qos": row.qos,
+            "state": row.state,
+            "priority": row.priority,
+            "nice": row.nice,
+            "submit": row.submit,
+            "waited": self.waited,
+            "elapsed": row.elapsed,
+            "partition": row.partition,
+            "nodes": row.nodes,
+            "gpus": row.gpus,
+            "reason": row.reason,
+            "why": self.why,
+            "ahead": self.ahead,
+            "name": row.name,
+            "ours": self.ours,
+        }
+
+
+def build_queue(
+    rows: Iterable[QueueRow],
+    site: SiteConfig,
+    history_tiers: Mapping[str, str] | None = None,
+    *,
+    now: datetime | None = None,
+) -> list[QueueEntry]:
+    """The queue in the scheduler's order (:func:`order`), each job explained.
+
+    Args:
+        rows: squeue's lines (:func:`parse_queue`).
+        site: The site: its QOS→tier mapping and quotas.
+        history_tiers: Job id → tier of this user's submissions (their history wins over
+            the QOS mapping: an over-quota job's QOS does not say its tier).
+        now: The cluster's local time, for how long pending jobs waited (default: now).
+    """
+    history_tiers = history_tiers or {}
+    now = now or datetime.now()
+    entries: list[QueueEntry] = []
+    pending_before: list[QueueRow] = []
+    for row in order(rows):
+        ours = _base_id(row.job_id) in history_tiers or row.job_id in history_tiers
+        tier = history_tiers.get(row.job_id) or history_tiers.get(_base_id(row.job_id))
+        if not row.pending:
+            entries.append(_entry(row, None, tier or tier_of(row, site), 0, None, "", ours, site))
+            continue
+        ahead = sum(1 for r in pending_before if r.partitions & row.partitions or not r.partitions)
+        submitted = _timestamp(row.submit)
+        waited = max(0, int(now.timestamp() - submitted)) if submitted is not None else None
+        rank = len(pending_before) + 1
+        why = explain(row.reason_code, ahead=ahead, row=row)
+        entries.append(
+            _entry(row, rank, tier or tier_of(row, site), ahead, waited, why, ours, site)
+        )
+        pending_before.append(row)
+    return entries
+
+
+def _entry(
+    row: QueueRow,
+    rank: int | None,
+    tier: str | None,
+    ahead: int,
+    waited: int | None,
+    why: str,
+    ours: bool,
+    site: SiteConfig,
+) -> QueueEntry:
+    quota = classify(site, row.account, row.qos)
+    project = project_of(site, row.account)
+    return QueueEntry(row, rank, tier, quota, ahead, waited, why, ours, project)
+
+
+def tier_of(row: QueueRow, site: SiteConfig) -> str | None:
+    """The tier of a job from its QOS (the site's tier with that QOS, if only one has it).
+
+    Over-quota jobs all share one QOS; :func:`hpclaunch.quota.place` gives them
+    ``nice = nice_step * the tier's place in TIER_ORDER``, which tells the tier back.
+    """
+    found = [str(name) for name, policy in site.tiers.items() if policy.qos == row.qos]
+    if len(found) == 1:
+        return found[0]
+    over = site.overquota
+    if site.has_quotas and row.qos == over.qos and over.nice_step > 0:
+        step, rest = divmod(row.nice, over.nice_step)
+        if rest == 0 and 0 <= step < len(TIER_ORDER) - 1:
+            return TIER_ORDER[step]
+    return None
+
+
+# -- reasons ------------------------------------------------------------------------------
+
+#: Slurm's pending reasons (squeue(1) "JOB REASON CODES", 22.05) in words. ``{ahead}``: the
+#: pending jobs before this one that want one of its partitions.
+REASONS: Mapping[str, str] = {
+    "Priority": "behind {ahead} higher-priority job{s} in the queue",
+    "Resources": "next in line: waiting for GPUs (or nodes) to free up",
+    "None": "not looked at by the scheduler yet (next pass)",
+    "WaitingForScheduling": "not looked at by the scheduler yet (next pass)",
+    "AssocGrpGRES": "project at its guaranteed GPU quota: starts when its own jobs free GPUs",
+    "AssocGrpGRESRunMinutes": "project at its GPU-minutes limit for running jobs",
+    "AssocGrpGRESMinutes": "project used up its GPU-minutes",
+    "AssocGrpCpuLimit": "project at its CPU limit",
+    "AssocGrpMemLimit": "project at its memory limit",
+    "AssocGrpNodeLimit": "project at its node limit",
+    "AssocGrpJobsLimit": "project at its running-jobs limit",
+    "AssocGrpSubmitJobsLimit": "project at its submitted-jobs limit",
+    "AssocMaxJobsLimit": "you are at your running-jobs limit in this project",
+    "AssociationJobLimit": "you are at your running-jobs limit in this project",
+    "AssociationResourceLimit": "project (association) at a resource limit",
+    "AssociationTimeLimit": "the job's time is over the project's time limit",
+    "QOSMaxGRESPerUser": "you hold the most GPUs this tier's QOS allows per user",
+    "QOSMaxJobsPerUserLimit": "you run the most jobs this tier's QOS allows per user",
+    "QOSMaxSubmitJobPerUserLimit": "you have the most jobs this tier's QOS allows per user",
+    "QOSMaxWallDurationPerJobLimit": "the job's time is over this tier's wall-time limit "
+    "(it will not start: lower the time or change tier)",
+    "QOSGrpGRES": "this tier's QOS is at its GPU limit",
+    "QOSGrpJobsLimit": "this tier's QOS is at its running-jobs limit",
+    "QOSJobLimit": "this tier's QOS is at a job limit",
+    "QOSResourceLimit": "this tier's QOS is at a resource limit",
+    "QOSTimeLimit": "the job's time is over this tier's QOS time limit",
+    "Dependency": "waiting for the jobs it depends on",
+    "DependencyNeverSatisfied": "its dependency can never be met: cancel it",
+    "BeginTime": "not before its begin time (a requeued job waits a short while too)",
+    "JobHeldUser": "held by you: scontrol release {job}",
+    "JobHeldAdmin": "held by an admin",
+    "ReqNodeNotAvail": "the nodes it needs are down, drained or reserved",
+    "PartitionTimeLimit": "the job's time is over the partition's limit (it will not start)",
+    "PartitionNodeLimit": "the job asks more nodes than the partition allows (it will not start)",
+    "PartitionDown": "the partition is down",
+    "PartitionInactive": "the partition is inactive",
+    "BadConstraints": "no node has the features/resources it asks for (it will not start)",
+    "InvalidQOS": "its QOS is not valid for its account (it will not start)",
+    "InvalidAccount": "its account is not valid (it will not start)",
+    "Reservation": "waiting for its reservation",
+    "Licenses": "waiting for licenses",
+    "NodeDown": "a node it needs is down",
+    "launch failed requeued held": "its launch failed: held after requeue",
+    "Prolog": "its prolog is running",
+    "Cleaning": "being cleaned up after a requeue",
+}
+_LIMIT_FAMILIES = (
+    (re.compile(r"^AssocGrp"), "project at a group limit ({code})"),
+    (re.compile(r"^AssocMax"), "you are at a per-user limit of the project ({code})"),
+    (re.compile(r"^QOSGrp"), "this tier's QOS is at a group limit ({code})"),
+    (re.compile(r"^QOSMax.*PerUser"), "you are at this tier's QOS per-user limit ({code})"),
+    (re.compile(r"^QOSMax"), "the job is over a limit of this tier's QOS ({code})"),
+)
+
+
+def explain(code: str | None, *, ahead: int = 0, row: QueueRow | None = None) -> str:
+    """Slurm's pending reason ``code`` in words; an unknown code is returned as it is."""
+    if code is None:
+        code = "None"
+    text = REASONS.get(code)
+    if text is None:
+        for pattern, words in _LIMIT_FAMILIES:
+            if pattern.match(code):
+                return words.format(code=code)
+        return code
+    job = row.job_id if row is not None else "JOB"
+    return text.format(ahead=ahead, s="" if ahead == 1 else "s", job=job)
+
+
+# -- moving a pending job to another tier -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Retier:
+    """How ``hpclaunch tier`` moves a pending job: the old and new placement.
+
+    Attributes:
+        job_id: The job as given (an array job id moves every pending task).
+        row: The job (its pending tasks) as squeue shows it now.
+        new_tier: The tier asked for.
+        old_tier: The job's tier now (history, else QOS), if known.
+        quota: ``in-quota``/``over-quota``/``none``: the new placement's class.
+        requeue: Whether the new placement is preemptible (``Requeue=1``).
+        notes: Why, from :func:`hpclaunch.quota.place`.
+    """
+
+    job_id: str
+    row: QueueRow
+    new_tier: str
+    old_tier: str | None
+    new_qos: str
+    new_account: str | None
+    new_nice: int
+    quota: str
+    requeue: bool
+    notes: tuple[str, ...]
+
+    @property
+    def argv(self) -> list[str]:
+        """ONE ``scontrol update`` with every change.
+
+        ``--signal`` is not among them: ``scontrol update`` cannot change it (22.05 has no
+        such job field). That is harmless: Slurm sends SIGTERM at preemption anyway (after
+        the QOS GraceTime), which the sidecar takes as a checkpoint request too; and a job
+        moved out of a preemptible tier keeps a signal that at worst asks it to checkpoint
+        before its time limit.
+        """
+        argv = ["scontrol", "update", f"JobId={self.job_id}", f"QOS={self.new_qos}"]
+        if self.new_account is not None and self.new_account != self.row.account:
+            argv.append(f"Account={self.new_account}")
+        if self.new_nice != self.row.nice:
+            argv.append(f"Nice={self.new_nice}")
+        # Requeue=1: preempted work is requeued (PreemptMode=REQUEUE); Requeue=0: a job that
+        # is never preempted is not requeued after a node failure either (as --no-requeue).
+        argv.append(f"Requeue={1 if self.requeue else 0}")
+        return argv
+
+    def changes(self) -> list[str]:
+        """``what: old → new`` for each value that changes (all of them under dry run)."""
+        row = self.row
+        pairs = [
+            ("tier", self.old_tier or "?", self.new_tier),
+            ("QOS", row.qos or "?", self.new_qos),
+            ("account", row.account or "?", self.new_account or row.account or "?"),
+            ("nice", str(row.nice), str(self.new_nice)),
+        ]
+        changed = [f"{what}: {old} → {new}" for what, old, new in pairs if old != new]
+        changed.append(f"requeue on preemption/node failure: {'yes' if self.requeue else 'no'}")
+        return changed
+
+
+def project_of(site: SiteConfig, account: str | None) -> str | None:
+    """The project of an account: itself, or the project whose over-quota account it is."""
+    if account is None:
+        return None
+    for project in site.quotas:
+        if site.overquota.account_for(project) == account:
+            return project
+    return account
+
+
+def counted_gpus(site: SiteConfig, row: QueueRow, project: str) -> int:
+    """GPUs of ``row`` that :func:`hpclaunch.quota.in_quota_usage` counts for ``project``."""
+    counted = {p.qos for p in site.tiers.values() if not p.preemptible}
+    return row.gpus if row.account == project and row.qos in counted else 0
+
+
+def plan_retier(
+    row: QueueRow,
+    site: SiteConfig,
+    new_tier: str,
+    *,
+    job_id: str | None = None,
+    old_tier: str | None = None,
+    quota_used: int | None = None,
+) -> Retier:
+    """Where the pending job ``row`` goes in ``new_tier`` (:func:`hpclaunch.quota.place`).
+
+    Args:
+        row: The job as squeue shows it (:func:`job_argv`).
+        site: The site.
+        new_tier: The tier to move to.
+        job_id: The id to update (default: the row's; an array job id for all its tasks).
+        old_tier: Its tier now, if known (for the message).
+        quota_used: GPUs the project's in-quota jobs hold or wait for, this job's own not
+            included (:func:`counted_gpus`); ``None``: unknown or the site has no quotas.
+
+    Raises:
+        ConfigError: No such tier on the site.
+        PlanError: The site has quotas and the job's account is none of its projects.
+        BackendError: The job is not pending (a running job's tier cannot change).
+    """
+    from hpclaunch.errors import BackendError, ConfigError
+    from hpclaunch.quota import place
+    from hpclaunch.spec import JobSpec, Resources
+
+    policy = site.tiers.get(new_tier)  # type: ignore[call-overload]
+    if policy is None:
+        raise ConfigError(
+            f"site {site.name} has no tier {new_tier!r}",
+            hint=f"tiers: {', '.join(site.tiers) or 'none'}",
+        )
+    if not row.pending:
+        raise BackendError(
+            f"job {row.job_id} is {row.state}: the tier of a job that has started cannot "
+            "change (Slurm changes QOS and account of pending jobs only)",
+            hint=f"cancel it and resubmit with tier: {new_tier} (hpclaunch cancel "
+            f"{row.job_id}; hpclaunch submit SPEC); a checkpointing job resumes where it was",
+        )
+    spec = JobSpec(
+        name="retier",
+        command=("true",),
+        project=project_of(site, row.account),
+        tier=new_tier,  # type: ignore[arg-type]
+        resources=Resources(nodes=row.nodes, gpus_per_node=row.gpus_per_node),
+    )
+    placement = place(spec, site, policy, quota_used)
+    return Retier(
+        job_id=job_id or row.job_id,
+        row=row,
+        new_tier=new_tier,
+        old_tier=old_tier,
+        new_qos=placement.policy.qos,
+        new_account=placement.account,
+        new_nice=placement.nice,
+        quota=placement.quota,
+        requeue=placement.policy.preemptible,
+        notes=placement.notes,
+    )
+
+
+def check_allowed(retier: Retier, caps: Capabilities) -> None:
+    """Refuse a move the user's associations do not allow (before Slurm does, with the list).
+
+    Only the job owner's associations matter, and discovery knows the current user's: a job
+    of another user (an admin moving it) and unknown accounting are left to Slurm.
+
+    Raises:
+        BackendError: No association with the new account, or its QOS list lacks the new QOS.
+    """
+    from hpclaunch.errors import BackendError
+
+    if caps.associations is None or retier.row.user != caps.user:
+        return
+    account = retier.new_account or caps.default_account
+    parts = retier.row.partitions
+    accounts = sorted({a.account for a in caps.associations})
+    mine = [
+        a
+        for a in caps.associations
+        if a.account == account and (a.partition is None or a.partition in parts)
+    ]
+    if not mine:
+        raise BackendError(
+            f"tier {retier.new_tier} puts job {retier.job_id} in account {account}, and user "
+            f"{caps.user} has no association with it; your accounts: {', '.join(accounts)}",
+            hint="ask the admins to add you to that account (on a site with quotas, "
+            "'hpclaunch site plan' shows the over-quota accounts it needs)",
+        )
+    allowed = sorted({q for a in mine if a.qos for q in a.qos})
+    if allowed and retier.new_qos not in allowed:
+        raise BackendError(
+            f"account {account} may not use QOS {retier.new_qos!r} (tier {retier.new_tier}); "
+            f"QOS allowed there: {', '.join(allowed)}",
+            hint="pick a tier whose QOS is allowed, or ask the admins to allow this one "
+            f"(sacctmgr show assoc user={caps.user} format=account,partition,qos)",
+        )
+
+
+#: scontrol update's refusals (22.05 wording: "<error> for job <id>") → hints.
+SCONTROL_HINTS = (
+    (
+        "no longer pending",
+        "the job started meanwhile: the tier of a running job cannot change; cancel and "
+        "resubmit it",
+    ),
+    (
+        "Invalid qos",
+        "the new QOS is not allowed for the job's account (sacctmgr show assoc "
+        "user=$USER format=account,qos); 'hpclaunch site check' compares site and cluster",
+    ),
+    (
+        "Invalid account",
+        "the account does not exist or the job's owner is not in it; on a site with quotas "
+        "the over-quota accounts come from 'hpclaunch site plan'",
+    ),
+    ("Access/permission denied", "only the job's owner or an admin may change it"),
+    (
+        "violates accounting/QOS policy",
+        "the job is over a limit of the new tier's QOS (MaxWall, GPUs or jobs per user): "
+        "pick another tier, or resubmit asking for less",
+    ),
+)
+
+
+def scontrol_hint(stderr: str) -> str:
+    """The hint for a refusal of ``scontrol update`` (see :data:`SCONTROL_HINTS`)."""
+    for needle, hint in SCONTROL_HINTS:
+        if needle.lower() in stderr.lower():
+            return hint
+    return "read Slurm's message above; 'hpclaunch queue --me' shows the job"
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def history_tiers(records: Iterable[Any], site: str) -> dict[str, str]:
+    """Job id → tier of submission records (:class:`~hpclaunch.history.SubmissionRecord`)
+    of ``site``; later records win."""
+    return {r.job_id: r.tier for r in records if r.tier and r.site == site}
+
+
+def format_seconds(seconds: int | None) -> str:
+    """``1-02:03:04`` / ``2:03:04`` / ``3:04`` like squeue's time columns."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def _started_key(row: QueueRow) -> tuple[int, int]:
+    job = _LEADING_INT.match(row.job_id)
+    return (-_elapsed_seconds(row.elapsed), int(job.group(1)) if job else 0)
+
+
+def _elapsed_seconds(text: str | None) -> int:
+    """squeue ``%M`` (``[D-][H:]M:SS``) in seconds; 0 when unreadable."""
+    days, _, clock = (text or "").rpartition("-")
+    try:
+        clock_seconds = 0
+        for part in clock.split(":"):
+            clock_seconds = clock_seconds * 60 + int(part)
+        return (int(days) * 86400 if days else 0) + clock_seconds
+    except ValueError:
+        return 0
+
+
+def _timestamp(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _base_id(job_id: str) -> str:
+    match = _LEADING_INT.match(job_id)
+    return match.group(1) if match else job_id
+
+
+def _field(text: str) -> str | None:
+    text = text.strip()
+    return None if text in _EMPTY else text
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
