@@ -4,7 +4,8 @@ Six commands, all through a :class:`~hpclaunch.transport.base.Runner` (so they w
 too), none of them parsing JSON:
 
 * ``scontrol show config``: Slurm version, ``MaxArraySize``, ``MinJobAge``, ``PreemptType``,
-  ``PreemptMode``, ``JobRequeue``, ``SchedulerParameters``, ``SlurmctldParameters``;
+  ``PreemptMode``, ``JobRequeue``, ``SchedulerParameters``, ``SlurmctldParameters``,
+  ``PriorityType``, ``PriorityWeightQOS``, ``AccountingStorageEnforce``/``TRES``;
 * ``scontrol show partition --oneliner``: one ``Key=Value`` line per partition (the same
   keys since Slurm 2.x; new keys are ignored);
 * ``sinfo -h -N -o '%N|%R|%G|%c|%T'``: one line per node and partition, with its GRES;
@@ -62,7 +63,7 @@ __all__ = [
 #: Seconds a cached discovery stays fresh.
 DEFAULT_MAX_AGE = 300.0
 #: Bumped when the cached JSON changes shape; older caches are rediscovered.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 COMMAND_TIMEOUT = 30.0
 
 SINFO_FORMAT = "%N|%R|%G|%c|%T"
@@ -175,6 +176,10 @@ class Capabilities:
     associations: tuple[Association, ...] | None
     accounting_problem: str | None = None
     discovered_at: float = field(default=0.0, compare=False)
+    priority_type: str = "priority/basic"
+    priority_weight_qos: int = 0
+    accounting_storage_enforce: tuple[str, ...] = ()
+    accounting_storage_tres: tuple[str, ...] = ()
 
     def partition(self, name: str) -> PartitionInfo | None:
         """The partition called ``name``, if the cluster has it."""
@@ -199,8 +204,13 @@ class Capabilities:
             raise KeyError("format")
         d = dict(data)
         d.pop("format")
-        d["scheduler_parameters"] = tuple(d["scheduler_parameters"])
-        d["slurmctld_parameters"] = tuple(d["slurmctld_parameters"])
+        for key in (
+            "scheduler_parameters",
+            "slurmctld_parameters",
+            "accounting_storage_enforce",
+            "accounting_storage_tres",
+        ):
+            d[key] = tuple(d[key])
         d["partitions"] = tuple(PartitionInfo(**_tuples(p)) for p in d["partitions"])
         d["nodes"] = tuple(
             NodeInfo(**{**_tuples(n), "gres": tuple(Gres(**g) for g in n["gres"])})
@@ -432,6 +442,10 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         job_requeue=config.get("JobRequeue", "1").strip() == "1",
         scheduler_parameters=_list(config.get("SchedulerParameters")),
         slurmctld_parameters=_list(config.get("SlurmctldParameters")),
+        priority_type=config.get("PriorityType", "priority/basic"),
+        priority_weight_qos=_int_or_none(config.get("PriorityWeightQOS")) or 0,
+        accounting_storage_enforce=_list(config.get("AccountingStorageEnforce")),
+        accounting_storage_tres=_list(config.get("AccountingStorageTRES")),
         partitions=parse_partitions(futures["partitions"].result().stdout),
         nodes=parse_nodes(futures["nodes"].result().stdout),
         user=user,

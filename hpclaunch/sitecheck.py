@@ -19,8 +19,9 @@ from hpclaunch.slurmtime import format_time, parse_time_limit
 if TYPE_CHECKING:
     from hpclaunch.config.site import Partition, SiteConfig
     from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.siteplan import Change
 
-__all__ = ["Problem", "check_plan", "check_site", "raise_for_problems"]
+__all__ = ["Problem", "check_plan", "check_site", "pending_problems", "raise_for_problems"]
 
 
 @dataclass(frozen=True)
@@ -501,3 +502,15 @@ def _default_account_problems(site: SiteConfig, caps: Capabilities) -> list[Prob
             tuple(accounts),
         )
     ]
+
+
+def pending_problems(changes: Sequence[Change]) -> list[Problem]:
+    """The changes ``hpclaunch site plan`` still has to make, as problems."""
+    problems = []
+    for change in changes:
+        if change.kind == "sacctmgr":
+            fix = f"hpclaunch site apply (runs: {change.command})"
+        else:
+            fix = f"set {change.setting.split()[0]} in slurm.conf, then scontrol reconfigure"
+        problems.append(Problem(change.reason, fix, f"site plan ({change.kind})"))
+    return problems

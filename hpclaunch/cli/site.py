@@ -1,8 +1,11 @@
-"""``hpclaunch site show|check``: the cluster as discovered, and the site config against it."""
+"""``hpclaunch site show|check|plan|apply``: the cluster as discovered, the site config
+against it, and the sacctmgr commands that make the cluster match it."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -12,6 +15,7 @@ from hpclaunch.cli._app import App
 if TYPE_CHECKING:
     from hpclaunch.discover import Capabilities
     from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.siteplan import Change
 
 _REFRESH = click.option("--refresh", is_flag=True, help="Ignore the cache; ask the cluster now.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -74,6 +78,15 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
 
     caps = capabilities(app, refresh=refresh)
     problems = check_site(app.site, caps)
+    if caps.accounting_problem is None:
+        from hpclaunch.errors import TransportError
+        from hpclaunch.sitecheck import pending_problems
+
+        # The accounting state is not cached: read now (three sacctmgr calls).
+        try:
+            problems += pending_problems(_plan(app, caps))
+        except TransportError as exc:
+            click.echo(f"Note: site plan not checked ({exc.message.splitlines()[0]})", err=True)
     if as_json:
         data = {
             "site": app.site.name,
@@ -94,3 +107,100 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
                 click.echo(f"  - {problem}")
     if problems:
         raise click.exceptions.Exit(1)
+
+
+def _plan(app: App, caps: Capabilities) -> list[Change]:
+    from hpclaunch.siteplan import plan_site, read_live
+
+    return plan_site(app.site, read_live(app.runner, caps.cluster), caps)
+
+
+def _in_sync(app: App, caps: Capabilities) -> str:
+    return f"site {app.site.name} matches cluster {caps.cluster}: nothing to do"
+
+
+def print_changes(changes: Sequence[Change]) -> None:
+    """Each change as a ``# reason`` comment and its shell-quoted command; slurm.conf
+    settings last, under a note that they are not sacctmgr's to change."""
+    conf = [c for c in changes if c.kind == "slurm.conf"]
+    for change in changes:
+        if change.kind == "sacctmgr":
+            click.echo(f"# {change.reason}")
+            click.echo(change.command)
+    if conf:
+        click.echo(
+            "# sacctmgr cannot change these: edit slurm.conf on the controller (and the "
+            "nodes), then run: scontrol reconfigure"
+        )
+        for change in conf:
+            click.echo(f"# {change.reason}")
+            click.echo(change.command)
+
+
+@site_command.command("plan")
+@_JSON
+@click.pass_obj
+def plan_command(app: App, as_json: bool) -> None:
+    """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
+    and accounts match the site config; nothing when they already do."""
+    caps = capabilities(app, refresh=True)
+    changes = _plan(app, caps)
+    if as_json:
+        data = {
+            "site": app.site.name,
+            "cluster": caps.cluster,
+            "in_sync": not changes,
+            "changes": [c.to_dict() for c in changes],
+        }
+        click.echo(json.dumps(data, indent=2))
+    elif not changes:
+        click.echo(_in_sync(app, caps))
+    else:
+        click.echo(f"# site {app.site.name} -> cluster {caps.cluster}: {len(changes)} changes")
+        print_changes(changes)
+
+
+@site_command.command("apply")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (scripts).")
+@click.pass_obj
+def apply_command(app: App, yes: bool) -> None:
+    """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
+    from hpclaunch.siteplan import apply
+
+    caps = capabilities(app, refresh=True)
+    changes = _plan(app, caps)
+    if not changes:
+        click.echo(_in_sync(app, caps))
+        return
+    print_changes(changes)
+    steps = [c for c in changes if c.kind == "sacctmgr"]
+    if steps and not yes:
+        if not sys.stdin.isatty():
+            click.echo(
+                f"Error: not running {len(steps)} sacctmgr commands without confirmation "
+                "(standard input is not a terminal)\nHint: pass --yes to apply without asking",
+                err=True,
+            )
+            raise click.exceptions.Exit(2)
+        click.confirm(
+            f"Run these {len(steps)} commands on cluster {caps.cluster}?", abort=True, err=True
+        )
+    try:
+        apply(changes, app.runner, progress=lambda c: click.echo(f"+ {c.command}", err=True))
+    finally:
+        caps = capabilities(app, refresh=True)  # the cached QOS and accounts are stale now
+    left = _plan(app, caps)
+    if not left:
+        click.echo(f"site {app.site.name} matches cluster {caps.cluster}: {len(steps)} applied")
+        return
+    if all(c.kind == "slurm.conf" for c in left):
+        click.echo(
+            f"applied {len(steps)} sacctmgr commands; the slurm.conf settings above are "
+            "still to be made by an admin",
+            err=True,
+        )
+    else:
+        click.echo("Error: the cluster still differs from the site config:", err=True)
+        for change in left:
+            click.echo(f"  - {change.reason}: {change.command}", err=True)
+    raise click.exceptions.Exit(1)
