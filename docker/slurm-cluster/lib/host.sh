@@ -82,32 +82,33 @@ host_teardown() {
   rm -rf "$STATE"
 }
 
-# Accounts, users and the QOS ladder that the tier issue builds on. Idempotent: sacctmgr
-# "add" of something that exists is skipped; "modify" sets the same values again.
+# Accounts, users and the four bare QOS of a "fresh" cluster. Their settings (priorities,
+# preemption, grace, quotas, over-quota accounts) are `hpclaunch site apply`'s job
+# (scripts/lib.sh ensure_cluster runs it). Runs on every `up`: it only creates what is
+# missing and never resets what exists, so a second `up` keeps what site apply set.
 setup_accounting() {
   # QOS with GrpTRES=gres/gpu=N fail until the controller registered gres/gpu as a TRES
   # ("no TRES known by type gres/gpu"): wait for it.
   wait_for 30 "gres/gpu TRES" bash -c "sacctmgr -n -P list tres | grep -q '^gres|gpu'"
-  local q
+  local q a u
   for q in low normal high critical; do
     sacctmgr -n -P list qos format=name | grep -qx "$q" || sacctmgr -i add qos "$q" >/dev/null
   done
-  sacctmgr -i modify qos low set priority=0 preemptmode=requeue gracetime=10 >/dev/null || true
-  sacctmgr -i modify qos normal set priority=100 preempt=low >/dev/null || true
-  sacctmgr -i modify qos high set priority=500 preempt=low >/dev/null || true
-  sacctmgr -i modify qos critical set priority=1000 preempt=low >/dev/null || true
-  local a u
   for a in research vision; do
     sacctmgr -n -P list account format=account | grep -qx "$a" ||
       sacctmgr -i add account "$a" cluster=hpclaunch description="$a" organization=hpclaunch >/dev/null
   done
   for u in root "$TEST_USER"; do
     for a in research vision; do
-      sacctmgr -n -P list assoc where user="$u" account="$a" format=user | grep -qx "$u" ||
-        sacctmgr -i add user "$u" account="$a" >/dev/null
+      sacctmgr -n -P list assoc where user="$u" account="$a" format=user | grep -qx "$u" && continue
+      sacctmgr -i add user "$u" account="$a" cluster=hpclaunch >/dev/null
+      # Only this association: a bare "modify user" would also rewrite the user's
+      # over-quota associations that site apply made.
+      sacctmgr -i modify user where name="$u" account="$a" cluster=hpclaunch \
+        set qos=low,normal,high,critical defaultqos=normal >/dev/null
     done
-    sacctmgr -i modify user "$u" set qos=low,normal,high,critical defaultqos=normal >/dev/null || true
-    sacctmgr -i modify user "$u" set defaultaccount=research >/dev/null || true
+    sacctmgr -n -P list user "$u" format=defaultaccount | grep -qx research ||
+      sacctmgr -i modify user "$u" set defaultaccount=research >/dev/null
   done
 }
 
