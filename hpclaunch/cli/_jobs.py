@@ -48,6 +48,14 @@ def _quota_used(app: App, spec: JobSpec) -> int | None:
     policy = site.tiers.get(spec.tier)
     if project not in site.quotas or policy is None or policy.preemptible:
         return None
+    import click
+
+    from hpclaunch.errors import TransportError
     from hpclaunch.quota import read_usage
 
-    return read_usage(app.runner, site, project)
+    try:
+        return read_usage(app.runner, site, project)
+    except TransportError as exc:  # the plan says "taken as 0"; Slurm's GrpTRES still holds
+        first = exc.message.splitlines()[0]
+        click.echo(f"Warning: project {project}'s GPU usage not read ({first})", err=True)
+        return None

@@ -176,3 +176,58 @@ def test_a_preemptible_tier_may_not_preempt(tmp_path: Any) -> None:
     )
     with pytest.raises(ConfigError, match="a preemptible tier may not preempt"):
         load_site(path)
+
+
+# -- submit reads the usage (CLI) ------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_env(tmp_path: Any) -> dict[str, str]:
+    from . import test_cli
+
+    env: dict[str, str] = test_cli.env.__wrapped__(tmp_path)  # type: ignore[attr-defined]
+    env["HPCLAUNCH_BACKEND"] = "cli"  # sbatch/squeue through the fake runner below
+    return env
+
+
+def _dry_run(
+    cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, squeue: Any
+) -> tuple[Any, FakeRunner]:
+    from hpclaunch.cli._app import App
+
+    from .test_cli import run
+
+    runner = FakeRunner(squeue)
+    monkeypatch.setattr(App, "runner", property(lambda self: runner))
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: j\ncommand: ['true']\nproject: research\ntier: high\n"
+        "resources: {gpus_per_node: 4, time: 10}\n"
+    )
+    return run(cli_env, "submit", "--dry-run", "--no-check", str(path)), runner
+
+
+def test_submit_places_by_live_usage(
+    cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = "normal|2|gres:gpu:4\n"  # research already holds its 8 GPUs
+    res, runner = _dry_run(cli_env, tmp_path, monkeypatch, lambda argv: result(argv, out=full))
+    assert res.exit_code == 0, res.output
+    assert "--account=research-oq" in res.stdout
+    assert "--qos=overquota" in res.stdout
+    assert "over-quota: project research holds 8 of its 8 guaranteed GPUs" in res.stdout
+    assert runner.calls == [tuple(usage_argv("research"))]  # one squeue, nothing else
+
+    res, _ = _dry_run(cli_env, tmp_path, monkeypatch, lambda argv: result(argv, out=""))
+    assert "#SBATCH --account=research\n" in res.stdout
+    assert "--qos=high" in res.stdout
+
+
+def test_submit_warns_when_usage_cannot_be_read(
+    cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    down = lambda argv: result(argv, 1, err="slurm_load_jobs error")  # noqa: E731
+    res, _ = _dry_run(cli_env, tmp_path, monkeypatch, down)
+    assert res.exit_code == 0, res.output
+    assert "Warning: project research's GPU usage not read" in res.stderr
+    assert "usage not read: taken as 0" in res.stdout
