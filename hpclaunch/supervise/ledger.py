@@ -19,11 +19,17 @@ event                       fields
 ``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)
 ``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost``,
                             ``last_step``, ``committed_step``, ``no_progress`` and, for
-                            ``user_error``, ``error_line`` and ``tail``
+                            ``user_error``, ``error_line`` and ``tail``; for
+                            ``requeued`` (SIGTERM by ``scontrol requeue``), ``restarts``
 ``gpu_monitor_off``         ``node``, ``reason`` (once per node and attempt; see
                             :mod:`hpclaunch.supervise.gpumon`)
 ``gpu_idle``                ``node``, ``gpus``, ``samples``, ``seconds``, ``max_util``
 ==========================  ========================================================
+
+``attempt_end`` reasons: ``success``, ``user_error``, ``node_failure``, ``preempted`` and
+``time_limit`` (warned by USR1/USR2), ``requeued`` (SIGTERM while Slurm requeues the job:
+``scontrol requeue`` by a user or operator), ``cancelled`` (SIGTERM otherwise: scancel;
+SIGINT), ``launch_failed``.
 
 Lines are written with one ``write`` on a descriptor opened with ``O_APPEND`` and then
 fsync'd, so a line is never interleaved with another writer's and survives the node going

@@ -14,6 +14,7 @@ a row that made no progress (the trainer's ``progress.json`` step did not move).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +30,14 @@ __all__ = [
     "decide",
     "issue_requeue",
     "requeue_target",
+    "slurm_restarts",
 ]
 
 #: Attempts in a row that ended by requeue without progress before the breaker trips.
 NO_PROGRESS_LIMIT = 2
 #: Reasons whose requeues count against ``max_requeues``.
 CAPPED_REASONS = frozenset({"time_limit", "node_failure"})
+_RESTARTS = re.compile(r"\bRestarts=(\d+)")
 
 
 def requeue_target(env: Mapping[str, str]) -> str:
@@ -78,6 +81,23 @@ def issue_requeue(runner: Runner, target: str, *, timeout: float = 20) -> Requeu
     return RequeueOutcome(True, target)
 
 
+def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | None:
+    """The job's restart count as slurmctld has it now, or ``None`` when unknown.
+
+    ``scontrol show job`` prints ``Restarts=N``. Slurm raises it when the job is requeued,
+    *before* it SIGTERMs the running attempt (measured on 22.05: ``scontrol requeue`` gives
+    the batch shell SIGTERM with ``Restarts`` already one above ``SLURM_RESTART_COUNT``;
+    ``scancel`` leaves it unchanged). So a SIGTERM that comes with a higher count is a
+    requeue, not a cancel.
+    """
+    try:
+        result = runner.run(["scontrol", "show", "job", job_id], timeout=timeout)
+    except TransportError:
+        return None
+    match = _RESTARTS.search(result.stdout) if result.returncode == 0 else None
+    return int(match.group(1)) if match else None
+
+
 @dataclass(frozen=True)
 class Decision:
     """Whether to requeue, and why (written to the ledger)."""
@@ -105,6 +125,8 @@ def decide(
     if no_progress:
         streak = 1
         for end in reversed(ends):
+            if end.get("reason") == "requeued":
+                continue  # requeued by a user or operator: no crash, and no progress either
             if not (end.get("requeued") and end.get("no_progress")):
                 break
             streak += 1

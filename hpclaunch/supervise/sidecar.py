@@ -9,9 +9,11 @@ It runs in the batch shell (the rendered script ``exec``\\ s it) and:
    ``checkpoint-done.json`` until the deadline (time limit: the time left minus a margin;
    preemption: ``HPCLAUNCH_GRACE`` minus a margin, 30 s when unknown), asks the retry policy,
    runs ``scontrol requeue``, stops the launch and exits 0;
-4. on SIGTERM without a warning (scancel, preemption without a user signal, the end of the
-   grace): asks for a checkpoint with the little time left (``HPCLAUNCH_KILL_WAIT``, 5 s by
-   default), stops the launch and leaves the requeue to Slurm;
+4. on SIGTERM without a warning (scancel, ``scontrol requeue``, preemption without a user
+   signal, the end of the grace): asks for a checkpoint with the little time left
+   (``HPCLAUNCH_KILL_WAIT``, 5 s by default), stops the launch and leaves the requeue to
+   Slurm; the attempt ends ``requeued`` when Slurm's restart count already went up
+   (:func:`~hpclaunch.supervise.requeue.slurm_restarts`), else ``cancelled``;
 5. otherwise passes the launch's exit code through, recording success or user error.
 
 Stopping is SIGTERM to the group, a wait (``HPCLAUNCH_STOP_TIMEOUT``, 3 s), then SIGKILL to
@@ -41,7 +43,7 @@ from hpclaunch.supervise import control
 from hpclaunch.supervise.launchers import LauncherName, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
-from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target
+from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
 
@@ -259,8 +261,22 @@ class Sidecar:
             return EXIT_STOPPED
         if first.name == "TERM":
             deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
+            job = self.env.get("SLURM_JOB_ID")
+            restarts = slurm_restarts(self.runner, job) if job else None
             self._checkpoint("preemption", deadline, proc, signals)
             stop_group(proc, cfg.stop_timeout)
+            if restarts is not None and restarts > cfg.attempt:
+                self._end(
+                    "requeued",
+                    exit_code=proc.returncode,
+                    requeued=True,
+                    signal="TERM",
+                    restarts=restarts,
+                    why="Slurm requeued the job (scontrol requeue by a user or operator, or "
+                    "a preemption without --signal); the next attempt resumes from the last "
+                    "committed checkpoint",
+                )
+                return EXIT_STOPPED
             self._end(
                 "cancelled",
                 exit_code=proc.returncode,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpclaunch.errors import ProgramNotFound
-from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target
+from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
 from tests.unit.fakes import FakeRunner, result
 
 
@@ -68,3 +68,28 @@ def test_crash_loop_breaker_after_two_attempts_without_progress() -> None:
     broken = [_end("preempted", no_progress=True), _end("preempted")]
     assert decide("preempted", broken, max_requeues=5, no_progress=True).requeue
     assert decide("preempted", [], max_requeues=5, no_progress=True).requeue
+
+
+def test_slurm_restarts_reads_scontrol_show_job() -> None:
+    shown = "JobId=77 JobName=x\n   Requeue=1 Restarts=2 BatchFlag=1 Reboot=0 ExitCode=0:0\n"
+    runner = FakeRunner(lambda argv: result(argv, out=shown))
+    assert slurm_restarts(runner, "77") == 2
+    assert runner.calls == [("scontrol", "show", "job", "77")]
+    assert (
+        slurm_restarts(FakeRunner(lambda argv: result(argv, 1, err="Invalid job id")), "77") is None
+    )
+
+    def missing(argv: tuple[str, ...]) -> Any:
+        raise ProgramNotFound("scontrol")
+
+    assert slurm_restarts(FakeRunner(missing), "77") is None
+
+
+def test_operator_requeues_neither_trip_nor_reset_the_breaker() -> None:
+    requeued = _end("requeued", no_progress=True)
+    history = [_end("preempted", no_progress=True), requeued, requeued]
+    decision = decide("preempted", history, max_requeues=5, no_progress=True)
+    assert not decision.requeue
+    assert "2 attempts" in decision.why
+    ok = decide("preempted", [requeued, requeued], max_requeues=5, no_progress=True)
+    assert ok.requeue

@@ -224,3 +224,29 @@ def test_user_error_through_the_command_line(tmp_path: Path) -> None:
     assert end["exit_code"] == 1
     assert end["error_line"] == "ValueError: boom at step 3"
     assert any("Traceback" in line for line in end["tail"])
+
+
+@pytest.mark.parametrize(("restarts", "reason"), [("1", "requeued"), ("0", "cancelled")])
+def test_sigterm_is_a_requeue_when_slurms_restart_count_went_up(
+    tmp_path: Path, signal_at_step: Any, restarts: str, reason: str
+) -> None:
+    """``scontrol requeue`` SIGTERMs the batch shell with ``Restarts`` already raised;
+    ``scancel`` leaves it unchanged (both measured on Slurm 22.05)."""
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=f"JobId=4242\n   Requeue=1 Restarts={restarts} BatchFlag=1\n")
+        return result(argv, out="30:00\n")
+
+    runner = FakeRunner(answer)
+    signal_at_step(signal.SIGTERM, 3)
+    code = Sidecar(config(tmp_path, "--steps", "1000", kill_wait=4.0), runner).run()
+    assert code == 143
+    assert ("scontrol", "show", "job", "4242") in runner.calls
+    assert not any(call[:2] == ("scontrol", "requeue") for call in runner.calls)  # Slurm's job
+    ev = events(tmp_path)
+    assert ev["checkpoint_committed"]["step"] >= 3
+    end = ev["attempt_end"]
+    assert end["reason"] == reason
+    assert end["requeued"] is (reason == "requeued")
+    assert end["signal"] == "TERM"
