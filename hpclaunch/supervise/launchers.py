@@ -17,12 +17,25 @@ What each launcher receives (``command`` is the spec's argv, run as written):
     --rdzv-endpoint=A:PORT --rdzv-id=<jobid> --no-python <command>``. c10d assigns node
     ranks itself; the workers get RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from torchrun.
 ``deepspeed``
-    ``deepspeed --no_ssh --node_rank=<SLURM_NODEID> --master_addr=A --master_port=PORT
-    --num_nodes=N --num_gpus=P --no_python <command>``: one launcher per node, no hostfile,
-    no pdsh (DeepSpeed's runner ``--no_ssh`` mode).
+    ``deepspeed --no_ssh --hostfile=H --node_rank=<SLURM_NODEID> --master_addr=A
+    --master_port=PORT --num_nodes=N --num_gpus=P --no_python --no_local_rank <command>``:
+    one launcher per node, no pdsh, no ssh (DeepSpeed's runner ``--no_ssh`` mode). The
+    hostfile (``<host> slots=P`` for each node of the step, in Slurm's order, written by
+    ``node-exec``) is still needed: without one DeepSpeed 0.19 refuses ``--num_nodes`` > 1
+    ("no extra nodes available via hostfile") and replaces the master address with
+    127.0.0.1. ``--no_local_rank``: with ``--no_python`` DeepSpeed would otherwise put
+    ``--local_rank=K`` right after the command's first word (``python --local_rank=0 ...``
+    fails); LOCAL_RANK is in the environment anyway. DeepSpeed's launcher sets each
+    process's CUDA_VISIBLE_DEVICES to ``0..P-1``: right where Slurm constrains devices by
+    cgroup (the usual setup), not where it only sets CUDA_VISIBLE_DEVICES to other indices.
 ``accelerate``
-    ``accelerate launch --multi_gpu|--cpu --num_machines=N --machine_rank=<SLURM_NODEID>
+    ``accelerate launch --multi_gpu --num_machines=N --machine_rank=<SLURM_NODEID>
     --main_process_ip=A --main_process_port=PORT --num_processes=N*P --no_python <command>``.
+    ``--multi_gpu`` also on CPU nodes: it is accelerate's torch.distributed launcher (it
+    starts the processes with torchrun's machinery), whereas ``--cpu`` takes accelerate's
+    "simple" launcher, which runs ONE process per machine and ignores ``--num_machines``
+    without mpirun (accelerate 1.15: two machines trained as two worlds of 1). Nodes without
+    GPUs get ``ACCELERATE_USE_CPU=true`` instead, so ``Accelerator()`` picks the CPU (gloo).
 ``srun``
     no launcher: srun starts P tasks per node and ``node-exec`` sets RANK=SLURM_PROCID,
     WORLD_SIZE=SLURM_NTASKS, LOCAL_RANK=SLURM_LOCALID, LOCAL_WORLD_SIZE=P,
@@ -41,7 +54,14 @@ from typing import Literal
 
 from hpclaunch.supervise.rendezvous import Rendezvous
 
-__all__ = ["LAUNCHERS", "LauncherName", "node_argv", "node_env", "step_argv"]
+__all__ = [
+    "LAUNCHERS",
+    "LauncherName",
+    "deepspeed_hostfile",
+    "node_argv",
+    "node_env",
+    "step_argv",
+]
 
 LauncherName = Literal["srun", "torchrun", "deepspeed", "accelerate"]
 LAUNCHERS: tuple[LauncherName, ...] = ("srun", "torchrun", "deepspeed", "accelerate")
@@ -99,8 +119,21 @@ def exec_argv(
     ]
 
 
-def node_argv(launcher: LauncherName, rdzv: Rendezvous, command: Sequence[str]) -> list[str]:
-    """The argv ``node-exec`` execs on the node whose rank is ``rdzv.node_rank``."""
+def node_argv(
+    launcher: LauncherName,
+    rdzv: Rendezvous,
+    command: Sequence[str],
+    *,
+    hostfile: str | None = None,
+) -> list[str]:
+    """The argv ``node-exec`` execs on the node whose rank is ``rdzv.node_rank``.
+
+    Args:
+        launcher: One of :data:`LAUNCHERS`.
+        rdzv: The rendezvous, with this node's rank.
+        command: The user's argv.
+        hostfile: DeepSpeed's hostfile (:func:`deepspeed_hostfile`); ``deepspeed`` only.
+    """
     n, p, rank = rdzv.nnodes, rdzv.nproc_per_node, rdzv.node_rank
     addr, port = rdzv.master_addr, rdzv.master_port
     if launcher == "torchrun":
@@ -118,19 +151,21 @@ def node_argv(launcher: LauncherName, rdzv: Rendezvous, command: Sequence[str]) 
         return [
             "deepspeed",
             "--no_ssh",
+            *([f"--hostfile={hostfile}"] if hostfile else []),
             f"--node_rank={rank}",
             f"--master_addr={addr}",
             f"--master_port={port}",
             f"--num_nodes={n}",
             f"--num_gpus={p}",
             "--no_python",
+            "--no_local_rank",
             *command,
         ]
     if launcher == "accelerate":
         return [
             "accelerate",
             "launch",
-            "--multi_gpu" if rdzv.gpus else "--cpu",
+            "--multi_gpu",
             f"--num_machines={n}",
             f"--machine_rank={rank}",
             f"--main_process_ip={addr}",
@@ -140,6 +175,12 @@ def node_argv(launcher: LauncherName, rdzv: Rendezvous, command: Sequence[str]) 
             *command,
         ]
     return list(command)
+
+
+def deepspeed_hostfile(rdzv: Rendezvous) -> str:
+    """DeepSpeed's hostfile text: ``<host> slots=<P>`` per node, in the rendezvous' order
+    (the order of ``SLURM_NODEID``, which ``--node_rank`` indexes)."""
+    return "".join(f"{host} slots={rdzv.nproc_per_node}\n" for host in rdzv.nodes)
 
 
 def node_env(launcher: LauncherName, rdzv: Rendezvous, slurm: Mapping[str, str]) -> dict[str, str]:
@@ -156,6 +197,8 @@ def node_env(launcher: LauncherName, rdzv: Rendezvous, slurm: Mapping[str, str])
         "NODE_RANK": str(rdzv.node_rank),
         "NNODES": str(rdzv.nnodes),
     }
+    if launcher == "accelerate" and not rdzv.gpus:
+        env["ACCELERATE_USE_CPU"] = "true"
     if launcher == "srun":
         world = rdzv.nnodes * rdzv.nproc_per_node
         env.update(

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from hpclaunch.supervise.launchers import LauncherName, node_argv, node_env
+import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
+
+from hpclaunch.supervise.launchers import LauncherName, deepspeed_hostfile, node_argv, node_env
 from hpclaunch.supervise.rendezvous import Rendezvous, gpus_on_node
 
-__all__ = ["node_command"]
+__all__ = ["node_command", "step_nodes", "write_hostfile"]
 
 
 def node_command(
@@ -24,20 +28,50 @@ def node_command(
     command: Sequence[str],
     env: Mapping[str, str],
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) to exec on this node, from the srun task's environment."""
+    """(argv, environment) to exec on this node, from the srun task's environment.
+
+    For ``deepspeed`` it also writes the hostfile (:func:`write_hostfile`).
+    """
     rank = int(env.get("SLURM_NODEID", "0") or 0)
     rdzv = Rendezvous(
         job_id=job_id,
         master_addr=master_addr,
         master_port=master_port,
-        nodes=tuple(f"node{i}" for i in range(nnodes)),
+        nodes=step_nodes(env, nnodes),
         node_rank=rank,
         nproc_per_node=nproc_per_node,
         gpus=gpus_on_node(env) > 0,
     )
     new_env = dict(env)
     new_env.update(node_env(launcher, rdzv, env))
-    return node_argv(launcher, rdzv, command), new_env
+    hostfile = write_hostfile(rdzv, env) if launcher == "deepspeed" else None
+    return node_argv(launcher, rdzv, command, hostfile=hostfile), new_env
+
+
+def step_nodes(env: Mapping[str, str], nnodes: int) -> tuple[str, ...]:
+    """The step's hosts in ``SLURM_NODEID`` order (``SLURM_STEP_NODELIST``, else
+    ``SLURM_JOB_NODELIST``); ``node0..`` when neither lists ``nnodes`` hosts (outside Slurm)."""
+    for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"):
+        listed = env.get(name)
+        if listed:
+            hosts = tuple(hostlist.expand_hostlist(listed))
+            if len(hosts) == nnodes:
+                return hosts
+    return tuple(f"node{i}" for i in range(nnodes))
+
+
+def write_hostfile(rdzv: Rendezvous, env: Mapping[str, str]) -> str:
+    """Write DeepSpeed's hostfile for this node and return its path.
+
+    Into ``$TMPDIR`` (per job and node rank; Slurm sites often give each job a private one),
+    atomically: nodes that share a /tmp (this test cluster) never read a torn file.
+    """
+    directory = Path(env.get("TMPDIR") or tempfile.gettempdir())
+    path = directory / f"hpclaunch-{rdzv.job_id}-{rdzv.node_rank}.deepspeed-hostfile"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(deepspeed_hostfile(rdzv))
+    os.replace(tmp, path)
+    return str(path)
 
 
 def exec_node(argv: list[str], env: dict[str, str]) -> None:

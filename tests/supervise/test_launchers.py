@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from hpclaunch.supervise.launchers import node_argv, node_env, step_argv
+from hpclaunch.supervise.launchers import deepspeed_hostfile, node_argv, node_env, step_argv
 from hpclaunch.supervise.node import node_command
 from hpclaunch.supervise.rendezvous import Rendezvous
 
@@ -74,17 +76,20 @@ def test_torchrun() -> None:
 
 
 def test_deepspeed_without_ssh() -> None:
-    assert node_argv("deepspeed", RDZV, CMD) == [
+    assert node_argv("deepspeed", RDZV, CMD, hostfile="/tmp/h") == [
         "deepspeed",
         "--no_ssh",
+        "--hostfile=/tmp/h",
         "--node_rank=1",
         "--master_addr=n1",
         "--master_port=24242",
         "--num_nodes=2",
         "--num_gpus=4",
         "--no_python",
+        "--no_local_rank",
         *CMD,
     ]
+    assert deepspeed_hostfile(RDZV) == "n1 slots=4\nn2 slots=4\n"
 
 
 def test_accelerate() -> None:
@@ -101,7 +106,10 @@ def test_accelerate() -> None:
         *CMD,
     ]
     cpu = Rendezvous("4242", "n1", 24242, ("n1", "n2"), 0, 1, gpus=False)
-    assert node_argv("accelerate", cpu, CMD)[2] == "--cpu"
+    # --cpu would take accelerate's one-process-per-machine launcher: a world of 1 per node
+    assert node_argv("accelerate", cpu, CMD)[2] == "--multi_gpu"
+    assert node_env("accelerate", cpu, {})["ACCELERATE_USE_CPU"] == "true"
+    assert "ACCELERATE_USE_CPU" not in node_env("accelerate", RDZV, {})
 
 
 def test_srun_runs_the_command_itself_with_rank_variables() -> None:
@@ -120,8 +128,9 @@ def test_srun_runs_the_command_itself_with_rank_variables() -> None:
     assert "RANK" not in node_env("torchrun", RDZV, {"SLURM_PROCID": "5"})
 
 
-def test_node_exec_takes_the_node_rank_from_the_srun_task() -> None:
+def test_node_exec_takes_the_node_rank_from_the_srun_task(tmp_path: Path) -> None:
     env = {"SLURM_NODEID": "1", "CUDA_VISIBLE_DEVICES": "0,1", "KEEP": "me"}
+    env.update(SLURM_STEP_NODELIST="n[3-4]", TMPDIR=str(tmp_path))
     argv, new_env = node_command(
         "deepspeed",
         nnodes=2,
@@ -132,7 +141,9 @@ def test_node_exec_takes_the_node_rank_from_the_srun_task() -> None:
         command=CMD,
         env=env,
     )
-    assert argv[:3] == ["deepspeed", "--no_ssh", "--node_rank=1"]
+    hostfile = tmp_path / "hpclaunch-7-1.deepspeed-hostfile"
+    assert argv[:4] == ["deepspeed", "--no_ssh", f"--hostfile={hostfile}", "--node_rank=1"]
+    assert hostfile.read_text() == "n3 slots=2\nn4 slots=2\n"
     assert new_env["KEEP"] == "me"
     assert new_env["NODE_RANK"] == "1"
     assert new_env["MASTER_PORT"] == "20001"
