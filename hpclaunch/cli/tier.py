@@ -12,7 +12,8 @@ from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
 
 if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
-    from hpclaunch.queue import QueueRow, Retier
+    from hpclaunch.queue import QueueRow
+    from hpclaunch.retier import Retier
 
 #: States of a job that has started: its QOS and account are fixed.
 _STARTED = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED"})
@@ -33,7 +34,8 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
     from hpclaunch.cli.queue import run_slurm
     from hpclaunch.discover import load_capabilities, max_age_from_env
     from hpclaunch.errors import BackendError, JobNotFound
-    from hpclaunch.queue import check_allowed, job_argv, parse_queue, plan_retier, tier_of
+    from hpclaunch.queue import job_argv, parse_queue, tier_of
+    from hpclaunch.retier import check_allowed, plan_retier
 
     site = app.site
     if new_tier not in site.tiers:
@@ -88,8 +90,9 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
 def _quota_used(app: App, row: QueueRow, new_tier: str) -> int | None:
     """The project's in-quota GPUs without this job's own (one squeue), when the new
     tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.queue import counted_gpus, project_of
+    from hpclaunch.queue import project_of
     from hpclaunch.quota import read_usage
+    from hpclaunch.retier import counted_gpus
 
     site = app.site
     project = project_of(site, row.account)
@@ -106,7 +109,7 @@ def _update(app: App, retier: Retier) -> None:
     from hpclaunch.backends.slurm_text import first_line
     from hpclaunch.cli.queue import run_slurm
     from hpclaunch.errors import BackendError, JobNotFound
-    from hpclaunch.queue import scontrol_hint
+    from hpclaunch.retier import scontrol_hint
 
     result = run_slurm(app, retier.argv, check=False)
     if result.ok:
