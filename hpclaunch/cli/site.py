@@ -110,7 +110,8 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
 
 
 def _plan(app: App, caps: Capabilities) -> list[Change]:
-    from hpclaunch.siteplan import plan_site, read_live
+    from hpclaunch.accounting import read_live
+    from hpclaunch.siteplan import plan_site
 
     return plan_site(app.site, read_live(app.runner, caps.cluster), caps)
 

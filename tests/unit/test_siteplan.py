@@ -9,29 +9,27 @@ from typing import Any
 
 import pytest
 
+from hpclaunch.accounting import (
+    ACCOUNT_FORMAT,
+    ASSOC_FORMAT,
+    QOS_FORMAT,
+    LiveQos,
+    LiveState,
+    parse_live,
+    read_live,
+)
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.discover import Capabilities, discover
 from hpclaunch.errors import CommandFailed
 from hpclaunch.sitecheck import pending_problems
-from hpclaunch.siteplan import (
-    ACCOUNT_FORMAT,
-    ASSOC_FORMAT,
-    QOS_FORMAT,
-    Change,
-    LiveQos,
-    LiveState,
-    apply,
-    parse_live,
-    plan_site,
-    read_live,
-)
+from hpclaunch.siteplan import Change, apply, plan_site
 from hpclaunch.slurmtime import format_time
 from hpclaunch.transport.base import CommandResult
 
 from .fakes import FakeRunner, result
 from .test_discover import recorded
 
-# `sacctmgr -n -P show qos|assoc|account format=...` (siteplan's formats) on the local
+# `sacctmgr -n -P show qos|assoc|account format=...` (accounting's formats) on the local
 # cluster right after docker/slurm-cluster/cluster.sh up: four bare QOS, two projects.
 FRESH_QOS = """\
 normal|0||cluster|00:00:00||||Normal QOS default
@@ -79,7 +77,7 @@ def commands(changes: list[Change]) -> list[str]:
 
 class FakeAccounting:
     """QOS, accounts and associations of one cluster, changed by the argv forms
-    :func:`plan_site` emits and shown in :mod:`hpclaunch.siteplan`'s formats. An
+    :func:`plan_site` emits and shown in :mod:`hpclaunch.accounting`'s formats. An
     association's QOS list and default QOS are ``None`` when inherited from its parent
     (the user's account, the account's parent), as slurmdbd does."""
 
@@ -141,7 +139,7 @@ class FakeAccounting:
         self.qos[name] = dataclasses.asdict(LiveQos(name, desc))
 
     def modify_qos(self, where: dict[str, str], sets: list[tuple[str, str, str]]) -> None:
-        from hpclaunch.siteplan import _seconds
+        from hpclaunch.accounting import _seconds
 
         q = self.qos[where["name"]]
         for key, _, value in sets:
