@@ -1,0 +1,165 @@
+"""accelerate and DeepSpeed 2-node launches under the sidecar, a signal during a checkpoint
+write, and an operator's ``scontrol requeue``, on the real cluster (CPU, gloo).
+
+All jobs are submitted at once (module fixture) and run side by side; each trains
+examples/ddp_train.py on 2 nodes x 1 process (world size 2) for 150 steps:
+
+* ``twin``: torchrun, never interrupted: the reference weights.
+* ``accelerate`` / ``deepspeed``: warned mid-run (``scancel --batch --signal=USR1``, what
+  ``--signal=B:USR1`` delivers at preemption), checkpoint, requeue, resume; final weights
+  equal the twin's bit for bit. DeepSpeed runs ``--no_ssh`` with a hostfile, one launcher per
+  node, node rank from ``SLURM_NODEID``.
+* ``midwrite``: torchrun whose on-request save stalls 60 s between its two files
+  (``--save-sleep``): the sidecar's wait (grace 10 s - 2) runs out, it requeues and kills the
+  launch inside the write. The half-written ``.tmp-`` checkpoint is never resumed from:
+  attempt 1 starts after the newest periodic (complete) checkpoint; weights still equal.
+* ``opreq``: srun launcher, requeued by ``scontrol requeue`` from outside: the ledger says
+  ``requeued`` (not ``cancelled``); the job runs again and completes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+from .test_sidecar_on_cluster import STEPS, TRAIN, VENV, Jobs, _assert_exact_resume, _by, _steps
+from .test_sidecar_on_cluster import _submit as submit
+
+pytestmark = pytest.mark.slurm
+
+EVERY = 20  # periodic checkpoints of the midwrite job
+
+
+@dataclass
+class LaunchJobs(Jobs):
+    half_written: list[str] = field(default_factory=list)  # midwrite's .tmp- dir, seen live
+
+
+@pytest.fixture(scope="module")
+def jobs(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LaunchJobs]:
+    tmp = tmp_path_factory.mktemp("launchers")
+    cli = Cli(tmp / "state")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+
+    def train(key: str, *extra: str) -> list[str]:
+        out = shared / key
+        return [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256"), *extra]
+
+    midwrite = train("midwrite", "--save-sleep", "60")
+    assert midwrite[4:6] == ["--every", "1000"]
+    midwrite[5] = str(EVERY)
+    res = {"nodes": 2, "time": "00:05:00", "mem": "300M"}
+    common = {"venv": VENV, "resources": res, "tier": "low"}
+    ids = {
+        "twin": submit(cli, tmp, "twin", command=train("twin"), launcher="torchrun", **common),
+        "accelerate": submit(
+            cli, tmp, "accelerate", command=train("accelerate"), launcher="accelerate", **common
+        ),
+        "deepspeed": submit(
+            cli, tmp, "deepspeed", command=train("deepspeed"), launcher="deepspeed", **common
+        ),
+        "midwrite": submit(
+            cli,
+            tmp,
+            "midwrite",
+            command=midwrite,
+            launcher="torchrun",
+            **common,
+        ),
+        "opreq": submit(cli, tmp, "opreq", command=train("opreq"), launcher="srun", **common),
+    }
+    jobs = LaunchJobs(cli, shared, ids)
+    for key in ("accelerate", "deepspeed", "midwrite"):
+        jobs.wait_progress(key, 30, timeout=90)
+        subprocess.run(["scancel", "--batch", "--signal=USR1", ids[key]], check=True)
+        if key == "midwrite":
+            ckpts = jobs.job_dir(key) / "checkpoints"
+            deadline = time.monotonic() + 20
+            while not (half := list(ckpts.glob(".tmp-step-*/model.pt"))):
+                assert time.monotonic() < deadline, "the on-request save never started"
+                time.sleep(0.05)
+            jobs.half_written = [p.parent.name for p in half]
+    jobs.wait_progress("opreq", 30, timeout=90)
+    subprocess.run(["scontrol", "requeue", ids["opreq"]], check=True)
+    yield jobs
+    shutil.rmtree(shared, ignore_errors=True)
+    subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def _twin(jobs: LaunchJobs) -> str:
+    assert jobs.wait_final("twin", 90) == "COMPLETED"
+    return (jobs.shared / "twin" / "final.sha256").read_text()
+
+
+@pytest.mark.parametrize("launcher", ["accelerate", "deepspeed"])
+def test_launcher_two_nodes_preempted_resumes_bit_for_bit(jobs: LaunchJobs, launcher: str) -> None:
+    assert jobs.wait_final(launcher, 150) == "COMPLETED"
+    _assert_exact_resume(jobs, launcher)
+    ledger = jobs.events(launcher)["ledger"]
+    start = _by(ledger, 0)["attempt_start"]
+    assert start["launcher"] == launcher
+    assert len(start["nodes"]) == 2
+    assert start["master_addr"] == start["nodes"][0]
+    log = jobs.cli.log(jobs.ids[launcher])
+    if launcher == "deepspeed":
+        # one launcher per node, no ssh: DeepSpeed's own lines name the node rank and world
+        # the runner's own cmd line: no pdsh/ssh runner, the launch module directly
+        assert re.search(r"-m deepspeed\.launcher\.launch .*--node_rank=1", log)
+        assert re.search(r"nnodes=2, num_local_procs=1, node_rank=0", log)
+        assert re.search(r"nnodes=2, num_local_procs=1, node_rank=1", log)
+        assert "dist_world_size=2" in log
+        assert f"--master_addr={start['master_addr']}" in log
+    assert (jobs.shared / launcher / "final.sha256").read_text() == _twin(jobs)
+
+
+def test_signal_inside_a_checkpoint_write_never_resumes_the_half_written_one(
+    jobs: LaunchJobs,
+) -> None:
+    assert jobs.wait_final("midwrite", 150) == "COMPLETED"
+    (half,) = jobs.half_written
+    match = re.match(r"\.tmp-step-(\d+)-", half)
+    assert match is not None
+    cut = int(match.group(1))  # the step whose on-request checkpoint was being written
+    ledger = jobs.events("midwrite")["ledger"]
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert "checkpoint_committed" not in first
+    assert first["checkpoint_timeout"]["waited"] >= 5
+    assert first["requeue_issued"]
+    assert first["attempt_end"]["reason"] == "preempted"
+    assert first["attempt_end"]["committed_step"] is None
+    resumed = (cut - 1) // EVERY * EVERY  # the newest periodic checkpoint before the cut
+    assert f"attempt 1: starting after step {resumed}" in jobs.cli.log(jobs.ids["midwrite"])
+    assert _steps(jobs.shared, "midwrite", 0) == list(range(1, cut + 1))
+    assert _steps(jobs.shared, "midwrite", 1) == list(range(resumed + 1, STEPS + 1))
+    assert second["attempt_end"]["reason"] == "success"
+    ckpts = jobs.job_dir("midwrite") / "checkpoints"
+    assert not (ckpts / f"step-{cut:09d}").exists()
+    assert not list(ckpts.glob(".tmp-*"))  # the abandoned write was cleaned up on resume
+    assert (jobs.shared / "midwrite" / "final.sha256").read_text() == _twin(jobs)
+
+
+def test_scontrol_requeue_is_recorded_as_requeued(jobs: LaunchJobs) -> None:
+    assert jobs.wait_final("opreq", 150) == "COMPLETED"
+    ledger = jobs.events("opreq")["ledger"]
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert first["signal_received"]["signal"] == "TERM"
+    end = first["attempt_end"]
+    assert end["reason"] == "requeued", end
+    assert end["requeued"] is True
+    assert end["restarts"] == 1
+    assert "requeue_issued" not in first  # Slurm requeued it, not the sidecar
+    assert second["attempt_end"]["reason"] == "success"
+    assert (jobs.shared / "opreq" / "final.sha256").read_text() == _twin(jobs)
