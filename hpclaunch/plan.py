@@ -68,6 +68,9 @@ class SubmissionPlan:
         quota: ``in-quota``, ``over-quota`` or ``none`` (the site has no quotas); see
             :mod:`hpclaunch.quota`.
         notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
+        sweep_params: A sweep's params file (:mod:`hpclaunch.sweep`): the script then runs
+            as an array task whose point is its first argument (the array's offset) plus
+            ``SLURM_ARRAY_TASK_ID``, logging to ``<log_dir>/tasks/<point>/``.
     """
 
     submission_id: str
@@ -95,6 +98,7 @@ class SubmissionPlan:
     module_system: str = "none"
     conda: str | None = None
     scratch_var: tuple[str, str] | None = None
+    sweep_params: str | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:

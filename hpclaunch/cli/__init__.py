@@ -33,6 +33,7 @@ COMMANDS = {
     "site": "hpclaunch.cli.site:site_command",
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
+    "sweep": "hpclaunch.cli.sweep:sweep_command",
     "tier": "hpclaunch.cli.tier:tier_command",
     "top": "hpclaunch.cli.top:top_command",
 }

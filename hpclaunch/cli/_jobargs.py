@@ -50,7 +50,7 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
     from hpclaunch.errors import JobNotFound
     from hpclaunch.history import find_record, history_path
 
-    record = find_record(job_id=job_id)
+    record = find_record(job_id=job_id) or _sweep_task(job_id)
     if record is None:
         raise JobNotFound(
             f"job {job_id} is not in the hpclaunch history ({history_path()})",
@@ -58,6 +58,22 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
             f"this user on this machine ('hpclaunch status' lists them){extra_hint}",
         )
     return record
+
+
+def _sweep_task(job_id: str) -> SubmissionRecord | None:
+    """A sweep's array task (``123_4``), pointed at its own directories."""
+    if "_" not in job_id:
+        return None
+    from hpclaunch.sweep.record import task_submission
+
+    return task_submission(job_id)
+
+
+def find_job_record(job_id: str) -> SubmissionRecord | None:
+    """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
+    from hpclaunch.history import find_record
+
+    return find_record(job_id=job_id) or _sweep_task(job_id)
 
 
 def exit_unless_completed(final: JobInfo) -> None:

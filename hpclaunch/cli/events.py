@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, find_job_record
 
 if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
@@ -34,9 +34,8 @@ def events_command(app: App, job_id: str, as_json: bool) -> None:
 
     from hpclaunch.backends.base import JobRef
     from hpclaunch.errors import BackendError
-    from hpclaunch.history import find_record
 
-    record = find_record(job_id=job_id)
+    record = find_job_record(job_id)
     problem = None
     try:
         attempts = app.backend.attempts(JobRef(job_id))

@@ -32,6 +32,9 @@ already did. Adapters: :mod:`hpclaunch.runtime.adapters.torch` (``save_torch``/`
 :mod:`~hpclaunch.runtime.adapters.hf` (``HpclaunchCallback`` for the HF Trainer) and
 :mod:`~hpclaunch.runtime.adapters.lightning` (``HpclaunchCheckpoint``).
 
+In a sweep task (``hpclaunch sweep``), :func:`sweep_params` returns the task's point and
+:func:`report_metrics` records its final metrics for ``hpclaunch sweep status``.
+
 Environment read: ``HPCLAUNCH_JOB_DIR``, ``HPCLAUNCH_CONTROL_DIR``, ``HPCLAUNCH_CHECKPOINT_DIR``,
 ``HPCLAUNCH_ATTEMPT``, and the rank from torch.distributed, ``RANK`` or ``SLURM_PROCID``.
 """
@@ -59,6 +62,7 @@ from hpclaunch.runtime.control import (
     report_progress,
     should_checkpoint,
 )
+from hpclaunch.runtime.sweep import report_metrics, sweep_params
 
 __all__ = [
     "Checkpoint",
@@ -76,9 +80,11 @@ __all__ = [
     "list_checkpoints",
     "mark_checkpoint_done",
     "rank",
+    "report_metrics",
     "report_progress",
     "resume_point",
     "should_checkpoint",
+    "sweep_params",
     "verify_checkpoint",
     "world_size",
 ]

@@ -1,0 +1,272 @@
+"""``hpclaunch sweep SPEC`` (submit a sweep as job arrays), ``sweep status ID``, ``sweep list``."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hpclaunch.cli._app import App
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.sweep.record import SweepRecord
+    from hpclaunch.sweep.status import SweepStatus
+    from hpclaunch.sweep.submit import SweepPlan
+
+
+class _SweepGroup(click.Group):
+    """``hpclaunch sweep SPEC`` is ``hpclaunch sweep submit SPEC``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["submit", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("sweep", cls=_SweepGroup)
+def sweep_command() -> None:
+    """Run a spec once per point of its sweep, as Slurm job arrays.
+
+    hpclaunch sweep SPEC submits (prints the sweep id); hpclaunch sweep status ID shows
+    the tasks' states and final metrics.
+    """
+
+
+@sweep_command.command("submit")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Print the points, sbatch argv and script only.")
+@click.option(
+    "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
+)
+@click.pass_obj
+def submit_command(app: App, spec: str, dry_run: bool, no_check: bool) -> None:
+    """Submit SPEC's sweep; stdout is only the sweep id."""
+    from hpclaunch.cli.site import check_before_submit
+    from hpclaunch.errors import SubmissionError
+    from hpclaunch.sweep.submit import submit_sweep
+
+    sweep = _plan(app, spec, refresh=False)
+    check_before_submit(app, sweep.plan, enabled=not no_check)
+    if dry_run:
+        _print_dry_run(app, sweep)
+        return
+    record = _record(app, sweep)
+    done: list[JobRef] = []
+
+    def remember(index: int, ref: JobRef) -> None:
+        nonlocal record
+        done.append(ref)
+        record = _add_array(app, record, sweep, index, ref)
+
+    try:
+        submit_sweep(app.backend, app.runner, sweep, on_array=remember)
+    except SubmissionError as exc:
+        if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
+            raise
+        # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
+        sweep = _plan(app, spec, refresh=True, sweep_id=sweep.sweep_id)
+        record = _record(app, sweep)
+        submit_sweep(app.backend, app.runner, sweep, on_array=remember)
+    click.echo(sweep.sweep_id)
+    arrays = ", ".join(
+        f"{r.job_id} (--array={a.array_spec})" for r, a in zip(done, sweep.arrays, strict=True)
+    )
+    click.echo(
+        f"sweep {sweep.sweep_id}: {len(sweep.points)} points in {len(done)} array(s): {arrays}; "
+        f"hpclaunch sweep status {sweep.sweep_id}",
+        err=True,
+    )
+
+
+def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = None) -> SweepPlan:
+    from hpclaunch.cli._jobs import _quota_used
+    from hpclaunch.plan import new_submission_id
+    from hpclaunch.spec import load_spec
+    from hpclaunch.sweep.submit import plan_sweep
+
+    spec = load_spec(spec_path)
+    if spec.sweep is not None and "tier" not in spec.model_fields_set:
+        spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
+    return plan_sweep(
+        spec,
+        app.site,
+        submission_id=sweep_id or new_submission_id(),
+        home=app.home,
+        cwd=None if app.is_remote else os.getcwd(),
+        max_array_size=_max_array_size(app, refresh),
+        quota_used=_quota_used(app, spec),
+    )
+
+
+def _max_array_size(app: App, refresh: bool) -> int:
+    from hpclaunch.cli.site import capabilities
+    from hpclaunch.errors import TransportError
+    from hpclaunch.sweep.submit import DEFAULT_MAX_ARRAY_SIZE
+
+    try:
+        found = capabilities(app, refresh=refresh).max_array_size
+    except TransportError as exc:
+        click.echo(
+            f"Warning: MaxArraySize not read ({exc.message.splitlines()[0]}); assuming "
+            f"Slurm's default {DEFAULT_MAX_ARRAY_SIZE}",
+            err=True,
+        )
+        return DEFAULT_MAX_ARRAY_SIZE
+    return DEFAULT_MAX_ARRAY_SIZE if found is None else found
+
+
+def _print_dry_run(app: App, sweep: SweepPlan) -> None:
+    import json
+    import shlex
+
+    from hpclaunch.plan import describe
+
+    job = app.backend.dryrun(sweep.plan)
+    click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
+    for index, point in enumerate(sweep.points[:20]):
+        click.echo(f"#   {index}: {json.dumps(point, ensure_ascii=False)}")
+    if len(sweep.points) > 20:
+        click.echo(f"#   ... and {len(sweep.points) - 20} more")
+    for index in range(len(sweep.arrays)):
+        previous = "<array before>" if index else None
+        click.echo(f"# sbatch argv: {shlex.join(sweep.sbatch_argv(index, previous))}")
+    click.echo("# plan:")
+    click.echo("\n".join(f"#   {line}" for line in describe(sweep.plan).splitlines()))
+    click.echo(f"# script ({job.script_path}):")
+    click.echo(job.script, nl=False)
+
+
+def _record(app: App, sweep: SweepPlan) -> SweepRecord:
+    from datetime import datetime, timezone
+
+    from hpclaunch.sweep.record import SweepRecord
+
+    plan = sweep.plan
+    return SweepRecord(
+        sweep_id=sweep.sweep_id,
+        name=plan.job_name,
+        site=app.site.name,
+        job_dir=plan.job_dir,
+        log_dir=plan.log_dir,
+        params_file=sweep.params_file,
+        points=len(sweep.points),
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        tier=plan.tier,
+        qos=plan.qos,
+        max_concurrent=None if not sweep.arrays else sweep.arrays[0].limit,
+    )
+
+
+def _add_array(
+    app: App, record: SweepRecord, sweep: SweepPlan, index: int, ref: JobRef
+) -> SweepRecord:
+    """Record one more submitted array, in the sweep record and the submission history."""
+    from dataclasses import replace
+
+    from hpclaunch.history import SubmissionRecord, record_submission
+    from hpclaunch.sweep.record import SweepArray, save_sweep
+
+    chunk = sweep.arrays[index]
+    record = replace(
+        record,
+        cluster=ref.cluster,
+        arrays=(*record.arrays, SweepArray(ref.job_id, chunk.offset, chunk.count)),
+    )
+    plan = sweep.plan
+    try:
+        save_sweep(record)
+        record_submission(
+            SubmissionRecord(
+                job_id=ref.job_id,
+                cluster=ref.cluster,
+                name=plan.job_name,
+                submission_id=sweep.array_submission_id(index),
+                job_dir=plan.job_dir,
+                site=app.site.name,
+                submitted_at=record.submitted_at,
+                log_dir=plan.log_dir,
+                tier=plan.tier,
+                qos=plan.qos,
+                quota=plan.quota,
+            )
+        )
+    except OSError as exc:  # submitted: failing now would invite a second submission
+        click.echo(f"Warning: could not record array {ref.job_id}: {exc}", err=True)
+    return record
+
+
+@sweep_command.command("status")
+@click.argument("sweep_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--no-metrics", is_flag=True, help="Do not read the tasks' final metrics.")
+@click.pass_obj
+def status_command(app: App, sweep_id: str, as_json: bool, no_metrics: bool) -> None:
+    """Counts by state and a table of parameters vs final metrics for SWEEP_ID (the id
+    'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
+    from hpclaunch.sweep.record import find_sweep
+    from hpclaunch.sweep.status import sweep_status
+
+    status = sweep_status(app.runner, find_sweep(sweep_id), metrics=not no_metrics)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(status.to_dict(), indent=2))
+        return
+    _print_status(status)
+
+
+def _print_status(status: SweepStatus) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    rec = status.record
+    console = Console()
+    arrays = ", ".join(a.job_id for a in rec.arrays)
+    counts = ", ".join(f"{state} {n}" for state, n in status.counts.items())
+    console.print(f"sweep {rec.sweep_id} {rec.name!r}: {rec.points} points, arrays {arrays}")
+    console.print(counts, highlight=False)
+    for problem in status.problems:
+        console.print(f"[yellow]Warning:[/] {problem}", highlight=False)
+    params = list(dict.fromkeys(k for t in status.tasks for k in t.params))
+    metrics = list(dict.fromkeys(k for t in status.tasks for k in t.metrics or {}))
+    table = Table(box=None, header_style="bold")
+    for column in ("POINT", "JOB", "STATE", *params):
+        table.add_column(column, overflow="fold")
+    for column in metrics:
+        table.add_column(column, justify="right", style="cyan")
+    for task in status.tasks:
+        table.add_row(
+            str(task.point),
+            task.job_id,
+            task.state,
+            *(_cell(task.params.get(p)) for p in params),
+            *(_cell((task.metrics or {}).get(m)) for m in metrics),
+        )
+    console.print(table)
+
+
+def _cell(value: Any) -> str:
+    from rich.markup import escape
+
+    from hpclaunch.sweep.task import format_value
+
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return escape(format_value(value))
+
+
+@sweep_command.command("list")
+@click.pass_obj
+def list_command(app: App) -> None:
+    """The sweeps submitted from here (no Slurm call)."""
+    from hpclaunch.sweep.record import list_sweeps
+
+    for rec in list_sweeps():
+        arrays = ",".join(a.job_id for a in rec.arrays)
+        click.echo(
+            f"{rec.sweep_id}  {rec.submitted_at}  {rec.points:>5} points  {arrays}  {rec.name}"
+        )

@@ -1,0 +1,475 @@
+"""Sweeps: expansion, splitting into arrays, the params file, placeholders (hostile values
+through the real batch script and task step), per-task directories, status, the record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpclaunch.backends.base import JobRef
+from hpclaunch.errors import JobNotFound, PlanError, SpecError
+from hpclaunch.render import render
+from hpclaunch.runtime import report_metrics, sweep_params
+from hpclaunch.spec import JobSpec, Sweep
+from hpclaunch.sweep.points import ArrayChunk, expand, params_lines, split_arrays
+from hpclaunch.sweep.record import (
+    SweepArray,
+    SweepRecord,
+    find_sweep,
+    find_task,
+    list_sweeps,
+    save_sweep,
+)
+from hpclaunch.sweep.status import parse_task_states, sweep_status
+from hpclaunch.sweep.submit import plan_sweep, submit_sweep
+from hpclaunch.sweep.task import read_point, substitute, task_env
+
+from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
+from .fakes import FakeRunner, result
+from .test_render_hostile import hostile_text
+
+SITE = make_site()
+
+
+def sweep(**fields: Any) -> Sweep:
+    return Sweep.model_validate(fields)
+
+
+# -- the spec and expansion -----------------------------------------------------------------
+
+
+def test_grid_is_every_combination_first_parameter_slowest() -> None:
+    points = expand(sweep(method="grid", parameters={"lr": [0.1, 0.01], "bs": [32, 64, 128]}))
+    assert len(points) == 6
+    assert points[:3] == [{"lr": 0.1, "bs": 32}, {"lr": 0.1, "bs": 64}, {"lr": 0.1, "bs": 128}]
+    assert points[-1] == {"lr": 0.01, "bs": 128}
+
+
+def test_random_is_deterministic_for_a_seed_and_stays_in_range() -> None:
+    params = {
+        "lr": {"min": 1e-5, "max": 1e-1, "log": True},
+        "layers": {"min": 1, "max": 4, "int": True},
+        "opt": ["adam", "sgd"],
+        "drop": {"min": 0.0, "max": 0.5},
+    }
+    first = expand(sweep(method="random", count=200, seed=7, parameters=params))
+    assert first == expand(sweep(method="random", count=200, seed=7, parameters=params))
+    assert first != expand(sweep(method="random", count=200, seed=8, parameters=params))
+    assert all(1e-5 <= p["lr"] <= 1e-1 for p in first)
+    assert {p["layers"] for p in first} == {1, 2, 3, 4}
+    assert all(isinstance(p["layers"], int) for p in first)
+    assert {p["opt"] for p in first} == {"adam", "sgd"}
+    assert all(0.0 <= p["drop"] <= 0.5 for p in first)  # type: ignore[operator]
+    # log-uniform: about as many draws below 1e-3 as above
+    below = sum(1 for p in first if p["lr"] < 1e-3)  # type: ignore[operator]
+    assert 60 < below < 140
+
+
+def test_list_is_as_written() -> None:
+    points = [{"lr": 0.1, "name": "a"}, {"lr": 0.2, "name": "b"}]
+    assert expand(sweep(method="list", points=points)) == points
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"method": "grid", "parameters": {"lr": 0.1}}, "sweep.parameters: lr: give a list"),
+        ({"method": "grid", "parameters": {"lr": []}}, "lr: the list of values is empty"),
+        ({"method": "random", "parameters": {"lr": [1]}}, "method random needs count"),
+        ({"method": "grid", "parameters": {"lr": {"min": 1, "max": 2}}}, "a grid takes lists"),
+        ({"method": "list", "points": [{"a": 1}, {"b": 2}]}, "point 1 has parameters ['b']"),
+        ({"method": "grid", "parameters": {"1a": [1]}}, "'1a' is not a parameter name"),
+        ({"method": "grid", "parameters": {"lr": [1]}, "count": 3}, "count: not used by method"),
+        ({"method": "grid", "parameters": {"lr": [[1]]}}, "[1] is not a single value"),
+        ({"method": "list"}, "method list needs points"),
+        (
+            {"method": "random", "count": 2, "parameters": {"lr": {"min": 2, "max": 1}}},
+            "lr: min (2) must be below max (1)",
+        ),
+        (
+            {"method": "random", "count": 2, "parameters": {"lr": {"min": 0, "max": 1, "log": 1}}},
+            "log: true needs min > 0",
+        ),
+        (
+            {"method": "random", "count": 2, "parameters": {"lr": {"min": 1, "max": 2, "x": 1}}},
+            "lr: unknown key 'x'",
+        ),
+        ({"method": "grid", "parameters": {"a": [1]}, "max_concurrent": 0}, "max_concurrent"),
+        ({"method": "bayes", "parameters": {"a": [1]}}, "sweep.method"),
+    ],
+)
+def test_bad_sweeps_name_the_field(fields: dict[str, Any], message: str, tmp_path: Path) -> None:
+    from hpclaunch.spec import load_spec
+
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps({"name": "x", "command": ["echo"], "sweep": fields}))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert message in info.value.message
+    assert str(path) in info.value.message
+
+
+# -- splitting into arrays --------------------------------------------------------------------
+
+
+def test_split_keeps_every_index_below_max_array_size() -> None:
+    arrays = split_arrays(300, 101)
+    assert arrays == [ArrayChunk(0, 101), ArrayChunk(101, 101), ArrayChunk(202, 98)]
+    assert [a.array_spec for a in arrays] == ["0-100", "0-100", "0-97"]
+    covered = [a.offset + i for a in arrays for i in range(a.count)]
+    assert covered == list(range(300))
+
+
+@pytest.mark.parametrize(
+    ("points", "size", "specs"),
+    [
+        (101, 101, ["0-100"]),
+        (102, 101, ["0-100", "0"]),
+        (1, 1001, ["0"]),
+        (1000, 1001, ["0-999"]),
+        (3, 1, ["0", "0", "0"]),
+    ],
+)
+def test_split_edges(points: int, size: int, specs: list[str]) -> None:
+    assert [a.array_spec for a in split_arrays(points, size)] == specs
+
+
+def test_split_refuses_no_points_and_no_arrays() -> None:
+    with pytest.raises(ValueError, match="at least one point"):
+        split_arrays(0, 10)
+    with pytest.raises(ValueError, match="arrays are disabled"):
+        split_arrays(5, 0)
+
+
+def test_the_cap_is_each_arrays_percent_and_arrays_are_chained() -> None:
+    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(250)]}, cap=3)
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=101)
+    assert [a.array_spec for a in planned.arrays] == ["0-100%3", "0-100%3", "0-47%3"]
+    assert planned.chained
+    first = planned.sbatch_argv(0, None)
+    assert first[:4] == (
+        "sbatch",
+        "--parsable",
+        "--array=0-100%3",
+        f"--comment=hpclaunch:{SUBMISSION_ID}-a0",
+    )
+    assert first[-2:] == (planned.plan.script_path, "0")
+    second = planned.sbatch_argv(1, "500")
+    assert "--dependency=afterany:500" in second
+    assert second[-1] == "101"
+
+
+def test_chaining_keeps_the_specs_own_dependency() -> None:
+    spec = _spec(
+        sweep={"method": "list", "points": [{"i": i} for i in range(5)]},
+        cap=1,
+        dependencies=[{"job": "77"}],
+    )
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
+    assert "--dependency=afterok:77,afterany:9" in planned.sbatch_argv(1, "9")
+
+
+def test_without_a_cap_arrays_are_independent() -> None:
+    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(5)]})
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
+    assert not planned.chained
+    assert not any(a.startswith("--dependency") for a in planned.sbatch_argv(1, "9"))
+
+
+def test_sweeps_default_to_tier_low_unless_the_spec_says() -> None:
+    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}})
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert (planned.plan.tier, planned.plan.qos) == ("low", "low")
+    assert ("--requeue", None) in planned.plan.sbatch_options
+    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}}, tier="medium")
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert planned.plan.tier == "medium"
+
+
+def test_a_spec_without_sweep_is_refused() -> None:
+    with pytest.raises(PlanError, match="no sweep section"):
+        plan_sweep(_spec(), SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+
+
+def test_unknown_placeholders_are_noted_not_replaced() -> None:
+    spec = _spec(
+        sweep={"method": "grid", "parameters": {"lr": [1]}}, command=["t", "{lr}", "{lrr}"]
+    )
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert any("{lrr}" in note for note in planned.plan.notes)
+    assert substitute(["{lr}", "{lrr}", '{"a": 1}', "{0}"], {"lr": 0.5}) == [
+        "0.5",
+        "{lrr}",
+        '{"a": 1}',
+        "{0}",
+    ]
+
+
+def test_submit_writes_the_params_file_then_one_sbatch_per_array() -> None:
+    from hpclaunch.backends.cli import CliBackend
+
+    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
+    jobs = iter(["100", "101", "102"])
+    runner = FakeRunner(lambda argv: result(argv, out=next(jobs) + "\n"))
+    backend = CliBackend(runner, SITE)
+    seen: list[tuple[int, JobRef]] = []
+    refs = submit_sweep(backend, runner, planned, on_array=lambda i, r: seen.append((i, r)))
+    assert [r.job_id for r in refs] == ["100", "101", "102"]
+    assert [i for i, _ in seen] == [0, 1, 2]
+    sbatch = runner.calls_to("sbatch")
+    assert [c[-1] for c in sbatch] == ["0", "3", "6"]
+    assert "--dependency=afterany:100" in sbatch[1]
+    assert "--dependency=afterany:101" in sbatch[2]
+    text, mode = runner.files[planned.params_file]
+    assert mode == 0o600
+    assert [json.loads(line)["params"] for line in text.splitlines()] == [
+        {"i": i} for i in range(7)
+    ]
+
+
+# -- the params file and the task step -------------------------------------------------------
+
+
+def test_params_file_round_trip_with_newlines(tmp_path: Path) -> None:
+    points = [{"a": "x\ny", "b": 1}, {"a": "ü'\"$()", "b": 2.5}, {"a": "", "b": True}]
+    path = tmp_path / "p.jsonl"
+    path.write_text(params_lines(points))
+    assert len(path.read_text().splitlines()) == 3
+    assert [read_point(str(path), i) for i in range(3)] == points
+    from hpclaunch.sweep.task import TaskError
+
+    with pytest.raises(TaskError, match="no point 3"):
+        read_point(str(path), 3)
+
+
+def test_each_task_gets_its_own_directories() -> None:
+    env = {
+        "HPCLAUNCH_JOB_DIR": "/jobs/s1",
+        "HPCLAUNCH_LOG_DIR": "/logs/s1",
+        "HPCLAUNCH_CHECKPOINT_DIR": "/jobs/s1/checkpoints",
+        "HPCLAUNCH_SUBMISSION_ID": SUBMISSION_ID,
+    }
+    got = task_env(env, 12, {"lr": 0.1})
+    assert got["HPCLAUNCH_JOB_DIR"] == "/jobs/s1/tasks/12"
+    assert got["HPCLAUNCH_CONTROL_DIR"] == "/jobs/s1/tasks/12/control"
+    assert got["HPCLAUNCH_CHECKPOINT_DIR"] == "/jobs/s1/tasks/12/checkpoints"
+    assert got["HPCLAUNCH_LOG_DIR"] == "/logs/s1/tasks/12"
+    assert json.loads(got["HPCLAUNCH_SWEEP_PARAMS"]) == {"lr": 0.1}
+    assert got["WANDB_RUN_ID"] == f"{SUBMISSION_ID}t12"
+    own = task_env({**env, "HPCLAUNCH_CHECKPOINT_DIR": "/scratch/ck", "WANDB_RUN_ID": "x"}, 3, {})
+    assert own["HPCLAUNCH_CHECKPOINT_DIR"] == "/scratch/ck/tasks/3"
+    assert "WANDB_RUN_ID" not in own
+
+
+DUMPER = (
+    "import json, os, sys\n"
+    "out = os.path.join(os.environ['HPCLAUNCH_JOB_DIR'], 'dump.json')\n"
+    "json.dump({'argv': sys.argv[1:], 'env': dict(os.environ)}, open(out, 'w'))\n"
+)
+values = st.one_of(
+    hostile_text,
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    a=st.lists(values, min_size=1, max_size=3),
+    words=st.lists(hostile_text, max_size=3),
+)
+def test_hostile_values_reach_the_task_exactly(a: list[Any], words: list[str]) -> None:
+    """The whole rendered batch script under bash, as array task 1 of the array at offset
+    ``len(a) - 1``: the last point's values replace ``{a}`` inside words, and nothing runs."""
+    from hpclaunch.sweep.task import format_value
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        dumper = root / "dump.py"
+        dumper.write_text(DUMPER)
+        points = [{"a": value} for value in a] + [{"a": a[-1]}]
+        spec = JobSpec.model_validate(
+            {
+                "name": "x",
+                "command": [sys.executable, str(dumper), "{a}", "pre{a}post", *words],
+                "sweep": {"method": "list", "points": points},
+            }
+        )
+        planned = plan_sweep(
+            spec,
+            make_site(job_root=str(root / "jobs")),
+            submission_id=SUBMISSION_ID,
+            home=tmp,
+            cwd=tmp,
+            python=sys.executable,
+            max_array_size=1000,
+        )
+        job_dir = Path(planned.plan.job_dir)
+        job_dir.mkdir(parents=True)
+        Path(planned.params_file).write_text(params_lines(planned.points))
+        script = root / "job.sh"
+        script.write_text(render(planned.plan).script)
+        offset = len(points) - 2
+        env = {"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8", "SLURM_ARRAY_TASK_ID": "1"}
+        proc = subprocess.run(
+            ["bash", str(script), str(offset)], cwd=root, env=env, capture_output=True, check=False
+        )
+        point = offset + 1
+        task_dir = job_dir / "tasks" / str(point)
+        log = (task_dir / "attempt-0.log").read_text(errors="replace")
+        assert proc.returncode == 0, log
+        got = json.loads((task_dir / "dump.json").read_text())
+        value = format_value(points[point]["a"])
+        assert got["argv"] == [value, f"pre{value}post", *substitute(words, points[point])]
+        assert json.loads(got["env"]["HPCLAUNCH_SWEEP_PARAMS"]) == points[point]
+        assert not (root / "canary").exists()
+
+
+def test_the_batch_script_refuses_a_bad_offset(tmp_path: Path) -> None:
+    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}})
+    planned = plan_sweep(
+        spec,
+        make_site(job_root=str(tmp_path / "jobs")),
+        submission_id=SUBMISSION_ID,
+        home=str(tmp_path),
+        python=PYTHON,
+        max_array_size=10,
+    )
+    script = tmp_path / "job.sh"
+    script.write_text(render(planned.plan).script)
+    for args, task in ((["a[$(touch canary)]"], "0"), ([], "0"), (["0"], "")):
+        env = {"PATH": os.environ["PATH"], "SLURM_ARRAY_TASK_ID": task}
+        proc = subprocess.run(
+            ["bash", str(script), *args], cwd=tmp_path, env=env, capture_output=True, check=False
+        )
+        assert proc.returncode == 2
+    assert not (tmp_path / "canary").exists()
+
+
+# -- runtime API ------------------------------------------------------------------------------
+
+
+def test_runtime_params_and_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HPCLAUNCH_SWEEP_PARAMS", raising=False)
+    assert sweep_params() is None
+    monkeypatch.setenv("HPCLAUNCH_SWEEP_PARAMS", '{"lr": 0.1}')
+    monkeypatch.setenv("HPCLAUNCH_JOB_DIR", str(tmp_path))
+    monkeypatch.setenv("RANK", "0")
+    assert sweep_params() == {"lr": 0.1}
+    path = report_metrics({"loss": 0.25, "acc": 1, "bad": float("nan")})
+    assert path == tmp_path / "final-metrics.json"
+    data = json.loads(path.read_text())
+    assert data["metrics"] == {"loss": 0.25, "acc": 1, "bad": "nan"}
+    with pytest.raises(TypeError, match="not a number"):
+        report_metrics({"x": [1, 2]})
+    monkeypatch.setenv("RANK", "1")
+    assert report_metrics({"loss": 9}) is None
+    assert json.loads(path.read_text())["metrics"]["loss"] == 0.25
+
+
+# -- status and the record --------------------------------------------------------------------
+
+
+def test_task_states_from_squeue_and_sacct_lines() -> None:
+    text = "10_0|COMPLETED\n10_[1-3,5%2]|PENDING\n10_4|CANCELLED by 0\n10|RUNNING\n10_6.batch|X\n"
+    assert parse_task_states(text) == {
+        "10_0": "COMPLETED",
+        "10_1": "PENDING",
+        "10_2": "PENDING",
+        "10_3": "PENDING",
+        "10_5": "PENDING",
+        "10_4": "CANCELLED",
+    }
+
+
+def _record(**fields: Any) -> SweepRecord:
+    data: dict[str, Any] = {
+        "sweep_id": SUBMISSION_ID,
+        "name": "sw",
+        "site": "local",
+        "job_dir": "/jobs/s",
+        "log_dir": "/jobs/s",
+        "params_file": "/jobs/s/sweep-params.jsonl",
+        "points": 4,
+        "submitted_at": "2026-11-22T10:00:00+00:00",
+        "tier": "low",
+        "qos": "low",
+        "arrays": (SweepArray("10", 0, 3), SweepArray("11", 3, 1)),
+    }
+    data.update(fields)
+    return SweepRecord(**data)
+
+
+def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def answer(argv: tuple[str, ...]) -> Any:
+        if argv[0] == "squeue":
+            return result(argv, out="11_0|RUNNING\n")
+        return result(argv, out="10_0|COMPLETED\n10_1|COMPLETED\n10_2|FAILED\n11_0|PENDING\n")
+
+    runner = FakeRunner(answer)
+    runner.put_file(
+        "/jobs/s/sweep-params.jsonl", params_lines([{"lr": v} for v in (1, 2, 3, 4)]), 0o600
+    )
+    runner.put_file("/jobs/s/tasks/0/final-metrics.json", '{"metrics": {"loss": 0.5}}', 0o600)
+    runner.put_file("/jobs/s/tasks/1/final-metrics.json", "not json", 0o600)
+    status = sweep_status(runner, _record())
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
+    assert "--jobs=10,11" in runner.calls[0]
+    assert status.counts == {"COMPLETED": 2, "FAILED": 1, "RUNNING": 1}
+    assert [t.metrics for t in status.tasks] == [{"loss": 0.5}, None, None, None]
+    assert [t.params["lr"] for t in status.tasks] == [1, 2, 3, 4]
+    assert [t.job_id for t in status.tasks] == ["10_0", "10_1", "10_2", "11_0"]
+
+    from hpclaunch.cli.sweep import _print_status
+
+    _print_status(status)
+    out = capsys.readouterr().out
+    assert "COMPLETED 2, FAILED 1, RUNNING 1" in out
+    assert "loss" in out
+    assert "0.5" in out
+    assert "lr" in out
+
+
+def test_status_skips_sacct_when_squeue_knows_every_task() -> None:
+    runner = FakeRunner(lambda argv: result(argv, out="10_0|RUNNING\n10_1|PENDING\n"))
+    status = sweep_status(runner, _record(points=2, arrays=(SweepArray("10", 0, 2),)))
+    assert [c[0] for c in runner.calls] == ["squeue"]
+    assert status.counts == {"RUNNING": 1, "PENDING": 1}
+    assert status.problems == ("params file: cannot read /jobs/s/sweep-params.jsonl: no such file",)
+
+
+def test_record_find_by_id_prefix_array_and_task(tmp_path: Path) -> None:
+    save_sweep(_record(), tmp_path)
+    other = _record(sweep_id="f" * 32, arrays=(SweepArray("12", 0, 4),))
+    save_sweep(other, tmp_path)
+    assert len(list_sweeps(tmp_path)) == 2
+    assert find_sweep(SUBMISSION_ID, tmp_path).arrays[1] == SweepArray("11", 3, 1)
+    assert find_sweep("0123", tmp_path).sweep_id == SUBMISSION_ID
+    assert find_sweep("12", tmp_path).sweep_id == "f" * 32
+    with pytest.raises(JobNotFound, match="no sweep"):
+        find_sweep("9999", tmp_path)
+    found = find_task("11_0", tmp_path)
+    assert found is not None
+    assert found[1] == 3
+    assert find_task("10_3", tmp_path) is None  # array 10 has tasks 0..2
+    assert find_task("10", tmp_path) is None
+
+
+def _spec(*, sweep: dict[str, Any] | None = None, cap: int | None = None, **fields: Any) -> JobSpec:
+    data: dict[str, Any] = {"name": "sw", "command": ["python", "train.py"], **fields}
+    if sweep is not None:
+        data["sweep"] = {**sweep, **({"max_concurrent": cap} if cap else {})}
+    return JobSpec.model_validate(data)
