@@ -1,0 +1,216 @@
+"""Sweeps on the real cluster (MaxArraySize=101, docker/slurm-cluster/etc/slurm.conf).
+
+* a 3x3 grid with max_concurrent 2 runs as ONE array ``%2``: sacct shows at most 2 tasks at
+  once and 9 COMPLETED; each task saw its own point and reported metrics (sweep status);
+* 300 points become 3 arrays (indices 0..100), chained by the cap; every point runs exactly
+  once (each task appends a line to a file named after its point);
+* ``scontrol requeue <array>_<task>`` on one running task (under the sidecar) requeues that
+  task alone (``sacct -D`` lists it twice, the others once) and it finishes; its ledger and
+  logs are its own (``hpclaunch events/logs <array>_<task>``).
+
+The three sweeps are submitted at once and checked by separate tests (about 1.5 min).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+
+pytestmark = pytest.mark.slurm
+
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+# Reports its point as metrics; sleeps so that the %2 cap is visible in sacct's times.
+GRID_TASK = (
+    "import sys, time\n"
+    "from hpclaunch import runtime\n"
+    "a, b = sys.argv[1], sys.argv[2]\n"
+    "assert runtime.sweep_params() == {'a': int(a), 'b': b}, (runtime.sweep_params(), a, b)\n"
+    "time.sleep(3)\n"
+    "runtime.report_metrics({'score': int(a) * 10, 'tag': b})\n"
+)
+# Attempt 0 of point 1 waits to be requeued; everything else ends at once.
+REQUEUE_TASK = (
+    'if [ "$HPCLAUNCH_ATTEMPT" = 0 ] && [ "$0" = 1 ]; then touch "$1.running"; sleep 120; fi; '
+    'echo "$HPCLAUNCH_ATTEMPT" >> "$1"'
+)
+
+
+@dataclass
+class Sweeps:
+    cli: Cli
+    shared: Path
+    ids: dict[str, str]  # name -> sweep id
+
+    def status(self, name: str) -> dict[str, Any]:
+        out = self.cli("sweep", "status", self.ids[name], "--json")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert isinstance(data, dict)
+        return data
+
+    def wait_done(self, name: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            data = self.status(name)
+            states = {t["state"] for t in data["tasks"]}
+            if states <= FINAL:
+                return data
+            assert time.monotonic() < deadline, f"sweep {name} not done: {data['counts']}"
+            time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def sweeps(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Sweeps]:
+    cli = Cli(tmp_path_factory.mktemp("state"))
+    shared = Path.home() / ".hpclaunch-it" / f"sweep-{uuid.uuid4().hex[:8]}"
+    shared.mkdir(parents=True)
+    spec_dir = tmp_path_factory.mktemp("specs")
+    python = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python")
+    res = {"time": "00:05:00", "mem": "50M"}
+    specs = {
+        "grid": {
+            "command": [python, "-c", GRID_TASK, "{a}", "{b}"],
+            "sweep": {
+                "method": "grid",
+                "parameters": {"a": [1, 2, 3], "b": ["x y", "$(touch canary)", "q'\"z"]},
+                "max_concurrent": 2,
+            },
+        },
+        "many": {
+            "command": ["sh", "-c", 'echo x >> "$0"', f"{shared}/many/{{i}}"],
+            "sweep": {
+                "method": "list",
+                "points": [{"i": i} for i in range(300)],
+                "max_concurrent": 24,
+            },
+        },
+        "requeue": {
+            "command": ["sh", "-c", REQUEUE_TASK, "{i}", f"{shared}/requeue/{{i}}"],
+            "launcher": "srun",
+            "sweep": {"method": "list", "points": [{"i": 0}, {"i": 1}, {"i": 2}]},
+        },
+    }
+    (shared / "many").mkdir()
+    (shared / "requeue").mkdir()
+    ids = {}
+    for name, fields in specs.items():
+        spec = {"name": f"it-sweep-{name}", "project": "research", "resources": res, **fields}
+        path = spec_dir / f"{name}.yaml"
+        path.write_text(json.dumps(spec))
+        out = cli("sweep", str(path))
+        assert out.returncode == 0, out.stderr
+        ids[name] = out.stdout.strip()
+    yield Sweeps(cli, shared, ids)
+    arrays = [r["job_id"] for r in cli.submitted().values()]
+    if arrays:
+        subprocess.run(["scancel", *arrays], check=False, capture_output=True)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def _sacct(job_ids: list[str], *extra: str) -> list[list[str]]:
+    out = subprocess.run(
+        [
+            "sacct",
+            "-n",
+            "-P",
+            "-X",
+            *extra,
+            f"--jobs={','.join(job_ids)}",
+            "--format=JobID,State,Start,End",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [line.split("|") for line in out.stdout.splitlines() if line]
+
+
+def _max_overlap(rows: list[list[str]]) -> int:
+    spans = [(datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3])) for r in rows]
+    return max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans)
+
+
+def test_grid_runs_as_one_array_at_most_two_at_once(sweeps: Sweeps) -> None:
+    data = sweeps.wait_done("grid", timeout=120)
+    assert len(data["arrays"]) == 1
+    assert data["counts"] == {"COMPLETED": 9}
+    job = data["arrays"][0]["job_id"]
+    rows = _sacct([job])
+    assert len(rows) == 9
+    assert {r[1] for r in rows} == {"COMPLETED"}
+    assert _max_overlap(rows) <= 2
+    for task in data["tasks"]:
+        assert task["metrics"] == {"score": task["params"]["a"] * 10, "tag": task["params"]["b"]}
+    assert len({json.dumps(t["params"], sort_keys=True) for t in data["tasks"]}) == 9
+    assert not (Path.cwd() / "canary").exists()
+    table = sweeps.cli("sweep", "status", sweeps.ids["grid"])
+    assert table.returncode == 0, table.stderr
+    assert "COMPLETED 9" in table.stdout
+    assert "score" in table.stdout
+
+
+def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Sweeps) -> None:
+    config = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "MaxArraySize            = 101" in config, (
+        "the cluster must run with MaxArraySize=101 (docker/slurm-cluster/etc/slurm.conf)"
+    )
+    data = sweeps.wait_done("many", timeout=150)
+    assert [a["count"] for a in data["arrays"]] == [101, 101, 98]
+    assert data["counts"] == {"COMPLETED": 300}
+    files = sorted((sweeps.shared / "many").iterdir(), key=lambda p: int(p.name))
+    assert [p.name for p in files] == [str(i) for i in range(300)]
+    assert all(p.read_text() == "x\n" for p in files)
+    rows = _sacct([a["job_id"] for a in data["arrays"]], "-D")
+    assert len(rows) == 300  # no task ran twice
+    assert _max_overlap(rows) <= 24
+
+
+def test_one_requeued_task_is_requeued_alone_and_finishes(sweeps: Sweeps) -> None:
+    marker = sweeps.shared / "requeue" / "1.running"
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < deadline, "point 1 never started"
+        time.sleep(0.2)
+    data = sweeps.status("requeue")
+    (array,) = data["arrays"]
+    job = array["job_id"]
+    task = next(t for t in data["tasks"] if t["point"] == 1)["job_id"]
+    subprocess.run(["scontrol", "requeue", task], check=True, capture_output=True)
+    data = sweeps.wait_done("requeue", timeout=90)
+    assert data["counts"] == {"COMPLETED": 3}
+    out = sweeps.shared / "requeue"
+    assert [(out / str(i)).read_text() for i in range(3)] == ["0\n", "1\n", "0\n"]
+    rows = _sacct([job], "-D")
+    by_task: dict[str, list[str]] = {}
+    for row in rows:
+        by_task.setdefault(row[0], []).append(row[1])
+    assert by_task[f"{job}_1"] == ["REQUEUED", "COMPLETED"]
+    assert by_task[f"{job}_0"] == ["COMPLETED"]
+    assert by_task[f"{job}_2"] == ["COMPLETED"]
+    # The task's own ledger (tasks/1/events.jsonl) and logs, by its <array>_<task> id.
+    events = sweeps.cli("events", task, "--json")
+    assert events.returncode == 0, events.stderr
+    ledger = json.loads(events.stdout)["ledger"]
+    ends = [e for e in ledger if e["event"] == "attempt_end"]
+    assert [e["reason"] for e in ends] == ["requeued", "success"]
+    logs = sweeps.cli("logs", task)
+    assert logs.returncode == 0, logs.stderr
+    assert "==> attempt 1 <==" in logs.stderr
+    assert "sweep point 1" in logs.stdout
