@@ -48,12 +48,12 @@ def test_status_columns_for_a_one_gpu_and_a_two_node_job(
     table = hpclaunch("ls", one_id, two_id)
     assert table.returncode == 0, table.stderr
     assert re.search(
-        rf"^ *{one_id}\s+{one.stem}\s+medium\s+normal\s+RUNNING\s+n\d\s+1\s+\S+\s+0\s*$",
+        rf"^ *{one_id}\s+{one.stem}\s+medium\s+in-quota\s+normal\s+RUNNING\s+n\d\s+1\s+\S+\s+0\s*$",
         table.stdout,
         re.M,
     ), table.stdout
     assert re.search(
-        rf"^ *{two_id}\s+{two.stem}\s+high\s+high\s+RUNNING\s+n\[\d-\d\]\s+2\s+\S+\s+0\s*$",
+        rf"^ *{two_id}\s+{two.stem}\s+high\s+in-quota\s+high\s+RUNNING\s+n\[\d-\d\]\s+2\s+\S+\s+0\s*$",
         table.stdout,
         re.M,
     ), table.stdout
@@ -175,7 +175,9 @@ def test_events_lists_the_attempts(hpclaunch: Run, write_spec: WriteSpec) -> Non
     assert "attempt 0: FAILED exit 4" in text
     assert "no sidecar ledger" in text  # launcher none: no sidecar, no events.jsonl
     table = hpclaunch("status", job_id).stdout
-    assert re.search(rf"{job_id}\s+{spec.stem}\s+medium\s+normal\s+FAILED\s.*\s4\s*$", table, re.M)
+    assert re.search(
+        rf"{job_id}\s+{spec.stem}\s+medium\s+in-quota\s+normal\s+FAILED\s.*\s4\s*$", table, re.M
+    )
 
 
 def test_without_slurm_on_path_the_cli_names_the_missing_command(hpclaunch: Run) -> None:

@@ -74,6 +74,7 @@ def test_wrong_site_copy_names_each_mismatch(fresh: Run, tmp_path: Path) -> None
         "tiers.high.qos",
         "tiers.low.preemptible",
         "default_account",
+        "site plan (sacctmgr)",  # e.g. tier high's QOS would have to be created
     }
     assert "MaxTime 01:00:00" in problems["partitions.gpu.max_time"]["what"]
     assert problems["default_account"]["allowed"] == sorted(problems["default_account"]["allowed"])

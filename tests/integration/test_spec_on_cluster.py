@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from .conftest import Run, job_status, wait_state
+from .conftest import REPO, Run, job_status, wait_state
 
 pytestmark = pytest.mark.slurm
 
@@ -164,8 +165,14 @@ def test_unknown_account_gives_slurms_message_and_our_hint(
     hpclaunch: Run, write_spec: Callable[..., Path]
 ) -> None:
     spec = write_spec(command=["true"], project="nosuch")
-    # --no-check: skip the check against discovered capabilities, so sbatch itself judges.
-    result = hpclaunch("submit", "--no-check", str(spec))
+    # The local site has quotas and refuses a project it has none for before sbatch (exit 2,
+    # test_quota.py): a copy without quotas lets sbatch judge. --no-check: skip the check
+    # against discovered capabilities too.
+    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    site["quotas"] = {}
+    site_path = spec.parent / "no-quotas.yaml"
+    site_path.write_text(yaml.safe_dump(site))
+    result = hpclaunch("--site", str(site_path), "submit", "--no-check", str(spec))
     assert result.returncode == 1
     assert "Error: sbatch refused job" in result.stderr
     assert "Invalid account" in result.stderr  # Slurm's own words

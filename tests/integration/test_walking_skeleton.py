@@ -26,7 +26,9 @@ def test_hello_is_seen_running_then_completed(hpclaunch: Run) -> None:
     assert done["state"] == "COMPLETED"
     assert done["exit_code"] == 0
     table = hpclaunch("status", job_id)
-    assert re.search(rf"{job_id}\s+hello\s+medium\s+normal\s+COMPLETED", table.stdout), table.stdout
+    assert re.search(rf"{job_id}\s+hello\s+medium\s+in-quota\s+normal\s+COMPLETED", table.stdout), (
+        table.stdout
+    )
     assert re.search(r"hello from n[1-4]\n", hpclaunch.log(job_id))
 
 
