@@ -1,0 +1,233 @@
+"""Submitting a 1,000-point sweep: hpclaunch vs a loop of sbatch calls vs submitit's map_array,
+same run, same cluster.
+
+    .venv/bin/python bench/sweep_submit.py [--points 1000] [--reps 2]
+
+Needs a running cluster and ``pip install submitit`` (bench only, not a project dependency).
+Takes the cluster lock (/tmp/hpclaunch-cluster.lock) for the whole run. Every job is
+submitted with ``--begin=now+1hour`` so that nothing runs, and is cancelled after each
+repetition. Measured, from the call to the last job id:
+
+* ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
+  imports, plan, render, params file, one sbatch per array);
+* ``hpclaunch lib``: :func:`hpclaunch.sweep.submit.plan_sweep` + ``submit_sweep`` in this
+  process (like submitit, which runs in the caller's process);
+* ``sbatch loop``: one ``sbatch --wrap`` per point, from this process;
+* ``submitit``: ``executor.map_array`` (it writes one pickle per point, then one sbatch per
+  array). submitit 1.5 does not split by MaxArraySize: on a cluster with MaxArraySize=101 a
+  1,000-element map_array is refused, so it is called once per 101 points, as a user would.
+
+Prints medians over the repetitions and the ratios; record them in bench/RESULTS.md. Each
+repetition leaves 4,000 cancelled job records in slurmctld for MinJobAge (300 s) against
+MaxJobCount (10,000): a third repetition waits for the first one's to be purged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
+LOCK = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOCK", "/tmp/hpclaunch-cluster.lock"))
+BEGIN = "now+1hour"
+CAP = 64
+
+
+def max_array_size() -> int:
+    out = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("MaxArraySize"):
+            return int(line.split("=")[1])
+    return 1001
+
+
+def wait_for_room(needed: int, timeout: float = 420) -> None:
+    """Wait until slurmctld has room for ``needed`` more job records.
+
+    Cancelled jobs stay in slurmctld's memory for MinJobAge (300 s here) and count against
+    MaxJobCount (10,000); sbatch then retries with back-off instead of failing. One
+    repetition leaves 4 x points records behind.
+    """
+    config = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    ).stdout
+    limit = next(
+        (int(line.split("=")[1]) for line in config.splitlines() if line.startswith("MaxJobCount")),
+        10000,
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(
+            ["squeue", "-h", "-r", "--states=all", "-o", "%i"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        held = len(out.splitlines())
+        if held + needed + 200 <= limit or time.monotonic() > deadline:
+            return
+        print(f"  waiting: {held} job records held, MaxJobCount {limit}", file=sys.stderr)
+        time.sleep(15)
+
+
+def cancel(ids: list[str]) -> None:
+    for start in range(0, len(ids), 500):
+        subprocess.run(["scancel", *ids[start : start + 500]], check=False, capture_output=True)
+
+
+def write_spec(folder: Path, points: int) -> Path:
+    spec = {
+        "name": "bench-sweep",
+        "project": "research",
+        "command": ["echo", "{i}"],
+        "resources": {"time": "00:05:00", "mem": "50M"},
+        "sbatch_extra": {"--begin": BEGIN},
+        "sweep": {"method": "list", "points": [{"i": i} for i in range(points)]},
+    }
+    spec["sweep"]["max_concurrent"] = CAP  # type: ignore[index]
+    path = folder / "sweep.yaml"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def hpclaunch_cli(spec: Path, env: dict[str, str]) -> list[str]:
+    out = subprocess.run(
+        [HPCLAUNCH, "--site", "local", "sweep", str(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=env,
+    )
+    sweep_id = out.stdout.strip()
+    record = Path(env["XDG_STATE_HOME"]) / "hpclaunch" / "sweeps" / f"{sweep_id}.json"
+    return [a["job_id"] for a in json.loads(record.read_text())["arrays"]]
+
+
+def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
+    from hpclaunch.backends.cli import CliBackend
+    from hpclaunch.config.site import load_site
+    from hpclaunch.plan import new_submission_id
+    from hpclaunch.spec import load_spec
+    from hpclaunch.sweep.submit import plan_sweep, submit_sweep
+    from hpclaunch.transport.local import LocalRunner
+
+    site = load_site("local")
+    runner = LocalRunner()
+    planned = plan_sweep(
+        load_spec(spec_path),
+        site,
+        submission_id=new_submission_id(),
+        home=str(Path.home()),
+        cwd=str(REPO),
+        max_array_size=size,
+    )
+    return [r.job_id for r in submit_sweep(CliBackend(runner, site), runner, planned)]
+
+
+def sbatch_loop(points: int, outdir: Path) -> list[str]:
+    ids = []
+    for i in range(points):
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-t",
+                "5",
+                "--mem=50M",
+                "--account=research-oq",
+                "--qos=low",
+                f"--begin={BEGIN}",
+                f"--output={outdir}/%j.out",
+                "--wrap",
+                f"echo {i}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        ids.append(out.strip().split(";")[0])
+    return ids
+
+
+def submitit_map(points: int, folder: Path, size: int) -> list[str]:
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    executor.update_parameters(
+        timeout_min=5,
+        mem_gb=0.05,
+        slurm_array_parallelism=CAP,
+        slurm_account="research-oq",
+        slurm_qos="low",
+        slurm_additional_parameters={"begin": BEGIN},
+    )
+    values = list(range(points))
+    jobs = []
+    for start in range(0, points, size):
+        jobs += executor.map_array(str, values[start : start + size])
+    return sorted({job.job_id.split("_")[0] for job in jobs})
+
+
+def timed(run: Callable[[], list[str]]) -> float:
+    t0 = time.perf_counter()
+    ids = run()
+    seconds = time.perf_counter() - t0
+    cancel(ids)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args()
+    shared = Path.home() / ".hpclaunch" / "bench"
+    shared.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("a") as lock, tempfile.TemporaryDirectory(dir=shared) as tmp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        folder = Path(tmp)
+        size = max_array_size()
+        spec = write_spec(folder, args.points)
+        env = dict(os.environ, XDG_STATE_HOME=str(folder / "state"))
+        times: dict[str, list[float]] = {
+            "hpclaunch CLI": [],
+            "hpclaunch lib": [],
+            "sbatch loop": [],
+            "submitit": [],
+        }
+        for rep in range(args.reps):  # interleaved, so drift hits all alike
+            wait_for_room(4 * args.points)
+            times["hpclaunch CLI"].append(timed(lambda: hpclaunch_cli(spec, env)))
+            times["hpclaunch lib"].append(timed(lambda: hpclaunch_lib(spec, size)))
+            times["sbatch loop"].append(timed(lambda: sbatch_loop(args.points, folder)))
+            sub = folder / f"submitit-{rep}"
+            times["submitit"].append(
+                timed(lambda sub=sub: submitit_map(args.points, sub, size))  # type: ignore[misc]
+            )
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print(f"{args.points} points, MaxArraySize {size}, {args.reps} repetitions, medians:")
+    for name, value in med.items():
+        print(f"  {name:14s} {value:8.3f} s   (all: {', '.join(f'{v:.3f}' for v in times[name])})")
+    loop, sub = med["sbatch loop"], med["submitit"]
+    for name in ("hpclaunch CLI", "hpclaunch lib"):
+        print(
+            f"  {name}: {loop / med[name]:.1f}x faster than the sbatch loop, "
+            f"{sub / med[name]:.2f}x the speed of submitit"
+        )
+
+
+if __name__ == "__main__":
+    main()
