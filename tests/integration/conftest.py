@@ -14,11 +14,14 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from hpclaunch.history import history_path, recent_submissions
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster, require_cluster
@@ -64,8 +67,9 @@ class Cli:
     (which every node sees at the same path), with a submission history of its own."""
 
     def __init__(self, state_dir: Path, site: str = "local") -> None:
-        self.env = dict(os.environ, XDG_STATE_HOME=str(state_dir))
-        self.history = state_dir / "hpclaunch" / "submissions.jsonl"
+        # The history database and the sweep records stay inside the test's directory.
+        self.env = dict(os.environ, XDG_STATE_HOME=str(state_dir), XDG_DATA_HOME=str(state_dir))
+        self.history = history_path(self.env)
         self.site = site
 
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -79,12 +83,10 @@ class Cli:
             check=False,
         )
 
-    def submitted(self) -> dict[str, dict[str, str]]:
-        """The history's records by job id."""
-        if not self.history.exists():
-            return {}
-        records = [json.loads(line) for line in self.history.read_text().splitlines() if line]
-        return {record["job_id"]: record for record in records}
+    def submitted(self) -> dict[str, dict[str, Any]]:
+        """The history's records by job id (read through :mod:`hpclaunch.history`)."""
+        records = recent_submissions(limit=sys.maxsize, path=self.history)
+        return {record.job_id: asdict(record) for record in records}
 
     def log(self, job_id: str) -> str:
         """The text of every attempt log of a job, oldest attempt first."""

@@ -8,10 +8,10 @@ key, and no ssh-agent.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from hpclaunch.history import find_record, history_path, recent_submissions
 
 from .conftest import HPCLAUNCH, REPO
 from .sshd import Sshd, fingerprint_of, keygen, public_dir
@@ -59,6 +61,7 @@ class Client:
             HPCLAUNCH_SSH_CONFIG=str(self.config),
             HPCLAUNCH_REMOTE=remote,
             XDG_STATE_HOME=str(self.dir / "state"),
+            XDG_DATA_HOME=str(self.dir / "state"),
             XDG_CONFIG_HOME=str(self.dir / "config"),
         )
         return subprocess.run(
@@ -110,9 +113,9 @@ def client(key_dir: Path, server: Sshd, tmp_path: Path) -> Iterator[Client]:
     c.known_hosts.write_text(server.known_hosts_line())
     c.hosts(cluster=(server, ""))
     yield c
-    history = tmp_path / "state" / "hpclaunch" / "submissions.jsonl"
-    if history.exists():
-        jobs = [json.loads(line)["job_id"] for line in history.read_text().splitlines() if line]
+    history = history_path({"XDG_DATA_HOME": str(tmp_path / "state")})
+    jobs = [r.job_id for r in recent_submissions(limit=sys.maxsize, path=history)]
+    if jobs:
         subprocess.run(["scancel", *jobs], capture_output=True, check=False)
     shutil.rmtree(top, ignore_errors=True)
 
@@ -149,8 +152,10 @@ def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> N
     logs = client("logs", job)
     assert logs.returncode == 0, logs.stderr
     assert "hi from hpcuser" in logs.stdout  # ran as the SSH user, log read over SFTP
-    record = json.loads((client.dir / "state/hpclaunch/submissions.jsonl").read_text())
-    assert str(record["job_dir"]).startswith(f"{client.job_root_top}/jobs/")  # the remote ~
+    history = history_path({"XDG_DATA_HOME": str(client.dir / "state")})
+    record = find_record(job_id=job, path=history)  # the history lives on the laptop
+    assert record is not None
+    assert record.job_dir.startswith(f"{client.job_root_top}/jobs/")  # the remote ~
 
     sleeper = submit(client, spec(tmp_path / "b.yaml", ["sleep", "5"]))
     cancel = client("cancel", sleeper)
@@ -252,6 +257,7 @@ def test_connection_killed_mid_submission_makes_exactly_one_job(
                 "HPCLAUNCH_SSH_CONFIG": str(env_client.config),
                 "HPCLAUNCH_REMOTE": "cluster",
                 "XDG_STATE_HOME": str(client.dir / "state"),
+                "XDG_DATA_HOME": str(client.dir / "state"),
             },
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
