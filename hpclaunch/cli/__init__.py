@@ -31,6 +31,7 @@ COMMANDS = {
     "render": "hpclaunch.cli.render:render_command",
     "schema": "hpclaunch.cli.schema:schema_command",
     "site": "hpclaunch.cli.site:site_command",
+    "simulate": "hpclaunch.cli.simulate:simulate_command",
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
     "sweep": "hpclaunch.cli.sweep:sweep_command",

@@ -1,0 +1,188 @@
+"""Jobs and the cluster they run on: GPUs per node, whole-GPU placement, progress.
+
+Times are seconds (floats). A job's ``duration`` is its uninterrupted run time, periodic
+checkpoint writes included: a job that is never preempted runs exactly ``duration``.
+Periodic checkpoints commit the work done at every multiple of ``ckpt_interval`` (measured
+in work seconds from the job's beginning); they are computed in closed form, not scheduled
+as events. A restarted job first pays ``restart_cost`` (loading the checkpoint, warming up)
+before its work advances again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["BE", "TE", "Cluster", "Job", "Placement"]
+
+#: The two job classes of the paper: small trial-and-error jobs and best-effort jobs.
+TE = "TE"
+BE = "BE"
+
+#: Node index -> GPUs held there.
+Placement = dict[int, int]
+
+
+@dataclass(eq=False)
+class Job:
+    """One job of a workload and its state during a simulation.
+
+    Attributes:
+        id: Unique id; ties in every order are broken by it.
+        submit: Submission time.
+        gpus: GPUs in total; a multi-node job holds ``gpus // nodes`` on each node.
+        nodes: Number of nodes.
+        duration: Uninterrupted run time.
+        cls: ``TE`` or ``BE``; BE jobs are preemptible.
+        tier: hpclaunch tier (TE: ``critical``/``high``; BE: ``medium``/``low``).
+        ckpt_interval: Work seconds between periodic checkpoints (``inf``: none).
+        ckpt_write: Seconds to write a checkpoint on request.
+        restart_cost: Extra run time of every restart after a preemption.
+    """
+
+    id: int
+    submit: float
+    gpus: int
+    nodes: int
+    duration: float
+    cls: str
+    tier: str
+    ckpt_interval: float = math.inf
+    ckpt_write: float = 0.0
+    restart_cost: float = 0.0
+    # --- simulation state ---
+    committed: float = 0.0  # work seconds saved by the last committed checkpoint
+    run_start: float = -1.0  # start of the current run (-1: not running)
+    compute_start: float = -1.0  # run_start + restart overhead of this run
+    placement: Placement = field(default_factory=dict)
+    epoch: int = 0  # bumped at every start: stale finish events are ignored
+    preemptions: int = 0
+    draining: bool = False  # signalled, GPUs not released yet
+    awaiting_until: float = -1.0  # TE job: victims release their GPUs by then
+    first_start: float = -1.0
+    finish: float = -1.0
+    busy_gpu_seconds: float = 0.0  # GPU time held, useful or not
+    gpus_per_node: int = field(init=False)
+    end_key: tuple[float, int] = field(init=False)  # (expected end, id) while running
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1 or self.nodes < 1 or self.gpus % self.nodes:
+            raise ValueError(f"job {self.id}: {self.gpus} GPUs do not split over {self.nodes}")
+        if self.duration <= 0:
+            raise ValueError(f"job {self.id}: duration must be > 0")
+        self.gpus_per_node = self.gpus // self.nodes
+        self.end_key = (math.inf, self.id)
+
+    @property
+    def preemptible(self) -> bool:
+        return self.cls == BE
+
+    @property
+    def running(self) -> bool:
+        return self.run_start >= 0
+
+    def overhead(self) -> float:
+        """The restart cost this run pays before its work advances (0 on a first run)."""
+        return self.restart_cost if self.preemptions else 0.0
+
+    def progress(self, now: float) -> float:
+        """Work seconds done at ``now`` (committed plus this run's), for a running job."""
+        return min(self.duration, self.committed + max(0.0, now - self.compute_start))
+
+    def periodic_commit(self, now: float) -> float:
+        """Work committed by periodic checkpoints by ``now`` (never below ``committed``)."""
+        done = self.progress(now)
+        if math.isinf(self.ckpt_interval):
+            return self.committed
+        return max(self.committed, math.floor(done / self.ckpt_interval) * self.ckpt_interval)
+
+    def since_commit(self, now: float) -> float:
+        """Seconds of this run that a kill at ``now`` would throw away (restart included)."""
+        committed = self.periodic_commit(now)
+        if committed > self.committed:  # a periodic commit in this run
+            return self.progress(now) - committed
+        return now - self.run_start
+
+    def expected_end(self) -> float:
+        """When the current run ends if nothing interrupts it."""
+        return self.compute_start + (self.duration - self.committed)
+
+    def slowdown(self) -> float:
+        """(finish - submit) / uninterrupted run time."""
+        return (self.finish - self.submit) / self.duration
+
+    def wait(self) -> float:
+        """Time from submission to the first start."""
+        return self.first_start - self.submit
+
+
+class Cluster:
+    """``nodes`` nodes of ``gpus_per_node`` GPUs; jobs get whole GPUs on whole nodes.
+
+    Free GPUs are kept in buckets by count, so best-fit placement is O(GPUs per node).
+    """
+
+    def __init__(self, nodes: int, gpus_per_node: int) -> None:
+        if nodes < 1 or gpus_per_node < 1:
+            raise ValueError("a cluster needs at least one node with one GPU")
+        self.nodes = nodes
+        self.gpus_per_node = gpus_per_node
+        self.free = [gpus_per_node] * nodes
+        self.total_free = nodes * gpus_per_node
+        self._bucket: list[set[int]] = [set() for _ in range(gpus_per_node + 1)]
+        self._bucket[gpus_per_node] = set(range(nodes))
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def fits(self, gpus_per_node: int, nodes: int) -> bool:
+        """Whether a job could be placed now (without placing it)."""
+        if gpus_per_node * nodes > self.total_free or gpus_per_node > self.gpus_per_node:
+            return False
+        count = 0
+        for f in range(gpus_per_node, self.gpus_per_node + 1):
+            count += len(self._bucket[f])
+            if count >= nodes:
+                return True
+        return False
+
+    def find(self, gpus_per_node: int, nodes: int) -> Placement | None:
+        """Best fit: the nodes with the fewest free GPUs that still hold the job's share
+        (an exact fit first), lowest node index first among equals; ``None`` if none."""
+        return best_fit(self.free, gpus_per_node, nodes, self._bucket)
+
+    def allocate(self, placement: Placement) -> None:
+        for node, g in placement.items():
+            self._move(node, self.free[node] - g)
+            self.total_free -= g
+
+    def release(self, placement: Placement) -> None:
+        for node, g in placement.items():
+            self._move(node, self.free[node] + g)
+            self.total_free += g
+
+    def _move(self, node: int, new_free: int) -> None:
+        if not 0 <= new_free <= self.gpus_per_node:
+            raise ValueError(f"node {node}: {new_free} free GPUs is impossible")
+        self._bucket[self.free[node]].discard(node)
+        self._bucket[new_free].add(node)
+        self.free[node] = new_free
+
+
+def best_fit(
+    free: list[int], gpus_per_node: int, nodes: int, buckets: list[set[int]] | None = None
+) -> Placement | None:
+    """Best-fit placement of ``nodes`` x ``gpus_per_node`` GPUs on ``free`` (per node)."""
+    if buckets is None:
+        top = max(free, default=0)
+        buckets = [set() for _ in range(max(top, gpus_per_node) + 1)]
+        for node, f in enumerate(free):
+            buckets[f].add(node)
+    chosen: list[int] = []
+    for f in range(gpus_per_node, len(buckets)):
+        if buckets[f]:
+            chosen.extend(sorted(buckets[f])[: nodes - len(chosen)])
+            if len(chosen) == nodes:
+                return dict.fromkeys(chosen, gpus_per_node)
+    return None

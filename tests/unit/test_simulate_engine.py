@@ -1,0 +1,139 @@
+"""The simulator on tiny scenarios whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpclaunch.simulate.engine import SimConfig, simulate
+from hpclaunch.simulate.model import BE, TE, Cluster, Job
+from hpclaunch.simulate.policies import make_policy
+
+
+def job(i: int, submit: float, gpus: int, duration: float, cls: str = BE, **kw: float) -> Job:
+    nodes = int(kw.pop("nodes", 1))
+    tier = "high" if cls == TE else "low"
+    return Job(i, submit, gpus, nodes, duration, cls, tier, **kw)
+
+
+def run(policy: str, jobs: list[Job], nodes: int = 1, gpn: int = 4) -> dict[int, Job]:
+    config = SimConfig(nodes=nodes, gpus_per_node=gpn, grace_time=60, requeue_delay=120)
+    return {j.id: j for j in simulate(jobs, make_policy(policy), config).jobs}
+
+
+def blocking() -> list[Job]:
+    # A takes 3 of 4 GPUs; B (2 GPUs) must wait for A; C (1 GPU, short) could run beside A.
+    return [job(0, 0, 3, 100), job(1, 1, 2, 50), job(2, 2, 1, 10)]
+
+
+def test_fifo_keeps_submission_order() -> None:
+    done = run("fifo", blocking())
+    assert [done[i].first_start for i in range(3)] == [0, 100, 100]
+    assert [done[i].finish for i in range(3)] == [100, 150, 110]
+
+
+def test_backfill_starts_a_short_job_that_delays_nobody() -> None:
+    done = run("fifo-backfill", blocking())
+    assert done[2].first_start == 2
+    assert done[2].finish == 12
+    assert done[1].first_start == 100  # the blocked job's reservation holds
+
+
+def test_backfill_refuses_a_job_that_would_delay_the_reservation() -> None:
+    # B now needs all 4 GPUs at 100 (no spare beyond its reservation); C would still hold
+    # its GPU then.
+    jobs = [job(0, 0, 3, 100), job(1, 1, 4, 50), job(2, 2, 1, 500)]
+    done = run("fifo-backfill", jobs)
+    assert done[1].first_start == 100
+    assert done[2].first_start == 150
+
+
+def test_backfill_may_use_gpus_beyond_the_reservation() -> None:
+    jobs = blocking()
+    jobs[2] = job(2, 2, 1, 500)  # long, but B leaves 2 GPUs spare at 100
+    done = run("fifo-backfill", jobs)
+    assert done[2].first_start == 2
+    assert done[1].first_start == 100
+
+
+def test_priority_puts_te_before_earlier_be() -> None:
+    jobs = [job(0, 0, 4, 100), job(1, 1, 4, 10), job(2, 2, 4, 10, TE)]
+    done = run("priority", jobs)
+    assert done[2].first_start == 100
+    assert done[1].first_start == 110
+
+
+def preemption_case() -> list[Job]:
+    # V: BE on both GPUs, periodic checkpoint every 200 s of work, 10 s to write one on
+    # request, 20 s to restart. T: a TE job arriving at 250 that needs one GPU.
+    victim = job(0, 0, 2, 1000, ckpt_interval=200, ckpt_write=10, restart_cost=20)
+    return [victim, job(1, 250, 1, 50, TE)]
+
+
+def test_slurm_native_victim_loses_work_since_its_last_periodic_checkpoint() -> None:
+    done = run("slurm-native", preemption_case(), gpn=2)
+    v, t = done[0], done[1]
+    # Signal at 250, killed at 250 + grace 60; its last periodic commit was at 200.
+    assert t.first_start == 310
+    assert t.finish == 360
+    # Requeued at 310, may start at 310 + 120; restart 20; 800 s of work left.
+    assert v.finish == 430 + 20 + 800
+    assert v.preemptions == 1
+    # GPU time held beyond 2 x 1000: 2 x (310 - 200) lost + 2 x 20 restart.
+    assert v.busy_gpu_seconds - 2 * 1000 == pytest.approx(2 * 110 + 2 * 20)
+
+
+def test_ours_asks_for_a_checkpoint_and_loses_only_the_write() -> None:
+    done = run("ours", preemption_case(), gpn=2)
+    v, t = done[0], done[1]
+    # Signal at 250: the victim commits 250 s of work and releases at 260.
+    assert t.first_start == 260
+    assert t.finish == 310
+    assert v.finish == 260 + 120 + 20 + 750
+    assert v.busy_gpu_seconds - 2 * 1000 == pytest.approx(2 * 10 + 2 * 20)
+
+
+def test_a_victim_whose_write_exceeds_the_grace_time_is_killed_like_slurm_native() -> None:
+    jobs = preemption_case()
+    jobs[0].ckpt_write = 90  # > grace 60: the request cannot be honoured
+    done = run("ours", jobs, gpn=2)
+    assert done[1].first_start == 310
+    assert done[0].finish == 430 + 20 + 800
+
+
+def test_no_preemption_without_a_preempting_policy() -> None:
+    done = run("priority", preemption_case(), gpn=2)
+    assert done[1].first_start == 1000
+    assert done[0].preemptions == 0
+
+
+def test_multi_node_job_takes_whole_free_gpus_on_each_node() -> None:
+    cluster = Cluster(nodes=3, gpus_per_node=4)
+    cluster.allocate({0: 1})
+    assert cluster.find(4, 2) == {1: 4, 2: 4}
+    assert cluster.find(3, 3) == {0: 3, 1: 3, 2: 3}
+    assert cluster.find(4, 3) is None
+    assert cluster.find(3, 1) == {0: 3}  # best fit: the node with 3 free, exactly
+
+
+def test_multi_node_job_waits_for_enough_nodes() -> None:
+    jobs = [job(0, 0, 1, 100), job(1, 1, 8, 10, nodes=2)]
+    done = run("fifo", jobs, nodes=2, gpn=4)
+    assert done[1].first_start == 100  # 7 GPUs free, but not 2 whole nodes of 4
+
+
+def test_preemption_cap_protects_a_job_preempted_twice() -> None:
+    # One BE job on the only GPU, three TE jobs one after another: ours preempts it at most
+    # twice (the default cap), then the third TE job waits for it to finish.
+    victim = job(0, 0, 1, 1000, ckpt_interval=100, ckpt_write=5, restart_cost=0)
+    tes = [job(i, t, 1, 10, TE) for i, t in ((1, 100), (2, 400), (3, 700))]
+    done = run("ours", [victim, *tes], gpn=1)
+    # Runs: 0-100 (100 s of work), 225-400 (175 s), 525 onwards: 725 s left.
+    assert [done[i].first_start for i in (1, 2)] == [105, 405]
+    assert done[0].preemptions == 2
+    assert done[0].finish == 1250
+    assert done[3].first_start == 1250
+
+
+def test_jobs_that_cannot_fit_the_cluster_are_refused() -> None:
+    with pytest.raises(ValueError, match="GPUs per node"):
+        run("fifo", [job(0, 0, 8, 10)], gpn=4)
