@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.slurm_text import (
     ATTEMPT_FIELDS,
@@ -190,6 +191,11 @@ class CliBackend(Backend):
         """One squeue call for all jobs; one sacct call for those squeue did not know or
         saw finished (for their exit codes). Unknown to both: ``JobState.UNKNOWN``.
 
+        An array's own id (``123``, answered with task lines ``123_N``) gets one info that
+        sums up its tasks (:func:`~hpclaunch.backends.arrays.summarise_array`). Arrays are
+        always in the sacct call: squeue cannot tell which of their tasks it forgot after
+        MinJobAge, so each task is squeue's view when it has one, else sacct's.
+
         Cluster names in refs are not used: hpclaunch submits without ``--clusters``.
         """
         refs = list(dict.fromkeys(refs))
@@ -207,8 +213,12 @@ class CliBackend(Backend):
                 elif found:
                     infos[ref] = found
                 elif not known:
-                    reason = problem or "unknown to squeue and sacct"
-                    infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
+                    tasks = _merge_tasks(ref, infos, accounted)
+                    if tasks:
+                        infos[ref] = summarise_array(ref, tasks, problem)
+                    else:
+                        reason = problem or "unknown to squeue and sacct"
+                        infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
         return {ref: infos[ref] for ref in refs}
 
     def _squeue(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
@@ -333,3 +343,21 @@ def _sbatch_hint(stderr: str) -> str:
 
 def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:
     return replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
+
+
+def _merge_tasks(
+    array: JobRef, live: Mapping[JobRef, JobInfo], accounted: Mapping[JobRef, JobInfo]
+) -> list[JobInfo]:
+    """The tasks (``<id>_N``) of ``array`` in squeue's and sacct's answers, one per task:
+    squeue's view (with sacct's exit code once finished), else sacct's."""
+    prefix = f"{array.job_id}_"
+    merged: dict[JobRef, JobInfo] = {}
+    for ref, known in live.items():
+        if ref.job_id.startswith(prefix):
+            found = accounted.get(ref)
+            ended = known.state.is_finished and found is not None and found.state.is_finished
+            merged[ref] = _with_exit(known, found) if ended and found else known
+    for ref, found in accounted.items():
+        if ref.job_id.startswith(prefix) and ref not in merged:
+            merged[ref] = found
+    return list(merged.values())

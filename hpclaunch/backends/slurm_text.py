@@ -6,6 +6,7 @@ is always the last column so that it may contain the ``|`` delimiter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from hpclaunch.backends.base import JobRef
@@ -20,6 +21,7 @@ __all__ = [
     "parse_attempts",
     "parse_sacct",
     "parse_squeue",
+    "wanted_ref",
 ]
 
 #: squeue ``--Format`` fields. ``--format`` (``-o``) has no letter for the restart count, so
@@ -72,18 +74,21 @@ ATTEMPT_FIELDS = (
 )
 
 _EMPTY = frozenset({"", "(null)", "None", "Unknown", "N/A"})
+# sacct's folded pending tasks of an array: "123_[0-4,7%2]" (the %N is the task limit).
+_FOLDED = re.compile(r"^(\d+)_\[(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)(?:%\d+)?\]$")
 
 
 def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[JobRef, JobInfo]:
-    """Parse squeue ``--Format=SQUEUE_FORMAT`` lines for the jobs in ``by_id``."""
+    """Parse squeue ``--Format=SQUEUE_FORMAT`` lines for the jobs in ``by_id``, and for the
+    tasks (``123_4``) of those that are arrays, keyed by the task's own ref."""
     infos: dict[JobRef, JobInfo] = {}
     width = len(SQUEUE_FIELDS)
     for line in stdout.splitlines():
         cols = line.split("|", width - 1)
-        if len(cols) != width or cols[0].strip() not in by_id:
+        ref = wanted_ref(cols[0].strip(), by_id) if len(cols) == width else None
+        if ref is None:
             continue
-        job_id, state, reason, nodes, elapsed, qos, count, tres, restarts, status, name = cols
-        ref = by_id[job_id.strip()]
+        _, state, reason, nodes, elapsed, qos, count, tres, restarts, status, name = cols
         job_state = parse_state(state)
         code, signal = _wait_status(status) if job_state.is_finished else (None, None)
         infos[ref] = JobInfo(
@@ -111,35 +116,67 @@ def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Job
     one is the job now, and the count before it is its restarts.
     """
     infos: dict[JobRef, JobInfo] = {}
-    records: dict[str, int] = {}
+    records: dict[JobRef, int] = {}
     width = len(SACCT_FIELDS)
     for line in stdout.splitlines():
         cols = line.split("|", width - 1)
-        # Keep the job's own line: "123.batch", "123.extern", "123.0" are its steps.
-        if len(cols) != width or cols[0] not in by_id:
+        if len(cols) != width:
             continue
-        job_id, state, exit_code, elapsed, nodes, reason, qos, count, alloc, req, name = cols
-        ref = by_id[job_id]
-        records[job_id] = records.get(job_id, 0) + 1
-        parsed = parse_state(state)
-        code, signal = exit_status(exit_code) if parsed.is_finished else (None, None)
-        gpus = gpus_in(alloc, gres) if field(alloc) else gpus_in(req, gres)
-        infos[ref] = JobInfo(
-            ref=ref,
-            state=parsed,
-            name=name or None,
-            reason=field(reason),
-            nodes=field(nodes),
-            exit_code=code,
-            exit_signal=signal,
-            elapsed=field(elapsed),
-            source="sacct",
-            qos=field(qos),
-            node_count=_int(count),
-            gpus=gpus,
-            restarts=records[job_id] - 1,
-        )
+        # Keep the job's own line: "123.batch", "123.extern", "123.0" are its steps.
+        for job_id in _unfold(cols[0]):
+            ref = wanted_ref(job_id, by_id)
+            if ref is None:
+                continue
+            records[ref] = records.get(ref, 0) + 1
+            infos[ref] = _sacct_info(ref, cols, records[ref] - 1, gres)
     return infos
+
+
+def _sacct_info(ref: JobRef, cols: list[str], restarts: int, gres: str) -> JobInfo:
+    _, state, exit_code, elapsed, nodes, reason, qos, count, alloc, req, name = cols
+    parsed = parse_state(state)
+    code, signal = exit_status(exit_code) if parsed.is_finished else (None, None)
+    gpus = gpus_in(alloc, gres) if field(alloc) else gpus_in(req, gres)
+    return JobInfo(
+        ref=ref,
+        state=parsed,
+        name=name or None,
+        reason=field(reason),
+        nodes=field(nodes),
+        exit_code=code,
+        exit_signal=signal,
+        elapsed=field(elapsed),
+        source="sacct",
+        qos=field(qos),
+        node_count=_int(count),
+        gpus=gpus,
+        restarts=restarts,
+    )
+
+
+def wanted_ref(job_id: str, by_id: Mapping[str, JobRef]) -> JobRef | None:
+    """The ref that ``job_id`` answers for: a requested id itself, or a task ``123_4`` of a
+    requested array ``123`` (as its own ref, in the array's cluster); else ``None``."""
+    if job_id in by_id:
+        return by_id[job_id]
+    base, _, task = job_id.partition("_")
+    if task.isdigit() and base in by_id:
+        return JobRef(job_id, by_id[base].cluster)
+    return None
+
+
+def _unfold(job_id: str) -> list[str]:
+    """sacct prints an array's not yet started tasks folded, ``123_[2-4,7%2]`` (22.05):
+    one id per task. Any other id is returned as it is."""
+    folded = _FOLDED.match(job_id)
+    if folded is None:
+        return [job_id]
+    base = folded.group(1)
+    ids: list[str] = []
+    for part in folded.group(2).split(","):
+        low, _, high = part.partition("-")
+        ids.extend(f"{base}_{t}" for t in range(int(low), int(high or low) + 1))
+    return ids
 
 
 def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:

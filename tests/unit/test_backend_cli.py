@@ -441,3 +441,173 @@ def test_exit_code_from_squeue_while_sacct_has_no_record_yet() -> None:
     assert (infos[JobRef("5")].state, infos[JobRef("5")].exit_code) == (JobState.FAILED, 3)
     assert (infos[JobRef("6")].exit_code, infos[JobRef("6")].exit_signal) == (0, 9)
     assert infos[JobRef("7")].exit_code is None  # not finished: no exit code yet
+
+
+# -- job arrays: one summary for "status <array id>" ----------------------------------------
+# Recorded on the local Slurm 22.05 cluster with the backend's exact squeue/sacct formats:
+#   sbatch --array=0-4%2 -A research --qos=normal --wrap 'sleep 2; exit $((SLURM_ARRAY_TASK_ID==3))'
+_TRES = "cpu=1,mem=100M,node=1,billing=1"
+_ACCT_TRES = "billing=1,cpu=1,mem=100M,node=1|billing=1,cpu=1,mem=100M,node=1"
+# Two tasks done, two running, one pending (the %2 limit).
+SQUEUE_MID = (
+    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_4|PENDING|JobArrayTaskLimit||0:00|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_3|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_2|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|wrap\n"
+)
+# sacct at the same moment folds the tasks that have not started yet into one line.
+SACCT_MID = (
+    f"4493_0|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_1|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    "4493_[2-4%2]|PENDING|0:0|00:00:00|None assigned|JobArrayTaskLimit|normal|1||"
+    "billing=1,cpu=1,mem=100M,node=1|wrap\n"
+)
+# A little later: squeue knows task 3 FAILED (wait status 256 = exit 1); sacct lags and
+# has no line yet for tasks 2 and 3.
+SQUEUE_LAG = (
+    f"4493_2|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_3|FAILED|NonZeroExitCode|n1|0:02|normal|1|{_TRES}|0|256|wrap\n"
+    f"4493_4|RUNNING|None|n1|0:00|normal|1|{_TRES}|0|0|wrap\n"
+)
+SACCT_LAG = (
+    f"4493_0|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_1|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_4|RUNNING|0:0|00:00:00|n1|JobArrayTaskLimit|normal|1|{_ACCT_TRES}|wrap\n"
+)
+# After the end.
+SACCT_END = (
+    f"4493_0|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_1|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_2|COMPLETED|0:0|00:00:02|n1|JobArrayTaskLimit|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_3|FAILED|1:0|00:00:02|n1|JobArrayTaskLimit|normal|1|{_ACCT_TRES}|wrap\n"
+    f"4493_4|COMPLETED|0:0|00:00:02|n1|JobArrayTaskLimit|normal|1|{_ACCT_TRES}|wrap\n"
+)
+_FORGOTTEN = "slurm_load_jobs error: Invalid job id specified\n"
+
+
+def recorded(squeue: str | None, sacct: str) -> Callable[[tuple[str, ...]], CommandResult]:
+    """Answers squeue and sacct with recorded lines (``squeue=None``: it forgot them all)."""
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue":
+            return result(argv, 1, err=_FORGOTTEN) if squeue is None else result(argv, out=squeue)
+        assert argv[0] == "sacct"
+        return result(argv, out=sacct)
+
+    return answer
+
+
+def test_array_id_is_summed_up_from_its_tasks_in_one_squeue_and_one_sacct() -> None:
+    backend, runner = make(recorded(SQUEUE_MID, SACCT_MID))
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
+    assert "--array" in runner.calls[0]
+    assert "--jobs=4493" in runner.calls[1]
+    assert info.state is JobState.RUNNING
+    assert info.reason == "array: 2 running, 1 pending, 2 completed"
+    assert (info.node_count, info.gpus, info.restarts) == (2, 0, 0)
+    assert (info.exit_code, info.elapsed, info.name, info.qos) == (None, None, "wrap", "normal")
+
+
+def test_array_tasks_are_merged_per_task_when_sacct_lags_behind_squeue() -> None:
+    backend, _ = make(recorded(SQUEUE_LAG, SACCT_LAG))
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert info.state is JobState.RUNNING
+    assert info.reason == "array: 1 running, 3 completed, 1 failed"
+    assert (info.node_count, info.exit_code) == (1, 1)  # task 3's code, from squeue
+
+
+def test_finished_array_with_a_failed_task_is_failed_with_its_exit_code() -> None:
+    backend, _ = make(
+        recorded(SQUEUE_LAG.replace("RUNNING|None|n1|0:00", "COMPLETED|None|n1|0:02"), SACCT_END)
+    )
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert (info.state, info.exit_code, info.node_count, info.gpus) == (
+        JobState.FAILED,
+        1,
+        None,
+        None,
+    )
+    assert info.reason == "array: 4 completed, 1 failed"
+    assert info.state.is_finished
+
+
+def test_array_tasks_squeue_forgot_come_from_sacct() -> None:
+    # After MinJobAge squeue knows none of the tasks (exit 1), or only the later ones.
+    backend, _ = make(recorded(None, SACCT_END))
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert (info.state, info.reason, info.source) == (
+        JobState.FAILED,
+        "array: 4 completed, 1 failed",
+        "sacct",
+    )
+    later = "".join(line + "\n" for line in SQUEUE_LAG.splitlines() if "4493_4" in line)
+    backend, _ = make(recorded(later, SACCT_END))
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert (info.state, info.reason) == (
+        JobState.RUNNING,
+        "array: 1 running, 3 completed, 1 failed",
+    )
+
+
+def test_a_task_id_is_answered_as_before_and_beside_its_array() -> None:
+    backend, runner = make(recorded(SQUEUE_LAG, SACCT_LAG))
+    infos = backend.status([JobRef("4493_3"), JobRef("4493_4"), JobRef("4493")])
+    failed, running = infos[JobRef("4493_3")], infos[JobRef("4493_4")]
+    assert (failed.state, failed.exit_code, failed.source, failed.reason) == (
+        JobState.FAILED,
+        1,
+        "squeue",
+        "NonZeroExitCode",
+    )
+    assert (running.state, running.elapsed, running.source) == (JobState.RUNNING, "0:00", "squeue")
+    assert infos[JobRef("4493")].reason == "array: 1 running, 3 completed, 1 failed"
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
+
+
+def test_a_pending_task_only_sacct_knows_is_read_from_its_folded_line() -> None:
+    backend, _ = make(recorded(None, SACCT_MID))
+    infos = backend.status([JobRef("4493"), JobRef("4493_3")])
+    assert infos[JobRef("4493_3")].state is JobState.PENDING
+    assert infos[JobRef("4493")].reason == "array: 3 pending, 2 completed"
+
+
+def test_array_summary_without_sacct_says_why() -> None:
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue":
+            return result(argv, out=SQUEUE_MID)
+        return result(argv, 1, err="sacct: error: Slurm accounting storage is disabled\n")
+
+    backend, _ = make(answer)
+    info = backend.status([JobRef("4493")])[JobRef("4493")]
+    assert info.state is JobState.RUNNING
+    assert info.reason == (
+        "array: 2 running, 1 pending, 2 completed "
+        "(sacct failed: sacct: error: Slurm accounting storage is disabled)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("states", "summary", "exit_code"),
+    [
+        (["COMPLETED", "COMPLETED"], JobState.COMPLETED, 0),
+        (["COMPLETED", "CANCELLED", "TIMEOUT"], JobState.TIMEOUT, None),
+        (["CANCELLED", "FAILED", "TIMEOUT"], JobState.FAILED, 2),
+        (["COMPLETED", "REQUEUED"], JobState.PENDING, None),
+        (["PREEMPTED", "COMPLETING"], JobState.RUNNING, None),
+    ],
+)
+def test_array_state_order(states: list[str], summary: JobState, exit_code: int | None) -> None:
+    from hpclaunch.backends.arrays import summarise_array
+    from hpclaunch.observe import JobInfo, parse_state
+
+    codes = {"FAILED": 2, "TIMEOUT": 0, "CANCELLED": 0, "COMPLETED": 0}
+    tasks = [
+        JobInfo(JobRef(f"9_{i}"), parse_state(s), exit_code=codes.get(s), restarts=1)
+        for i, s in enumerate(states)
+    ]
+    info = summarise_array(JobRef("9"), tasks)
+    assert (info.state, info.exit_code, info.restarts) == (summary, exit_code, len(states))
