@@ -14,7 +14,8 @@ database forward; the first use also imports the earlier JSON-lines record
 transaction, and leaves that file where it is.
 
 A change to a submitted job (``hpclaunch tier``) updates its row in place
-(:func:`record_amendment`, ``amended_at`` set). Fields that a newer hpclaunch adds to
+(:func:`record_amendment`, ``amended_at`` set). A database that cannot be opened or written
+raises :class:`OSError`, as the file did. Fields that a newer hpclaunch adds to
 :class:`SubmissionRecord` and that have no column yet are kept in the row's ``extra`` JSON.
 """
 
@@ -351,12 +352,17 @@ def _connection(path: Path | None, *, create: bool) -> Iterator[sqlite3.Connecti
             return
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private before SQLite
-    # isolation_level=None: no implicit transactions, ours are explicit.
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    try:
+        # isolation_level=None: no implicit transactions, ours are explicit.
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise OSError(f"cannot open the history database {path}: {exc}") from exc
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         _prepare(db, legacy)
         yield db
+    except sqlite3.Error as exc:  # callers treat the history as a file: OSError
+        raise OSError(f"history database {path}: {exc}") from exc
     finally:
         db.close()
 

@@ -124,3 +124,16 @@ def remote_files(app: App) -> RemoteFiles | None:
 
     runner = app.runner
     return runner if isinstance(runner, SSHRunner) else None
+
+
+def slurm_user(app: App) -> str:
+    """The user Slurm knows this CLI as: the SSH login name when remote, else ours."""
+    if app.is_remote:
+        from hpclaunch.transport.ssh import SSHRunner
+
+        runner = app.runner
+        if isinstance(runner, SSHRunner):
+            return runner.target.user
+    import getpass
+
+    return getpass.getuser()

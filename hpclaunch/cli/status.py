@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -61,6 +61,7 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
             return
     refs = [JobRef(job_id) for job_id in dict.fromkeys(job_ids)]
     infos = app.backend.status(refs)
+    remember_finished(infos.values(), records)
     rows = [annotate(infos[ref], records.get(ref.job_id), app.site) for ref in refs]
     if as_json:
         import json
@@ -83,6 +84,30 @@ def annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -
         tier=tier or tier_of_qos(info.qos, site),
         quota=quota or classify(site, None, info.qos),
     )
+
+
+def remember_finished(infos: Iterable[JobInfo], records: Mapping[str, SubmissionRecord]) -> None:
+    """Store the final state, attempts and exit code of the recorded jobs that Slurm's
+    answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
+    from hpclaunch.history import record_state
+
+    for info in infos:
+        record = records.get(info.ref.job_id)
+        if record is None or not info.state.is_finished:
+            continue
+        if info.name and info.name != record.name:
+            continue  # the id is another job's now (a reset cluster reuses ids)
+        attempts = None if info.restarts is None else info.restarts + 1
+        seen = (info.state.value, attempts, info.exit_code)
+        if (record.state, record.attempts, record.exit_code) == seen:
+            continue
+        try:
+            record_state(
+                record.job_id, state=info.state.value, attempts=attempts, exit_code=info.exit_code
+            )
+        except OSError as exc:  # the history is a convenience: the answer is still shown
+            click.echo(f"Warning: could not update the history: {exc}", err=True)
+            return
 
 
 def tier_of_qos(qos: str | None, site: SiteConfig) -> str | None:

@@ -11,6 +11,7 @@ from hpclaunch.cli._jobargs import exit_unless_completed
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
+    from hpclaunch.observe import JobInfo
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.render import RenderedJob
     from hpclaunch.sync import Tree
@@ -85,7 +86,7 @@ def submit_command(
         )
     else:
         ref = app.backend.submit(job)
-        _remember(app, plan, ref)
+        _remember(app, plan, ref, spec)
     click.echo(ref.job_id)
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
@@ -104,9 +105,28 @@ def _print_dry_run(job: RenderedJob) -> None:
     click.echo(job.script, nl=False)
 
 
-def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
+def spec_hash(spec_path: str) -> str | None:
+    """sha256 of the spec file's canonical JSON (keys sorted, no spaces): the same for
+    the same spec however it is laid out or commented; ``None`` if it cannot be read."""
+    import hashlib
+    import json
+
+    import yaml
+
+    try:
+        with open(spec_path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError):
+        return None
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _remember(app: App, plan: SubmissionPlan, ref: JobRef, spec_path: str) -> None:
     from datetime import datetime, timezone
 
+    from hpclaunch.cli._app import slurm_user
+    from hpclaunch.cost import project_of_account
     from hpclaunch.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
@@ -121,6 +141,10 @@ def _remember(app: App, plan: SubmissionPlan, ref: JobRef) -> None:
         tier=plan.tier,
         qos=plan.qos,
         quota=plan.quota,
+        user=slurm_user(app),
+        project=project_of_account(app.site, plan.account) if plan.account else None,
+        account=plan.account,
+        spec_hash=spec_hash(spec_path),
     )
     try:
         record_submission(record)
@@ -142,7 +166,7 @@ def _existing(app: App, submission_id: str) -> JobRef | None:
 
 def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:
     from hpclaunch.logs import LogTail
-    from hpclaunch.observe import JobInfo, wait_for
+    from hpclaunch.observe import wait_for
 
     tail = LogTail(log_dir, files=remote_files(app)) if log_dir is not None else None
 
@@ -159,7 +183,21 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
         ref
     ]
     print_new_lines(final=True)
+    _remember_final(final)
     exit_unless_completed(final)
+
+
+def _remember_final(final: JobInfo) -> None:
+    """Store the job's final state in the history (what the watcher saw: no extra call)."""
+    from hpclaunch.cli.status import remember_finished
+    from hpclaunch.history import find_record
+
+    try:
+        record = find_record(job_id=final.ref.job_id)
+    except OSError:
+        return
+    if record is not None:
+        remember_finished([final], {record.job_id: record})
 
 
 def _scan_tree() -> Tree:

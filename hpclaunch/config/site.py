@@ -7,6 +7,7 @@ See ``site-configs/local.yaml`` for the local test cluster.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +21,7 @@ from hpclaunch.spec import Tier
 __all__ = [
     "OverQuota",
     "Partition",
+    "Prices",
     "SiteConfig",
     "SiteDefaults",
     "TierPolicy",
@@ -175,6 +177,37 @@ class OverQuota(_Model):
         return self.account.replace("{project}", project)
 
 
+class Prices(_Model):
+    """What GPU time costs, for ``hpclaunch cost`` (no ``prices``: GPU-hours only).
+
+    Attributes:
+        gpu_hour: The price of one GPU-hour, for GPUs without a price of their own.
+        gpu_types: The price of one GPU-hour per GPU type (the GRES type, ``a100``), used
+            where sacct's ``AllocTRES`` names the type (``gres/gpu:a100=2``).
+        currency: Shown with the amounts (``EUR``, ``USD``, ``credits``).
+    """
+
+    gpu_hour: float = Field(ge=0)
+    gpu_types: dict[str, float] = Field(default_factory=dict)
+    currency: str = Field("EUR", pattern=r"^[A-Za-z$€£_-]{1,16}$")
+
+    @field_validator("gpu_types")
+    @classmethod
+    def _valid_types(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [name for name, price in value.items() if price < 0]
+        if bad:
+            raise ValueError(f"prices must be >= 0 (GPU types: {', '.join(bad)})")
+        return value
+
+    def cost(self, gpus: int, typed: Mapping[str, int], hours: float) -> float:
+        """The price of ``gpus`` GPUs (``typed``: how many of each type) for ``hours``."""
+        priced = {t: n for t, n in typed.items() if t in self.gpu_types}
+        rest = max(gpus - sum(priced.values()), 0)
+        return (
+            sum(n * self.gpu_types[t] for t, n in priced.items()) + rest * self.gpu_hour
+        ) * hours
+
+
 class SiteDefaults(_Model):
     """Settings a site suggests; the user's config, env and flags override them."""
 
@@ -207,6 +240,7 @@ class SiteConfig(_Model):
             compute nodes (e.g. ``$PSCRATCH`` on Perlmutter).
         login: ``[user@]host[:port]`` of the login node, reached over SSH when hpclaunch
             runs elsewhere (same as ``defaults: {remote: ...}``, which wins).
+        prices: What a GPU-hour costs, for ``hpclaunch cost``; ``None``: no money column.
         defaults: Settings this site suggests (backend, remote).
     """
 
@@ -224,6 +258,7 @@ class SiteConfig(_Model):
     modules: tuple[str, ...] = ()
     scratch: str | None = Field(None, pattern=r"^(/|~/|\$[A-Za-z_][A-Za-z0-9_]*(/|$))")
     login: str | None = Field(None, min_length=1)
+    prices: Prices | None = None
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
 
     @field_validator("quotas")

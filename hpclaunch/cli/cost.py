@@ -1,0 +1,126 @@
+"""``hpclaunch cost``: GPU-hours (and money) per project, tier or user, from one sacct call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+from hpclaunch.cli.history import parse_time_option
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from hpclaunch.cost import CostReport
+
+
+@click.command("cost")
+@click.option(
+    "--since",
+    metavar="DATE",
+    callback=parse_time_option,
+    help="Start of the period (2026-11-01, 2026-11-01T08:00, today, 7d); default: the 1st "
+    "of this month. Times are the cluster's local time, as sacct's.",
+)
+@click.option("--until", metavar="DATE", callback=parse_time_option, help="End (default: now).")
+@click.option(
+    "--by",
+    "by",
+    multiple=True,
+    type=click.Choice(["project", "tier", "user"]),
+    help="Group by this (repeat for several: --by project --by tier); default: project.",
+)
+@click.option("--all-users", is_flag=True, help="Everyone's jobs (sacct -a), not only yours.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (groups, total, attempts).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one line per group).")
+@click.pass_obj
+def cost_command(
+    app: App,
+    since: datetime | None,
+    until: datetime | None,
+    by: tuple[str, ...],
+    all_users: bool,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """GPU-hours used in a period, from sacct's allocated TRES, and their price.
+
+    One sacct call; every attempt of a requeued job counts, each once. A job that
+    straddles the period counts only its time inside it. Over-quota accounts (P-oq) count
+    towards project P. The price column needs 'prices:' in the site config.
+    """
+    from datetime import datetime
+
+    from hpclaunch.cli._app import slurm_user
+    from hpclaunch.cost import cost_argv, parse_usage, report
+    from hpclaunch.errors import BackendUnavailable, CommandFailed, ConfigError
+
+    if as_json and as_csv:
+        raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
+    now = datetime.now().replace(microsecond=0)
+    until = until or now
+    since = since or now.replace(day=1, hour=0, minute=0, second=0)
+    if since >= until:
+        raise ConfigError(
+            f"the period is empty: --since {since:%Y-%m-%dT%H:%M:%S} is not before "
+            f"--until {until:%Y-%m-%dT%H:%M:%S}",
+            hint="give --since an earlier time than --until",
+        )
+    user = None if all_users else slurm_user(app)
+    argv = cost_argv(since, until, all_users=all_users, user=user)
+    result = app.backend.runner.run(argv, timeout=120)  # where Slurm runs (or a fake)
+    if not result.ok:
+        raise BackendUnavailable(
+            f"sacct failed: {CommandFailed(result).message}",
+            hint="is accounting (slurmdbd) enabled and reachable? (sacct -X -S today)",
+        )
+    cost = report(
+        parse_usage(result.stdout, app.site.gres_name), app.site, since, until, by or ("project",)
+    )
+    if as_json:
+        import json
+
+        click.echo(json.dumps(cost.to_dict(), indent=2))
+    elif as_csv:
+        _print_csv(cost)
+    else:
+        _print_table(cost, "all users" if all_users else f"user {user}")
+
+
+def _print_csv(cost: CostReport) -> None:
+    import csv
+    import sys
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    money = ["cost", "currency"] if cost.currency else []
+    writer.writerow([*cost.by, "jobs", "gpu_hours", *money])
+    for row in cost.rows:
+        priced = [f"{row.cost:.2f}", cost.currency] if cost.currency else []
+        writer.writerow([*row.keys, row.jobs, f"{row.gpu_hours:.6f}", *priced])
+
+
+def _print_table(cost: CostReport, whose: str) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 250)
+    console.print(
+        f"GPU-hours from {cost.since:%Y-%m-%d %H:%M:%S} to {cost.until:%Y-%m-%d %H:%M:%S} "
+        f"({whose}; sacct, the cluster's local time)"
+    )
+    table = Table(box=None, header_style="bold")
+    for key in cost.by:
+        table.add_column(key.upper())
+    table.add_column("JOBS", justify="right")
+    table.add_column("GPU-HOURS", justify="right")
+    if cost.currency:
+        table.add_column(f"COST ({cost.currency})", justify="right")
+    for row in (*cost.rows, cost.total):
+        cells = [*row.keys, str(row.jobs), f"{row.gpu_hours:.3f}"]
+        if cost.currency:
+            cells.append(f"{row.cost or 0.0:.2f}")
+        table.add_row(*cells, style="bold" if row is cost.total else None)
+    console.print(table)
