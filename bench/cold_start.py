@@ -51,7 +51,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(
-            os.environ, XDG_CACHE_HOME=tmp, XDG_STATE_HOME=tmp, HPCLAUNCH_CAPS_MAX_AGE="3600"
+            os.environ,
+            XDG_CACHE_HOME=tmp,
+            XDG_STATE_HOME=tmp,
+            XDG_DATA_HOME=tmp,
+            HPCLAUNCH_CAPS_MAX_AGE="3600",
         )
         run_once([HPCLAUNCH, "site", "show", "--refresh"], env)  # fill the cache once
         times: dict[str, list[float]] = {name: [] for name in COMMANDS}

@@ -117,7 +117,7 @@ def main() -> None:
     array = submit_held_array(max(sizes))
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, XDG_STATE_HOME=tmp, XDG_CACHE_HOME=tmp)
+            env = dict(os.environ, XDG_STATE_HOME=tmp, XDG_CACHE_HOME=tmp, XDG_DATA_HOME=tmp)
             baseline, _ = median_rpcs(lambda: None, max(args.repeats, 5))
             print(
                 f"{time.strftime('%Y-%m-%d')}: held array {array}, {args.repeats} repeats; "

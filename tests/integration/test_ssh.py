@@ -155,6 +155,7 @@ def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> N
     history = history_path({"XDG_DATA_HOME": str(client.dir / "state")})
     record = find_record(job_id=job, path=history)  # the history lives on the laptop
     assert record is not None
+    assert record.user == "hpcuser"  # the SSH login name: Slurm's user
     assert record.job_dir.startswith(f"{client.job_root_top}/jobs/")  # the remote ~
 
     sleeper = submit(client, spec(tmp_path / "b.yaml", ["sleep", "5"]))
