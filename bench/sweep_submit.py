@@ -201,7 +201,9 @@ def main() -> None:
         folder = Path(tmp)
         size = max_array_size()
         spec = write_spec(folder, args.points)
-        env = dict(os.environ, XDG_STATE_HOME=str(folder / "state"))
+        env = dict(
+            os.environ, XDG_STATE_HOME=str(folder / "state"), XDG_DATA_HOME=str(folder / "state")
+        )
         times: dict[str, list[float]] = {
             "hpclaunch CLI": [],
             "hpclaunch lib": [],
