@@ -63,6 +63,8 @@ class SubmissionRecord:
     account it ran in, ``P-oq`` when over quota) and ``spec_hash`` (sha256 of the spec
     file's canonical JSON) are set at submission. ``state``, ``attempts`` and
     ``exit_code`` are the last ones ``status``/``history``/``submit --wait`` saw.
+    ``dependency`` is the ``--dependency`` it was submitted with (``afterok:123:124``), for
+    ``status`` to say which job it waits for or why it never ran (kept in ``extra``).
     """
 
     job_id: str
@@ -84,6 +86,7 @@ class SubmissionRecord:
     state: str | None = None
     attempts: int | None = None
     exit_code: int | None = None
+    dependency: str | None = None
 
     @property
     def logs(self) -> str:

@@ -609,4 +609,16 @@ def load_spec(path: str | Path) -> JobSpec:
 
     path = Path(path)
     data = read_yaml_mapping(path, SpecError, "job spec")
+    if "jobs" in data:
+        raise SpecError(
+            f"{path} is a multi-job file (jobs:), not a single job spec",
+            hint="hpclaunch submit runs it (every job, in dependency order)",
+        )
+    if "after" in data:
+        raise SpecError(
+            f"{path}: after: names other jobs of a multi-job file; a single job spec has none",
+            hint="put this job and the ones it waits for in one file under jobs: [...] (see "
+            "examples/pipeline.yaml), or wait for a submitted job by its id with "
+            "dependencies: [{job: '1234', type: afterok}]",
+        )
     return load_model(JobSpec, data, source=str(path), error_cls=SpecError)

@@ -26,7 +26,18 @@ def plan_spec(
     ``live_usage``: on a site with quotas, read the project's in-quota GPUs from the
     cluster (one squeue) to decide in-quota/over-quota; otherwise the plan says it took 0.
     """
-    spec = load_spec(spec_path)
+    return plan_job(app, load_spec(spec_path), submission_id, cwd=cwd, live_usage=live_usage)
+
+
+def plan_job(
+    app: App,
+    spec: JobSpec,
+    submission_id: str | None = None,
+    *,
+    cwd: str | None = None,
+    live_usage: bool = False,
+) -> SubmissionPlan:
+    """Plan a loaded ``spec`` on the app's site (see :func:`plan_spec`)."""
     if cwd is not None and spec.workdir is None:
         spec = spec.model_copy(update={"workdir": cwd})
     elif cwd is None and not app.is_remote:

@@ -17,9 +17,20 @@ def spec_schema() -> dict[str, object]:
     return schema
 
 
+def pipeline_schema() -> dict[str, object]:
+    """The JSON schema of a multi-job file (``jobs:``, ``defaults:``; see hpclaunch.pipeline)."""
+    from hpclaunch.pipeline import Pipeline
+
+    schema: dict[str, object] = {"$schema": SCHEMA_ID}
+    schema.update(Pipeline.model_json_schema())
+    schema["title"] = "hpclaunch multi-job file"
+    return schema
+
+
 @click.command("schema")
 @click.option("--indent", type=int, default=2, show_default=True, help="JSON indentation.")
-def schema_command(indent: int) -> None:
+@click.option("--pipeline", is_flag=True, help="The schema of a multi-job file (jobs:) instead.")
+def schema_command(indent: int, pipeline: bool = False) -> None:
     """Print the JSON schema of the job spec (YAML) on stdout.
 
     Editors use it to check and complete spec files. With the YAML language server
@@ -37,4 +48,5 @@ def schema_command(indent: int) -> None:
     """
     import json
 
-    click.echo(json.dumps(spec_schema(), indent=indent, ensure_ascii=False))
+    schema = pipeline_schema() if pipeline else spec_schema()
+    click.echo(json.dumps(schema, indent=indent, ensure_ascii=False))

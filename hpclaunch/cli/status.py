@@ -12,6 +12,7 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 
 if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import JobInfo
@@ -60,9 +61,14 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
             click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
             return
     refs = [JobRef(job_id) for job_id in dict.fromkeys(job_ids)]
-    infos = app.backend.status(refs)
+    # The jobs they wait for ride along in the same squeue/sacct calls, to say why they wait.
+    waited_for = [JobRef(i) for i in dependency_ids(refs, records) if i not in job_ids]
+    infos = app.backend.status([*refs, *waited_for])
     remember_finished(infos.values(), records)
-    rows = [annotate(infos[ref], records.get(ref.job_id), app.site) for ref in refs]
+    rows = [
+        explain_dependency(annotate(infos[ref], records.get(ref.job_id), app.site), infos, records)
+        for ref in refs
+    ]
     if as_json:
         import json
 
@@ -108,6 +114,35 @@ def remember_finished(infos: Iterable[JobInfo], records: Mapping[str, Submission
         except OSError as exc:  # the history is a convenience: the answer is still shown
             click.echo(f"Warning: could not update the history: {exc}", err=True)
             return
+
+
+def dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionRecord]) -> list[str]:
+    """The ids of the jobs that ``refs`` were submitted to wait for (from the history)."""
+    found: list[str] = []
+    for ref in refs:
+        record = records.get(ref.job_id)
+        if record is not None and record.dependency:
+            from hpclaunch.pipeline import parse_dependency
+
+            found += [job_id for _, job_id in parse_dependency(record.dependency)]
+    return list(dict.fromkeys(found))
+
+
+def explain_dependency(
+    info: JobInfo, infos: Mapping[JobRef, JobInfo], records: Mapping[str, SubmissionRecord]
+) -> JobInfo:
+    """``info`` with a REASON in words when it waits for, or never ran because of, the
+    jobs it depends on ("never ran: train (job 123) FAILED" rather than Slurm's bare
+    DependencyNeverSatisfied)."""
+    record = records.get(info.ref.job_id)
+    if record is None or not record.dependency:
+        return info
+    from hpclaunch.pipeline import explain_wait
+
+    states = {ref.job_id: found for ref, found in infos.items()}
+    names = {job_id: rec.name for job_id, rec in records.items()}
+    why = explain_wait(info, record.dependency, states, names)
+    return info if why is None else dataclasses.replace(info, reason=why)
 
 
 def tier_of_qos(qos: str | None, site: SiteConfig) -> str | None:

@@ -58,12 +58,32 @@ def submit_command(
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
+    SPEC may be a multi-job file (jobs:, with after:): every job is planned first, then
+    submitted in dependency order; stdout gets one job id per line.
+
     State changes (with --wait) and the log location go to stderr, so that
     JOB=$(hpclaunch submit SPEC) captures only the id.
 
     Every job is tagged --comment=hpclaunch:<submission id>. If sbatch's reply is lost
     (timeout), the job is looked up by that tag instead of being submitted twice.
     """
+    from hpclaunch.pipeline import is_pipeline_file
+
+    if is_pipeline_file(spec):
+        from hpclaunch.cli._pipeline import submit_pipeline
+
+        submit_pipeline(
+            app,
+            spec,
+            dry_run=dry_run,
+            no_check=no_check,
+            wait=wait,
+            follow=follow,
+            timeout=timeout,
+            submission_id=submission_id,
+            sync=sync,
+        )
+        return
     from hpclaunch.cli._jobs import plan_spec
     from hpclaunch.cli.site import check_before_submit
 

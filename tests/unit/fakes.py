@@ -72,6 +72,7 @@ class FakeJob:
     comment: str = ""
     submit_line: str = ""
     attempts: list[str] = field(default_factory=list)  # earlier attempts' sacct states
+    elapsed: str = "00:00:05"  # as sacct prints it; squeue drops the leading zeros
 
     @property
     def state(self) -> str:
@@ -143,7 +144,7 @@ class FakeSlurm:
             job = self.jobs[i]
             nodes = job.nodes or "(null)"
             lines.append(
-                f"{i}|{job.state}|{job.reason}|{nodes}|0:05|{job.qos}|1|{job.tres}|"
+                f"{i}|{job.state}|{job.reason}|{nodes}|{_squeue_time(job.elapsed)}|{job.qos}|1|{job.tres}|"
                 f"{job.restarts}|{_raw_status(job.exit_code)}|{job.name}"
             )
             job.advance()
@@ -162,7 +163,7 @@ class FakeSlurm:
             common = f"{job.nodes}|None|{job.qos}|1|{job.tres}|{job.tres}"
             for old in job.attempts:  # --duplicates: earlier attempts first
                 lines.append(f"{i}|{old}|0:0|00:00:01|{common}|{job.name}")
-            lines.append(f"{i}|{job.state}|{job.exit_code}|00:00:05|{common}|{job.name}")
+            lines.append(f"{i}|{job.state}|{job.exit_code}|{job.elapsed}|{common}|{job.name}")
         return result(argv, out="".join(line + "\n" for line in lines))
 
     def _scancel(self, argv: tuple[str, ...]) -> CommandResult:
@@ -178,6 +179,12 @@ class FakeSlurm:
             )
         job.states = ["CANCELLED"]
         return result(argv)
+
+
+def _squeue_time(elapsed: str) -> str:
+    """squeue's ``%M``: ``00:00:05`` → ``0:05``."""
+    hours, minutes, seconds = elapsed.split(":")
+    return f"{int(hours)}:{minutes}:{seconds}" if int(hours) else f"{int(minutes)}:{seconds}"
 
 
 def _done(state: str) -> bool:

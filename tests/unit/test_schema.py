@@ -12,10 +12,13 @@ import yaml
 from click.testing import CliRunner
 
 from hpclaunch.cli import cli
-from hpclaunch.cli.schema import spec_schema
+from hpclaunch.cli.schema import pipeline_schema, spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted(
+    p for p in (REPO / "examples").glob("*.yaml") if "jobs" not in yaml.safe_load(p.read_text())
+)
+PIPELINES = sorted(set((REPO / "examples").glob("*.yaml")) - set(EXAMPLES))
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +85,17 @@ def test_command_prints_the_schema_and_explains_the_editor_setup() -> None:
     assert printed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     help_text = CliRunner().invoke(cli, ["schema", "--help"]).stdout
     assert "# yaml-language-server: $schema=" in help_text
+
+
+@pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
+def test_pipeline_examples_are_valid(path: Path) -> None:
+    schema = pipeline_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    assert errors(validator, yaml.safe_load(path.read_text())) == []
+    bad = {"jobs": [{"name": "a", "command": ["x"], "after": [{"job": "b", "when": "maybe"}]}]}
+    assert errors(validator, bad)  # "... is not valid under any of the given schemas"
+    good = {"jobs": [{"name": "a", "command": ["x"], "after": ["b", {"job": "c", "when": "any"}]}]}
+    assert errors(validator, good) == []
+    assert "$defs" in json.loads(CliRunner().invoke(cli, ["schema", "--pipeline"]).stdout)

@@ -1,0 +1,162 @@
+"""``hpclaunch submit FILE`` for a multi-job file (``jobs:``): see :mod:`hpclaunch.pipeline`.
+
+Every job is planned (and rendered) before the first one is submitted, so a mistake in the
+last job submits nothing. Then each job is submitted in dependency order with
+``--dependency`` built from the ids just returned. stdout gets the job ids, one per line
+in submission order; stderr one ``name → id`` line per job.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from hpclaunch.cli._app import App
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.pipeline import Step
+    from hpclaunch.plan import SubmissionPlan
+
+
+def submit_pipeline(
+    app: App,
+    path: str,
+    *,
+    dry_run: bool,
+    no_check: bool,
+    wait: bool,
+    follow: bool,
+    timeout: float | None,
+    submission_id: str | None,
+    sync: bool,
+) -> None:
+    """Plan every job of the file at ``path``, then submit them in dependency order."""
+    from hpclaunch.cli._jobs import plan_job
+    from hpclaunch.cli.site import check_before_submit
+    from hpclaunch.cli.submit import _print_dry_run, _scan_tree, _send_tree, _snapshot_cwd
+    from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
+    from hpclaunch.plan import new_submission_id
+
+    if follow:
+        raise click.UsageError(
+            "--follow streams one job's log; for a multi-job file use --wait, and "
+            "'hpclaunch logs -f ID' for a job's log"
+        )
+    steps = load_pipeline(path)
+    base = submission_id or new_submission_id()
+    ids = step_submission_ids(base, [step.name for step in steps])
+    tree = _scan_tree() if sync else None
+    cwd = _snapshot_cwd(app, tree) if tree is not None else None
+    plans: dict[str, SubmissionPlan] = {}
+    for step in steps:  # everything is planned, checked and rendered before any sbatch
+        plan = plan_job(app, step.spec, ids[step.name], cwd=cwd, live_usage=True)
+        check_before_submit(app, plan, enabled=not no_check)
+        plans[step.name] = plan
+        placeholders = [(name, kind, f"<{name}>") for name, kind in step.after]
+        job = app.backend.dryrun(with_dependencies(plan, placeholders))
+        if dry_run:
+            click.echo(f"# ===== job {step.name} ({len(plans)} of {len(steps)}) =====")
+            _print_dry_run(job)
+    if dry_run:
+        return
+    if tree is not None:
+        _send_tree(app, tree)
+    refs = _submit_in_order(app, path, steps, plans, base, retry=submission_id is not None)
+    if wait:
+        _wait_all(app, steps, refs, timeout)
+
+
+def _submit_in_order(
+    app: App,
+    path: str,
+    steps: tuple[Step, ...],
+    plans: dict[str, SubmissionPlan],
+    base: str,
+    *,
+    retry: bool,
+) -> dict[str, JobRef]:
+    from hpclaunch.cli.submit import _existing
+    from hpclaunch.errors import HpclaunchError, SubmissionError
+    from hpclaunch.pipeline import with_dependencies
+
+    refs: dict[str, JobRef] = {}
+    for step in steps:
+        waits = [(name, kind, refs[name].job_id) for name, kind in step.after]
+        plan = with_dependencies(plans[step.name], waits)
+        existing = _existing(app, plan.submission_id) if retry else None
+        try:
+            ref = existing or app.backend.submit(app.backend.dryrun(plan))
+        except HpclaunchError as exc:
+            done = ", ".join(f"{name} → {ref.job_id}" for name, ref in refs.items())
+            raise SubmissionError(
+                f"{path}: job {step.name!r} was not submitted: {exc.message}"
+                + (f"\nalready submitted: {done}" if done else ""),
+                hint=f"fix it, then 'hpclaunch submit --submission-id {base} {path}' submits "
+                "only the jobs not submitted yet"
+                + (f"; or cancel the others: hpclaunch cancel {_ids(refs)}" if refs else ""),
+            ) from exc
+        if existing is None:
+            _remember(app, plan, ref, step.spec.project or app.site.default_account)
+        refs[step.name] = ref
+        after = ", ".join(f"{kind}:{name}" for name, kind in step.after)
+        again = " (already submitted: not submitted again)" if existing else ""
+        click.echo(
+            f"{step.name} → {ref.job_id}{f'  after {after}' if after else ''}{again}", err=True
+        )
+        click.echo(ref.job_id)
+    return refs
+
+
+def _ids(refs: dict[str, JobRef]) -> str:
+    return " ".join(ref.job_id for ref in refs.values())
+
+
+def _remember(app: App, plan: SubmissionPlan, ref: JobRef, project: str | None) -> None:
+    """Record a step like any submission, with the ``--dependency`` it waits on."""
+    from datetime import datetime, timezone
+
+    from hpclaunch.cli._app import slurm_user
+    from hpclaunch.history import SubmissionRecord, record_submission
+
+    record = SubmissionRecord(
+        job_id=ref.job_id,
+        cluster=ref.cluster,
+        name=plan.job_name,
+        submission_id=plan.submission_id,
+        job_dir=plan.job_dir,
+        site=app.site.name,
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        log_dir=plan.log_dir,
+        tier=plan.tier,
+        qos=plan.qos,
+        quota=plan.quota,
+        user=slurm_user(app),
+        project=project,
+        account=plan.account,
+        dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
+    )
+    try:
+        record_submission(record)
+    except OSError as exc:  # the job is submitted: failing now would invite a resubmit
+        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
+
+
+def _wait_all(
+    app: App, steps: tuple[Step, ...], refs: dict[str, JobRef], timeout: float | None
+) -> None:
+    """Follow every job to its end; exit 1 unless all COMPLETED."""
+    from hpclaunch.observe import JobInfo, wait_for
+
+    names = {ref.job_id: name for name, ref in refs.items()}
+
+    def show(info: JobInfo) -> None:
+        reason = f" ({info.reason})" if info.reason else ""
+        click.echo(f"{names[info.ref.job_id]} {info.ref.job_id}: {info.state}{reason}", err=True)
+
+    final = wait_for(app.backend, list(refs.values()), timeout=timeout, on_change=show)
+    failed = [step.name for step in steps if not final[refs[step.name]].state.is_success]
+    if failed:
+        click.echo(f"not completed: {', '.join(failed)}", err=True)
+        raise click.exceptions.Exit(1)
