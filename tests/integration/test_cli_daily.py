@@ -53,7 +53,8 @@ def test_status_columns_for_a_one_gpu_and_a_two_node_job(
         re.M,
     ), table.stdout
     assert re.search(
-        rf"^ *{two_id}\s+{two.stem}\s+high\s+in-quota\s+high\s+RUNNING\s+n\[\d-\d\]\s+2\s+\S+\s+0\s*$",
+        rf"^ *{two_id}\s+{two.stem}\s+high\s+in-quota\s+high\s+RUNNING\s+n\[\d-\d\]"
+        rf"\s+2\s+\S+\s+0\s*$",
         table.stdout,
         re.M,
     ), table.stdout
