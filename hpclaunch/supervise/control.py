@@ -10,7 +10,9 @@ JSON files, each written atomically (temp file + fsync + rename):
     not (torchrun forwards only some signals and kills workers 30 s after SIGTERM;
     DataLoader workers die on SIGTERM).
 ``checkpoint-done.json`` (rank 0 → sidecar, after the atomic commit)
-    ``{"step": N, "path": "...", "seconds": t, "committed_at": ts}``.
+    ``{"step": N, "path": "...", "seconds": t, "committed_at": ts, "reason": r}``: ``r`` is
+    the request's reason when rank 0 knew of a request at the commit, else
+    :data:`PERIODIC` (the trainer's own schedule; it has not seen the request yet).
 ``progress.json`` (rank 0, now and then)
     ``{"step": N, "updated_at": ts, ...}``: the crash-loop breaker and "steps lost" read it.
 
@@ -31,6 +33,7 @@ from hpclaunch.runtime.control import DONE_FILE, PROGRESS_FILE, REQUEST_FILE
 
 __all__ = [
     "DONE",
+    "PERIODIC",
     "PROGRESS",
     "REQUEST",
     "clear_stale",
@@ -43,6 +46,9 @@ __all__ = [
 REQUEST = REQUEST_FILE
 DONE = DONE_FILE
 PROGRESS = PROGRESS_FILE
+#: The done file's ``reason`` for a commit made without knowing of a request
+#: (:func:`hpclaunch.runtime.control.mark_checkpoint_done`).
+PERIODIC = "periodic"
 
 
 def prepare(control_dir: str | Path) -> Path:

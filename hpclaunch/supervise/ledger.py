@@ -12,8 +12,9 @@ event                       fields
 ``stale_control_file``      ``file``, ``content`` (left by the previous attempt)
 ``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)
 ``checkpoint_requested``    ``reason``, ``deadline``
-``checkpoint_committed``    ``step``, ``seconds``, ``path``
-``checkpoint_timeout``      ``waited`` (no commit before the deadline)
+``checkpoint_committed``    ``step``, ``seconds``, ``path``, ``reason`` (the done file's)
+``checkpoint_timeout``      ``waited`` (no answer before the deadline), ``periodic_step``
+                            (a periodic commit made after the request, or ``None``)
 ``requeue_issued``          ``target`` (``jobid`` or ``jobid_taskid``)
 ``requeue_failed``          ``target``, ``why``
 ``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)

@@ -8,7 +8,10 @@ It runs in the batch shell (the rendered script ``exec``\\ s it) and:
    ``preempt_send_user_signal``): writes the checkpoint request, waits for the trainer's
    ``checkpoint-done.json`` until the deadline (time limit: the time left minus a margin;
    preemption: ``HPCLAUNCH_GRACE`` minus a margin, 30 s when unknown), asks the retry policy,
-   runs ``scontrol requeue``, stops the launch and exits 0;
+   runs ``scontrol requeue``, stops the launch and exits 0. Only a commit made knowing of
+   the request answers it: a periodic one that ends just after the request is followed by
+   the requested one, which stopping the launch then would cut short (unless the launch
+   exits after the periodic one);
 4. on SIGTERM without a warning (scancel, ``scontrol requeue``, preemption without a user
    signal, the end of the grace): asks for a checkpoint with the little time left
    (``HPCLAUNCH_KILL_WAIT``, 5 s by default), stops the launch and leaves the requeue to
@@ -329,26 +332,38 @@ class Sidecar:
             {"reason": reason, "requested_at": requested_at, "deadline": deadline},
         )
         self.ledger.append("checkpoint_requested", reason=reason, deadline=deadline)
+        periodic: dict[str, Any] | None = None
         while time.time() < deadline:
+            exited = proc.poll() is not None  # before the read: a last commit is never missed
             done = control.read_json(self.control / control.DONE)
             if done is not None and float(done.get("committed_at", 0)) >= requested_at:
-                self.committed = done
-                self.ledger.append(
-                    "checkpoint_committed",
-                    step=done.get("step"),
-                    seconds=done.get("seconds"),
-                    path=done.get("path"),
-                    after=round(time.time() - requested_at, 3),
-                )
-                return
-            if proc.poll() is not None:
+                # A periodic commit that ends after the request was started before the
+                # trainer saw it: the trainer goes on and writes the requested checkpoint
+                # next, so it is the answer only if the launch stops after it.
+                if done.get("reason") != control.PERIODIC or exited:
+                    self.committed = done
+                    self.ledger.append(
+                        "checkpoint_committed",
+                        step=done.get("step"),
+                        seconds=done.get("seconds"),
+                        path=done.get("path"),
+                        reason=done.get("reason"),
+                        after=round(time.time() - requested_at, 3),
+                    )
+                    return
+                periodic = done
+            if exited:
                 break
             got = signals.wait(_POLL)
             if got is not None:
                 self.ledger.append("signal_received", signal=got.name, when=got.at)
                 if got.name in ("TERM", "INT"):
                     break  # the grace is over: requeue now with what is committed
-        self.ledger.append("checkpoint_timeout", waited=round(time.time() - requested_at, 3))
+        self.ledger.append(
+            "checkpoint_timeout",
+            waited=round(time.time() - requested_at, 3),
+            periodic_step=None if periodic is None else periodic.get("step"),
+        )
 
     def _maybe_requeue(self, reason: str, history: list[dict[str, Any]]) -> int:
         decision = decide(

@@ -13,8 +13,14 @@ examples/ddp_train.py on 2 nodes x 1 process (world size 2) for 150 steps:
   (``--save-sleep``): the sidecar's wait (grace 10 s - 2) runs out, it requeues and kills the
   launch inside the write. The half-written ``.tmp-`` checkpoint is never resumed from:
   attempt 1 starts after the newest periodic (complete) checkpoint; weights still equal.
+  A periodic commit (every 20 steps) that ends just after the request is not the answer:
+  the sidecar still waits for the on-request one.
 * ``opreq``: srun launcher, requeued by ``scontrol requeue`` from outside: the ledger says
   ``requeued`` (not ``cancelled``); the job runs again and completes.
+
+Each job is acted on as soon as *it* reaches step :data:`AT_STEP` (one polling loop for all,
+never one job's wait behind another's): a whole run takes ~30 s on a loaded 2-core host, and
+a requeue that came after DeepSpeed's slow start once found ``opreq`` already finished.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch.supervise.control import read_step
+from hpclaunch.supervise.ledger import read_ledger
+
 from .cluster import SlurmCluster
 from .conftest import Cli
 from .test_sidecar_on_cluster import STEPS, TRAIN, VENV, Jobs, _assert_exact_resume, _by, _steps
@@ -38,11 +47,13 @@ from .test_sidecar_on_cluster import _submit as submit
 pytestmark = pytest.mark.slurm
 
 EVERY = 20  # periodic checkpoints of the midwrite job
+AT_STEP = 30  # each job is warned / requeued once it reports this step
 
 
 @dataclass
 class LaunchJobs(Jobs):
-    half_written: list[str] = field(default_factory=list)  # midwrite's .tmp- dir, seen live
+    half_written: set[str] = field(default_factory=set)  # midwrite's .tmp- dirs, seen live
+    acted_at: dict[str, int] = field(default_factory=dict)  # the step each job was acted on
 
 
 @pytest.fixture(scope="module")
@@ -82,21 +93,44 @@ def jobs(
         "opreq": submit(cli, tmp, "opreq", command=train("opreq"), launcher="srun", **common),
     }
     jobs = LaunchJobs(cli, shared, ids)
-    for key in ("accelerate", "deepspeed", "midwrite"):
-        jobs.wait_progress(key, 30, timeout=90)
-        subprocess.run(["scancel", "--batch", "--signal=USR1", ids[key]], check=True)
-        if key == "midwrite":
-            ckpts = jobs.job_dir(key) / "checkpoints"
-            deadline = time.monotonic() + 20
-            while not (half := list(ckpts.glob(".tmp-step-*/model.pt"))):
-                assert time.monotonic() < deadline, "the on-request save never started"
-                time.sleep(0.05)
-            jobs.half_written = [p.parent.name for p in half]
-    jobs.wait_progress("opreq", 30, timeout=90)
-    subprocess.run(["scontrol", "requeue", ids["opreq"]], check=True)
+    _interrupt(jobs)
     yield jobs
     shutil.rmtree(shared, ignore_errors=True)
     subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def _interrupt(jobs: LaunchJobs) -> None:
+    """Warn accelerate, deepspeed and midwrite (USR1, what ``--signal=B:USR1`` delivers at
+    preemption) and ``scontrol requeue`` opreq, each once its trainer reports step
+    :data:`AT_STEP` (the trainer runs, so the sidecar's handlers are in place); meanwhile
+    record every ``.tmp-`` checkpoint of midwrite that has its first file, until its attempt 0
+    ends (the test then picks the one its last trained step wrote)."""
+    dirs = {key: jobs.job_dir(key) for key in jobs.ids}
+    todo = ["accelerate", "deepspeed", "midwrite", "opreq"]
+    deadline = time.monotonic() + 120
+    midwrite_over = False
+    while todo or not midwrite_over:
+        for key in list(todo):
+            step = read_step(dirs[key] / "control" / "progress.json")
+            if step is None or step < AT_STEP:
+                continue
+            if key == "opreq":
+                subprocess.run(["scontrol", "requeue", jobs.ids[key]], check=True)
+            else:
+                subprocess.run(["scancel", "--batch", "--signal=USR1", jobs.ids[key]], check=True)
+            jobs.acted_at[key] = step
+            todo.remove(key)
+        if "midwrite" in jobs.acted_at:
+            ckpts = dirs["midwrite"] / "checkpoints"
+            jobs.half_written |= {p.parent.name for p in ckpts.glob(".tmp-step-*/model.pt")}
+            midwrite_over = any(
+                e["event"] == "attempt_end" and e["attempt"] == 0
+                for e in read_ledger(dirs["midwrite"])
+            )
+        assert time.monotonic() < deadline, f"not interrupted: {todo}, {jobs.acted_at}"
+        time.sleep(0.05)
+    # Acted on mid-run: each had at least 50 steps to go (progress.json lags <= 2 s).
+    assert all(step < STEPS - 50 for step in jobs.acted_at.values()), jobs.acted_at
 
 
 def _twin(jobs: LaunchJobs) -> str:
@@ -129,13 +163,15 @@ def test_signal_inside_a_checkpoint_write_never_resumes_the_half_written_one(
     jobs: LaunchJobs,
 ) -> None:
     assert jobs.wait_final("midwrite", 150) == "COMPLETED"
-    (half,) = jobs.half_written
-    match = re.match(r"\.tmp-step-(\d+)-", half)
-    assert match is not None
-    cut = int(match.group(1))  # the step whose on-request checkpoint was being written
+    cut = _steps(jobs.shared, "midwrite", 0)[-1]  # its on-request save was being written
+    # seen live with its first file only (periodic saves' .tmp- dirs may be seen too)
+    assert any(re.match(rf"\.tmp-step-{cut:09d}-", half) for half in jobs.half_written), (
+        cut,
+        jobs.half_written,
+    )
     ledger = jobs.events("midwrite")["ledger"]
     first, second = _by(ledger, 0), _by(ledger, 1)
-    assert "checkpoint_committed" not in first
+    assert "checkpoint_committed" not in first, first
     assert first["checkpoint_timeout"]["waited"] >= 5
     assert first["requeue_issued"]
     assert first["attempt_end"]["reason"] == "preempted"
@@ -155,6 +191,7 @@ def test_scontrol_requeue_is_recorded_as_requeued(jobs: LaunchJobs) -> None:
     assert jobs.wait_final("opreq", 150) == "COMPLETED"
     ledger = jobs.events("opreq")["ledger"]
     first, second = _by(ledger, 0), _by(ledger, 1)
+    assert "signal_received" in first, (jobs.acted_at, first)
     assert first["signal_received"]["signal"] == "TERM"
     end = first["attempt_end"]
     assert end["reason"] == "requeued", end

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -250,3 +251,89 @@ def test_sigterm_is_a_requeue_when_slurms_restart_count_went_up(
     assert end["reason"] == reason
     assert end["requeued"] is (reason == "requeued")
     assert end["signal"] == "TERM"
+
+
+# A trainer whose periodic commit ends just after the request, before it saw the request
+# (the done file says "periodic", as hpclaunch.runtime writes it), then answers the request
+# ("preemption") after ANSWER_AFTER s (never when negative), or exits after the periodic one.
+_PERIODIC_FIRST = """
+import json, os, sys, time
+from pathlib import Path
+control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
+answer_after, exit_after_periodic = float(sys.argv[1]), sys.argv[2] == "exit"
+
+def write(name, data):
+    tmp = control / ("." + name)
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, control / name)
+
+write("progress.json", {"step": 20})
+while not (control / "checkpoint-request.json").exists():
+    time.sleep(0.02)
+write("checkpoint-done.json", {"step": 20, "committed_at": time.time(), "reason": "periodic"})
+if exit_after_periodic:
+    sys.exit(0)
+write("progress.json", {"step": 21})
+if answer_after >= 0:
+    time.sleep(answer_after)
+    write("checkpoint-done.json", {"step": 21, "committed_at": time.time(), "reason": "preemption"})
+time.sleep(30)
+"""
+
+
+def periodic_first(tmp_path: Path, answer_after: float, then: str = "run") -> SidecarConfig:
+    script = tmp_path / "periodic_first.py"
+    script.write_text(_PERIODIC_FIRST)
+    return dataclasses.replace(
+        config(tmp_path), command=(sys.executable, str(script), str(answer_after), then)
+    )
+
+
+def test_a_periodic_commit_just_after_the_request_is_not_the_answer(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """The trainer commits on its schedule right after the request, then writes the requested
+    checkpoint: the sidecar waits for that one instead of cutting it short (a CI run on a
+    loaded host took the periodic step 80 and killed the on-request save of step 81)."""
+    runner = slurm_answers(time_left="30:00")
+    signal_at_step(signal.SIGUSR1, 20)
+    cfg = dataclasses.replace(periodic_first(tmp_path, answer_after=1.0), grace=5.0)
+    code = Sidecar(cfg, runner).run()
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    assert "checkpoint_timeout" not in ev
+    committed = ev["checkpoint_committed"]
+    assert (committed["step"], committed["reason"]) == (21, "preemption")
+    assert committed["after"] >= 0.9
+    assert ev["attempt_end"]["committed_step"] == 21
+
+
+def test_only_a_periodic_commit_after_the_request_times_out(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    signal_at_step(signal.SIGUSR1, 20)
+    code = Sidecar(periodic_first(tmp_path, answer_after=-1), slurm_answers("30:00")).run()
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    assert "checkpoint_committed" not in ev
+    assert ev["checkpoint_timeout"]["waited"] >= 0.9  # grace 3 s - margin 2 s
+    assert ev["checkpoint_timeout"]["periodic_step"] == 20
+    assert ev["attempt_end"]["committed_step"] is None
+
+
+def test_a_periodic_commit_the_launch_stops_after_is_the_answer(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """A trainer that re-checks the request after a commit (the README's loop) stops there."""
+    signal_at_step(signal.SIGUSR1, 20)
+    cfg = dataclasses.replace(periodic_first(tmp_path, -1, then="exit"), grace=10.0)
+    started = time.monotonic()
+    assert Sidecar(cfg, slurm_answers("30:00")).run() == EXIT_REQUEUED
+    assert time.monotonic() - started < 6  # not the whole grace
+    ev = events(tmp_path)
+    assert "checkpoint_timeout" not in ev
+    assert (ev["checkpoint_committed"]["step"], ev["checkpoint_committed"]["reason"]) == (
+        20,
+        "periodic",
+    )
+    assert ev["attempt_end"]["committed_step"] == 20
