@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from hpclaunch.cli._app import App
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec import JobSpec, load_spec
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
 
 
 def plan_spec(
@@ -70,3 +74,40 @@ def _quota_used(app: App, spec: JobSpec) -> int | None:
         first = exc.message.splitlines()[0]
         click.echo(f"Warning: project {project}'s GPU usage not read ({first})", err=True)
         return None
+
+
+def remember_submission(
+    app: App, plan: SubmissionPlan, ref: JobRef, *, spec_hash: str | None = None
+) -> None:
+    """Record a submitted job in the history, with the ``--dependency`` it waits on. A
+    failure to write only warns: the job is submitted, failing now would invite a resubmit."""
+    from datetime import datetime, timezone
+
+    import click
+
+    from hpclaunch.cli._app import slurm_user
+    from hpclaunch.cost import project_of_account
+    from hpclaunch.history import SubmissionRecord, record_submission
+
+    record = SubmissionRecord(
+        job_id=ref.job_id,
+        cluster=ref.cluster,
+        name=plan.job_name,
+        submission_id=plan.submission_id,
+        job_dir=plan.job_dir,
+        site=app.site.name,
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        log_dir=plan.log_dir,
+        tier=plan.tier,
+        qos=plan.qos,
+        quota=plan.quota,
+        user=slurm_user(app),
+        project=project_of_account(app.site, plan.account) if plan.account else None,
+        account=plan.account,
+        spec_hash=spec_hash,
+        dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
+    )
+    try:
+        record_submission(record)
+    except OSError as exc:
+        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)

@@ -98,7 +98,9 @@ def _submit_in_order(
                 + (f"; or cancel the others: hpclaunch cancel {_ids(refs)}" if refs else ""),
             ) from exc
         if existing is None:
-            _remember(app, plan, ref, step.spec.project or app.site.default_account)
+            from hpclaunch.cli._jobs import remember_submission
+
+            remember_submission(app, plan, ref)
         refs[step.name] = ref
         after = ", ".join(f"{kind}:{name}" for name, kind in step.after)
         again = " (already submitted: not submitted again)" if existing else ""
@@ -111,36 +113,6 @@ def _submit_in_order(
 
 def _ids(refs: dict[str, JobRef]) -> str:
     return " ".join(ref.job_id for ref in refs.values())
-
-
-def _remember(app: App, plan: SubmissionPlan, ref: JobRef, project: str | None) -> None:
-    """Record a step like any submission, with the ``--dependency`` it waits on."""
-    from datetime import datetime, timezone
-
-    from hpclaunch.cli._app import slurm_user
-    from hpclaunch.history import SubmissionRecord, record_submission
-
-    record = SubmissionRecord(
-        job_id=ref.job_id,
-        cluster=ref.cluster,
-        name=plan.job_name,
-        submission_id=plan.submission_id,
-        job_dir=plan.job_dir,
-        site=app.site.name,
-        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        log_dir=plan.log_dir,
-        tier=plan.tier,
-        qos=plan.qos,
-        quota=plan.quota,
-        user=slurm_user(app),
-        project=project,
-        account=plan.account,
-        dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
-    )
-    try:
-        record_submission(record)
-    except OSError as exc:  # the job is submitted: failing now would invite a resubmit
-        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
 
 
 def _wait_all(

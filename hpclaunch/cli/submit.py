@@ -12,7 +12,6 @@ from hpclaunch.cli._jobargs import exit_unless_completed
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo
-    from hpclaunch.plan import SubmissionPlan
     from hpclaunch.render import RenderedJob
     from hpclaunch.sync import Tree
 
@@ -84,7 +83,7 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._jobs import plan_spec
+    from hpclaunch.cli._jobs import plan_spec, remember_submission
     from hpclaunch.cli.site import check_before_submit
 
     tree = _scan_tree() if sync else None
@@ -106,7 +105,7 @@ def submit_command(
         )
     else:
         ref = app.backend.submit(job)
-        _remember(app, plan, ref, spec)
+        remember_submission(app, plan, ref, spec_hash=spec_hash(spec))
     click.echo(ref.job_id)
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
@@ -140,36 +139,6 @@ def spec_hash(spec_path: str) -> str | None:
         return None
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _remember(app: App, plan: SubmissionPlan, ref: JobRef, spec_path: str) -> None:
-    from datetime import datetime, timezone
-
-    from hpclaunch.cli._app import slurm_user
-    from hpclaunch.cost import project_of_account
-    from hpclaunch.history import SubmissionRecord, record_submission
-
-    record = SubmissionRecord(
-        job_id=ref.job_id,
-        cluster=ref.cluster,
-        name=plan.job_name,
-        submission_id=plan.submission_id,
-        job_dir=plan.job_dir,
-        site=app.site.name,
-        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        log_dir=plan.log_dir,
-        tier=plan.tier,
-        qos=plan.qos,
-        quota=plan.quota,
-        user=slurm_user(app),
-        project=project_of_account(app.site, plan.account) if plan.account else None,
-        account=plan.account,
-        spec_hash=spec_hash(spec_path),
-    )
-    try:
-        record_submission(record)
-    except OSError as exc:  # the job is submitted: failing now would invite a resubmit
-        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
 
 
 def _existing(app: App, submission_id: str) -> JobRef | None:

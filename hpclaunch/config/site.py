@@ -32,6 +32,15 @@ __all__ = [
 _NAME = r"^[A-Za-z0-9_.-]+$"
 
 
+def _time_limit(value: object) -> object:
+    """A Slurm time limit as ``HH:MM:SS`` (a bare number is minutes); ``UNLIMITED``: None.
+    Anything else is left for pydantic to refuse."""
+    if value is None or not isinstance(value, (str, int)):
+        return value
+    seconds = parse_time_limit(value)
+    return None if seconds is None else format_time(seconds)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,10 +83,7 @@ class Partition(_Model):
     @field_validator("max_time", mode="before")
     @classmethod
     def _normalise_time(cls, value: object) -> object:
-        if value is None or not isinstance(value, (str, int)):
-            return value
-        seconds = parse_time_limit(value)
-        return None if seconds is None else format_time(seconds)
+        return _time_limit(value)
 
     @property
     def max_time_seconds(self) -> int | None:
@@ -117,10 +123,7 @@ class TierPolicy(_Model):
     @field_validator("max_wall", mode="before")
     @classmethod
     def _normalise_wall(cls, value: object) -> object:
-        if value is None or not isinstance(value, (str, int)):
-            return value
-        seconds = parse_time_limit(value)
-        return None if seconds is None else format_time(seconds)
+        return _time_limit(value)
 
     @model_validator(mode="after")
     def _preempting_tiers_are_not_preemptible(self) -> TierPolicy:

@@ -30,6 +30,20 @@ slurm = test_cli.slurm
 Env = dict[str, str]
 
 
+def test_submit_records_the_dependency_it_waits_on(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    # status explains a job that never ran from this (like a pipeline step's).
+    spec = tmp_path / "after.yaml"
+    spec.write_text(
+        "name: after\ncommand: ['true']\nproject: research\n"
+        "dependencies: [{job: '41', type: afterok}]\n"
+    )
+    assert run(env, "submit", str(spec)).exit_code == 0
+    [record] = recent_submissions(path=history_path(env))
+    assert record.dependency == "afterok:41"
+
+
 def test_submit_records_user_project_account_and_spec_hash(env: Env, slurm: FakeSlurm) -> None:
     assert run(env, "submit", HELLO).exit_code == 0
     [record] = recent_submissions(path=history_path(env))
