@@ -68,7 +68,8 @@ start_mariadb() {
       die "mysql_install_db failed: see $STATE/log/mysql-install.log"
   fi
   touch "$STATE/log/mysqld.log" && chown mysql:mysql "$STATE/log/mysqld.log"
-  mariadbd --user=mysql --datadir="$STATE/mysql" --socket="$MYSQL_SOCK" \
+  # setsid: not in the caller's process group, which may be killed as a whole.
+  setsid mariadbd --user=mysql --datadir="$STATE/mysql" --socket="$MYSQL_SOCK" \
     --pid-file="$STATE/run/mysqld/mysqld.pid" --port=$MYSQL_PORT --bind-address=127.0.0.1 \
     --skip-name-resolve --innodb-buffer-pool-size=64M --log-error="$STATE/log/mysqld.log" </dev/null >/dev/null 2>&1 &
   wait_for 60 mariadb mariadb --socket="$MYSQL_SOCK" -e 'select 1'

@@ -24,8 +24,12 @@ engine_up() {
   # A pid file left by an engine that died (or is a zombie not yet reaped) blocks dockerd.
   pid_alive "$DOCKER_ROOT/dockerd.pid" || rm -f "$DOCKER_ROOT/dockerd.pid"
   log "starting a Docker engine (host networking only, data in $DOCKER_ROOT)"
+  # Containers left by an engine that was killed hold the cluster's ports: end them first.
+  kill_orphaned_containers
   # No bridge, no iptables: containers use the host network (shared/slurm-notes.md).
-  dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+  # setsid: the engine must outlive its caller's process group (a CI step or a tool that
+  # stops "the job and its children" would otherwise kill it and orphan its containers).
+  setsid dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
     --data-root "$DOCKER_ROOT/data" --exec-root "$DOCKER_ROOT/exec" \
     --pidfile "$DOCKER_ROOT/dockerd.pid" </dev/null >"$DOCKER_ROOT/dockerd.log" 2>&1 &
   touch "$DOCKER_ROOT/.started-by-cluster-sh"
@@ -83,10 +87,24 @@ docker_status() {
   compose ps
 }
 
+# An engine that died without stopping its containers (SIGKILL) leaves them running under
+# their containerd shims. Killing each container's init (PID 1 of its PID namespace, the
+# shim's child) ends every process in it; the shim, with no engine to report to, stays, so
+# it goes too.
+kill_orphaned_containers() {
+  local shim
+  for shim in $(pgrep -f "containerd-shim-runc-v2 .*-address $DOCKER_ROOT/exec/" || true); do
+    pkill -KILL -P "$shim" || true
+    kill -KILL "$shim" 2>/dev/null || true
+  done
+}
+
 docker_down() {
   rm -f "$STATE/.mode-docker"
   if docker info >/dev/null 2>&1; then
     compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+  else
+    kill_orphaned_containers
   fi
   if [[ -e $DOCKER_ROOT/.started-by-cluster-sh ]]; then
     stop_pidfile "$DOCKER_ROOT/dockerd.pid" 200
