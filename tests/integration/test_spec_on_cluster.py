@@ -94,7 +94,10 @@ def test_dependency_afterok_waits_for_the_first_job(
         ),
     )
     waiting = job_status(hpclaunch, second)
-    assert (waiting["state"], waiting["reason"]) == ("PENDING", "Dependency"), waiting
+    # Slurm says "Dependency"; status names the job it waits for (the history has it).
+    assert waiting["state"] == "PENDING", waiting
+    assert waiting["reason"].startswith("waits for: "), waiting
+    assert f"(job {first}) " in waiting["reason"], waiting
     done = wait_state(hpclaunch, second, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=40)
     assert done["state"] == "COMPLETED"  # `test -e` failed the job had it started early
     assert job_status(hpclaunch, first)["state"] == "COMPLETED"
@@ -113,11 +116,13 @@ def test_afterok_on_a_failed_job_never_runs(
     deadline = time.monotonic() + 30
     while True:  # slurmctld re-evaluates dependencies on its next scheduling pass
         info = job_status(hpclaunch, second)
-        if info["reason"] == "DependencyNeverSatisfied":
+        # Slurm's DependencyNeverSatisfied, in words: which job failed, and how.
+        if info["reason"].startswith("never runs: "):
             break
         assert time.monotonic() < deadline, info
         time.sleep(0.2)
     assert info["state"] == "PENDING"
+    assert f"(job {first}) FAILED, exit code 1" in info["reason"], info
     subprocess.run(["scancel", second], check=True)
     assert wait_state(hpclaunch, second, {"CANCELLED"})["state"] == "CANCELLED"
 

@@ -41,9 +41,12 @@ GRID_TASK = (
     "time.sleep(3)\n"
     "runtime.report_metrics({'score': int(a) * 10, 'tag': b})\n"
 )
-# Attempt 0 of point 1 waits to be requeued; everything else ends at once.
+# Attempt 0 of point 1 waits to be requeued; everything else ends at once. The requeue
+# kills the step's processes one by one: the shell may outlive its sleep by a moment, so an
+# interrupted sleep ends the shell too (else it could append attempt 0's line on its way out).
 REQUEUE_TASK = (
-    'if [ "$HPCLAUNCH_ATTEMPT" = 0 ] && [ "$0" = 1 ]; then touch "$1.running"; sleep 120; fi; '
+    'if [ "$HPCLAUNCH_ATTEMPT" = 0 ] && [ "$0" = 1 ]; then touch "$1.running"; '
+    "sleep 120 || exit $?; fi; "
     'echo "$HPCLAUNCH_ATTEMPT" >> "$1"'
 )
 
