@@ -18,9 +18,12 @@ be submitted again as it is; the sbatch argv is only ``sbatch --parsable <script
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
 import shlex
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,10 +125,41 @@ def _render(name: str, plan: SubmissionPlan, dirs: tuple[Path, ...]) -> str:
         ) from exc
 
 
+class _TemplateCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates on disk, so that each ``hpclaunch`` process does not compile the
+    batch template again (about 10 ms of a command's start-up; loading it takes < 1 ms).
+
+    jinja2 stores each template's source checksum with its code and recompiles when the
+    source changed (a site's override edited) or the jinja2/Python version differs. A cache
+    that cannot be written only costs time: the error is dropped.
+    """
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+def _template_cache() -> jinja2.BytecodeCache | None:
+    """``$XDG_CACHE_HOME/hpclaunch/templates`` (``~/.cache``), private; ``None`` when it
+    cannot be made private (then templates are compiled in memory, as before)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = Path(base) / "hpclaunch" / "templates"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.stat()
+    except OSError:
+        return None
+    # Code is loaded from here: only from a directory no one else can write to.
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    return _TemplateCache(str(directory))
+
+
 @functools.lru_cache(maxsize=8)
 def _environment(dirs: tuple[Path, ...]) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in dirs]),
+        bytecode_cache=_template_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # noqa: S701 - shell scripts, not HTML: values are shell-quoted
         keep_trailing_newline=True,

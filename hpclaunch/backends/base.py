@@ -55,8 +55,13 @@ class Backend(abc.ABC):
         return render(plan)
 
     @abc.abstractmethod
-    def submit(self, job: RenderedJob) -> JobRef:
+    def submit(self, job: RenderedJob, *, script_written: bool = False) -> JobRef:
         """Submit ``job`` once.
+
+        Args:
+            job: The rendered job.
+            script_written: ``job.script`` is already at ``job.script_path`` (a sweep's
+                arrays after the first share one script): do not write it again.
 
         Raises:
             SubmissionError: Slurm refused it (the message carries Slurm's answer).

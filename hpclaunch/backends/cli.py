@@ -95,14 +95,16 @@ class CliBackend(Backend):
 
     # -- submit -------------------------------------------------------------------------
 
-    def submit(self, job: RenderedJob) -> JobRef:
-        """Write the script into the private job directory, then ``sbatch --parsable`` it.
+    def submit(self, job: RenderedJob, *, script_written: bool = False) -> JobRef:
+        """Write the script into the private job directory (unless ``script_written``), then
+        ``sbatch --parsable`` it.
 
         When sbatch times out, or fails in a way that means its reply was lost, the job may
         exist anyway: it is looked up by its submission id (the ``--comment`` tag) and
         returned instead of being submitted a second time.
         """
-        self.runner.put_file(job.script_path, job.script, 0o700)
+        if not script_written:
+            self.runner.put_file(job.script_path, job.script, 0o700)
         sid = job.plan.submission_id
         try:
             result = self._run(job.sbatch_argv)

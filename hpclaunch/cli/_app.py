@@ -99,9 +99,11 @@ class App:
     @functools.cached_property
     def home(self) -> str:
         """The user's home where Slurm runs (asked once over SSH when remote)."""
+        if not self.is_remote:  # no transport.ssh import (and its modules) for local Slurm
+            return os.path.expanduser("~")
         from hpclaunch.transport.ssh import SSHRunner
 
-        runner = self.runner if self.is_remote else None
+        runner = self.runner
         if isinstance(runner, SSHRunner):
             return runner.home()
         return os.path.expanduser("~")

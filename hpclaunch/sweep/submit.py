@@ -190,6 +190,10 @@ def submit_sweep(
 ) -> list[JobRef]:
     """Write the params file, then submit each array (one sbatch each).
 
+    The batch script is rendered once and written with the first array; the others run the
+    same file (only their sbatch argv differs), so it is not written again: one file
+    transfer per sweep, not per array, when Slurm is reached over SSH.
+
     ``on_array(index, ref)`` is called after each array is submitted (to record it at
     once: a later failure must not lose the ones already in Slurm).
     """
@@ -200,7 +204,8 @@ def submit_sweep(
         previous = refs[-1].job_id if refs else None
         tagged = replace(sweep.plan, submission_id=sweep.array_submission_id(index))
         ref = backend.submit(
-            replace(job, sbatch_argv=sweep.sbatch_argv(index, previous), plan=tagged)
+            replace(job, sbatch_argv=sweep.sbatch_argv(index, previous), plan=tagged),
+            script_written=index > 0,
         )
         refs.append(ref)
         if on_array is not None:

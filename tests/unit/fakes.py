@@ -208,7 +208,7 @@ class ScriptedBackend(Backend):
         self.rounds = rounds
         self.status_calls: list[list[JobRef]] = []
 
-    def submit(self, job: RenderedJob) -> JobRef:
+    def submit(self, job: RenderedJob, *, script_written: bool = False) -> JobRef:
         raise NotImplementedError
 
     def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
