@@ -9,8 +9,10 @@ What a site config asks for:
 
 1. Each tier's QOS exists, with the tier's ``Priority``; ``Preempt`` = every preemptible
    QOS (the preemptible tiers', and the over-quota QOS with quotas) when the tier
-   ``may_preempt``, else none; preemptible tiers: ``PreemptMode=requeue`` and
-   ``GraceTime``; ``MaxWall``/``MaxTRESPerUser``/``MaxJobsPerUser`` when set.
+   ``may_preempt`` and the site leaves preemption to Slurm, else none (``preemption:
+   arbiter``: ``hpclaunch arbiter`` preempts instead); preemptible tiers:
+   ``PreemptMode=requeue`` and ``GraceTime``; ``MaxWall``/``MaxTRESPerUser``/
+   ``MaxJobsPerUser`` when set.
 2. With quotas, the over-quota QOS: preemptible, requeued, its priority and grace.
 3. With quotas, each project ``P``: account ``P`` with ``GrpTRES=gres/gpu=<quota>`` whose
    QOS list includes every non-preemptible tier's QOS (others are never removed); a
@@ -117,7 +119,10 @@ def _wanted_qos(site: SiteConfig) -> dict[str, _QosWant]:
             name=policy.qos,
             what=f"tier {tier}",
             priority=policy.priority,
-            preempt=tuple(sorted(preemptible)) if policy.may_preempt else (),
+            # With the arbiter, Slurm must not preempt as well: it would pick victims first.
+            preempt=tuple(sorted(preemptible))
+            if policy.may_preempt and site.preemption == "slurm"
+            else (),
             requeue=policy.preemptible,
             grace=policy.grace if policy.preemptible else None,
             max_wall=parse_time_limit(policy.max_wall) if policy.max_wall else None,

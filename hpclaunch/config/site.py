@@ -233,6 +233,11 @@ class SiteConfig(_Model):
             in its project's account with its tier's QOS. Otherwise every project a job may
             use must be listed (0: all its work is over-quota); see :class:`OverQuota`.
         overquota: Where work beyond a project's quota runs (used only with ``quotas``).
+        preemption: Who carries out the tiers' preemption: ``slurm`` (preempt/qos: each
+            preempting tier's QOS lists the preemptible ones in ``Preempt``) or ``arbiter``
+            (``hpclaunch arbiter`` picks the victims that lose least and asks them to
+            checkpoint first; the QOS ``Preempt`` lists stay empty so that Slurm does not
+            preempt too). Who may preempt whom is the same in both.
         job_root: Where job directories are made; ``~`` is the submitting user's home.
         poll_min_interval: Never ask Slurm for job status more often than this (seconds).
         module_system: ``lmod``, ``tcl`` (Environment Modules) or ``none``: whether jobs
@@ -255,6 +260,7 @@ class SiteConfig(_Model):
     default_account: str | None = Field(None, pattern=_NAME)
     quotas: dict[str, int] = Field(default_factory=dict)
     overquota: OverQuota = Field(default_factory=OverQuota)
+    preemption: Literal["slurm", "arbiter"] = "slurm"
     job_root: str = Field("~/.hpclaunch/jobs", min_length=1)
     poll_min_interval: float = Field(10.0, gt=0)
     module_system: Literal["lmod", "tcl", "none"] = "none"

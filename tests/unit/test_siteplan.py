@@ -492,3 +492,21 @@ def test_read_live_fails_clearly_without_slurmdbd() -> None:
     runner = FakeRunner(lambda argv: result(argv, 1, err="sacctmgr: error: Problem talking"))
     with pytest.raises(CommandFailed, match="Problem talking"):
         read_live(runner, "hpclaunch")
+
+
+def test_an_arbiter_site_keeps_slurm_from_preempting(local: SiteConfig, caps: Capabilities) -> None:
+    arbiter = local.model_copy(update={"preemption": "arbiter"})
+    fake = FakeAccounting(fresh())
+    apply(plan_site(arbiter, fake.live(), caps), fake.runner())
+    after = fake.live()
+    for name in ("critical", "high", "normal"):
+        qos = after.qos_named(name)
+        assert qos is not None
+        assert qos.preempt == (), name  # hpclaunch arbiter picks the victims instead
+    low = after.qos_named("low")
+    assert low is not None
+    assert (low.preempt_mode.lower(), low.grace) == ("requeue", 10)  # still requeued
+    assert plan_site(arbiter, after, caps) == []
+    # Back to Slurm's own preemption: the lists come back.
+    back = plan_site(local, after, caps)
+    assert any("Preempt=low,overquota" in change.reason for change in back)
