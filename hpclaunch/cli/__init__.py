@@ -21,6 +21,7 @@ __all__ = ["cli", "main"]
 
 #: Command name → "module:attribute"; modules are imported on first use.
 COMMANDS = {
+    "arbiter": "hpclaunch.cli.arbiter:arbiter_command",
     "config": "hpclaunch.cli.config:config_group",
     "cancel": "hpclaunch.cli.cancel:cancel_command",
     "completion": "hpclaunch.cli.completion:completion_command",

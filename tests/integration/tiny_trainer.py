@@ -1,5 +1,6 @@
 """A trainer without torch for the tier tests: ``--steps`` steps of ``--sleep`` seconds that
-resume from the newest committed checkpoint and commit one when the sidecar asks.
+resume from the newest committed checkpoint and commit one when the sidecar asks (and every
+``--every`` steps, when given).
 
 Rank 0 (``RANK``, set by the sidecar's srun launcher) reports progress and commits; other
 ranks only keep time. Each attempt appends ``attempt A resumes at S`` and, at the end,
@@ -26,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--sleep", type=float, default=0.2)
+    parser.add_argument("--every", type=int, default=0, help="periodic commits (0: none)")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     attempt = os.environ.get("HPCLAUNCH_ATTEMPT", "0")
@@ -44,6 +46,8 @@ def main() -> None:
             runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
             print(f"checkpointed at {step}", flush=True)
             time.sleep(60)  # the sidecar requeues the job and stops us
+        elif args.every and step % args.every == 0:
+            runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
     print(f"rank {rank} done", flush=True)
 
 

@@ -1,0 +1,110 @@
+"""``hpclaunch arbiter``: checkpoint-aware preemption on the live cluster (an admin's daemon)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from hpclaunch.cli._app import App
+
+
+@click.command("arbiter")
+@click.option("--dry-run", is_flag=True, help="Log the decisions; signal and requeue nothing.")
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=5.0,
+    show_default=True,
+    help="Seconds between passes (each costs slurmctld 2 RPCs).",
+)
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The decision log (JSON lines). [default: $XDG_STATE_HOME/hpclaunch/arbiter.jsonl]",
+)
+@click.option(
+    "--max-preemptions",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="A job preempted this often already is never chosen again.",
+)
+@click.option(
+    "--restart-cost",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds a victim's restart costs (loading, warm-up), counted in every choice.",
+)
+@click.pass_obj
+def arbiter_command(
+    app: App,
+    dry_run: bool,
+    once: bool,
+    interval: float,
+    log_path: Path | None,
+    max_preemptions: int,
+    restart_cost: float,
+) -> None:
+    """Preempt the running jobs that lose least, when a job of a preempting tier waits.
+
+    For each pending job of a tier that may preempt (the site's tiers, as for Slurm's own
+    preemption) that Slurm holds for Resources or Priority, the arbiter picks the
+    preemptible running jobs whose preemption wastes the fewest GPU-seconds (GPUs x the
+    work since their last committed checkpoint, or the checkpoint write when they can
+    answer a request, + restart cost; exact fits first; at most --max-preemptions per job),
+    asks those under the sidecar to checkpoint (they requeue themselves), requeues the
+    others, and requeues by force any still running when their grace ends.
+
+    Run it as a Slurm operator or admin (it signals and requeues other users' jobs), on
+    a site whose tiers do not also preempt in Slurm (`preemption: arbiter` in the site
+    config; `hpclaunch site plan` then clears the QOS Preempt lists). Every decision goes
+    to the decision log with its reason. Stops on Ctrl-C or SIGTERM.
+    """
+    from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions, default_log_path, describe
+
+    site = app.site
+    if site.preemption != "arbiter" and not dry_run:
+        from hpclaunch.errors import ConfigError
+
+        raise ConfigError(
+            f"site {site.name!r} leaves preemption to Slurm (preemption: slurm): the arbiter "
+            "and slurmctld would both pick victims",
+            hint="set `preemption: arbiter` in the site config and run `hpclaunch site "
+            "apply` (clears the QOS Preempt lists), or watch its choices with --dry-run",
+        )
+
+    def show(event: dict[str, Any]) -> None:
+        click.echo(describe(event), err=event.get("event") == "action_failed")
+
+    arbiter = Arbiter(
+        app.runner,
+        site,
+        log_path or default_log_path(),
+        ArbiterOptions(dry_run=dry_run, max_preemptions=max_preemptions, restart_cost=restart_cost),
+        on_event=show,
+    )
+    if once:
+        arbiter.step()
+        return
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    click.echo(
+        f"arbiter on site {site.name}: every {interval:g} s"
+        + (" (dry run)" if dry_run else "")
+        + f"; decisions in {arbiter.log_path}",
+        err=True,
+    )
+    arbiter.run(interval, should_stop=stop.is_set)

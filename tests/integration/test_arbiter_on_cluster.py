@@ -1,0 +1,191 @@
+"""The arbiter on the real cluster (issue 8): checkpoint-aware preemption instead of Slurm's.
+
+The local site is switched to ``preemption: arbiter`` for this module (``site apply``
+clears the QOS Preempt lists) and back to ``local`` afterwards. Low-tier jobs fill all 16
+GPUs: three plain commands (no sidecar: a preemption would throw away everything they did)
+and one trainer under the sidecar that commits a checkpoint every 10 steps (2 s) and on
+request. A high-tier job
+that needs one node's 4 GPUs then:
+
+1. stays PENDING (Resources): Slurm itself preempts nobody any more;
+2. ``hpclaunch arbiter --dry-run --once`` logs the choice (the trainer) and touches nothing;
+3. with ``hpclaunch arbiter`` running, the trainer is asked to checkpoint, requeues itself
+   and the high job starts within the grace time; the plain jobs are never preempted; the
+   trainer resumes from its committed step and trains every step exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .cluster import SlurmCluster
+from .conftest import HPCLAUNCH, REPO, Cli
+from .test_tiers_on_cluster import GRACE, VENV, Queue
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 150  # 0.2 s each: ~30 s, so the trainer is still running when it is preempted
+
+
+def _apply(site: str, env: dict[str, str]) -> None:
+    out = subprocess.run(
+        [HPCLAUNCH, "--site", site, "site", "apply", "--yes"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.fixture
+def arbiter_site(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[str]:
+    data = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    data["preemption"] = "arbiter"
+    path = tmp_path / "local-arbiter.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cli = Cli(tmp_path / "site-state", site=str(path))
+    _apply(str(path), cli.env)
+    try:
+        yield str(path)
+    finally:
+        _apply("local", cli.env)  # Slurm preempts again for the other tests
+
+
+@pytest.fixture
+def queue(arbiter_site: str, tmp_path: Path) -> Iterator[Queue]:
+    import shutil
+    import uuid
+
+    shared = Path.home() / ".hpclaunch-it" / f"arbiter-{uuid.uuid4().hex[:8]}"
+    shared.mkdir(parents=True)
+    q = Queue(Cli(tmp_path / "state", site=arbiter_site), tmp_path, shared)
+    yield q
+    if q.ids:
+        subprocess.run(["scancel", *q.ids.values()], check=False, capture_output=True)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def _qos_preempt(name: str) -> str:
+    out = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "qos", name, "format=Preempt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def _events(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
+    queue: Queue, tmp_path: Path
+) -> None:
+    assert _qos_preempt("high") == ""  # site apply cleared it: Slurm does not preempt
+    trainer = {
+        "command": [
+            "python",
+            str(REPO / "tests/integration/tiny_trainer.py"),
+            "--steps",
+            str(STEPS),
+            "--every",
+            "10",
+        ],
+        "launcher": "srun",
+        "venv": VENV,
+        "resources": {"gpus_per_node": 4, "time": "00:05:00", "mem": "400M"},
+    }
+    plain = ["plain0", "plain1", "plain2"]
+    for key in plain:
+        queue.submit(key, "low")
+    queue.submit("trainer", "low", **trainer)
+    queue.wait(running={*plain, "trainer"})
+    time.sleep(3)  # the plain jobs would lose all they did; the trainer 2 s at most
+
+    queue.submit("high", "high", command=["sleep", "2"])
+    queue.wait(running=set(), pending={"high"})
+    time.sleep(3)
+    assert queue.states()["high"] == ("PENDING", "Resources")  # nobody was preempted
+
+    log = tmp_path / "arbiter.jsonl"
+    base = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
+    dry = subprocess.run(
+        [*base, "--dry-run", "--once"],
+        cwd=REPO,
+        env=queue.cli.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert dry.returncode == 0, dry.stderr
+    (decision,) = _events(log)
+    assert decision["dry_run"] is True
+    assert (decision["victim"], decision["for_job"]) == (queue.ids["trainer"], queue.ids["high"])
+    assert decision["action"] == "checkpoint"
+    assert f"checkpoint: {queue.ids['trainer']}" in dry.stdout
+    time.sleep(1)
+    assert queue.states()["trainer"][0] == "RUNNING"  # a dry run touches nothing
+    log.unlink()
+
+    started = time.time()
+    daemon = subprocess.Popen(
+        [*base, "--interval", "0.5"],
+        cwd=REPO,
+        env=queue.cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        queue.wait(running={"high"}, timeout=GRACE + 20)
+        waited = time.time() - started
+        assert waited < GRACE + 2, f"high started {waited:.1f} s after the arbiter"
+        deadline = time.monotonic() + 10
+        while "released" not in {e["event"] for e in _events(log)}:
+            assert time.monotonic() < deadline, _events(log)
+            time.sleep(0.2)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, err = daemon.communicate(timeout=20)
+    assert daemon.returncode == 0, err
+    events = _events(log)
+    preempts = [e for e in events if e["event"] == "preempt"]
+    assert [(e["victim"], e["action"]) for e in preempts] == [(queue.ids["trainer"], "checkpoint")]
+    assert not [e for e in events if e["event"] in ("forced_requeue", "action_failed")], events
+    assert f"checkpoint: {queue.ids['trainer']}" in out
+
+    queue.release(*plain)
+    for key in [*plain, "trainer"]:
+        deadline = time.monotonic() + 120
+        while key in queue.states():
+            assert time.monotonic() < deadline, f"{key} never finished: {queue.states()}"
+            time.sleep(0.5)
+    assert {k: queue.attempts(k) for k in plain} == {k: ["COMPLETED"] for k in plain}
+    assert queue.attempts("trainer")[-1] == "COMPLETED"
+    assert len(queue.attempts("trainer")) == 2
+
+    ledger = json.loads(queue.cli("events", queue.ids["trainer"], "--json").stdout)["ledger"]
+    first = {e["event"]: e for e in ledger if e["attempt"] == 0}
+    signalled = first["signal_received"]
+    assert signalled["signal"] == "USR1"  # scancel --batch --signal=USR1 by the arbiter
+    assert first["attempt_end"]["reason"] == "preempted"
+    committed = first["checkpoint_committed"]["step"]
+    assert f"rank 0 attempt 1 resumes at {committed}" in queue.cli.log(queue.ids["trainer"])
+    job_dir = Path(queue.cli.submitted()[queue.ids["trainer"]]["job_dir"])
+    trained = [
+        int(n) for a in (0, 1) for n in (job_dir / f"steps-attempt-{a}.log").read_text().split()
+    ]
+    assert trained == list(range(1, STEPS + 1))  # no step lost, none trained twice

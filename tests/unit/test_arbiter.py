@@ -1,0 +1,442 @@
+"""The arbiter: parsing the live cluster, what a job has at stake, the decision, the loop.
+
+Slurm's text is as 22.05 prints it on the local cluster (``scontrol show nodes
+--oneliner`` recorded; squeue lines in the arbiter's format). The loop runs against a
+FakeRunner whose cluster changes between passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions, read_log
+from hpclaunch.arbiter.decide import InFlight, Roles, decide, roles_of
+from hpclaunch.arbiter.progress import JobProgress, job_dir_of, read_progress
+from hpclaunch.arbiter.snapshot import (
+    ClusterJob,
+    NodeGpus,
+    Snapshot,
+    jobs_argv,
+    parse_jobs,
+    parse_nodes,
+)
+from hpclaunch.config.site import SiteConfig, load_site
+from hpclaunch.transport.base import CommandResult
+
+from .fakes import FakeRunner, result
+
+# Recorded on the local cluster (docker/slurm-cluster, 22.05.8), n1 idle; n2 with 3 GPUs
+# allocated, as AllocTRES shows them; n3 drained.
+NODES = (
+    "NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=8 CPUTot=8 CPULoad=0.68 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:4 NodeAddr=127.0.1.1 "
+    "NodeHostName=n1 Port=6821 Version=22.05.8 OS=Linux 6.18.44-fc-v657 #1 SMP "
+    "PREEMPT_DYNAMIC @0  RealMemory=4000 AllocMem=0 FreeMem=21402 Sockets=8 Boards=1 "
+    "State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A "
+    "Partitions=gpu,debug  BootTime=2026-11-23T18:07:56 SlurmdStartTime=2026-11-23T18:14:20 "
+    "LastBusyTime=2026-11-23T18:14:23 CfgTRES=cpu=8,mem=4000M,billing=8,gres/gpu=4 "
+    "AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s "
+    "ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
+    "NodeName=n2 Arch=x86_64 CoresPerSocket=1  CPUAlloc=3 CPUEfctv=8 CPUTot=8 Gres=gpu:4 "
+    "NodeAddr=127.0.1.2 State=MIXED Partitions=gpu,debug "
+    "CfgTRES=cpu=8,mem=4000M,billing=8,gres/gpu=4 AllocTRES=cpu=3,mem=150M,gres/gpu=3\n"
+    "NodeName=n3 Arch=x86_64 Gres=gpu:4 State=IDLE+DRAIN Partitions=gpu,debug "
+    "Reason=disk full [root@2026-11-23T18:00:00] AllocTRES=\n"
+)
+
+
+def test_nodes_are_parsed_with_their_free_gpus() -> None:
+    nodes = parse_nodes(NODES)
+    assert [(n.name, n.total, n.used, n.free, n.usable) for n in nodes] == [
+        ("n1", 4, 0, 4, True),
+        ("n2", 4, 3, 1, True),
+        ("n3", 4, 0, 0, False),  # drained: nothing new starts there
+    ]
+    assert nodes[0].partitions == {"gpu", "debug"}
+
+
+def test_typed_gres_are_counted() -> None:
+    line = (
+        "NodeName=g1 Gres=gpu:a100:2(S:0),gpu:v100:2 State=MIXED "
+        "AllocTRES=gres/gpu=1,gres/gpu:a100=1\n"
+    )
+    (node,) = parse_nodes(line)
+    assert (node.total, node.used) == (4, 1)
+
+
+def test_jobs_are_parsed_running_array_task_and_pending() -> None:
+    out = (
+        "17_2|20|alice|research-oq|low|RUNNING|None|1|2|gres:gpu:2|n[1-2]|"
+        "2026-11-23T18:30:00|gpu|/home/alice/.hpclaunch/jobs/ab|c/job.sh\n"
+        "21|21|bob|vision|high|PENDING|Resources|5000|1|gres:gpu:3|N/A|N/A|gpu|"
+        "/home/bob/.hpclaunch/jobs/x/job.sh\n"
+        "junk line\n"
+    )
+    running, pending = parse_jobs(out)
+    assert running.job_id == "17_2"
+    assert running.unique_id == "20"
+    assert running.hosts == ("n1", "n2")
+    assert running.gpus == 4
+    assert running.running
+    assert running.start is not None
+    assert running.command == "/home/alice/.hpclaunch/jobs/ab|c/job.sh"  # | in the path
+    assert pending.pending
+    assert pending.hosts == ()
+    assert pending.start is None
+    assert (pending.reason, pending.priority, pending.gpus_per_node) == ("Resources", 5000, 3)
+    assert jobs_argv()[-1].startswith("--format=%i|%A|")
+
+
+# -- what a job has at stake ----------------------------------------------------------------
+
+
+def _ledger(directory: Path, *events: dict[str, object]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "events.jsonl").open("a") as f:
+        for event in events:
+            f.write(json.dumps(event) + "\n")
+
+
+def _done(directory: Path, committed_at: float, seconds: float) -> None:
+    (directory / "control").mkdir(parents=True, exist_ok=True)
+    (directory / "control" / "checkpoint-done.json").write_text(
+        json.dumps({"step": 7, "seconds": seconds, "committed_at": committed_at})
+    )
+
+
+def test_progress_from_the_ledger_and_the_newest_commit(tmp_path: Path) -> None:
+    _ledger(
+        tmp_path,
+        {"event": "attempt_start", "attempt": 0, "time": 100.0},
+        {"event": "attempt_end", "attempt": 0, "reason": "preempted", "time": 150.0},
+        {"event": "attempt_start", "attempt": 1, "time": 200.0},
+    )
+    with (tmp_path / "events.jsonl").open("a") as f:
+        f.write('{"event": "attempt_end", "attem')  # torn by a node's death: skipped
+    _done(tmp_path, committed_at=260.0, seconds=1.5)
+    prog = read_progress(tmp_path, attempt_start=199.0)
+    assert prog.supervised
+    assert prog.preemptions == 1
+    assert prog.ckpt_write == 1.5
+    assert prog.since_commit(now=300.0, run_start=199.0) == 40.0
+    # A commit of an earlier attempt: what is lost is counted from this run's start.
+    assert prog.since_commit(now=400.0, run_start=300.0) == 100.0
+
+
+def test_a_job_without_a_sidecar_loses_everything_since_it_started(tmp_path: Path) -> None:
+    prog = read_progress(tmp_path, attempt_start=100.0)
+    assert prog == JobProgress(directory=str(tmp_path))
+    assert not prog.supervised
+    assert prog.since_commit(now=160.0, run_start=100.0) == 60.0
+    # The ledger of an earlier attempt does not make this one supervised.
+    _ledger(tmp_path, {"event": "attempt_start", "attempt": 0, "time": 10.0})
+    assert not read_progress(tmp_path, attempt_start=100.0).supervised
+
+
+def test_job_dir_from_squeue_command_and_an_array_tasks_offset() -> None:
+    # squeue %o as 22.05 prints it: the script's path, then its arguments, unquoted.
+    base = "/home/a b/.hpclaunch/jobs/0123"
+    assert job_dir_of(f"{base}/job.sbatch", "20") == Path(base)
+    # A sweep's third array starts at point 202: task 5 runs point 207.
+    assert job_dir_of(f"{base}/job.sbatch 202", "17_5") == Path(base) / "tasks" / "207"
+    assert job_dir_of(f"{base}/job.sbatch 202", "20") == Path(base)  # not an array task
+    assert job_dir_of("/opt/other/run.sh 1", "20") is None  # not hpclaunch's script
+    assert job_dir_of(None, "20") is None
+    assert job_dir_of("job.sbatch", "20") is None
+
+
+# -- the decision ---------------------------------------------------------------------------
+
+ROLES = Roles(preempting=frozenset({"critical", "high", "normal"}), grace={"low": 10.0})
+NOW = 10_000.0
+
+
+def _node(name: str, used: int, total: int = 4) -> NodeGpus:
+    return NodeGpus(name, total, used, frozenset({"gpu"}), True)
+
+
+def _job(
+    job_id: str,
+    qos: str,
+    gpus: int,
+    hosts: Sequence[str] = (),
+    *,
+    state: str = "RUNNING",
+    reason: str | None = None,
+    priority: int = 0,
+    nodes: int = 1,
+) -> ClusterJob:
+    return ClusterJob(
+        job_id=job_id,
+        unique_id=job_id,
+        user="u",
+        account="research",
+        qos=qos,
+        state=state,
+        reason=reason,
+        priority=priority,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        hosts=tuple(hosts),
+        start=NOW - 1000 if state == "RUNNING" else None,
+        partition="gpu",
+        command=None,
+    )
+
+
+def _waiting(job_id: str, gpus: int, *, qos: str = "high", **kw: object) -> ClusterJob:
+    kw.setdefault("reason", "Resources")
+    kw.setdefault("priority", 500)
+    return _job(job_id, qos, gpus, state="PENDING", **kw)  # type: ignore[arg-type]
+
+
+def _snap(jobs: Sequence[ClusterJob], nodes: Sequence[NodeGpus]) -> Snapshot:
+    return Snapshot(tuple(jobs), tuple(nodes), NOW)
+
+
+def _supervised(committed_ago: float, write: float = 1.0) -> JobProgress:
+    return JobProgress(supervised=True, committed_at=NOW - committed_ago, ckpt_write=write)
+
+
+def _unsupervised() -> JobProgress:
+    return JobProgress()
+
+
+def test_the_victim_that_loses_least_is_asked_to_checkpoint() -> None:
+    jobs = [
+        _job("1", "low", 2, ["n1"]),  # no sidecar: would lose 1000 s
+        _job("2", "low", 2, ["n1"]),  # sidecar: a 1 s checkpoint
+        _waiting("9", 2),
+    ]
+    progress = {"1": _unsupervised(), "2": _supervised(600)}
+    (p,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [], restart_cost=30)
+    assert (p.victim, p.for_job, p.checkpoint_first, p.gpus) == ("2", "9", True, 2)
+    assert p.cost == 2 * (1.0 + 30)
+    assert p.grace == 10.0
+    assert p.placement == {"n1": 2}
+    assert "for 9" in p.why()
+
+
+def test_an_exact_fit_beats_a_cheaper_victim_that_leaves_a_fragment() -> None:
+    jobs = [
+        _job("1", "low", 4, ["n1"]),  # frees 4 for a 2-GPU job: a fragment of 2
+        _job("2", "low", 2, ["n2"]),
+        _job("3", "normal", 2, ["n2"]),  # not preemptible
+        _waiting("9", 2),
+    ]
+    # Victim 2 costs 2 x 2.5 = 5 GPU-s, victim 1 4 x 1 = 4: dearer, but within the factor
+    # 1.5 an exact fit may cost more (no fragment of 2 GPUs is left on n1).
+    progress = {"1": _supervised(10, write=1.0), "2": _supervised(10, write=2.5)}
+    nodes = [_node("n1", 4), _node("n2", 4)]
+    (p,) = decide(_snap(jobs, nodes), ROLES, progress, [], restart_cost=0)
+    assert p.victim == "2"
+    progress["2"] = _supervised(10, write=3.5)  # 7 > 4 x 1.5: the fragment is worth it
+    (p,) = decide(_snap(jobs, nodes), ROLES, progress, [], restart_cost=0)
+    assert p.victim == "1"
+
+
+def test_no_victim_when_the_job_fits_and_its_gpus_are_kept_for_it() -> None:
+    jobs = [
+        _job("1", "low", 2, ["n1"]),
+        _job("2", "low", 2, ["n2"]),
+        _waiting("8", 2, priority=900),  # fits on n2's 2 free GPUs: Slurm starts it
+        _waiting("9", 2, priority=500),  # needs a victim: n2's free GPUs are 8's
+    ]
+    nodes = [_node("n1", 4), _node("n2", 2)]
+    progress = {"1": _supervised(100), "2": _supervised(5)}
+    (p,) = decide(_snap(jobs, nodes), ROLES, progress, [])
+    assert p.for_job == "9"
+
+
+def test_a_job_whose_victims_are_stopping_gets_nothing_new() -> None:
+    jobs = [_job("1", "low", 2, ["n1"]), _job("2", "low", 2, ["n1"]), _waiting("9", 2)]
+    flight = InFlight("1", "9", NOW - 2, NOW + 8, NOW - 1000, {"n1": 2})
+    progress = {"1": _supervised(5), "2": _supervised(5)}
+    assert decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [flight]) == []
+    # A second waiting job may take the other one.
+    jobs.append(_waiting("10", 2, priority=400))
+    (p,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [flight])
+    assert (p.victim, p.for_job) == ("2", "10")
+
+
+def test_the_cap_roles_and_reasons_limit_who_is_chosen() -> None:
+    nodes = [_node("n1", 4)]
+    capped = {"1": JobProgress(supervised=True, preemptions=2)}
+    jobs = [_job("1", "low", 4, ["n1"]), _waiting("9", 2)]
+    assert decide(_snap(jobs, nodes), ROLES, capped, [], max_preemptions=2) == []
+    assert decide(_snap(jobs, nodes), ROLES, capped, [], max_preemptions=3) != []
+    medium = [_job("1", "normal", 4, ["n1"]), _waiting("9", 2)]  # not preemptible
+    assert decide(_snap(medium, nodes), ROLES, {}, []) == []
+    low_waits = [_job("1", "low", 4, ["n1"]), _waiting("9", 2, qos="low")]
+    assert decide(_snap(low_waits, nodes), ROLES, {}, []) == []
+    for reason in ("Dependency", "AssocGrpGRES", "BeginTime"):
+        held = [_job("1", "low", 4, ["n1"]), _waiting("9", 2, reason=reason)]
+        assert decide(_snap(held, nodes), ROLES, {}, []) == [], reason
+
+
+def test_a_slow_checkpoint_is_requeued_at_once_and_costed_as_lost_work() -> None:
+    jobs = [_job("1", "low", 4, ["n1"]), _waiting("9", 4)]
+    progress = {"1": _supervised(300, write=25.0)}  # 25 s write > 10 s grace
+    (p,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [], restart_cost=0)
+    assert not p.checkpoint_first
+    assert p.cost == 4 * 300
+
+
+def test_multi_node_request_takes_victims_on_two_nodes() -> None:
+    jobs = [
+        _job("1", "low", 4, ["n1"]),
+        _job("2", "low", 4, ["n2"]),
+        _job("3", "low", 4, ["n3"]),
+        _waiting("9", 4, nodes=2),
+    ]
+    progress = {"1": _supervised(5), "2": _supervised(5, write=9), "3": _supervised(5)}
+    nodes = [_node("n1", 4), _node("n2", 4), _node("n3", 4)]
+    chosen = decide(_snap(jobs, nodes), ROLES, progress, [])
+    assert sorted(p.victim for p in chosen) == ["1", "3"]
+
+
+def test_roles_come_from_the_site_config() -> None:
+    roles = roles_of(load_site("local"))
+    assert roles.preempting == {"critical", "high", "normal"}
+    assert roles.grace == {"low": 10.0, "overquota": 10.0}
+
+
+# -- the loop -------------------------------------------------------------------------------
+
+
+class Cluster:
+    """squeue/scontrol answers that the test changes between passes."""
+
+    def __init__(self, jobs: str, nodes: str) -> None:
+        self.jobs, self.nodes = jobs, nodes
+        self.fail: set[str] = set()
+
+    def __call__(self, argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue":
+            return result(argv, out=self.jobs)
+        if argv[:3] == ("scontrol", "show", "nodes"):
+            return result(argv, out=self.nodes)
+        if argv[0] in self.fail:
+            return result(argv, rc=1, err=f"{argv[0]}: error: Job has already finished")
+        return result(argv)
+
+
+def _line(job_id: str, qos: str, state: str, gpus: int, hosts: str, start: str, cmd: str) -> str:
+    reason = "Resources" if state == "PENDING" else "None"
+    prio = "500" if qos == "high" else "1"
+    return (
+        f"{job_id}|{job_id}|alice|research|{qos}|{state}|{reason}|{prio}|1|gres:gpu:{gpus}|"
+        f"{hosts}|{start}|gpu|{cmd}\n"
+    )
+
+
+@pytest.fixture
+def local() -> SiteConfig:
+    return load_site("local").model_copy(update={"preemption": "arbiter"})
+
+
+#: The victim's start in _full_node (squeue prints the cluster's local time).
+START = datetime.fromisoformat("2026-11-23T18:00:00").timestamp()
+
+
+def _full_node(tmp_path: Path) -> tuple[str, str]:
+    victim = tmp_path / "victim"
+    _ledger(victim, {"event": "attempt_start", "attempt": 0, "time": START + 1})
+    _done(victim, committed_at=START + 100, seconds=0.5)
+    jobs = _line(
+        "5", "low", "RUNNING", 4, "n1", "2026-11-23T18:00:00", f"{victim}/job.sbatch"
+    ) + _line("6", "high", "PENDING", 2, "N/A", "N/A", "/x/job.sh")
+    nodes = "NodeName=n1 Gres=gpu:4 State=ALLOCATED Partitions=gpu AllocTRES=gres/gpu=4\n"
+    return jobs, nodes
+
+
+def test_a_pass_signals_the_batch_step_then_forces_the_requeue_after_the_grace(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    cluster = Cluster(*_full_node(tmp_path))
+    runner = FakeRunner(cluster)
+    now = [START + 600]
+    log = tmp_path / "decisions.jsonl"
+    arbiter = Arbiter(runner, local, log, clock=lambda: now[0])
+    (p,) = arbiter.step()
+    assert p.victim == "5"
+    assert p.checkpoint_first
+    assert runner.calls_to("scancel") == [("scancel", "--batch", "--signal=USR1", "5")]
+    assert len(runner.calls_to("squeue")) == 1  # one squeue + one scontrol per pass
+    now[0] += 5  # within the grace: nothing new
+    assert arbiter.step() == []
+    assert runner.calls_to("scontrol")[-1][:3] == ("scontrol", "show", "nodes")
+    now[0] += 8  # grace (10 s) + slack (2 s) over, still running: requeued by force
+    arbiter.step()
+    assert ("scontrol", "requeue", "5") in runner.calls
+    arbiter.step()  # not twice
+    assert runner.calls.count(("scontrol", "requeue", "5")) == 1
+    cluster.jobs = _line("6", "high", "RUNNING", 2, "n1", "2026-11-23T18:10:00", "/x/job.sh")
+    arbiter.step()
+    events = [e["event"] for e in read_log(log)]
+    assert events == ["preempt", "forced_requeue", "released"]
+    assert not arbiter.in_flight
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_victim_requeued_in_time_is_released_without_force(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    jobs, nodes = _full_node(tmp_path)
+    cluster = Cluster(jobs, nodes)
+    runner = FakeRunner(cluster)
+    now = [START + 600]
+    arbiter = Arbiter(runner, local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    arbiter.step()
+    # The sidecar requeued it: pending again (the high job waits for the GPUs to free).
+    cluster.jobs = jobs.replace("RUNNING|None", "PENDING|BeginTime")
+    now[0] += 3
+    arbiter.step()
+    assert ("scontrol", "requeue", "5") not in runner.calls
+    released = [e for e in read_log(tmp_path / "log.jsonl") if e["event"] == "released"]
+    assert released[0]["after"] == 3.0
+
+
+def test_dry_run_logs_each_decision_once_and_acts_on_nothing(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    runner = FakeRunner(Cluster(*_full_node(tmp_path)))
+    now = [START + 600]
+    log = tmp_path / "log.jsonl"
+    arbiter = Arbiter(runner, local, log, ArbiterOptions(dry_run=True), clock=lambda: now[0])
+    for _ in range(4):
+        arbiter.step()
+        now[0] += 10
+    assert runner.calls_to("scancel") == []
+    assert ("scontrol", "requeue", "5") not in runner.calls
+    events = read_log(log)
+    assert [e["event"] for e in events] == ["preempt"]
+    assert events[0]["dry_run"] is True
+    assert "for 6" in events[0]["why"]
+
+
+def test_a_failed_action_is_logged(tmp_path: Path, local: SiteConfig) -> None:
+    cluster = Cluster(*_full_node(tmp_path))
+    cluster.fail.add("scancel")
+    arbiter = Arbiter(FakeRunner(cluster), local, tmp_path / "log.jsonl")
+    arbiter.step()
+    failed = [e for e in read_log(tmp_path / "log.jsonl") if e["event"] == "action_failed"]
+    assert failed
+    assert "already finished" in failed[0]["why"]
+
+
+def test_the_cli_refuses_a_site_where_slurm_preempts(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hpclaunch.cli import cli
+
+    env = {"XDG_STATE_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    out = CliRunner().invoke(cli, ["--site", "local", "arbiter", "--once"], env=env)
+    assert out.exit_code == 2, out.output
+    assert "preemption: arbiter" in out.output
+    assert "--dry-run" in out.output
