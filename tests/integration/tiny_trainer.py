@@ -28,6 +28,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--sleep", type=float, default=0.2)
     parser.add_argument("--every", type=int, default=0, help="periodic commits (0: none)")
+    parser.add_argument(
+        "--ignore-requests", action="store_true", help="a job that cannot checkpoint on request"
+    )
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     attempt = os.environ.get("HPCLAUNCH_ATTEMPT", "0")
@@ -42,7 +45,7 @@ def main() -> None:
         with trained.open("a") as fh:
             fh.write(f"{step}\n")
         runtime.report_progress(step)
-        if runtime.checkpoint_requested():
+        if runtime.checkpoint_requested() and not args.ignore_requests:
             runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
             print(f"checkpointed at {step}", flush=True)
             time.sleep(60)  # the sidecar requeues the job and stops us

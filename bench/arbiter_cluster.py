@@ -1,0 +1,430 @@
+"""Checkpoint-aware preemption on the real cluster: Slurm-native vs ``hpclaunch arbiter``,
+and how far the simulator's prediction of each is from what was measured (issue 8).
+
+    .venv/bin/python bench/arbiter_cluster.py [--jobs 100] [--seed 1] [--compress 60]
+
+Needs the running local cluster (16 GPUs: 4 nodes x 4) and nothing else on it. One
+workload, run twice on the cluster, each run then replayed by the simulator:
+
+* **Workload**: the simulator's synthetic generator (``hpclaunch/simulate/workload.py``, 16
+  GPUs, 4 per node, offered load ``--load``), time-compressed by ``--compress`` (TE
+  median 10 min -> 10 s, BE 2 h -> 2 min at 60) and clamped (TE 10-60 s, BE 15-300 s; the
+  arrivals are rescaled so that the offered load is still ``--load``). TE jobs are tier
+  ``high``, ``sleep D`` (launcher none); BE jobs are tier ``low`` (preemptible), the tiny
+  trainer under the sidecar (launcher srun, steps of 0.5 s, a periodic checkpoint every
+  30 min / compress of work), 1 to 16 GPUs, some on 2 or 4 nodes. Submitted with
+  ``hpclaunch submit`` at their arrival times.
+* **native**: the local site as it is (``preempt/qos``: Slurm picks the victims). The BE
+  trainers ignore the checkpoint request (``--ignore-requests``): a preempted job keeps
+  only its last periodic checkpoint, as the simulator's ``slurm-native`` models it.
+* **arbiter**: the same site with ``preemption: arbiter`` (QOS Preempt lists empty) and
+  ``hpclaunch arbiter --interval 1`` running; the trainers commit on request.
+
+Measured from ``sacct -D`` (every attempt): slowdown = (final end - first submit) / run
+time, where run time = the job's work + its start-up overhead (the median of End - Start -
+work over the jobs of its class that ran once); lost GPU-seconds = sum over jobs of GPUs x
+(time held over all attempts - run time). The simulator replays the same jobs with their
+measured submit times, run times and periodic checkpoint interval, on 4 x 4 GPUs, with
+the mechanism's timings measured in the same run (from the BE jobs' ledgers): the time a
+victim takes from the signal to giving back its GPUs (the grace time for native, the
+checkpoint write for the arbiter, plus half the arbiter's interval) and the restart gap
+after a requeue (Slurm's ``cred_expire`` + 1 s and the scheduler's pass). Prints both,
+and the prediction error of the TE p95 slowdown and of the lost work (goal <= 15 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hpclaunch.simulate.engine import SimConfig, simulate  # noqa: E402
+from hpclaunch.simulate.metrics import percentile  # noqa: E402
+from hpclaunch.simulate.model import BE, TE, Job  # noqa: E402
+from hpclaunch.simulate.policies import Ours, Policy, SlurmNative  # noqa: E402
+from hpclaunch.simulate.workload import WorkloadParams, generate  # noqa: E402
+from tests.integration.conftest import CLUSTER_LOCK, HPCLAUNCH, Cli  # noqa: E402
+
+VENV = str(REPO / ".venv")
+TRAINER = str(REPO / "tests/integration/tiny_trainer.py")
+STEP = 0.5  # seconds per trainer step
+NODES, GPN = 4, 4
+GRACE = 10.0  # the low QOS's GraceTime (site-configs/local.yaml)
+ARBITER_INTERVAL = 1.0
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+
+
+@dataclass
+class Planned:
+    """One job of the compressed workload."""
+
+    index: int
+    cls: str
+    gpus: int
+    nodes: int
+    work: float  # seconds of work (TE: sleep; BE: steps x STEP)
+    offset: float  # arrival, seconds after the first
+    job_id: str = ""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return max(1, round(self.work / STEP))
+
+
+def workload(jobs: int, seed: int, compress: float, load: float) -> list[Planned]:
+    raw = generate(WorkloadParams(jobs=jobs, load=load, gpus=NODES * GPN, gpus_per_node=GPN), seed)
+    out = []
+    for j in raw:
+        lo, hi = (10.0, 60.0) if j.cls == TE else (15.0, 300.0)
+        work = min(hi, max(lo, j.duration / compress))
+        work = round(work / STEP) * STEP
+        out.append(Planned(j.id, j.cls, j.gpus, j.nodes, work, j.submit))
+    demand = sum(p.gpus * p.work for p in out)
+    span = demand / (load * NODES * GPN)
+    last = max(p.offset for p in out) or 1.0
+    for p in out:
+        p.offset = p.offset / last * span
+    return out
+
+
+def spec_for(p: Planned, mode: str, every: int) -> dict[str, Any]:
+    common = {"name": f"bench-arb-{p.cls.lower()}{p.index}", "project": "research"}
+    res = {"nodes": p.nodes, "gpus_per_node": p.gpus // p.nodes}
+    if p.cls == TE:
+        return {
+            **common,
+            "tier": "high",
+            "command": ["sleep", f"{p.work:g}"],
+            "resources": {**res, "time": "00:10:00", "mem": "50M"},
+        }
+    argv = ["python", TRAINER, "--steps", str(p.steps), "--sleep", str(STEP)]
+    argv += ["--every", str(every)]
+    if mode == "native":
+        argv.append("--ignore-requests")
+    return {
+        **common,
+        "tier": "low",
+        "launcher": "srun",
+        "venv": VENV,
+        "command": argv,
+        "resources": {**res, "time": "00:40:00", "mem": "300M"},
+        "checkpoint": {"max_requeues": 20},
+    }
+
+
+def site_file(tmp: Path, mode: str) -> str:
+    """The local site with research's quota covering the cluster (every TE job in-quota),
+    and for ``arbiter`` preemption left to the arbiter."""
+    data = yaml.safe_load((REPO / "site-configs/local.yaml").read_text())
+    data["quotas"]["research"] = NODES * GPN
+    data["preemption"] = "arbiter" if mode == "arbiter" else "slurm"
+    path = tmp / f"site-{mode}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def apply(site: str, cli: Cli) -> None:
+    out = subprocess.run(
+        [HPCLAUNCH, "--site", site, "site", "apply", "--yes"],
+        cwd=REPO,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"site apply failed: {out.stdout}{out.stderr}")
+
+
+def in_queue(ids: list[str]) -> set[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def stamp(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def attempts(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    out = subprocess.run(
+        [
+            "sacct",
+            "-n",
+            "-X",
+            "-P",
+            "-D",
+            "-j",
+            ",".join(ids),
+            "-o",
+            "JobID,State,Submit,Start,End",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found: dict[str, list[dict[str, Any]]] = {}
+    for line in out.splitlines():
+        job, state, submit, start, end = line.split("|")
+        found.setdefault(job, []).append(
+            {
+                "state": state.split()[0],
+                "submit": stamp(submit),
+                "start": stamp(start),
+                "end": stamp(end),
+            }
+        )
+    for rows in found.values():
+        rows.sort(key=lambda r: r["start"] or math.inf)
+    return found
+
+
+def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int) -> dict[str, Any]:
+    site = site_file(tmp, mode)
+    cli = Cli(tmp / f"state-{mode}", site=site)
+    apply(site, cli)
+    specs = tmp / f"specs-{mode}"
+    specs.mkdir()
+    paths = {}
+    for p in plan:
+        path = specs / f"{p.index}.yaml"
+        path.write_text(yaml.safe_dump(spec_for(p, mode, every)))
+        paths[p.index] = path
+    daemon = None
+    log = tmp / f"arbiter-{mode}.jsonl"
+    if mode == "arbiter":
+        daemon = subprocess.Popen(
+            [
+                HPCLAUNCH,
+                "--site",
+                site,
+                "arbiter",
+                "--interval",
+                str(ARBITER_INTERVAL),
+                "--log",
+                str(log),
+            ],
+            cwd=REPO,
+            env=cli.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ids: list[str] = []
+    t0 = time.time()
+    try:
+        for p in sorted(plan, key=lambda q: q.offset):
+            delay = t0 + p.offset - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            out = cli("submit", str(paths[p.index]))
+            if out.returncode != 0:
+                raise SystemExit(f"submit failed: {out.stderr}")
+            p.job_id = out.stdout.strip().splitlines()[-1]
+            ids.append(p.job_id)
+        print(f"  {mode}: {len(ids)} jobs submitted in {time.time() - t0:.0f} s", flush=True)
+        deadline = time.monotonic() + 3600
+        while in_queue(ids):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{mode}: jobs still queued after an hour")
+            time.sleep(2)
+    finally:
+        if daemon is not None:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, check=False)
+    elapsed = time.time() - t0
+    time.sleep(3)  # slurmdbd catches up
+    found = attempts(ids)
+    for p in plan:
+        p.attempts = found.get(p.job_id, [])
+    releases = release_times(plan, cli)
+    decisions = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return {"mode": mode, "elapsed": elapsed, "releases": releases, "decisions": decisions}
+
+
+def release_times(plan: list[Planned], cli: Cli) -> list[float]:
+    """Seconds from the preemption signal to the attempt's end, from the BE ledgers."""
+    records = cli.submitted()
+    out = []
+    for p in plan:
+        if p.cls != BE or len(p.attempts) < 2:
+            continue
+        ledger = Path(records[p.job_id]["job_dir"]) / "events.jsonl"
+        events = [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()]
+        for attempt in {e["attempt"] for e in events}:
+            got = [e for e in events if e["attempt"] == attempt]
+            sig = next((e for e in got if e["event"] == "signal_received"), None)
+            end = next((e for e in got if e["event"] == "attempt_end"), None)
+            if sig and end and end.get("reason") == "preempted":
+                out.append(end["time"] - sig["time"])
+    return out
+
+
+def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
+    """(metrics, start-up overhead per class) of a finished run."""
+    overhead = {}
+    for cls in (TE, BE):
+        once = [p.attempts[0]["end"] - p.attempts[0]["start"] - p.work
+                for p in plan if p.cls == cls and len(p.attempts) == 1
+                and p.attempts[0]["state"] == "COMPLETED"]  # fmt: skip
+        overhead[cls] = max(0.0, statistics.median(once)) if once else 0.0
+    out: dict[str, float] = {}
+    lost = 0.0
+    for cls in (TE, BE):
+        slow = []
+        for p in plan:
+            if p.cls != cls:
+                continue
+            run = p.work + overhead[cls]
+            final = p.attempts[-1]
+            slow.append((final["end"] - p.attempts[0]["submit"]) / run)
+            held = sum(a["end"] - a["start"] for a in p.attempts if a["start"] and a["end"])
+            lost += p.gpus * (held - run)
+        for q in (50, 95):
+            out[f"{cls.lower()}_slowdown_p{q}"] = percentile(slow, q)
+    out["lost_gpu_s"] = lost
+    out["preemptions"] = float(sum(len(p.attempts) - 1 for p in plan))
+    return out, overhead
+
+
+def predict(
+    plan: list[Planned], mode: str, overhead: dict[str, float], release: float,
+    restart_gap: float, every: int,
+) -> dict[str, float]:  # fmt: skip
+    first = min(p.attempts[0]["submit"] for p in plan)
+    jobs = [
+        Job(
+            id=p.index,
+            submit=p.attempts[0]["submit"] - first,
+            gpus=p.gpus,
+            nodes=p.nodes,
+            duration=p.work + overhead[p.cls],
+            cls=p.cls,
+            tier="high" if p.cls == TE else "low",
+            ckpt_interval=every * STEP,
+            ckpt_write=release if mode == "arbiter" else 3600.0,
+            restart_cost=overhead[BE],
+        )
+        for p in plan
+    ]
+    grace = release if mode == "native" else GRACE
+    policy: Policy = SlurmNative() if mode == "native" else Ours()
+    config = SimConfig(nodes=NODES, gpus_per_node=GPN, grace_time=grace, requeue_delay=restart_gap)
+    result = simulate(jobs, policy, config)
+    out: dict[str, float] = {}
+    for cls in (TE, BE):
+        slow = [j.slowdown() for j in result.jobs if j.cls == cls]
+        for q in (50, 95):
+            out[f"{cls.lower()}_slowdown_p{q}"] = percentile(slow, q)
+    out["lost_gpu_s"] = result.lost_gpu_seconds
+    out["preemptions"] = float(result.preemptions)
+    return out
+
+
+def restart_gaps(plan: list[Planned]) -> list[float]:
+    gaps = []
+    for p in plan:
+        for a, b in zip(p.attempts, p.attempts[1:], strict=False):
+            if a["end"] and b["start"]:
+                gaps.append(b["start"] - a["end"])
+    return gaps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--compress", type=float, default=60.0)
+    parser.add_argument("--load", type=float, default=1.0)
+    parser.add_argument("--mode", action="append", choices=("native", "arbiter"))
+    parser.add_argument("--json", type=Path, help="also write every number here")
+    args = parser.parse_args()
+    modes = args.mode or ["native", "arbiter"]
+    every = max(1, round(30 * 60 / args.compress / STEP))
+    base = workload(args.jobs, args.seed, args.compress, args.load)
+    n_te = sum(p.cls == TE for p in base)
+    span = max(p.offset for p in base)
+    print(f"workload: {len(base)} jobs ({n_te} TE, {len(base) - n_te} BE), arrivals over "
+          f"{span:.0f} s, BE checkpoint every {every * STEP:g} s of work")  # fmt: skip
+    report: dict[str, Any] = {"jobs": args.jobs, "seed": args.seed, "compress": args.compress,
+                              "load": args.load, "modes": {}}  # fmt: skip
+    home = Path.home() / ".hpclaunch" / "bench"
+    home.mkdir(parents=True, exist_ok=True)
+    with CLUSTER_LOCK.open("a") as lock, tempfile.TemporaryDirectory(dir=home) as tmp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            for mode in modes:
+                plan = [Planned(p.index, p.cls, p.gpus, p.nodes, p.work, p.offset) for p in base]
+                run = run_mode(mode, plan, Path(tmp), every)
+                measured, overhead = measure(plan)
+                releases = run["releases"]
+                release = statistics.median(releases) if releases else GRACE
+                if mode == "arbiter":
+                    release += ARBITER_INTERVAL / 2
+                gaps = restart_gaps(plan)
+                gap = statistics.median(gaps) if gaps else 11.0
+                predicted = predict(plan, mode, overhead, release, gap, every)
+                report["modes"][mode] = {
+                    "measured": measured, "predicted": predicted, "overhead": overhead,
+                    "release_s": release, "restart_gap_s": gap, "elapsed_s": run["elapsed"],
+                    "arbiter_decisions": sum(1 for d in run["decisions"]
+                                             if d.get("event") == "preempt"),
+                }  # fmt: skip
+                print_mode(mode, report["modes"][mode])
+        finally:
+            apply("local", Cli(Path(tmp) / "restore"))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    if set(modes) == {"native", "arbiter"}:
+        nat, arb = (report["modes"][m]["measured"] for m in ("native", "arbiter"))
+        print(f"\narbiter vs native (measured): TE p95 slowdown {pct(arb, nat, 'te_slowdown_p95')}"
+              f", BE p50 {pct(arb, nat, 'be_slowdown_p50')}, lost GPU-s "
+              f"{pct(arb, nat, 'lost_gpu_s')}")  # fmt: skip
+
+
+def pct(new: dict[str, float], old: dict[str, float], key: str) -> str:
+    if not old[key]:
+        return "n/a"
+    return f"{100 * (new[key] - old[key]) / old[key]:+.1f} %"
+
+
+def print_mode(mode: str, data: dict[str, Any]) -> None:
+    m, p = data["measured"], data["predicted"]
+    up = data["overhead"]
+    print(f"\n{mode}: {data['elapsed_s']:.0f} s; start-up TE {up[TE]:.2f} s, BE {up[BE]:.2f} s; "
+          f"signal -> release {data['release_s']:.2f} s; restart gap "
+          f"{data['restart_gap_s']:.1f} s; arbiter decisions "
+          f"{data['arbiter_decisions']}")  # fmt: skip
+    print(f"  {'metric':<18}{'measured':>10}{'simulated':>11}{'error':>9}")
+    for key in ("te_slowdown_p50", "te_slowdown_p95", "be_slowdown_p50", "be_slowdown_p95",
+                "lost_gpu_s", "preemptions"):  # fmt: skip
+        err = abs(p[key] - m[key]) / m[key] * 100 if m[key] else math.nan
+        print(f"  {key:<18}{m[key]:>10.2f}{p[key]:>11.2f}{err:>8.1f}%")
+
+
+if __name__ == "__main__":
+    main()
