@@ -139,9 +139,9 @@ def build_plan(
         home: The submitting user's home on the cluster; expands ``~`` in paths.
         cwd: Where relative ``workdir`` paths start (the submit directory). ``None``:
             they start from the job directory, which is also the default workdir.
-        python: The interpreter that runs the sidecar inside the job (default: the one
-            running now, ``sys.executable``). It must exist at the same path on the compute
-            nodes: the project's environment is on a shared filesystem.
+        python: The interpreter that runs the sidecar inside the job (default:
+            :func:`job_python`). It must exist at the same path on the compute nodes: the
+            project's environment is on a shared filesystem.
 
     Returns:
         The plan. Pure: reads no files and no environment.
@@ -169,10 +169,7 @@ def build_plan(
     policy, account = placement.policy, placement.account
     if spec.resources.time is None:
         notes.append(f"no time given: Slurm uses partition {partition.name}'s default limit")
-    if python is None:
-        import sys
-
-        python = sys.executable
+    python = job_python(site, home, python)
     if spec.launcher in _SIDECAR_LAUNCHERS:
         notes.append(
             f"launcher {spec.launcher}: started by the sidecar ({python} -m "
@@ -574,6 +571,23 @@ def _runtime_env(
         # The QOS GraceTime: how long the sidecar lets the trainer checkpoint at preemption.
         env.append(("HPCLAUNCH_GRACE", str(policy.grace)))
     return tuple(env)
+
+
+def job_python(site: SiteConfig, home: str, python: str | None = None) -> str:
+    """The interpreter jobs run hpclaunch's own steps with: ``python`` when given, else the
+    site's ``python`` (``~`` expanded with ``home``), else the one running now."""
+    if python is not None:
+        return python
+    if site.python is not None:
+        return _expand(site.python, home, None, "site python")
+    import sys
+
+    return sys.executable
+
+
+def needs_python(spec: JobSpec) -> bool:
+    """Whether the job runs hpclaunch inside (the sidecar, or a sweep's task step)."""
+    return spec.launcher in _SIDECAR_LAUNCHERS or spec.sweep is not None
 
 
 def _expand(path: str, home: str, base: str | None, what: str) -> str:

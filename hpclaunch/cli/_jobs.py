@@ -42,6 +42,7 @@ def plan_job(
     live_usage: bool = False,
 ) -> SubmissionPlan:
     """Plan a loaded ``spec`` on the app's site (see :func:`plan_spec`)."""
+    require_python(app, spec)
     if cwd is not None and spec.workdir is None:
         spec = spec.model_copy(update={"workdir": cwd})
     elif cwd is None and not app.is_remote:
@@ -54,6 +55,24 @@ def plan_job(
         cwd=cwd,
         quota_used=_quota_used(app, spec) if live_usage else None,
     )
+
+
+def require_python(app: App, spec: JobSpec) -> None:
+    """Over SSH, a job that runs hpclaunch inside needs the site's ``python``: this
+    machine's interpreter path means nothing on the cluster."""
+    from hpclaunch.plan import needs_python
+
+    if app.is_remote and app.site.python is None and needs_python(spec):
+        from hpclaunch.errors import PlanError
+
+        what = "sweep" if spec.sweep is not None else f"launcher {spec.launcher}"
+        raise PlanError(
+            f"{what}: the job runs hpclaunch on the cluster, and site {app.site.name} does "
+            "not say which interpreter has it there (submitting over SSH, this machine's "
+            "python means nothing on the compute nodes)",
+            hint="set python: in the site config to an environment with hpclaunch on the "
+            "cluster's shared filesystem, e.g. python: ~/venvs/hpclaunch/bin/python",
+        )
 
 
 def _quota_used(app: App, spec: JobSpec) -> int | None:

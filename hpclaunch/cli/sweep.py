@@ -81,12 +81,13 @@ def submit_command(app: App, spec: str, dry_run: bool, no_check: bool) -> None:
 
 
 def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = None) -> SweepPlan:
-    from hpclaunch.cli._jobs import _quota_used
+    from hpclaunch.cli._jobs import _quota_used, require_python
     from hpclaunch.plan import new_submission_id
     from hpclaunch.spec import load_spec
     from hpclaunch.sweep.submit import plan_sweep
 
     spec = load_spec(spec_path)
+    require_python(app, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
     return plan_sweep(

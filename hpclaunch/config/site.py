@@ -239,6 +239,11 @@ class SiteConfig(_Model):
             checkpoint first; the QOS ``Preempt`` lists stay empty so that Slurm does not
             preempt too). Who may preempt whom is the same in both.
         job_root: Where job directories are made; ``~`` is the submitting user's home.
+        python: The interpreter, on the cluster, that runs the sidecar and sweep tasks
+            inside jobs: an environment with hpclaunch installed on a filesystem every
+            compute node sees (``~`` is the user's home). ``None``: the interpreter running
+            hpclaunch, which is right on the login node but means nothing on the cluster
+            when hpclaunch runs on a laptop over SSH (such submissions then need it).
         poll_min_interval: Never ask Slurm for job status more often than this (seconds).
         module_system: ``lmod``, ``tcl`` (Environment Modules) or ``none``: whether jobs
             can ``module load`` (specs with modules are refused on ``none``).
@@ -262,6 +267,7 @@ class SiteConfig(_Model):
     overquota: OverQuota = Field(default_factory=OverQuota)
     preemption: Literal["slurm", "arbiter"] = "slurm"
     job_root: str = Field("~/.hpclaunch/jobs", min_length=1)
+    python: str | None = Field(None, pattern=r"^(/|~/)")
     poll_min_interval: float = Field(10.0, gt=0)
     module_system: Literal["lmod", "tcl", "none"] = "none"
     modules: tuple[str, ...] = ()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
-from hpclaunch.plan import SubmissionPlan, build_plan
+from hpclaunch.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.render import RenderedJob
 from hpclaunch.spec import JobSpec, SweepValue
 from hpclaunch.sweep.points import ArrayChunk, expand, params_lines, split_arrays
@@ -111,10 +111,7 @@ def plan_sweep(
         )
     if "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})
-    if python is None:
-        import sys
-
-        python = sys.executable
+    python = job_python(site, home, python)
     points = tuple(expand(sweep))
     try:
         arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)

@@ -247,3 +247,24 @@ def test_a_bug_is_not_dressed_up_as_an_error(
     result = run(env, "status", "1")
     assert isinstance(result.exception, RuntimeError)
     assert "Error:" not in result.stderr
+
+
+def test_over_ssh_a_sidecar_job_needs_the_sites_python(env: dict[str, str], tmp_path: Path) -> None:
+    # Nothing is reached: the plan is refused before any connection.
+    env["HPCLAUNCH_REMOTE"] = "alice@127.0.0.9"
+    spec = tmp_path / "ddp.yaml"
+    spec.write_text(
+        yaml.safe_dump({"name": "ddp", "command": ["train.py"], "launcher": "torchrun"})
+    )
+    assert_clean_error(run(env, "submit", "--dry-run", str(spec)), 2, "python: in the site config")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "sw",
+                "command": ["echo", "{a}"],
+                "sweep": {"method": "list", "points": [{"a": 1}]},
+            }
+        )
+    )
+    assert_clean_error(run(env, "sweep", str(sweep)), 2, "sweep: the job runs hpclaunch")

@@ -495,3 +495,16 @@ def test_srun_launcher_cpus_count_per_task(plan_for: PlanFor) -> None:
         match=r"resources\.cpus_per_task: 12 CPUs per node asked, but the most a node has is 8",
     ):
         plan_for(spec)
+
+
+def test_the_sites_python_runs_the_sidecar_with_home_expanded() -> None:
+    import sys
+
+    from hpclaunch.plan import job_python
+
+    site = make_site(python="~/venvs/hpc/bin/python")
+    spec = make_spec(launcher="torchrun")
+    plan = build_plan(spec, site, submission_id=SUBMISSION_ID, home=HOME)
+    assert plan.launch_prefix[0] == f"{HOME}/venvs/hpc/bin/python"
+    assert job_python(site, HOME, "/explicit/python") == "/explicit/python"
+    assert job_python(make_site(), HOME) == sys.executable
