@@ -92,6 +92,34 @@ def test_jobs_are_parsed_running_array_task_and_pending() -> None:
     assert jobs_argv()[-1].startswith("--format=%i|%A|")
 
 
+# squeue in the arbiter's format on the local cluster (22.05.8, bench/arbiter_cluster.py
+# running): pending lines have an empty node list and an expected start time.
+SQUEUE = (
+    "33|33|root|research-oq|low|PENDING|Resources|1|1|gres:gpu:4||2026-11-23T19:10:28|gpu|"
+    "/root/.hpclaunch/jobs/90cea9f11ea14a6daaf87de44ddb7206/job.sbatch\n"
+    "35|35|root|research|high|RUNNING|None|50000|1|gres:gpu:1|n1|2026-11-23T18:30:38|gpu|"
+    "/root/.hpclaunch/jobs/ec873ac9a9ae45c2a618970e2cfc51e4/job.sbatch\n"
+    "26|26|root|research-oq|low|RUNNING|None|1|2|gres:gpu:4|n[2-3]|2026-11-23T18:29:33|gpu|"
+    "/root/.hpclaunch/jobs/f3801175b26d489c99a5da502ca24755/job.sbatch\n"
+)
+
+
+def test_recorded_squeue_lines() -> None:
+    pending, high, multi = parse_jobs(SQUEUE)
+    assert (pending.state, pending.reason, pending.hosts, pending.start) == (
+        "PENDING",
+        "Resources",
+        (),
+        None,  # the expected start is not a run's start
+    )
+    assert (high.qos, high.priority, high.hosts, high.gpus) == ("high", 50000, ("n1",), 1)
+    assert high.start == datetime.fromisoformat("2026-11-23T18:30:38").timestamp()
+    assert (multi.nodes, multi.hosts, multi.gpus) == (2, ("n2", "n3"), 8)
+    assert job_dir_of(multi.command, multi.job_id) == Path(
+        "/root/.hpclaunch/jobs/f3801175b26d489c99a5da502ca24755"
+    )
+
+
 # -- what a job has at stake ----------------------------------------------------------------
 
 
