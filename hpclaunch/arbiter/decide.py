@@ -162,7 +162,7 @@ def decide(
         if best_fit(list(avail), job.gpus_per_node, job.nodes) is not None:
             _take(free, names, avail, job)
             continue
-        candidates = _candidates(snapshot, roles, progress, names, busy, max_preemptions)
+        candidates = _candidates(snapshot, roles, progress, names, busy)
         request = Request(gpus_per_node=job.gpus_per_node, nodes=job.nodes)
         by_index = dict(enumerate(candidates))
         victims = choose_victims(
@@ -198,8 +198,9 @@ def _candidates(
     progress: Mapping[str, JobProgress],
     names: Sequence[str],
     busy: set[str],
-    max_preemptions: int,
 ) -> list[_Victim]:
+    """The running preemptible jobs on ``names`` not chosen already (the per-job cap is
+    :func:`choose_victims`'s)."""
     out = []
     for job in snapshot.jobs:
         if not job.running or job.qos not in roles.preemptible or job.job_id in busy:
@@ -207,8 +208,6 @@ def _candidates(
         if job.gpus_per_node == 0 or not set(job.hosts) & set(names):
             continue
         prog = progress.get(job.job_id, JobProgress())
-        if prog.preemptions >= max_preemptions:
-            continue
         placement = dict.fromkeys(job.hosts, job.gpus_per_node)
         out.append(_Victim(job, prog, prog.since_commit(snapshot.taken, job.start), placement))
     out.sort(key=lambda v: v.job.unique_id.zfill(12))
