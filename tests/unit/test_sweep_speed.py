@@ -130,40 +130,33 @@ def _fresh_render(plan: Any, **kwargs: Any) -> str:
     return render_module.render(plan, **kwargs).script
 
 
+def _one_point_plan() -> Any:
+    spec = _spec(sweep={"method": "list", "points": [{"i": 0}]})
+    return plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3).plan
+
+
 def test_cached_templates_render_the_same_script(template_cache: Path) -> None:
-    planned = plan_sweep(
-        _spec(sweep={"method": "list", "points": [{"i": 0}]}),
-        SITE,
-        submission_id=SUBMISSION_ID,
-        home=HOME,
-        max_array_size=3,
-    )
+    plan = _one_point_plan()
     blocked = template_cache.parents[1].parent / "a-file"
     blocked.write_text("")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(blocked))  # no directory can be made under a file
-        compiled = _fresh_render(planned.plan)  # compiled in memory, as before
-    first = _fresh_render(planned.plan)
+        compiled = _fresh_render(plan)  # compiled in memory, as before
+    first = _fresh_render(plan)
     assert stat.S_IMODE(template_cache.stat().st_mode) == 0o700
     assert list(template_cache.iterdir())  # written
-    second = _fresh_render(planned.plan)  # loaded
+    second = _fresh_render(plan)  # loaded
     assert compiled == first == second
 
 
 def test_an_edited_template_is_compiled_again(template_cache: Path, tmp_path: Path) -> None:
-    planned = plan_sweep(
-        _spec(sweep={"method": "list", "points": [{"i": 0}]}),
-        SITE,
-        submission_id=SUBMISSION_ID,
-        home=HOME,
-        max_array_size=3,
-    )
+    plan = _one_point_plan()
     override = tmp_path / "site-templates"
     override.mkdir()
     (override / "sbatch.sh.j2").write_text("#!/bin/bash\n# one {{ plan.job_name }}\n")
-    assert _fresh_render(planned.plan, extra_template_dirs=[override]).endswith("# one sw\n")
+    assert _fresh_render(plan, extra_template_dirs=[override]).endswith("# one sw\n")
     (override / "sbatch.sh.j2").write_text("#!/bin/bash\n# two {{ plan.job_name }}\n")
-    assert _fresh_render(planned.plan, extra_template_dirs=[override]).endswith("# two sw\n")
+    assert _fresh_render(plan, extra_template_dirs=[override]).endswith("# two sw\n")
 
 
 def test_a_cache_others_can_write_is_not_used(template_cache: Path) -> None:
