@@ -24,12 +24,18 @@ Measured from ``sacct -D`` (every attempt): slowdown = (final end - first submit
 time, where run time = the job's work + its start-up overhead (the median of End - Start -
 work over the jobs of its class that ran once); lost GPU-seconds = sum over jobs of GPUs x
 (time held over all attempts - run time). The simulator replays the same jobs with their
-measured submit times, run times and periodic checkpoint interval, on 4 x 4 GPUs, with
-the mechanism's timings measured in the same run (from the BE jobs' ledgers): the time a
-victim takes from the signal to giving back its GPUs (the grace time for native, the
-checkpoint write for the arbiter, plus half the arbiter's interval) and the restart gap
-after a requeue (Slurm's ``cred_expire`` + 1 s and the scheduler's pass). Prints both,
-and the prediction error of the TE p95 slowdown and of the lost work (goal <= 15 %).
+measured submit times, run times and periodic checkpoint interval, on 4 x 4 GPUs, with the
+mechanism's timings: the time a victim takes from the signal to giving back its GPUs,
+measured in the same run from the BE jobs' ledgers (native: the sidecar waits out the grace
+for a commit that never comes; arbiter: the checkpoint on request, plus half the arbiter's
+interval), and the requeue delay Slurm is configured with (``cred_expire`` + 1 = 11 s).
+Two predictions: ``exact`` (the simulator's default model: backfill knows every run time)
+and ``limits`` (backfill plans with the jobs' time limits, 10 min TE / 40 min BE here, as
+Slurm's does). Prints the measured metrics, both predictions and their errors (goal for the
+TE p95 slowdown and the lost work: <= 15 %).
+
+``--json FILE`` keeps the raw record (every job's attempts, the release times, the arbiter's
+decisions); ``--replay FILE`` analyses such a record again without the cluster.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +72,11 @@ STEP = 0.5  # seconds per trainer step
 NODES, GPN = 4, 4
 GRACE = 10.0  # the low QOS's GraceTime (site-configs/local.yaml)
 ARBITER_INTERVAL = 1.0
+#: A requeued job may start again after cred_expire + 1 s (docker/slurm-cluster/etc/slurm.conf:
+#: AuthInfo=cred_expire=10).
+REQUEUE_DELAY = 11.0
+#: Time limits (seconds) of the jobs: Slurm's backfill plans with them, so the simulator does.
+LIMIT = {TE: 600, BE: 2400}
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
@@ -111,7 +122,7 @@ def spec_for(p: Planned, mode: str, every: int) -> dict[str, Any]:
             **common,
             "tier": "high",
             "command": ["sleep", f"{p.work:g}"],
-            "resources": {**res, "time": "00:10:00", "mem": "50M"},
+            "resources": {**res, "time": f"{LIMIT[TE] // 60}", "mem": "50M"},
         }
     argv = ["python", TRAINER, "--steps", str(p.steps), "--sleep", str(STEP)]
     argv += ["--every", str(every)]
@@ -123,7 +134,7 @@ def spec_for(p: Planned, mode: str, every: int) -> dict[str, Any]:
         "launcher": "srun",
         "venv": VENV,
         "command": argv,
-        "resources": {**res, "time": "00:40:00", "mem": "300M"},
+        "resources": {**res, "time": f"{LIMIT[BE] // 60}", "mem": "300M"},
         "checkpoint": {"max_requeues": 20},
     }
 
@@ -313,8 +324,10 @@ def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
 
 def predict(
     plan: list[Planned], mode: str, overhead: dict[str, float], release: float,
-    restart_gap: float, every: int,
+    requeue_delay: float, every: int, limits: bool,
 ) -> dict[str, float]:  # fmt: skip
+    """The simulator's metrics for the run's jobs; ``limits``: backfill plans with the jobs'
+    time limits, as Slurm's does, instead of their exact run times."""
     first = min(p.attempts[0]["submit"] for p in plan)
     jobs = [
         Job(
@@ -328,12 +341,15 @@ def predict(
             ckpt_interval=every * STEP,
             ckpt_write=release if mode == "arbiter" else 3600.0,
             restart_cost=overhead[BE],
+            limit=float(LIMIT[p.cls]) if limits else math.inf,
         )
         for p in plan
     ]
     grace = release if mode == "native" else GRACE
     policy: Policy = SlurmNative() if mode == "native" else Ours()
-    config = SimConfig(nodes=NODES, gpus_per_node=GPN, grace_time=grace, requeue_delay=restart_gap)
+    config = SimConfig(
+        nodes=NODES, gpus_per_node=GPN, grace_time=grace, requeue_delay=requeue_delay
+    )
     result = simulate(jobs, policy, config)
     out: dict[str, float] = {}
     for cls in (TE, BE):
@@ -346,12 +362,37 @@ def predict(
 
 
 def restart_gaps(plan: list[Planned]) -> list[float]:
+    """Seconds from each preempted attempt's end to the next start (queueing included)."""
     gaps = []
     for p in plan:
         for a, b in zip(p.attempts, p.attempts[1:], strict=False):
             if a["end"] and b["start"]:
                 gaps.append(b["start"] - a["end"])
     return gaps
+
+
+def analyse(mode: str, raw: dict[str, Any], every: int) -> dict[str, Any]:
+    """Measured metrics and the simulator's prediction of one run's raw record."""
+    plan = [Planned(**job) for job in raw["jobs"]]
+    measured, overhead = measure(plan)
+    releases = raw["releases"]
+    release = statistics.median(releases) if releases else GRACE
+    if mode == "arbiter":
+        release += ARBITER_INTERVAL / 2  # the arbiter sees the waiting job half a pass late
+    predicted = {
+        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits)
+        for name, limits in (("exact", False), ("limits", True))
+    }
+    gaps = restart_gaps(plan)
+    return {
+        "measured": measured,
+        "predicted": predicted,
+        "overhead": overhead,
+        "release_s": release,
+        "restart_gap_min_s": min(gaps) if gaps else math.nan,
+        "elapsed_s": raw["elapsed"],
+        "arbiter_decisions": sum(1 for d in raw["decisions"] if d.get("event") == "preempt"),
+    }
 
 
 def main() -> None:
@@ -361,17 +402,40 @@ def main() -> None:
     parser.add_argument("--compress", type=float, default=60.0)
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--mode", action="append", choices=("native", "arbiter"))
-    parser.add_argument("--json", type=Path, help="also write every number here")
+    parser.add_argument("--json", type=Path, help="write the runs' raw record (every attempt)")
+    parser.add_argument("--replay", type=Path, help="analyse a record written by --json")
     args = parser.parse_args()
-    modes = args.mode or ["native", "arbiter"]
     every = max(1, round(30 * 60 / args.compress / STEP))
+    if args.replay:
+        record = json.loads(args.replay.read_text())
+        every = record["every"]
+    else:
+        record = run_all(args, every)
+        if args.json:
+            args.json.write_text(json.dumps(record, indent=1))
+    results = {}
+    for mode, raw in record["runs"].items():
+        results[mode] = analyse(mode, raw, every)
+        print_mode(mode, results[mode])
+    if set(results) == {"native", "arbiter"}:
+        nat, arb = (results[m]["measured"] for m in ("native", "arbiter"))
+        print(f"\narbiter vs native (measured): TE p95 slowdown {pct(arb, nat, 'te_slowdown_p95')}"
+              f", BE p50 {pct(arb, nat, 'be_slowdown_p50')}, lost GPU-s "
+              f"{pct(arb, nat, 'lost_gpu_s')}")  # fmt: skip
+
+
+def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
+    """Run the workload once per mode on the cluster; the raw record of every attempt."""
+    modes = args.mode or ["native", "arbiter"]
     base = workload(args.jobs, args.seed, args.compress, args.load)
     n_te = sum(p.cls == TE for p in base)
     span = max(p.offset for p in base)
     print(f"workload: {len(base)} jobs ({n_te} TE, {len(base) - n_te} BE), arrivals over "
           f"{span:.0f} s, BE checkpoint every {every * STEP:g} s of work")  # fmt: skip
-    report: dict[str, Any] = {"jobs": args.jobs, "seed": args.seed, "compress": args.compress,
-                              "load": args.load, "modes": {}}  # fmt: skip
+    record: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"), "jobs": args.jobs, "seed": args.seed,
+        "compress": args.compress, "load": args.load, "every": every, "runs": {},
+    }  # fmt: skip
     home = Path.home() / ".hpclaunch" / "bench"
     home.mkdir(parents=True, exist_ok=True)
     with CLUSTER_LOCK.open("a") as lock, tempfile.TemporaryDirectory(dir=home) as tmp:
@@ -380,30 +444,15 @@ def main() -> None:
             for mode in modes:
                 plan = [Planned(p.index, p.cls, p.gpus, p.nodes, p.work, p.offset) for p in base]
                 run = run_mode(mode, plan, Path(tmp), every)
-                measured, overhead = measure(plan)
-                releases = run["releases"]
-                release = statistics.median(releases) if releases else GRACE
-                if mode == "arbiter":
-                    release += ARBITER_INTERVAL / 2
-                gaps = restart_gaps(plan)
-                gap = statistics.median(gaps) if gaps else 11.0
-                predicted = predict(plan, mode, overhead, release, gap, every)
-                report["modes"][mode] = {
-                    "measured": measured, "predicted": predicted, "overhead": overhead,
-                    "release_s": release, "restart_gap_s": gap, "elapsed_s": run["elapsed"],
-                    "arbiter_decisions": sum(1 for d in run["decisions"]
-                                             if d.get("event") == "preempt"),
-                }  # fmt: skip
-                print_mode(mode, report["modes"][mode])
+                record["runs"][mode] = {
+                    "jobs": [asdict(p) for p in plan],
+                    "releases": run["releases"],
+                    "decisions": run["decisions"],
+                    "elapsed": run["elapsed"],
+                }
         finally:
             apply("local", Cli(Path(tmp) / "restore"))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
-    if set(modes) == {"native", "arbiter"}:
-        nat, arb = (report["modes"][m]["measured"] for m in ("native", "arbiter"))
-        print(f"\narbiter vs native (measured): TE p95 slowdown {pct(arb, nat, 'te_slowdown_p95')}"
-              f", BE p50 {pct(arb, nat, 'be_slowdown_p50')}, lost GPU-s "
-              f"{pct(arb, nat, 'lost_gpu_s')}")  # fmt: skip
+    return record
 
 
 def pct(new: dict[str, float], old: dict[str, float], key: str) -> str:
@@ -413,17 +462,21 @@ def pct(new: dict[str, float], old: dict[str, float], key: str) -> str:
 
 
 def print_mode(mode: str, data: dict[str, Any]) -> None:
-    m, p = data["measured"], data["predicted"]
+    m, sims = data["measured"], data["predicted"]
     up = data["overhead"]
     print(f"\n{mode}: {data['elapsed_s']:.0f} s; start-up TE {up[TE]:.2f} s, BE {up[BE]:.2f} s; "
-          f"signal -> release {data['release_s']:.2f} s; restart gap "
-          f"{data['restart_gap_s']:.1f} s; arbiter decisions "
+          f"signal -> release {data['release_s']:.2f} s; fastest restart after a requeue "
+          f"{data['restart_gap_min_s']:.1f} s; arbiter decisions "
           f"{data['arbiter_decisions']}")  # fmt: skip
-    print(f"  {'metric':<18}{'measured':>10}{'simulated':>11}{'error':>9}")
+    print(f"  {'metric':<18}{'measured':>10}  " + "".join(
+        f"{'sim ' + name:>12}{'error':>9}" for name in sims))  # fmt: skip
     for key in ("te_slowdown_p50", "te_slowdown_p95", "be_slowdown_p50", "be_slowdown_p95",
                 "lost_gpu_s", "preemptions"):  # fmt: skip
-        err = abs(p[key] - m[key]) / m[key] * 100 if m[key] else math.nan
-        print(f"  {key:<18}{m[key]:>10.2f}{p[key]:>11.2f}{err:>8.1f}%")
+        row = f"  {key:<18}{m[key]:>10.2f}  "
+        for sim in sims.values():
+            err = abs(sim[key] - m[key]) / m[key] * 100 if m[key] else math.nan
+            row += f"{sim[key]:>12.2f}{err:>8.1f}%"
+        print(row)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ time), and pays ``restart_cost`` when it starts again.
 After all events of one instant, the scheduler passes over the queue in the policy's order:
 start what fits; for a TE job that does not fit, a preempting policy may pick victims; with
 backfill, the first blocked job gets a reservation (EASY: its shadow time from the running
-jobs' expected ends, which the simulator knows exactly) and later jobs start if they fit now
+jobs' expected ends, which the simulator knows exactly unless jobs carry a time ``limit``,
+which Slurm plans with instead) and later jobs start if they fit now
 and end by then or only use GPUs it will not need. The backfill pass looks at no more than
 ``bf_max_job_test`` queued jobs, like Slurm's parameter of that name.
 """
@@ -137,9 +138,9 @@ class _Sim:
         if job.first_start < 0:
             job.first_start = now
         self.running[job.id] = job
-        job.end_key = (job.expected_end(), job.id)
+        job.end_key = (job.planned_end(), job.id)
         bisect.insort(self.ends, job.end_key)
-        self._push(job.end_key[0], FINISH, job, job.epoch)
+        self._push(job.expected_end(), FINISH, job, job.epoch)
 
     def _schedule(self, now: float) -> None:
         cluster = self.cluster
@@ -162,8 +163,7 @@ class _Sim:
             late = False  # would run past the shadow time: only on GPUs beyond the reservation
             if cluster.total_free >= job.gpus and share < smallest_failed:
                 if shadow >= 0:
-                    restart = job.restart_cost if job.preemptions else 0.0
-                    late = now + restart + job.duration - job.committed > shadow
+                    late = now + job.planned_run() > shadow
                 if not late or job.gpus <= extra:
                     placement = cluster.find(share, job.nodes)
                     if placement is None and job.nodes == 1:

@@ -38,6 +38,10 @@ class Job:
         ckpt_interval: Work seconds between periodic checkpoints (``inf``: none).
         ckpt_write: Seconds to write a checkpoint on request.
         restart_cost: Extra run time of every restart after a preemption.
+        limit: The time limit the scheduler plans with (``inf``: it knows the run time
+            exactly, the optimistic backfill of the default model). Slurm's backfill
+            plans with limits: a running job is expected to end at its start + limit, and
+            a job may backfill only if start + limit falls before the reservation.
     """
 
     id: int
@@ -50,6 +54,7 @@ class Job:
     ckpt_interval: float = math.inf
     ckpt_write: float = 0.0
     restart_cost: float = 0.0
+    limit: float = math.inf
     # --- simulation state ---
     committed: float = 0.0  # work seconds saved by the last committed checkpoint
     run_start: float = -1.0  # start of the current run (-1: not running)
@@ -63,7 +68,7 @@ class Job:
     finish: float = -1.0
     busy_gpu_seconds: float = 0.0  # GPU time held, useful or not
     gpus_per_node: int = field(init=False)
-    end_key: tuple[float, int] = field(init=False)  # (expected end, id) while running
+    end_key: tuple[float, int] = field(init=False)  # (planned end, id) while running
 
     def __post_init__(self) -> None:
         if self.gpus < 1 or self.nodes < 1 or self.gpus % self.nodes:
@@ -106,6 +111,18 @@ class Job:
     def expected_end(self) -> float:
         """When the current run ends if nothing interrupts it."""
         return self.compute_start + (self.duration - self.committed)
+
+    def planned_run(self) -> float:
+        """How long the scheduler expects a run started now to take (its limit if set)."""
+        if math.isinf(self.limit):
+            return self.overhead() + self.duration - self.committed
+        return self.limit
+
+    def planned_end(self) -> float:
+        """When the scheduler expects the current run to end (see ``limit``)."""
+        if math.isinf(self.limit):
+            return self.expected_end()
+        return self.run_start + self.limit
 
     def slowdown(self) -> float:
         """(finish - submit) / uninterrupted run time."""

@@ -55,6 +55,26 @@ def test_backfill_may_use_gpus_beyond_the_reservation() -> None:
     assert done[1].first_start == 100
 
 
+def test_backfill_plans_with_time_limits_when_jobs_have_them() -> None:
+    # As in blocking(), but B needs all 4 GPUs. With exact run times C (ends at 12) fits
+    # before B's reservation at 100. Slurm plans with limits: A "ends" at 0 + 150 and C
+    # "takes" 200 > 150 - 2, so C may not backfill and waits for B.
+    def jobs(**limits: float) -> list[Job]:
+        return [
+            job(0, 0, 3, 100, limit=limits.get("a", float("inf"))),
+            job(1, 1, 4, 50, limit=limits.get("b", float("inf"))),
+            job(2, 2, 1, 10, limit=limits.get("c", float("inf"))),
+        ]
+
+    exact = run("fifo-backfill", jobs())
+    assert exact[2].first_start == 2
+    limited = run("fifo-backfill", jobs(a=150, b=60, c=200))
+    assert limited[2].first_start == 150  # after B (100 - 150)
+    assert limited[1].first_start == 100  # the runs still take their real time
+    short = run("fifo-backfill", jobs(a=150, b=60, c=100))  # 2 + 100 <= 150: backfills
+    assert short[2].first_start == 2
+
+
 def test_priority_puts_te_before_earlier_be() -> None:
     jobs = [job(0, 0, 4, 100), job(1, 1, 4, 10), job(2, 2, 4, 10, TE)]
     done = run("priority", jobs)
