@@ -35,7 +35,9 @@ Slurm's does). Prints the measured metrics, both predictions and their errors (g
 TE p95 slowdown and the lost work: <= 15 %).
 
 ``--json FILE`` keeps the raw record (every job's attempts, the release times, the arbiter's
-decisions); ``--replay FILE`` analyses such a record again without the cluster.
+decisions); ``--replay FILE`` analyses such a record again without the cluster, e.g. the
+2026-11-23 run in ``bench/data/`` (rebuilt from ``sacct -D`` and the ledgers: that run's
+script printed aggregates only). ``--max-preemptions`` is the arbiter's per-job cap (2).
 """
 
 from __future__ import annotations
@@ -213,7 +215,9 @@ def attempts(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int) -> dict[str, Any]:
+def run_mode(
+    mode: str, plan: list[Planned], tmp: Path, every: int, max_preemptions: int
+) -> dict[str, Any]:
     site = site_file(tmp, mode)
     cli = Cli(tmp / f"state-{mode}", site=site)
     apply(site, cli)
@@ -237,6 +241,8 @@ def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int) -> dict[str,
                 str(ARBITER_INTERVAL),
                 "--log",
                 str(log),
+                "--max-preemptions",
+                str(max_preemptions),
             ],
             cwd=REPO,
             env=cli.env,
@@ -324,7 +330,7 @@ def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
 
 def predict(
     plan: list[Planned], mode: str, overhead: dict[str, float], release: float,
-    requeue_delay: float, every: int, limits: bool,
+    requeue_delay: float, every: int, limits: bool, cap: int,
 ) -> dict[str, float]:  # fmt: skip
     """The simulator's metrics for the run's jobs; ``limits``: backfill plans with the jobs'
     time limits, as Slurm's does, instead of their exact run times."""
@@ -346,7 +352,7 @@ def predict(
         for p in plan
     ]
     grace = release if mode == "native" else GRACE
-    policy: Policy = SlurmNative() if mode == "native" else Ours()
+    policy: Policy = SlurmNative() if mode == "native" else Ours(max_preemptions=cap)
     config = SimConfig(
         nodes=NODES, gpus_per_node=GPN, grace_time=grace, requeue_delay=requeue_delay
     )
@@ -371,7 +377,7 @@ def restart_gaps(plan: list[Planned]) -> list[float]:
     return gaps
 
 
-def analyse(mode: str, raw: dict[str, Any], every: int) -> dict[str, Any]:
+def analyse(mode: str, raw: dict[str, Any], every: int, cap: int) -> dict[str, Any]:
     """Measured metrics and the simulator's prediction of one run's raw record."""
     plan = [Planned(**job) for job in raw["jobs"]]
     measured, overhead = measure(plan)
@@ -380,7 +386,7 @@ def analyse(mode: str, raw: dict[str, Any], every: int) -> dict[str, Any]:
     if mode == "arbiter":
         release += ARBITER_INTERVAL / 2  # the arbiter sees the waiting job half a pass late
     predicted = {
-        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits)
+        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits, cap)
         for name, limits in (("exact", False), ("limits", True))
     }
     gaps = restart_gaps(plan)
@@ -402,6 +408,9 @@ def main() -> None:
     parser.add_argument("--compress", type=float, default=60.0)
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--mode", action="append", choices=("native", "arbiter"))
+    parser.add_argument(
+        "--max-preemptions", type=int, default=2, help="the arbiter's per-job cap (and ours')"
+    )
     parser.add_argument("--json", type=Path, help="write the runs' raw record (every attempt)")
     parser.add_argument("--replay", type=Path, help="analyse a record written by --json")
     args = parser.parse_args()
@@ -413,9 +422,10 @@ def main() -> None:
         record = run_all(args, every)
         if args.json:
             args.json.write_text(json.dumps(record, indent=1))
+    cap = int(record.get("max_preemptions", 2))
     results = {}
     for mode, raw in record["runs"].items():
-        results[mode] = analyse(mode, raw, every)
+        results[mode] = analyse(mode, raw, every, cap)
         print_mode(mode, results[mode])
     if set(results) == {"native", "arbiter"}:
         nat, arb = (results[m]["measured"] for m in ("native", "arbiter"))
@@ -434,7 +444,8 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
           f"{span:.0f} s, BE checkpoint every {every * STEP:g} s of work")  # fmt: skip
     record: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"), "jobs": args.jobs, "seed": args.seed,
-        "compress": args.compress, "load": args.load, "every": every, "runs": {},
+        "compress": args.compress, "load": args.load, "every": every,
+        "max_preemptions": args.max_preemptions, "runs": {},
     }  # fmt: skip
     home = Path.home() / ".hpclaunch" / "bench"
     home.mkdir(parents=True, exist_ok=True)
@@ -443,7 +454,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
         try:
             for mode in modes:
                 plan = [Planned(p.index, p.cls, p.gpus, p.nodes, p.work, p.offset) for p in base]
-                run = run_mode(mode, plan, Path(tmp), every)
+                run = run_mode(mode, plan, Path(tmp), every, args.max_preemptions)
                 record["runs"][mode] = {
                     "jobs": [asdict(p) for p in plan],
                     "releases": run["releases"],
