@@ -409,7 +409,10 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--mode", action="append", choices=("native", "arbiter"))
     parser.add_argument(
-        "--max-preemptions", type=int, default=2, help="the arbiter's per-job cap (and ours')"
+        "--max-preemptions",
+        type=int,
+        help="the arbiter's per-job cap and the simulated ours' (default 2; with --replay, "
+        "the simulation's only: what the run would have done with another cap)",
     )
     parser.add_argument("--json", type=Path, help="write the runs' raw record (every attempt)")
     parser.add_argument("--replay", type=Path, help="analyse a record written by --json")
@@ -422,7 +425,7 @@ def main() -> None:
         record = run_all(args, every)
         if args.json:
             args.json.write_text(json.dumps(record, indent=1))
-    cap = int(record.get("max_preemptions", 2))
+    cap = args.max_preemptions or int(record.get("max_preemptions", 2))
     results = {}
     for mode, raw in record["runs"].items():
         results[mode] = analyse(mode, raw, every, cap)
@@ -445,7 +448,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
     record: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"), "jobs": args.jobs, "seed": args.seed,
         "compress": args.compress, "load": args.load, "every": every,
-        "max_preemptions": args.max_preemptions, "runs": {},
+        "max_preemptions": args.max_preemptions or 2, "runs": {},
     }  # fmt: skip
     home = Path.home() / ".hpclaunch" / "bench"
     home.mkdir(parents=True, exist_ok=True)
@@ -454,7 +457,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
         try:
             for mode in modes:
                 plan = [Planned(p.index, p.cls, p.gpus, p.nodes, p.work, p.offset) for p in base]
-                run = run_mode(mode, plan, Path(tmp), every, args.max_preemptions)
+                run = run_mode(mode, plan, Path(tmp), every, args.max_preemptions or 2)
                 record["runs"][mode] = {
                     "jobs": [asdict(p) for p in plan],
                     "releases": run["releases"],
