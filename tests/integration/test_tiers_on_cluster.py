@@ -165,6 +165,10 @@ def test_critical_jumps_the_queue_then_high_then_medium_then_low(
     for key in ("m1", "m2", "m3", "m4"):
         queue.submit(key, "medium")
     queue.wait(running={"m1", "m2"}, pending={"m3", "m4"})
+    deadline = time.monotonic() + 10
+    while queue.states()["m3"][1] == "None":  # not yet seen by a scheduling pass
+        assert time.monotonic() < deadline, queue.states()
+        time.sleep(0.2)
     assert queue.states()["m3"][1] == "AssocGrpGRES"  # research's 8 GPUs are in use
     queue.submit("high", "high")
     queue.submit("low", "low")
