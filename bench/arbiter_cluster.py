@@ -37,7 +37,11 @@ TE p95 slowdown and the lost work: <= 15 %).
 ``--json FILE`` keeps the raw record (every job's attempts, the release times, the arbiter's
 decisions); ``--replay FILE`` analyses such a record again without the cluster, e.g. the
 2026-11-23 run in ``bench/data/`` (rebuilt from ``sacct -D`` and the ledgers: that run's
-script printed aggregates only). ``--max-preemptions`` is the arbiter's per-job cap (2).
+script printed aggregates only, with the arbiter's then cap of 2 preemptions per job and no
+``--min-run``). ``--min-run`` is how long a job preempted before runs again before the
+arbiter (and the simulated ``ours``) may choose it again: 300 s / ``--compress`` unless
+given; ``--max-preemptions`` adds a cap by count (off unless given). With ``--replay`` both
+change the simulation only: what the run would have done with other caps.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ sys.path.insert(0, str(REPO))
 from hpclaunch.simulate.engine import SimConfig, simulate  # noqa: E402
 from hpclaunch.simulate.metrics import percentile  # noqa: E402
 from hpclaunch.simulate.model import BE, TE, Job  # noqa: E402
-from hpclaunch.simulate.policies import Ours, Policy, SlurmNative  # noqa: E402
+from hpclaunch.simulate.policies import MIN_RUN, Ours, Policy, SlurmNative  # noqa: E402
 from hpclaunch.simulate.workload import WorkloadParams, generate  # noqa: E402
 from tests.integration.conftest import CLUSTER_LOCK, HPCLAUNCH, Cli  # noqa: E402
 
@@ -215,9 +219,22 @@ def attempts(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def run_mode(
-    mode: str, plan: list[Planned], tmp: Path, every: int, max_preemptions: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Caps:
+    """How often ``ours`` may preempt one job: the arbiter's ``--min-run`` and
+    ``--max-preemptions`` (``None``: no cap by count)."""
+
+    min_run: float
+    max_preemptions: int | None
+
+    def arbiter_args(self) -> list[str]:
+        args = ["--min-run", f"{self.min_run:g}"]
+        if self.max_preemptions is not None:
+            args += ["--max-preemptions", str(self.max_preemptions)]
+        return args
+
+
+def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int, caps: Caps) -> dict[str, Any]:
     site = site_file(tmp, mode)
     cli = Cli(tmp / f"state-{mode}", site=site)
     apply(site, cli)
@@ -241,8 +258,7 @@ def run_mode(
                 str(ARBITER_INTERVAL),
                 "--log",
                 str(log),
-                "--max-preemptions",
-                str(max_preemptions),
+                *caps.arbiter_args(),
             ],
             cwd=REPO,
             env=cli.env,
@@ -330,7 +346,7 @@ def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
 
 def predict(
     plan: list[Planned], mode: str, overhead: dict[str, float], release: float,
-    requeue_delay: float, every: int, limits: bool, cap: int,
+    requeue_delay: float, every: int, limits: bool, caps: Caps,
 ) -> dict[str, float]:  # fmt: skip
     """The simulator's metrics for the run's jobs; ``limits``: backfill plans with the jobs'
     time limits, as Slurm's does, instead of their exact run times."""
@@ -352,7 +368,11 @@ def predict(
         for p in plan
     ]
     grace = release if mode == "native" else GRACE
-    policy: Policy = SlurmNative() if mode == "native" else Ours(max_preemptions=cap)
+    policy: Policy = (
+        SlurmNative()
+        if mode == "native"
+        else Ours(min_run=caps.min_run, max_preemptions=caps.max_preemptions)
+    )
     config = SimConfig(
         nodes=NODES, gpus_per_node=GPN, grace_time=grace, requeue_delay=requeue_delay
     )
@@ -377,7 +397,7 @@ def restart_gaps(plan: list[Planned]) -> list[float]:
     return gaps
 
 
-def analyse(mode: str, raw: dict[str, Any], every: int, cap: int) -> dict[str, Any]:
+def analyse(mode: str, raw: dict[str, Any], every: int, caps: Caps) -> dict[str, Any]:
     """Measured metrics and the simulator's prediction of one run's raw record."""
     plan = [Planned(**job) for job in raw["jobs"]]
     measured, overhead = measure(plan)
@@ -386,7 +406,7 @@ def analyse(mode: str, raw: dict[str, Any], every: int, cap: int) -> dict[str, A
     if mode == "arbiter":
         release += ARBITER_INTERVAL / 2  # the arbiter sees the waiting job half a pass late
     predicted = {
-        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits, cap)
+        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits, caps)
         for name, limits in (("exact", False), ("limits", True))
     }
     gaps = restart_gaps(plan)
@@ -409,10 +429,16 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=1.0)
     parser.add_argument("--mode", action="append", choices=("native", "arbiter"))
     parser.add_argument(
+        "--min-run",
+        type=float,
+        help="seconds a job preempted before runs again before the arbiter (and the "
+        "simulated ours) may choose it again (default 300 / --compress; with --replay, the "
+        "record's, or the simulation's only when given)",
+    )
+    parser.add_argument(
         "--max-preemptions",
         type=int,
-        help="the arbiter's per-job cap and the simulated ours' (default 2; with --replay, "
-        "the simulation's only: what the run would have done with another cap)",
+        help="a cap by count as well (default none; with --replay, as --min-run)",
     )
     parser.add_argument("--json", type=Path, help="write the runs' raw record (every attempt)")
     parser.add_argument("--replay", type=Path, help="analyse a record written by --json")
@@ -425,10 +451,18 @@ def main() -> None:
         record = run_all(args, every)
         if args.json:
             args.json.write_text(json.dumps(record, indent=1))
-    cap = args.max_preemptions or int(record.get("max_preemptions", 2))
+    # A record without min_run comes from the arbiter that capped by count alone (2).
+    legacy_cap = None if "min_run" in record else 2
+    caps = Caps(
+        args.min_run if args.min_run is not None else float(record.get("min_run", 0.0)),
+        args.max_preemptions
+        if args.max_preemptions is not None
+        else record.get("max_preemptions", legacy_cap),
+    )
+    print(f"ours: min_run {caps.min_run:g} s, max_preemptions {caps.max_preemptions}")
     results = {}
     for mode, raw in record["runs"].items():
-        results[mode] = analyse(mode, raw, every, cap)
+        results[mode] = analyse(mode, raw, every, caps)
         print_mode(mode, results[mode])
     if set(results) == {"native", "arbiter"}:
         nat, arb = (results[m]["measured"] for m in ("native", "arbiter"))
@@ -440,6 +474,8 @@ def main() -> None:
 def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
     """Run the workload once per mode on the cluster; the raw record of every attempt."""
     modes = args.mode or ["native", "arbiter"]
+    min_run = args.min_run if args.min_run is not None else MIN_RUN / args.compress
+    caps = Caps(min_run, args.max_preemptions)
     base = workload(args.jobs, args.seed, args.compress, args.load)
     n_te = sum(p.cls == TE for p in base)
     span = max(p.offset for p in base)
@@ -448,7 +484,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
     record: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"), "jobs": args.jobs, "seed": args.seed,
         "compress": args.compress, "load": args.load, "every": every,
-        "max_preemptions": args.max_preemptions or 2, "runs": {},
+        "min_run": caps.min_run, "max_preemptions": caps.max_preemptions, "runs": {},
     }  # fmt: skip
     home = Path.home() / ".hpclaunch" / "bench"
     home.mkdir(parents=True, exist_ok=True)
@@ -457,7 +493,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
         try:
             for mode in modes:
                 plan = [Planned(p.index, p.cls, p.gpus, p.nodes, p.work, p.offset) for p in base]
-                run = run_mode(mode, plan, Path(tmp), every, args.max_preemptions or 2)
+                run = run_mode(mode, plan, Path(tmp), every, caps)
                 record["runs"][mode] = {
                     "jobs": [asdict(p) for p in plan],
                     "releases": run["releases"],

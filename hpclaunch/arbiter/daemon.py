@@ -38,6 +38,7 @@ from hpclaunch.arbiter.snapshot import (
 )
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import CommandFailed, TransportError
+from hpclaunch.simulate.policies import MIN_RUN
 from hpclaunch.transport.base import Runner
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
@@ -49,14 +50,17 @@ class ArbiterOptions:
 
     Attributes:
         dry_run: Record decisions, act on nothing.
-        max_preemptions: Jobs preempted this often already are never chosen again.
+        min_run: Seconds a job preempted before runs again before it may be chosen again.
+        max_preemptions: Jobs preempted this often already are never chosen again
+            (``None``: no cap by count).
         restart_cost: Seconds a victim's restart costs (loading, warm-up), in every cost.
         slack: Seconds after a victim's grace before it is requeued by force.
         signal: The signal that asks a sidecar to checkpoint (it handles USR1 and USR2).
     """
 
     dry_run: bool = False
-    max_preemptions: int = 2
+    min_run: float = MIN_RUN
+    max_preemptions: int | None = None
     restart_cost: float = 30.0
     slack: float = 2.0
     signal: str = "USR1"
@@ -107,6 +111,7 @@ class Arbiter:
             self.roles,
             progress,
             list(self.in_flight.values()),
+            min_run=self.options.min_run,
             max_preemptions=self.options.max_preemptions,
             restart_cost=self.options.restart_cost,
         )

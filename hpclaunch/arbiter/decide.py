@@ -26,6 +26,7 @@ quota (``AssocGrpGRES``), a dependency or a begin time would not start if GPUs c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from hpclaunch.arbiter.progress import JobProgress
 from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus, Snapshot
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.simulate.model import best_fit
-from hpclaunch.simulate.policies import Candidate, Request, choose_victims
+from hpclaunch.simulate.policies import MIN_RUN, Candidate, Request, choose_victims
 
 __all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of"]
 
@@ -125,7 +126,8 @@ def decide(
     progress: Mapping[str, JobProgress],
     in_flight: Sequence[InFlight],
     *,
-    max_preemptions: int = 2,
+    min_run: float = MIN_RUN,
+    max_preemptions: int | None = None,
     restart_cost: float = 30.0,
 ) -> list[Preemption]:
     """The new preemptions for this pass (see the module docstring)."""
@@ -169,6 +171,7 @@ def decide(
             request,
             [_as_candidate(i, c, names, roles, restart_cost) for i, c in by_index.items()],
             avail,
+            min_run=min_run,
             max_preemptions=max_preemptions,
         )
         if not victims:
@@ -189,6 +192,7 @@ class _Victim:
     job: ClusterJob
     progress: JobProgress
     since_commit: float
+    ran: float  # seconds its current run has lasted
     placement: Mapping[str, int]
 
 
@@ -199,7 +203,7 @@ def _candidates(
     names: Sequence[str],
     busy: set[str],
 ) -> list[_Victim]:
-    """The running preemptible jobs on ``names`` not chosen already (the per-job cap is
+    """The running preemptible jobs on ``names`` not chosen already (the per-job caps are
     :func:`choose_victims`'s)."""
     out = []
     for job in snapshot.jobs:
@@ -209,7 +213,9 @@ def _candidates(
             continue
         prog = progress.get(job.job_id, JobProgress())
         placement = dict.fromkeys(job.hosts, job.gpus_per_node)
-        out.append(_Victim(job, prog, prog.since_commit(snapshot.taken, job.start), placement))
+        ran = snapshot.taken - job.start if job.start is not None else math.inf
+        since = prog.since_commit(snapshot.taken, job.start)
+        out.append(_Victim(job, prog, since, ran, placement))
     out.sort(key=lambda v: v.job.unique_id.zfill(12))
     return out
 
@@ -226,6 +232,7 @@ def _as_candidate(
         restart_cost=restart_cost,
         preemptions=prog.preemptions,
         honours_request=_honours(victim, roles),
+        ran=victim.ran,
     )
 
 

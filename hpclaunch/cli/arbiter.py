@@ -30,11 +30,19 @@ from hpclaunch.cli._app import App
     help="The decision log (JSON lines). [default: $XDG_STATE_HOME/hpclaunch/arbiter.jsonl]",
 )
 @click.option(
+    "--min-run",
+    type=click.FloatRange(min=0),
+    default=300.0,  # hpclaunch.simulate.policies.MIN_RUN (not imported: --help stays light)
+    show_default=True,
+    help="Seconds a job preempted before runs again before it may be chosen again "
+    "(set it above the restart cost: every run then makes progress).",
+)
+@click.option(
     "--max-preemptions",
     type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="A job preempted this often already is never chosen again.",
+    default=None,
+    help="Also never choose a job preempted this often (off by default: a job protected "
+    "for good holds its GPUs until it ends, however long others wait).",
 )
 @click.option(
     "--restart-cost",
@@ -50,7 +58,8 @@ def arbiter_command(
     once: bool,
     interval: float,
     log_path: Path | None,
-    max_preemptions: int,
+    min_run: float,
+    max_preemptions: int | None,
     restart_cost: float,
 ) -> None:
     """Preempt the running jobs that lose least, when a job of a preempting tier waits.
@@ -59,7 +68,8 @@ def arbiter_command(
     preemption) that Slurm holds for Resources or Priority, the arbiter picks the
     preemptible running jobs whose preemption wastes the fewest GPU-seconds (GPUs x the
     work since their last committed checkpoint, or the checkpoint write when they can
-    answer a request, + restart cost; exact fits first; at most --max-preemptions per job),
+    answer a request, + restart cost; exact fits first; a job preempted before only once
+    its new run has lasted --min-run),
     asks those under the sidecar to checkpoint (they requeue themselves), requeues the
     others, and requeues by force any still running when their grace ends.
 
@@ -88,7 +98,12 @@ def arbiter_command(
         app.runner,
         site,
         log_path or default_log_path(),
-        ArbiterOptions(dry_run=dry_run, max_preemptions=max_preemptions, restart_cost=restart_cost),
+        ArbiterOptions(
+            dry_run=dry_run,
+            min_run=min_run,
+            max_preemptions=max_preemptions,
+            restart_cost=restart_cost,
+        ),
         on_event=show,
     )
     if once:

@@ -7,7 +7,9 @@ time). A preemption: the victim is signalled at ``t``; with a checkpoint request
 (write time <= grace time) it commits its progress at ``t`` and releases at ``t + write``;
 otherwise it keeps its last periodic checkpoint and is killed at ``t + grace``. It arrives
 again at release + ``requeue_delay``, keeps its place in the queue order (its submission
-time), and pays ``restart_cost`` when it starts again.
+time), and pays ``restart_cost`` when it starts again. ``WAKE`` changes nothing: it makes a
+scheduling pass happen when a victim the policy protects (:meth:`Policy.eligible_at`)
+becomes eligible, which no other event marks.
 
 After all events of one instant, the scheduler passes over the queue in the policy's order:
 start what fits; for a TE job that does not fit, a preempting policy may pick victims; with
@@ -31,7 +33,8 @@ from hpclaunch.simulate.policies import Candidate, Decision, Policy, Request
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
 
-ARRIVE, RELEASE, FINISH = 0, 1, 2  # same instant: arrivals, then releases, then finishes
+# Same instant: arrivals, then releases, then finishes, then wake-ups.
+ARRIVE, RELEASE, FINISH, WAKE = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class _Sim:
         self.ends: list[tuple[float, int]] = []  # (expected end, id) of running jobs, sorted
         self.events = 0
         self.preemptions = 0
+        self.wakes: set[float] = set()  # WAKE times in the heap
         for job in jobs:
             if job.gpus_per_node > config.gpus_per_node:
                 raise ValueError(
@@ -101,24 +105,31 @@ class _Sim:
         while heap:
             now, kind, _, epoch, job = heapq.heappop(heap)
             self.events += 1
-            if kind == ARRIVE:
-                bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
-            elif kind == FINISH:
-                # A victim killed at the end of its grace time may still finish within it.
-                if epoch != job.epoch or not job.running:
-                    continue
-                self._stop(job, now)
-                job.draining = False
-                job.committed = job.duration
-                job.finish = now
-            else:  # RELEASE
-                if epoch != job.epoch or not job.draining:
-                    continue
-                self._stop(job, now)
-                job.draining = False
-                self._push(now + self.config.requeue_delay, ARRIVE, job)
+            self._handle(now, kind, epoch, job)
+            # The pass runs after the instant's last event, even a stale one: skipping it
+            # there would strand what an earlier event of the same instant freed.
             if not heap or heap[0][0] > now:
                 self._schedule(now)
+
+    def _handle(self, now: float, kind: int, epoch: int, job: Job) -> None:
+        if kind == ARRIVE:
+            bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
+        elif kind == FINISH:
+            # A victim killed at the end of its grace time may still finish within it.
+            if epoch != job.epoch or not job.running:
+                return
+            self._stop(job, now)
+            job.draining = False
+            job.committed = job.duration
+            job.finish = now
+        elif kind == RELEASE:
+            if epoch != job.epoch or not job.draining:
+                return
+            self._stop(job, now)
+            job.draining = False
+            self._push(now + self.config.requeue_delay, ARRIVE, job)
+        else:  # WAKE
+            self.wakes.discard(now)
 
     def _stop(self, job: Job, now: float) -> None:
         job.busy_gpu_seconds += job.gpus * (now - job.run_start)
@@ -209,6 +220,7 @@ class _Sim:
                 tier=r.tier,
                 start=r.run_start,
                 honours_request=r.ckpt_write <= self.config.grace_time,
+                ran=now - r.run_start,
             )
             for r in self.running.values()
             if r.preemptible and not r.draining
@@ -219,6 +231,10 @@ class _Sim:
             Request(job.gpus_per_node, job.nodes), candidates, self.cluster.free
         )
         if decision is None or not decision.victims:
+            at = self.policy.eligible_at(candidates, now)
+            if at is not None and at > now and at not in self.wakes:
+                self.wakes.add(at)
+                self._push(at, WAKE, job)
             return False
         until = now
         for victim_id in decision.victims:

@@ -12,6 +12,7 @@ the live cluster's state.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from hpclaunch.simulate.model import Placement, best_fit
 
 __all__ = [
+    "MIN_RUN",
     "POLICIES",
     "Candidate",
     "Decision",
@@ -32,6 +34,10 @@ __all__ = [
 #: QOS priority of each tier, as hpclaunch's site configs order them (only the order
 #: matters to Slurm's preemption candidate sort).
 QOS_PRIORITY = {"critical": 4, "high": 3, "medium": 2, "low": 1}
+
+#: Seconds a job preempted before runs again before ``ours`` may choose it again (the
+#: synthetic workload's restart costs 60 s: every later run makes 4 minutes of progress).
+MIN_RUN = 300.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class Candidate:
         tier: Its tier (Slurm's order uses the QOS priority).
         start: When its current run started (Slurm's ``preempt_youngest_first``).
         honours_request: Whether it commits a checkpoint on request within the grace time.
+        ran: Seconds its current run has lasted (restart included).
     """
 
     job_id: int
@@ -67,6 +74,7 @@ class Candidate:
     tier: str = "low"
     start: float = 0.0
     honours_request: bool = True
+    ran: float = math.inf
 
     @property
     def gpus(self) -> int:
@@ -86,7 +94,8 @@ def choose_victims(
     candidates: Sequence[Candidate],
     free: Sequence[int],
     *,
-    max_preemptions: int = 2,
+    min_run: float = 0.0,
+    max_preemptions: int | None = None,
     inexact_factor: float = 1.5,
 ) -> tuple[int, ...] | None:
     """Our choice: the victim set that frees what ``request`` needs at the least cost.
@@ -97,15 +106,22 @@ def choose_victims(
     a 0/1 knapsack over the victims there finds the cheapest set freeing exactly k GPUs for
     every k; the node's best option is the cheapest exact fit (free + freed == need) unless
     an inexact one costs less than ``1 / inexact_factor`` of it (an exact fit leaves no
-    fragment behind). Jobs preempted ``max_preemptions`` times already are never chosen.
-    Multi-node requests take the best ``nodes`` nodes (a victim spanning several of them is
-    counted once).
+    fragment behind). Multi-node requests take the best ``nodes`` nodes (a victim spanning
+    several of them is counted once).
+
+    How often one job is preempted is capped by run time: a job preempted before is not
+    chosen again until its current run has lasted ``min_run`` seconds, so every run after a
+    preemption gets that far (set it above the restart cost) and no job is starved, while no
+    waiting job is held off by a victim for longer than ``min_run``. A cap by count
+    (``max_preemptions``) is there too, off by default: once reached it protects a job for
+    good, and a big job protected so holds every GPU it has until it ends.
 
     Args:
         request: GPUs per node and node count of the waiting job.
         candidates: Running preemptible jobs that are not already being preempted.
         free: Free GPUs per node index.
-        max_preemptions: The per-job preemption cap.
+        min_run: Seconds a preempted job runs again before it may be chosen again.
+        max_preemptions: Jobs preempted this often are never chosen (``None``: no cap).
         inexact_factor: How much cheaper an inexact fit must be to beat an exact one.
 
     Returns:
@@ -115,7 +131,9 @@ def choose_victims(
     need = request.gpus_per_node
     by_node: dict[int, list[tuple[int, float, int]]] = {}
     for c in candidates:
-        if c.preemptions >= max_preemptions:
+        if c.preemptions and c.ran < min_run:
+            continue
+        if max_preemptions is not None and c.preemptions >= max_preemptions:
             continue
         lost = c.ckpt_write if c.honours_request else c.since_commit
         cost = c.gpus * (lost + c.restart_cost)
@@ -224,6 +242,11 @@ class Policy:
         """Whom to preempt so a waiting TE job of ``request`` can start (``None``: wait)."""
         return None
 
+    def eligible_at(self, candidates: Sequence[Candidate], now: float) -> float | None:
+        """When the first candidate this policy protects now becomes a victim it may
+        choose (``None``: it protects none, or none ever becomes eligible)."""
+        return None
+
 
 class Fifo(Policy):
     """Strict FIFO: submission order, the first job that does not fit blocks the rest."""
@@ -287,12 +310,18 @@ class RandomVictim(Policy):
 
 
 class Ours(Policy):
-    """Least wasted GPU time, exact fits first, a per-job cap, a checkpoint request."""
+    """Least wasted GPU time, exact fits first, a run-time cap, a checkpoint request."""
 
     name = "ours"
     preempts = True
 
-    def __init__(self, max_preemptions: int = 2, inexact_factor: float = 1.5) -> None:
+    def __init__(
+        self,
+        min_run: float = MIN_RUN,
+        max_preemptions: int | None = None,
+        inexact_factor: float = 1.5,
+    ) -> None:
+        self.min_run = min_run
         self.max_preemptions = max_preemptions
         self.inexact_factor = inexact_factor
 
@@ -303,10 +332,21 @@ class Ours(Policy):
             request,
             candidates,
             free,
+            min_run=self.min_run,
             max_preemptions=self.max_preemptions,
             inexact_factor=self.inexact_factor,
         )
         return Decision(found, checkpoint_request=True) if found else None
+
+    def eligible_at(self, candidates: Sequence[Candidate], now: float) -> float | None:
+        waits = [
+            self.min_run - c.ran
+            for c in candidates
+            if c.preemptions
+            and c.ran < self.min_run
+            and (self.max_preemptions is None or c.preemptions < self.max_preemptions)
+        ]
+        return now + min(waits) if waits else None
 
 
 #: Registry: name -> class (constructed with a seed for ``random``).

@@ -295,9 +295,14 @@ def test_a_job_whose_victims_are_stopping_gets_nothing_new() -> None:
 def test_the_cap_roles_and_reasons_limit_who_is_chosen() -> None:
     nodes = [_node("n1", 4)]
     capped = {"1": JobProgress(supervised=True, preemptions=2)}
-    jobs = [_job("1", "low", 4, ["n1"]), _waiting("9", 2)]
+    jobs = [_job("1", "low", 4, ["n1"]), _waiting("9", 2)]  # its run started 1000 s ago
+    assert decide(_snap(jobs, nodes), ROLES, capped, []) != []  # no count cap by default
     assert decide(_snap(jobs, nodes), ROLES, capped, [], max_preemptions=2) == []
     assert decide(_snap(jobs, nodes), ROLES, capped, [], max_preemptions=3) != []
+    assert decide(_snap(jobs, nodes), ROLES, capped, [], min_run=1001) == []
+    assert decide(_snap(jobs, nodes), ROLES, capped, [], min_run=1000) != []
+    never = {"1": JobProgress(supervised=True)}  # never preempted: min_run does not apply
+    assert decide(_snap(jobs, nodes), ROLES, never, [], min_run=5000) != []
     medium = [_job("1", "normal", 4, ["n1"]), _waiting("9", 2)]  # not preemptible
     assert decide(_snap(medium, nodes), ROLES, {}, []) == []
     low_waits = [_job("1", "low", 4, ["n1"]), _waiting("9", 2, qos="low")]

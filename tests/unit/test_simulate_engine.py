@@ -6,7 +6,7 @@ import pytest
 
 from hpclaunch.simulate.engine import SimConfig, simulate
 from hpclaunch.simulate.model import BE, TE, Cluster, Job
-from hpclaunch.simulate.policies import make_policy
+from hpclaunch.simulate.policies import Ours, make_policy
 
 
 def job(i: int, submit: float, gpus: int, duration: float, cls: str = BE, **kw: float) -> Job:
@@ -141,17 +141,43 @@ def test_multi_node_job_waits_for_enough_nodes() -> None:
     assert done[1].first_start == 100  # 7 GPUs free, but not 2 whole nodes of 4
 
 
-def test_preemption_cap_protects_a_job_preempted_twice() -> None:
-    # One BE job on the only GPU, three TE jobs one after another: ours preempts it at most
-    # twice (the default cap), then the third TE job waits for it to finish.
+def cap_case() -> list[Job]:
+    # One BE job on the only GPU, three TE jobs one after another.
     victim = job(0, 0, 1, 1000, ckpt_interval=100, ckpt_write=5, restart_cost=0)
-    tes = [job(i, t, 1, 10, TE) for i, t in ((1, 100), (2, 400), (3, 700))]
-    done = run("ours", [victim, *tes], gpn=1)
+    return [victim, *(job(i, t, 1, 10, TE) for i, t in ((1, 100), (2, 400), (3, 700)))]
+
+
+def test_a_job_preempted_before_runs_min_run_again_before_its_next_preemption() -> None:
+    done = run("ours", cap_case(), gpn=1)  # ours' default min_run: 300 s
+    # Runs of the victim: 0-100 (never preempted: taken at once), back at 105 + 120 = 225;
+    # TE 2 arrives at 400, 175 s into that run: it waits until 525 (a wake-up, no other
+    # event falls there), the victim releases at 530 with 400 s done. Back at 650, TE 3
+    # arrives at 700 and waits until 950 (700 s done), release at 955; back at 1075 with
+    # 300 s left.
+    assert [done[i].first_start for i in (1, 2, 3)] == [105, 530, 955]
+    assert done[0].preemptions == 3
+    assert done[0].finish == 1375
+
+
+def test_the_count_cap_when_asked_for_protects_a_job_for_good() -> None:
+    config = SimConfig(nodes=1, gpus_per_node=1, grace_time=60, requeue_delay=120)
+    result = simulate(cap_case(), Ours(min_run=0, max_preemptions=2), config)
+    done = {j.id: j for j in result.jobs}
     # Runs: 0-100 (100 s of work), 225-400 (175 s), 525 onwards: 725 s left.
     assert [done[i].first_start for i in (1, 2)] == [105, 405]
     assert done[0].preemptions == 2
     assert done[0].finish == 1250
     assert done[3].first_start == 1250
+
+
+def test_a_stale_event_at_the_same_instant_does_not_skip_the_scheduling_pass() -> None:
+    # The victim would end at 260; asked at 250, it releases at 250 + 10 = 260 too. The
+    # release comes first, then the stale finish of the preempted run: the TE job must
+    # start at 260, not when the victim comes back at 380.
+    victim = job(0, 0, 1, 260, ckpt_interval=1000, ckpt_write=10, restart_cost=0)
+    done = run("ours", [victim, job(1, 250, 1, 50, TE)], gpn=1)
+    assert done[1].first_start == 260
+    assert done[0].finish == 380 + 10
 
 
 def test_jobs_that_cannot_fit_the_cluster_are_refused() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hpclaunch.simulate.policies import (
     Candidate,
+    Ours,
     Request,
     choose_victims,
     slurm_order,
@@ -49,10 +52,29 @@ def test_several_victims_on_one_node() -> None:
     assert choose_victims(Request(2), [a, b], [0]) == (1, 2)
 
 
-def test_cap_and_no_solution() -> None:
-    capped = cand(1, {0: 2}, preemptions=2)
-    assert choose_victims(Request(1), [capped], [0]) is None
-    assert choose_victims(Request(1), [capped], [0], max_preemptions=3) == (1,)
+def test_a_job_preempted_before_waits_min_run_into_its_new_run() -> None:
+    again = cand(1, {0: 2}, preemptions=1, ran=299.0)
+    assert choose_victims(Request(1), [again], [0], min_run=300) is None
+    assert choose_victims(Request(1), [replace(again, ran=300.0)], [0], min_run=300) == (1,)
+    # Never preempted: no protection, however young its run.
+    fresh = cand(2, {0: 2}, ran=1.0)
+    assert choose_victims(Request(1), [fresh], [0], min_run=300) == (2,)
+
+
+def test_the_count_cap_is_off_unless_asked_for() -> None:
+    often = cand(1, {0: 2}, preemptions=5)
+    assert choose_victims(Request(1), [often], [0]) == (1,)
+    assert choose_victims(Request(1), [often], [0], max_preemptions=5) is None
+    assert choose_victims(Request(1), [often], [0], max_preemptions=6) == (1,)
+
+
+def test_ours_says_when_a_protected_victim_becomes_eligible() -> None:
+    ours = Ours(min_run=300)
+    cs = [cand(1, {0: 1}, preemptions=1, ran=100.0), cand(2, {0: 1}, preemptions=2, ran=250.0)]
+    assert ours.eligible_at(cs, now=1000.0) == 1050.0
+    assert ours.eligible_at([cand(3, {0: 1}, ran=5.0)], now=1000.0) is None  # not protected
+    # A job the count cap protects for good never becomes eligible.
+    assert Ours(min_run=300, max_preemptions=2).eligible_at(cs[1:], now=1000.0) is None
 
 
 def test_multi_node_request_takes_the_cheapest_nodes() -> None:
