@@ -95,6 +95,10 @@ class Arbiter:
     clock: Callable[[], float] = time.time
     on_event: Callable[[dict[str, Any]], None] | None = None
     in_flight: dict[str, InFlight] = field(default_factory=dict)
+    #: Victim -> preemptions this daemon made. A job without the sidecar has no ledger to
+    #: say it was preempted before, so without this count it would never be protected by
+    #: ``min_run`` (kept in memory only: job ids restart at 1 on a rebuilt cluster).
+    preempted: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.roles: Roles = roles_of(self.site)
@@ -148,7 +152,9 @@ class Arbiter:
         out = {}
         for job in snapshot.jobs:
             if job.running and job.qos in self.roles.preemptible and job.gpus_per_node:
-                out[job.job_id] = read_progress(job_dir_of(job.command, job.job_id), job.start)
+                prog = read_progress(job_dir_of(job.command, job.job_id), job.start)
+                ours = self.preempted.get(job.job_id, 0)
+                out[job.job_id] = replace(prog, preemptions=max(prog.preemptions, ours))
         return out
 
     def _act(self, p: Preemption, now: float) -> None:
@@ -177,6 +183,7 @@ class Arbiter:
         )
         if self.options.dry_run:
             return
+        self.preempted[p.victim] = self.preempted.get(p.victim, 0) + 1
         if p.checkpoint_first:
             argv = ["scancel", "--batch", f"--signal={self.options.signal}", p.victim]
         else:

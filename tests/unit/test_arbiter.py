@@ -473,3 +473,28 @@ def test_the_cli_refuses_a_site_where_slurm_preempts(tmp_path: Path) -> None:
     assert out.exit_code == 2, out.output
     assert "preemption: arbiter" in out.output
     assert "--dry-run" in out.output
+
+
+def test_a_plain_job_this_daemon_requeued_is_protected_for_min_run(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    # Job 5 has no sidecar (no ledger): only the arbiter knows it preempted it.
+    plain = _line("5", "low", "RUNNING", 4, "n1", "2026-11-23T18:00:00", "/x/plain.sh")
+    waiting = _line("6", "high", "PENDING", 2, "N/A", "N/A", "/x/job.sh")
+    nodes = "NodeName=n1 Gres=gpu:4 State=ALLOCATED Partitions=gpu AllocTRES=gres/gpu=4\n"
+    cluster = Cluster(plain + waiting, nodes)
+    runner = FakeRunner(cluster)
+    now = [START + 600]
+    arbiter = Arbiter(runner, local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    (first,) = arbiter.step()
+    assert (first.victim, first.checkpoint_first) == ("5", False)  # requeued at once
+    # Back 60 s later on the same node, job 6 ran and ended, job 7 waits: 5's new run is
+    # 30 s old, under min_run (300 s), so it is left alone until then.
+    restarted = plain.replace("18:00:00", "18:11:00")
+    cluster.jobs = restarted + _line("7", "high", "PENDING", 2, "N/A", "N/A", "/x/job.sh")
+    now[0] = START + 11 * 60 + 30
+    assert arbiter.step() == []
+    now[0] = START + 11 * 60 + 300
+    (second,) = arbiter.step()
+    assert (second.victim, second.for_job, second.preemptions) == ("5", "7", 1)
+    assert arbiter.preempted == {"5": 2}
