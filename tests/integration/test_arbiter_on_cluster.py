@@ -94,6 +94,21 @@ def _events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _dry_run_once(queue: Queue, log: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``hpclaunch arbiter --dry-run --once`` on the module's site, decisions into ``log``."""
+    argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
+    run = subprocess.run(
+        [*argv, "--dry-run", "--once", *options],
+        cwd=REPO,
+        env=queue.cli.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     queue: Queue, tmp_path: Path
 ) -> None:
@@ -125,15 +140,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
 
     log = tmp_path / "arbiter.jsonl"
     base = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
-    dry = subprocess.run(
-        [*base, "--dry-run", "--once"],
-        cwd=REPO,
-        env=queue.cli.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert dry.returncode == 0, dry.stderr
+    dry = _dry_run_once(queue, log)
     (decision,) = _events(log)
     assert decision["dry_run"] is True
     assert (decision["victim"], decision["for_job"]) == (queue.ids["trainer"], queue.ids["high"])
@@ -183,16 +190,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     victims = {}
     for min_run in ("300", "0"):
         path = tmp_path / f"min-run-{min_run}.jsonl"
-        argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(path)]
-        run = subprocess.run(
-            [*argv, "--dry-run", "--once", "--min-run", min_run],
-            cwd=REPO,
-            env=queue.cli.env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert run.returncode == 0, run.stderr
+        _dry_run_once(queue, path, "--min-run", min_run)
         (choice,) = [e for e in _events(path) if e["event"] == "preempt"]
         assert choice["for_job"] == queue.ids["high2"]
         victims[min_run] = (choice["victim"], choice["action"])
