@@ -258,9 +258,17 @@ def _preemption(victim: _Victim, job: ClusterJob, roles: Roles, restart: float) 
 
 
 def _honours(victim: _Victim, roles: Roles) -> bool:
-    """Whether the victim can answer a checkpoint request within its grace time."""
+    """Whether the victim can answer a checkpoint request within its grace time: it runs
+    under the sidecar, and its last write (when it made one) took no longer than the grace.
+
+    A job that has not committed yet is asked too (its cost still counts the default write
+    time): requeued at once it would lose its whole run, and one preempted again and again
+    before its first periodic checkpoint would never make progress (seen on the cluster,
+    2026-11-24: a 16-GPU job requeued 4 times, 3-22 s into each run, always from step 0).
+    If it cannot write in time, it is requeued by force when its grace ends."""
     grace = roles.grace.get(victim.job.qos or "", 0.0)
-    return victim.progress.supervised and victim.progress.ckpt_write <= grace
+    prog = victim.progress
+    return prog.supervised and (not prog.write_measured or prog.ckpt_write <= grace)
 
 
 def _serves(node: NodeGpus, job: ClusterJob) -> bool:

@@ -40,6 +40,7 @@ class JobProgress:
             request: the arbiter signals it instead of requeueing it at once).
         committed_at: When its newest checkpoint of the current attempt was committed.
         ckpt_write: Seconds its last checkpoint write took (a default when never seen).
+        write_measured: ``ckpt_write`` was measured (the job committed a checkpoint).
         preemptions: Attempts that ended preempted or requeued so far.
         directory: Where this was read, ``None`` when not found.
     """
@@ -47,6 +48,7 @@ class JobProgress:
     supervised: bool = False
     committed_at: float | None = None
     ckpt_write: float = DEFAULT_CKPT_WRITE
+    write_measured: bool = False
     preemptions: int = 0
     directory: str | None = None
 
@@ -112,6 +114,7 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         supervised=supervised,
         committed_at=committed_at,
         ckpt_write=write if write is not None else DEFAULT_CKPT_WRITE,
+        write_measured=write is not None,
         preemptions=preemptions,
         directory=str(directory),
     )

@@ -16,7 +16,12 @@ import pytest
 
 from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions, read_log
 from hpclaunch.arbiter.decide import InFlight, Roles, decide, roles_of
-from hpclaunch.arbiter.progress import JobProgress, job_dir_of, read_progress
+from hpclaunch.arbiter.progress import (
+    DEFAULT_CKPT_WRITE,
+    JobProgress,
+    job_dir_of,
+    read_progress,
+)
 from hpclaunch.arbiter.snapshot import (
     ClusterJob,
     NodeGpus,
@@ -150,7 +155,7 @@ def test_progress_from_the_ledger_and_the_newest_commit(tmp_path: Path) -> None:
     prog = read_progress(tmp_path, attempt_start=199.0)
     assert prog.supervised
     assert prog.preemptions == 1
-    assert prog.ckpt_write == 1.5
+    assert (prog.ckpt_write, prog.write_measured) == (1.5, True)
     assert prog.since_commit(now=300.0, run_start=199.0) == 40.0
     # A commit of an earlier attempt: what is lost is counted from this run's start.
     assert prog.since_commit(now=400.0, run_start=300.0) == 100.0
@@ -228,7 +233,9 @@ def _snap(jobs: Sequence[ClusterJob], nodes: Sequence[NodeGpus]) -> Snapshot:
 
 
 def _supervised(committed_ago: float, write: float = 1.0) -> JobProgress:
-    return JobProgress(supervised=True, committed_at=NOW - committed_ago, ckpt_write=write)
+    return JobProgress(
+        supervised=True, committed_at=NOW - committed_ago, ckpt_write=write, write_measured=True
+    )
 
 
 def _unsupervised() -> JobProgress:
@@ -318,6 +325,20 @@ def test_a_slow_checkpoint_is_requeued_at_once_and_costed_as_lost_work() -> None
     (p,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [], restart_cost=0)
     assert not p.checkpoint_first
     assert p.cost == 4 * 300
+
+
+def test_a_supervised_job_that_never_committed_is_asked_to_checkpoint() -> None:
+    # Under the sidecar but before its first commit: no write time is known. Requeued at
+    # once it would lose its whole run; asked, it commits (or is requeued after its grace).
+    jobs = [_job("1", "low", 4, ["n1"]), _waiting("9", 4)]
+    progress = {"1": JobProgress(supervised=True)}
+    (p,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, progress, [], restart_cost=0)
+    assert p.checkpoint_first
+    assert p.cost == 4 * DEFAULT_CKPT_WRITE  # costed with the default write time
+    plain = {"1": JobProgress()}  # no sidecar: requeued at once, its whole run lost
+    (q,) = decide(_snap(jobs, [_node("n1", 4)]), ROLES, plain, [], restart_cost=0)
+    assert not q.checkpoint_first
+    assert q.cost == 4 * 1000
 
 
 def test_multi_node_request_takes_victims_on_two_nodes() -> None:
