@@ -131,9 +131,7 @@ def choose_victims(
     need = request.gpus_per_node
     by_node: dict[int, list[tuple[int, float, int]]] = {}
     for c in candidates:
-        if c.preemptions and c.ran < min_run:
-            continue
-        if max_preemptions is not None and c.preemptions >= max_preemptions:
+        if _too_young(c, min_run) or _capped(c, max_preemptions):
             continue
         lost = c.ckpt_write if c.honours_request else c.since_commit
         cost = c.gpus * (lost + c.restart_cost)
@@ -152,6 +150,16 @@ def choose_victims(
     options.sort()
     chosen = {victim for _, _, vs in options[: request.nodes] for victim in vs}
     return tuple(sorted(chosen))
+
+
+def _too_young(c: Candidate, min_run: float) -> bool:
+    """Preempted before, and its new run has not lasted ``min_run`` yet."""
+    return c.preemptions > 0 and c.ran < min_run
+
+
+def _capped(c: Candidate, max_preemptions: int | None) -> bool:
+    """Preempted ``max_preemptions`` times already (never, without a cap by count)."""
+    return max_preemptions is not None and c.preemptions >= max_preemptions
 
 
 def _cheapest_cover(
@@ -342,9 +350,7 @@ class Ours(Policy):
         waits = [
             self.min_run - c.ran
             for c in candidates
-            if c.preemptions
-            and c.ran < self.min_run
-            and (self.max_preemptions is None or c.preemptions < self.max_preemptions)
+            if _too_young(c, self.min_run) and not _capped(c, self.max_preemptions)
         ]
         return now + min(waits) if waits else None
 
