@@ -35,7 +35,7 @@ Slurm's does). Prints the measured metrics, both predictions and their errors (g
 TE p95 slowdown and the lost work: <= 15 %).
 
 ``--json FILE`` keeps the raw record (every job's attempts, the release times, the arbiter's
-decisions); ``--replay FILE`` analyses such a record again without the cluster, e.g. the
+decisions); ``--replay FILE`` (repeatable) analyses such records again without the cluster, e.g. the
 2026-11-23 run in ``bench/data/`` (rebuilt from ``sacct -D`` and the ledgers: that run's
 script printed aggregates only, with the arbiter's then cap of 2 preemptions per job and no
 ``--min-run``). ``--min-run`` is how long a job preempted before runs again before the
@@ -441,11 +441,17 @@ def main() -> None:
         help="a cap by count as well (default none; with --replay, as --min-run)",
     )
     parser.add_argument("--json", type=Path, help="write the runs' raw record (every attempt)")
-    parser.add_argument("--replay", type=Path, help="analyse a record written by --json")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        action="append",
+        help="analyse a record written by --json; repeated: a later record's modes replace "
+        "an earlier one's (same workload, e.g. native from one run, arbiter from another)",
+    )
     args = parser.parse_args()
     every = max(1, round(30 * 60 / args.compress / STEP))
     if args.replay:
-        record = json.loads(args.replay.read_text())
+        record = merge_records([json.loads(path.read_text()) for path in args.replay])
         every = record["every"]
     else:
         record = run_all(args, every)
@@ -469,6 +475,17 @@ def main() -> None:
         print(f"\narbiter vs native (measured): TE p95 slowdown {pct(arb, nat, 'te_slowdown_p95')}"
               f", BE p50 {pct(arb, nat, 'be_slowdown_p50')}, lost GPU-s "
               f"{pct(arb, nat, 'lost_gpu_s')}")  # fmt: skip
+
+
+def merge_records(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One record from several of the same workload: each mode from the last that ran it."""
+    merged = dict(records[0], runs=dict(records[0]["runs"]))
+    for other in records[1:]:
+        for key in ("jobs", "seed", "compress", "load", "every", "min_run", "max_preemptions"):
+            if other.get(key) != merged.get(key):
+                raise SystemExit(f"--replay: records differ in {key!r}")
+        merged["runs"].update(other["runs"])
+    return merged
 
 
 def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
