@@ -8,6 +8,9 @@ script (``<job dir>/job.sbatch``, which ``squeue %o`` names):
   attempt ended (how often it was preempted already);
 * ``control/checkpoint-done.json``: the newest committed checkpoint, when it was committed
   and how long the write took (the runtime writes it at every commit, periodic ones too).
+  The sidecar removes it when a new attempt starts (after recording it in the ledger as a
+  ``stale_control_file``): until the new attempt's first commit, the ledger's newest
+  commit (that record, or a ``checkpoint_committed`` on request) gives the write time.
 
 A sweep's array task has its own directory ``<job dir>/tasks/<point>/`` (see
 :func:`job_dir_of`). A job without these files (not hpclaunch's, or unreadable) is
@@ -19,8 +22,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.plan import SCRIPT_NAME
+from hpclaunch.runtime.control import DONE_FILE
 from hpclaunch.supervise.ledger import read_ledger
 
 __all__ = ["JobProgress", "job_dir_of", "read_progress"]
@@ -96,7 +101,7 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         return JobProgress()
     try:
         events = read_ledger(directory)
-        done = _read_json(directory / "control" / "checkpoint-done.json")
+        done = _read_json(directory / "control" / DONE_FILE)
     except OSError:
         return JobProgress()
     starts = [e for e in events if e.get("event") == "attempt_start"]
@@ -108,6 +113,8 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         for e in events
         if e.get("event") == "attempt_end" and e.get("reason") in PREEMPTED_REASONS
     )
+    if done is None:
+        done = _last_commit_in(events)
     committed_at = _float(done.get("committed_at")) if done else None
     write = _float(done.get("seconds")) if done else None
     return JobProgress(
@@ -118,6 +125,24 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         preemptions=preemptions,
         directory=str(directory),
     )
+
+
+def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest commit the ledger records (``seconds`` and, when known, ``committed_at``).
+
+    Without this, a job that has just been requeued looked as if it had never measured a
+    write (the default, 30 s) until its first commit in the new attempt, and cost more than
+    a plain job preempted after less than 30 s of work (seen on the cluster, 2026-11-24).
+    """
+    for event in reversed(events):
+        kind = event.get("event")
+        if kind == "stale_control_file" and event.get("file") == DONE_FILE:
+            content = event.get("content")
+            if isinstance(content, dict) and "seconds" in content:
+                return content
+        elif kind == "checkpoint_committed" and event.get("seconds") is not None:
+            return {"seconds": event.get("seconds"), "committed_at": event.get("time")}
+    return None
 
 
 def _read_json(path: Path) -> dict[str, object] | None:

@@ -11,7 +11,10 @@ that needs one node's 4 GPUs then:
 2. ``hpclaunch arbiter --dry-run --once`` logs the choice (the trainer) and touches nothing;
 3. with ``hpclaunch arbiter`` running, the trainer is asked to checkpoint, requeues itself
    and the high job starts within the grace time; the plain jobs are never preempted; the
-   trainer resumes from its committed step and trains every step exactly once.
+   trainer resumes from its committed step and trains every step exactly once;
+4. during the trainer's resumed run, a second high job waits: the dry run leaves the
+   trainer alone for ``--min-run`` (preempted once, its new run is seconds old) and picks a
+   plain job; with ``--min-run 0`` it picks the trainer again.
 """
 
 from __future__ import annotations
@@ -91,6 +94,21 @@ def _events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _dry_run_once(queue: Queue, log: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``hpclaunch arbiter --dry-run --once`` on the module's site, decisions into ``log``."""
+    argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
+    run = subprocess.run(
+        [*argv, "--dry-run", "--once", *options],
+        cwd=REPO,
+        env=queue.cli.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     queue: Queue, tmp_path: Path
 ) -> None:
@@ -122,15 +140,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
 
     log = tmp_path / "arbiter.jsonl"
     base = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
-    dry = subprocess.run(
-        [*base, "--dry-run", "--once"],
-        cwd=REPO,
-        env=queue.cli.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert dry.returncode == 0, dry.stderr
+    dry = _dry_run_once(queue, log)
     (decision,) = _events(log)
     assert decision["dry_run"] is True
     assert (decision["victim"], decision["for_job"]) == (queue.ids["trainer"], queue.ids["high"])
@@ -166,6 +176,41 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     assert [(e["victim"], e["action"]) for e in preempts] == [(queue.ids["trainer"], "checkpoint")]
     assert not [e for e in events if e["event"] in ("forced_requeue", "action_failed")], events
     assert f"checkpoint: {queue.ids['trainer']}" in out
+
+    # The cap by run time: the trainer's new run (after its requeue delay) fills the node
+    # again; a second high job waits. The trainer, preempted once and seconds into its new
+    # run, is protected for --min-run (300 s by default): the dry run picks a plain job;
+    # with --min-run 0 the trainer is the cheapest victim again.
+    queue.wait(running={"trainer"}, timeout=60)
+    # Its sidecar has started attempt 1 (the arbiter reads that from the ledger: a job
+    # whose current run has no attempt_start yet is not known to answer a request).
+    ledger = Path(queue.cli.submitted()[queue.ids["trainer"]]["job_dir"]) / "events.jsonl"
+    deadline = time.monotonic() + 20
+    while not [e for e in _events(ledger) if e["event"] == "attempt_start" and e["attempt"]]:
+        assert time.monotonic() < deadline, _events(ledger)
+        time.sleep(0.2)
+    queue.submit("high2", "high", command=["sleep", "2"])
+    deadline = time.monotonic() + 10
+    while queue.states().get("high2") != ("PENDING", "Resources"):
+        assert time.monotonic() < deadline, queue.states()
+        time.sleep(0.2)
+    victims, choices = {}, {}
+    for min_run in ("300", "0"):
+        path = tmp_path / f"min-run-{min_run}.jsonl"
+        _dry_run_once(queue, path, "--min-run", min_run)
+        decisions = _events(path)
+        preempts = [e for e in decisions if e["event"] == "preempt"]
+        assert len(preempts) == 1, decisions
+        choice = preempts[0]
+        assert choice["for_job"] == queue.ids["high2"]
+        victims[min_run] = (choice["victim"], choice["action"])
+        choices[min_run] = choice
+    assert victims["300"][0] in {queue.ids[k] for k in plain}, choices
+    assert victims["300"][1] == "requeue"  # no sidecar: requeued at once
+    # The trainer costs its measured write (read from the ledger: its done file was cleared
+    # when attempt 1 started), a plain job the ~30 s it ran: the trainer, asked to checkpoint.
+    assert victims["0"] == (queue.ids["trainer"], "checkpoint"), choices
+    subprocess.run(["scancel", queue.ids.pop("high2")], check=True)
 
     queue.release(*plain)
     for key in [*plain, "trainer"]:

@@ -161,6 +161,46 @@ def test_progress_from_the_ledger_and_the_newest_commit(tmp_path: Path) -> None:
     assert prog.since_commit(now=400.0, run_start=300.0) == 100.0
 
 
+def test_a_resumed_job_keeps_its_measured_write_time_until_it_commits_again(
+    tmp_path: Path,
+) -> None:
+    # The sidecar removed the done file when attempt 1 started and recorded what it held;
+    # attempt 1 has not committed yet. Its write time is still the measured one, not the
+    # default (which made it look dearer than a plain job: a flaky cluster check, 11-24).
+    done = {"step": 40, "seconds": 0.25, "committed_at": 150.0, "reason": "preemption"}
+    _ledger(
+        tmp_path,
+        {"event": "attempt_start", "attempt": 0, "time": 100.0},
+        {"event": "checkpoint_committed", "attempt": 0, "time": 150.1, "seconds": 0.25},
+        {"event": "attempt_end", "attempt": 0, "reason": "preempted", "time": 151.0},
+        {"event": "stale_control_file", "attempt": 1, "time": 200.0, "file": "x", "content": {}},
+        {
+            "event": "stale_control_file",
+            "attempt": 1,
+            "time": 200.0,
+            "file": "checkpoint-done.json",
+            "content": done,
+        },
+        {"event": "attempt_start", "attempt": 1, "time": 200.0},
+    )
+    prog = read_progress(tmp_path, attempt_start=199.0)
+    assert (prog.ckpt_write, prog.write_measured, prog.committed_at) == (0.25, True, 150.0)
+    assert prog.since_commit(now=210.0, run_start=199.0) == 11.0  # this run's work only
+    # Only a commit on request in the ledger (no stale record): its write time.
+    other = tmp_path / "other"
+    _ledger(
+        other,
+        {"event": "attempt_start", "attempt": 0, "time": 100.0},
+        {"event": "checkpoint_committed", "attempt": 0, "time": 150.0, "seconds": 2.0},
+        {"event": "attempt_start", "attempt": 1, "time": 200.0},
+    )
+    prog = read_progress(other, attempt_start=199.0)
+    assert (prog.ckpt_write, prog.write_measured) == (2.0, True)
+    # A done file of this attempt wins over the ledger.
+    _done(other, committed_at=205.0, seconds=0.5)
+    assert read_progress(other, attempt_start=199.0).ckpt_write == 0.5
+
+
 def test_a_job_without_a_sidecar_loses_everything_since_it_started(tmp_path: Path) -> None:
     prog = read_progress(tmp_path, attempt_start=100.0)
     assert prog == JobProgress(directory=str(tmp_path))
