@@ -4,7 +4,9 @@ Events: ``ARRIVE`` (submission, or re-arrival after the requeue delay), ``FINISH
 ends; stale ones of preempted runs are skipped by epoch), ``RELEASE`` (a preempted job
 gives its GPUs back: after its on-request checkpoint write, or at the end of the grace
 time). A preemption: the victim is signalled at ``t``; with a checkpoint request it honours
-(write time <= grace time) it commits its progress at ``t`` and releases at ``t + write``;
+(notice + write time <= grace time) it computes on for its ``ckpt_notice``, commits its
+progress at ``t + notice`` and releases at ``t + notice + write`` (one that ends during the
+notice simply finishes);
 otherwise it keeps its last periodic checkpoint and is killed at ``t + grace``. It arrives
 again at release + ``requeue_delay``, keeps its place in the queue order (its submission
 time), and pays ``restart_cost`` when it starts again. ``WAKE`` changes nothing: it makes a
@@ -219,7 +221,7 @@ class _Sim:
                 preemptions=r.preemptions,
                 tier=r.tier,
                 start=r.run_start,
-                honours_request=r.ckpt_write <= self.config.grace_time,
+                honours_request=r.ckpt_notice + r.ckpt_write <= self.config.grace_time,
                 ran=now - r.run_start,
             )
             for r in self.running.values()
@@ -248,11 +250,14 @@ class _Sim:
         victim.draining = True
         victim.preemptions += 1
         self.preemptions += 1
-        if decision.checkpoint_request and victim.ckpt_write <= grace:
-            # It stops computing to write: its progress now is committed, it cannot finish.
-            victim.committed = victim.progress(now)
+        if decision.checkpoint_request and victim.ckpt_notice + victim.ckpt_write <= grace:
+            stop = now + victim.ckpt_notice  # it computes until it sees the request
+            if victim.expected_end() <= stop:
+                return victim.expected_end()  # it ends first: its FINISH stands
+            # It stops computing to write: its progress then is committed, it cannot finish.
+            victim.committed = victim.progress(stop)
             victim.epoch += 1
-            release = now + victim.ckpt_write
+            release = stop + victim.ckpt_write
         else:
             release = now + grace
             victim.committed = victim.periodic_commit(release)

@@ -37,6 +37,10 @@ class Job:
         tier: hpclaunch tier (TE: ``critical``/``high``; BE: ``medium``/``low``).
         ckpt_interval: Work seconds between periodic checkpoints (``inf``: none).
         ckpt_write: Seconds to write a checkpoint on request.
+        ckpt_notice: Seconds a job asked to checkpoint keeps computing before it starts
+            writing (it sees the request at its next step; on a live cluster also the
+            arbiter's reaction time): that work is committed, not lost, but the GPUs come
+            free only after notice + write.
         restart_cost: Extra run time of every restart after a preemption.
         limit: The time limit the scheduler plans with (``inf``: it knows the run time
             exactly, the optimistic backfill of the default model). Slurm's backfill
@@ -53,6 +57,7 @@ class Job:
     tier: str
     ckpt_interval: float = math.inf
     ckpt_write: float = 0.0
+    ckpt_notice: float = 0.0
     restart_cost: float = 0.0
     limit: float = math.inf
     # --- simulation state ---

@@ -112,6 +112,37 @@ def test_ours_asks_for_a_checkpoint_and_loses_only_the_write() -> None:
     assert v.busy_gpu_seconds - 2 * 1000 == pytest.approx(2 * 10 + 2 * 20)
 
 
+def test_a_victim_computes_through_its_notice_and_loses_only_the_write() -> None:
+    jobs = preemption_case()
+    jobs[0].ckpt_notice = 5  # it sees the request 5 s after the signal
+    done = run("ours", jobs, gpn=2)
+    v, t = done[0], done[1]
+    # Signal at 250: it computes to 255, commits 255 s of work, writes to 265.
+    assert t.first_start == 265
+    assert v.finish == 265 + 120 + 20 + 745
+    # The notice is useful work: only the write and the restart are lost.
+    assert v.busy_gpu_seconds - 2 * 1000 == pytest.approx(2 * 10 + 2 * 20)
+
+
+def test_a_victim_that_ends_within_its_notice_just_finishes() -> None:
+    jobs = preemption_case()
+    jobs[0].duration = 253  # signalled at 250, done at 253: before it sees the request
+    jobs[0].ckpt_notice = 5
+    done = run("ours", jobs, gpn=2)
+    v, t = done[0], done[1]
+    assert v.finish == 253
+    assert v.busy_gpu_seconds == pytest.approx(2 * 253)  # nothing lost, no restart
+    assert t.first_start == 253
+
+
+def test_notice_and_write_over_the_grace_time_are_not_honoured() -> None:
+    jobs = preemption_case()
+    jobs[0].ckpt_notice, jobs[0].ckpt_write = 55, 10  # 65 > grace 60
+    done = run("ours", jobs, gpn=2)
+    assert done[1].first_start == 310  # killed at the end of the grace time
+    assert done[0].finish == 430 + 20 + 800
+
+
 def test_a_victim_whose_write_exceeds_the_grace_time_is_killed_like_slurm_native() -> None:
     jobs = preemption_case()
     jobs[0].ckpt_write = 90  # > grace 60: the request cannot be honoured
