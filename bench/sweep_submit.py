@@ -1,7 +1,7 @@
 """Submitting a 1,000-point sweep: hpclaunch vs a loop of sbatch calls vs submitit's map_array,
 same run, same cluster.
 
-    .venv/bin/python bench/sweep_submit.py [--points 1000] [--reps 2]
+    .venv/bin/python bench/sweep_submit.py [--points 1000] [--reps 3]
 
 Needs a running cluster and ``pip install submitit`` (bench only, not a project dependency).
 Takes the cluster lock (/tmp/hpclaunch-cluster.lock) for the whole run. Every job is
@@ -11,18 +11,24 @@ repetition. Measured, from the call to the last job id:
 * ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
   imports, plan, render, params file, one sbatch per array);
 * ``hpclaunch lib``: :func:`hpclaunch.sweep.submit.plan_sweep` + ``submit_sweep`` in this
-  process (like submitit, which runs in the caller's process);
+  process (like submitit, which runs in the caller's process). Both libraries are imported
+  before any timing (a script or notebook imports once, then submits): their import times are
+  printed apart;
+* ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it talks
+  to Slurm (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
 * ``sbatch loop``: one ``sbatch --wrap`` per point, from this process;
 * ``submitit``: ``executor.map_array`` (it writes one pickle per point, then one sbatch per
   array). submitit 1.5 does not split by MaxArraySize: on a cluster with MaxArraySize=101 a
-  1,000-element map_array is refused, so it is called once per 101 points, as a user would.
+  1,000-element map_array is refused, so it is called once per 101 points, as a user would;
+* ``submitit script``: the same from a fresh ``python`` process (a script run from the
+  shell): the like-for-like peer of the CLI, as ``submitit`` is of the library call.
 
 hpclaunch's modules are byte-compiled first (``compileall``), as installing the wheel does:
 with ``PYTHONDONTWRITEBYTECODE=1`` in the environment (CI sets it) an editable install has no
 ``.pyc`` files, and every ``hpclaunch`` process compiled ~35 modules from source (~90 ms).
 
 Prints medians over the repetitions and the ratios; record them in bench/RESULTS.md. Each
-repetition leaves 4,000 cancelled job records in slurmctld for MinJobAge (300 s) against
+repetition leaves 5,000 cancelled job records in slurmctld for MinJobAge (300 s) against
 MaxJobCount (10,000): a third repetition waits for the first one's to be purged.
 """
 
@@ -62,7 +68,7 @@ def wait_for_room(needed: int, timeout: float = 420) -> None:
 
     Cancelled jobs stay in slurmctld's memory for MinJobAge (300 s here) and count against
     MaxJobCount (10,000); sbatch then retries with back-off instead of failing. One
-    repetition leaves 4 x points records behind.
+    repetition leaves 5 x points records behind.
     """
     config = subprocess.run(
         ["scontrol", "show", "config"], capture_output=True, text=True, check=True
@@ -73,17 +79,35 @@ def wait_for_room(needed: int, timeout: float = 420) -> None:
     )
     deadline = time.monotonic() + timeout
     while True:
-        out = subprocess.run(
-            ["squeue", "-h", "-r", "--states=all", "-o", "%i"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        held = len(out.splitlines())
+        held = held_records()
         if held + needed + 200 <= limit or time.monotonic() > deadline:
+            settle(held)
             return
         print(f"  waiting: {held} job records held, MaxJobCount {limit}", file=sys.stderr)
         time.sleep(15)
+
+
+def held_records() -> int:
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "--states=all", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return len(out.splitlines())
+
+
+def settle(held: int, timeout: float = 120) -> None:
+    """Wait until slurmctld has stopped purging records (the count holds still for 5 s):
+    a purge of thousands of them slows every RPC made meanwhile (seen 2026-11-24: the
+    first submission after a wait took 0.71 s instead of 0.25 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        now = held_records()
+        if now == held:
+            return
+        held = now
 
 
 def cancel(ids: list[str]) -> None:
@@ -141,6 +165,31 @@ def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
     return [r.job_id for r in submit_sweep(CliBackend(runner, site), runner, planned)]
 
 
+def cli_dry_run(spec: Path, env: dict[str, str]) -> list[str]:
+    subprocess.run(
+        [HPCLAUNCH, "--site", "local", "sweep", "--dry-run", str(spec)],
+        capture_output=True,
+        check=True,
+        cwd=REPO,
+        env=env,
+    )
+    return []
+
+
+def import_seconds() -> dict[str, float]:
+    """Import both libraries before any timing; return how long each import took."""
+    t0 = time.perf_counter()
+    import hpclaunch.sweep.submit  # noqa: F401
+    from hpclaunch.backends.cli import CliBackend  # noqa: F401
+    from hpclaunch.config.site import load_site  # noqa: F401
+    from hpclaunch.spec import load_spec  # noqa: F401
+
+    t1 = time.perf_counter()
+    import submitit  # noqa: F401
+
+    return {"hpclaunch": t1 - t0, "submitit": time.perf_counter() - t1}
+
+
 def sbatch_loop(points: int, outdir: Path) -> list[str]:
     ids = []
     for i in range(points):
@@ -185,11 +234,33 @@ def submitit_map(points: int, folder: Path, size: int) -> list[str]:
     return sorted({job.job_id.split("_")[0] for job in jobs})
 
 
-def timed(run: Callable[[], list[str]]) -> float:
+SUBMITIT_SCRIPT = """
+import sys
+sys.path.insert(0, {bench!r})
+from sweep_submit import submitit_map
+print(" ".join(submitit_map({points}, __import__("pathlib").Path({folder!r}), {size})))
+"""
+
+
+def submitit_script(points: int, folder: Path, size: int) -> list[str]:
+    """submitit as a user runs it from a shell: a fresh ``python`` running a script that
+    calls ``map_array`` (the like-for-like baseline of the CLI, which is a fresh process)."""
+    code = SUBMITIT_SCRIPT.format(
+        bench=str(REPO / "bench"), points=points, folder=str(folder), size=size
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    return out.stdout.split()
+
+
+def timed(run: Callable[[], list[str]], calls: dict[str, int], name: str) -> float:
+    """Time ``run``; record how many jobs (one sbatch call each) it submitted."""
     t0 = time.perf_counter()
     ids = run()
     seconds = time.perf_counter() - t0
     cancel(ids)
+    calls[name] = len(ids)
     return seconds
 
 
@@ -203,9 +274,10 @@ def precompile() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1000)
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     precompile()
+    imports = import_seconds()
     shared = Path.home() / ".hpclaunch" / "bench"
     shared.mkdir(parents=True, exist_ok=True)
     with LOCK.open("a") as lock, tempfile.TemporaryDirectory(dir=shared) as tmp:
@@ -216,30 +288,49 @@ def main() -> None:
         env = dict(
             os.environ, XDG_STATE_HOME=str(folder / "state"), XDG_DATA_HOME=str(folder / "state")
         )
+        calls: dict[str, int] = {}
         times: dict[str, list[float]] = {
             "hpclaunch CLI": [],
             "hpclaunch lib": [],
             "sbatch loop": [],
             "submitit": [],
+            "submitit script": [],
+            "CLI dry run": [],
         }
+        runs: dict[str, Callable[[int], list[str]]] = {
+            "hpclaunch CLI": lambda rep: hpclaunch_cli(spec, env),
+            "hpclaunch lib": lambda rep: hpclaunch_lib(spec, size),
+            "sbatch loop": lambda rep: sbatch_loop(args.points, folder),
+            "submitit": lambda rep: submitit_map(args.points, folder / f"submitit-{rep}", size),
+            "submitit script": lambda rep: submitit_script(
+                args.points, folder / f"submitit-script-{rep}", size
+            ),
+            "CLI dry run": lambda rep: cli_dry_run(spec, env),
+        }
+        names = list(runs)
         for rep in range(args.reps):  # interleaved, so drift hits all alike
-            wait_for_room(4 * args.points)
-            times["hpclaunch CLI"].append(timed(lambda: hpclaunch_cli(spec, env)))
-            times["hpclaunch lib"].append(timed(lambda: hpclaunch_lib(spec, size)))
-            times["sbatch loop"].append(timed(lambda: sbatch_loop(args.points, folder)))
-            sub = folder / f"submitit-{rep}"
-            times["submitit"].append(
-                timed(lambda sub=sub: submitit_map(args.points, sub, size))  # type: ignore[misc]
-            )
+            wait_for_room(5 * args.points)
+            # A different one goes first each time: none always meets what slurmctld
+            # still has to do after the wait (purging thousands of old records).
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                times[name].append(timed(lambda n=name, r=rep: runs[n](r), calls, name))  # type: ignore[misc]
     med = {name: statistics.median(values) for name, values in times.items()}
     print(f"{args.points} points, MaxArraySize {size}, {args.reps} repetitions, medians:")
     for name, value in med.items():
-        print(f"  {name:14s} {value:8.3f} s   (all: {', '.join(f'{v:.3f}' for v in times[name])})")
-    loop, sub = med["sbatch loop"], med["submitit"]
-    for name in ("hpclaunch CLI", "hpclaunch lib"):
+        print(
+            f"  {name:14s} {value:8.3f} s   {calls[name]:5d} sbatch calls   "
+            f"(all: {', '.join(f'{v:.3f}' for v in times[name])})"
+        )
+    print(
+        "  imports (before timing): "
+        + ", ".join(f"{name} {seconds:.3f} s" for name, seconds in imports.items())
+    )
+    loop = med["sbatch loop"]
+    pairs = (("hpclaunch CLI", "submitit script"), ("hpclaunch lib", "submitit"))
+    for name, peer in pairs:  # like for like: a fresh process each, or both in-process
         print(
             f"  {name}: {loop / med[name]:.1f}x faster than the sbatch loop, "
-            f"{sub / med[name]:.2f}x the speed of submitit"
+            f"{med[peer] / med[name]:.2f}x the speed of {peer}"
         )
 
 
