@@ -21,27 +21,32 @@ workload, run twice on the cluster, each run then replayed by the simulator:
   ``hpclaunch arbiter --interval 1`` running; the trainers commit on request.
 
 Measured from ``sacct -D`` (every attempt): slowdown = (final end - first submit) / run
-time, where run time = the job's work + its start-up overhead (the median of End - Start -
-work over the jobs of its class that ran once); lost GPU-seconds = sum over jobs of GPUs x
-(time held over all attempts - run time). The simulator replays the same jobs with their
-measured submit times, run times and periodic checkpoint interval, on 4 x 4 GPUs, with the
-mechanism's timings: the time a victim takes from the signal to giving back its GPUs,
-measured in the same run from the BE jobs' ledgers (native: the sidecar waits out the grace
-for a commit that never comes; arbiter: the checkpoint on request, plus half the arbiter's
-interval), and the requeue delay Slurm is configured with (``cred_expire`` + 1 = 11 s).
-Two predictions: ``exact`` (the simulator's default model: backfill knows every run time)
-and ``limits`` (backfill plans with the jobs' time limits, 10 min TE / 40 min BE here, as
-Slurm's does). Prints the measured metrics, both predictions and their errors (goal for the
-TE p95 slowdown and the lost work: <= 15 %).
+time, where run time = the job's work + its start-up overhead (the median of the time held -
+work over the jobs of its class that ran once); lost GPU-seconds = sum over the preempted
+jobs of GPUs x (time held over all attempts - run time) (a job run once loses nothing, as in
+the simulator; counting it would add the spread of its start-up around the median). The time
+each run held its GPUs comes from the daemons' logs, to the millisecond (slurmctld's start,
+the batch host's slurmd's end; sacct's whole seconds where the logs do not match). The
+simulator replays the same jobs with their measured submit times, run times and periodic
+checkpoint interval, on 4 x 4 GPUs, with the mechanism's timings, measured in the same run
+from the BE jobs' ledgers (native: the sidecar waits out the grace for a commit that never
+comes; arbiter: a notice, half the arbiter's interval plus the signal -> the commit's start,
+during which the trainer trains on, then the write and exit, lost), and the requeue delay
+Slurm is configured with (``cred_expire`` + 1 = 11 s). Two predictions: ``exact`` (the
+simulator's default model: backfill knows every run time) and ``limits`` (backfill plans
+with the jobs' time limits, 10 min TE / 40 min BE here, as Slurm's does). Prints the
+measured metrics, both predictions and their errors (goal for the TE p95 slowdown and the
+lost work: <= 15 %).
 
-``--json FILE`` keeps the raw record (every job's attempts, the release times, the arbiter's
-decisions); ``--replay FILE`` (repeatable) analyses such records again without the cluster, e.g. the
-2026-11-23 run in ``bench/data/`` (rebuilt from ``sacct -D`` and the ledgers: that run's
-script printed aggregates only, with the arbiter's then cap of 2 preemptions per job and no
-``--min-run``). ``--min-run`` is how long a job preempted before runs again before the
-arbiter (and the simulated ``ours``) may choose it again: 300 s / ``--compress`` unless
-given; ``--max-preemptions`` adds a cap by count (off unless given). With ``--replay`` both
-change the simulation only: what the run would have done with other caps.
+``--json FILE`` keeps the raw record (every job's attempts, the preempted BE jobs' ledgers,
+the arbiter's decisions); ``--replay FILE`` (repeatable) analyses such records again without
+the cluster, e.g. the 2026-11-23 run in ``bench/data/`` (rebuilt from ``sacct -D`` and the
+ledgers: that run's script printed aggregates only, with the arbiter's then cap of 2
+preemptions per job and no ``--min-run``). ``--min-run`` is how long a job preempted before
+runs again before the arbiter (and the simulated ``ours``) may choose it again: 300 s /
+``--compress`` unless given; ``--max-preemptions`` adds a cap by count (off unless given).
+With ``--replay`` both change the simulation only: what the run would have done with other
+caps.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ import argparse
 import fcntl
 import json
 import math
+import os
+import re
 import statistics
 import subprocess
 import sys
@@ -83,6 +90,8 @@ ARBITER_INTERVAL = 1.0
 REQUEUE_DELAY = 11.0
 #: Time limits (seconds) of the jobs: Slurm's backfill plans with them, so the simulator does.
 LIMIT = {TE: 600, BE: 2400}
+#: Where the local cluster's daemons log (docker/slurm-cluster/etc/slurm.conf), both modes.
+LOG_DIR = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOGS", "/var/lib/hpclaunch-cluster/log"))
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
@@ -219,6 +228,72 @@ def attempts(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+_STARTED = re.compile(
+    r"^\[(\S+)\] sched(?:/backfill)?: (?:Allocate JobId=(\d+) |_start_job: Started JobId=(\d+) )"
+)
+_DONE = re.compile(r"^\[(\S+)\] \[(\d+)\.batch\] done with job")
+
+
+def log_times(ids: set[str], log_dir: Path = LOG_DIR) -> dict[str, tuple[list[float], list[float]]]:
+    """Job id -> (starts, ends) of its runs to the millisecond, oldest first.
+
+    sacct's Start and End are whole seconds (22.05): up to +-1 s on every run, times the
+    GPUs, which is more than what a checkpoint on request loses. slurmctld logs each start
+    ("sched: Allocate JobId=N" or, from backfill, "_start_job: Started JobId=N") and the
+    batch host's slurmd each end ("[N.batch] done with job"), both with milliseconds.
+    """
+    found: dict[str, tuple[list[float], list[float]]] = {}
+
+    def add(job: str, stamp_text: str, which: int) -> None:
+        if job in ids:
+            found.setdefault(job, ([], []))[which].append(stamp(stamp_text) or math.nan)
+
+    for line in _lines(log_dir / "slurmctld.log"):
+        m = _STARTED.match(line)
+        if m:
+            add(m.group(2) or m.group(3), m.group(1), 0)
+    for path in sorted(log_dir.glob("slurmd-*.log")):
+        for line in _lines(path):
+            m = _DONE.match(line)
+            if m:
+                add(m.group(2), m.group(1), 1)
+    for starts, ends in found.values():
+        starts.sort()
+        ends.sort()
+    return found
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def attach_log_times(plan: list[Planned]) -> int:
+    """Add ``log_start``/``log_end`` to every run of the jobs whose runs the logs match one
+    for one; returns how many jobs got them (the others keep sacct's times)."""
+    times = log_times({p.job_id for p in plan})
+    matched = 0
+    for p in plan:
+        runs = [a for a in p.attempts if a["start"]]
+        starts, ends = times.get(p.job_id, ([], []))
+        if runs and len(starts) == len(ends) == len(runs):
+            for a, start, end in zip(runs, starts, ends, strict=True):
+                a["log_start"], a["log_end"] = start, end
+            matched += 1
+    return matched
+
+
+def held(a: dict[str, Any]) -> float:
+    """Seconds one run held its GPUs: from the logs when known, else sacct's."""
+    if a.get("log_start") is not None and a.get("log_end") is not None:
+        return float(a["log_end"] - a["log_start"])
+    if a["start"] and a["end"]:
+        return float(a["end"] - a["start"])
+    return 0.0
+
+
 @dataclass(frozen=True)
 class Caps:
     """How often ``ours`` may preempt one job: the arbiter's ``--min-run`` and
@@ -294,34 +369,103 @@ def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int, caps: Caps) 
     found = attempts(ids)
     for p in plan:
         p.attempts = found.get(p.job_id, [])
-    releases = release_times(plan, cli)
+    matched = attach_log_times(plan)
+    print(f"  {mode}: sub-second run times from the daemons' logs for {matched} of "
+          f"{len(plan)} jobs", flush=True)  # fmt: skip
+    ledgers = be_ledgers(plan, cli)
+    releases = release_times(ledgers)
     decisions = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return {"mode": mode, "elapsed": elapsed, "releases": releases, "decisions": decisions}
+    return {
+        "mode": mode,
+        "elapsed": elapsed,
+        "releases": releases,
+        "ledgers": ledgers,
+        "decisions": decisions,
+    }
 
 
-def release_times(plan: list[Planned], cli: Cli) -> list[float]:
-    """Seconds from the preemption signal to the attempt's end, from the BE ledgers."""
+def be_ledgers(plan: list[Planned], cli: Cli) -> dict[str, list[dict[str, Any]]]:
+    """The sidecar ledgers of the BE jobs that were preempted, by job index."""
     records = cli.submitted()
-    out = []
+    out = {}
     for p in plan:
         if p.cls != BE or len(p.attempts) < 2:
             continue
         ledger = Path(records[p.job_id]["job_dir"]) / "events.jsonl"
-        events = [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()]
-        for attempt in {e["attempt"] for e in events}:
+        out[str(p.index)] = [json.loads(x) for x in ledger.read_text().splitlines() if x.strip()]
+    return out
+
+
+def release_times(ledgers: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """Seconds from the preemption signal to the attempt's end, from the BE ledgers."""
+    return [end - sig for sig, _, end in preempted_runs(ledgers)]
+
+
+def preempted_runs(
+    ledgers: dict[str, list[dict[str, Any]]],
+) -> list[tuple[float, float | None, float]]:
+    """(signal, start of the commit on request or ``None``, attempt end) of every preempted
+    attempt in ``ledgers``.
+
+    The commit's start is its ``committed_at - seconds`` from the done file, which the
+    sidecar records when the next attempt starts (``stale_control_file``); without that
+    record, the ``checkpoint_committed`` event's time (when the sidecar saw the file, up to
+    its poll interval later) minus ``seconds``.
+    """
+    out = []
+    for events in ledgers.values():
+        for attempt in sorted({e["attempt"] for e in events}):
             got = [e for e in events if e["attempt"] == attempt]
             sig = next((e for e in got if e["event"] == "signal_received"), None)
             end = next((e for e in got if e["event"] == "attempt_end"), None)
-            if sig and end and end.get("reason") == "preempted":
-                out.append(end["time"] - sig["time"])
+            if not (sig and end and end.get("reason") == "preempted"):
+                continue
+            commit = None
+            seen = next((e for e in got if e["event"] == "checkpoint_committed"), None)
+            if seen is not None:
+                commit = float(seen["time"]) - float(seen.get("seconds") or 0.0)
+                stale = next(
+                    (e for e in events if e["attempt"] == attempt + 1
+                     and e["event"] == "stale_control_file"
+                     and isinstance(e.get("content"), dict)
+                     and "committed_at" in e["content"]),
+                    None,
+                )  # fmt: skip
+                if stale is not None:
+                    done = stale["content"]
+                    commit = float(done["committed_at"]) - float(done.get("seconds") or 0.0)
+            out.append((float(sig["time"]), commit, float(end["time"])))
     return out
+
+
+def victim_timings(raw: dict[str, Any], mode: str) -> tuple[float, float]:
+    """(notice, write) of a victim for the simulator, medians over the run's preemptions.
+
+    arbiter: notice = the arbiter's reaction (half its interval: it sees a waiting job that
+    late on average) + signal -> the trainer starts its commit (it trains on until it sees
+    the request: that work is kept); write = the commit's start -> the attempt's end (write,
+    sidecar, launcher exit: lost). native: the trainers ignore requests; the whole signal ->
+    end is the grace the sidecar waits (the simulator's grace time), no notice.
+    A record without ledgers (before 2026-11-24c) has only signal -> end: all of it, plus
+    the half interval, is taken as the write (the model of those runs).
+    """
+    releases = raw["releases"]
+    release = statistics.median(releases) if releases else GRACE
+    if mode != "arbiter":
+        return 0.0, release
+    runs = [r for r in preempted_runs(raw.get("ledgers", {})) if r[1] is not None]
+    if not runs:
+        return 0.0, release + ARBITER_INTERVAL / 2
+    notice = statistics.median(max(0.0, commit - sig) for sig, commit, _ in runs if commit)
+    write = statistics.median(end - commit for _, commit, end in runs if commit)
+    return notice + ARBITER_INTERVAL / 2, write
 
 
 def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
     """(metrics, start-up overhead per class) of a finished run."""
     overhead = {}
     for cls in (TE, BE):
-        once = [p.attempts[0]["end"] - p.attempts[0]["start"] - p.work
+        once = [held(p.attempts[0]) - p.work
                 for p in plan if p.cls == cls and len(p.attempts) == 1
                 and p.attempts[0]["state"] == "COMPLETED"]  # fmt: skip
         overhead[cls] = max(0.0, statistics.median(once)) if once else 0.0
@@ -335,8 +479,8 @@ def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
             run = p.work + overhead[cls]
             final = p.attempts[-1]
             slow.append((final["end"] - p.attempts[0]["submit"]) / run)
-            held = sum(a["end"] - a["start"] for a in p.attempts if a["start"] and a["end"])
-            lost += p.gpus * (held - run)
+            if len(p.attempts) > 1:  # a job run once lost nothing: its start-up's spread
+                lost += p.gpus * (sum(held(a) for a in p.attempts) - run)  # is not lost work
         for q in (50, 95):
             out[f"{cls.lower()}_slowdown_p{q}"] = percentile(slow, q)
     out["lost_gpu_s"] = lost
@@ -345,8 +489,8 @@ def measure(plan: list[Planned]) -> tuple[dict[str, float], dict[str, float]]:
 
 
 def predict(
-    plan: list[Planned], mode: str, overhead: dict[str, float], release: float,
-    requeue_delay: float, every: int, limits: bool, caps: Caps,
+    plan: list[Planned], mode: str, overhead: dict[str, float], notice: float,
+    release: float, requeue_delay: float, every: int, limits: bool, caps: Caps,
 ) -> dict[str, float]:  # fmt: skip
     """The simulator's metrics for the run's jobs; ``limits``: backfill plans with the jobs'
     time limits, as Slurm's does, instead of their exact run times."""
@@ -362,6 +506,7 @@ def predict(
             tier="high" if p.cls == TE else "low",
             ckpt_interval=every * STEP,
             ckpt_write=release if mode == "arbiter" else 3600.0,
+            ckpt_notice=notice,
             restart_cost=overhead[BE],
             limit=float(LIMIT[p.cls]) if limits else math.inf,
         )
@@ -401,12 +546,9 @@ def analyse(mode: str, raw: dict[str, Any], every: int, caps: Caps) -> dict[str,
     """Measured metrics and the simulator's prediction of one run's raw record."""
     plan = [Planned(**job) for job in raw["jobs"]]
     measured, overhead = measure(plan)
-    releases = raw["releases"]
-    release = statistics.median(releases) if releases else GRACE
-    if mode == "arbiter":
-        release += ARBITER_INTERVAL / 2  # the arbiter sees the waiting job half a pass late
+    notice, release = victim_timings(raw, mode)
     predicted = {
-        name: predict(plan, mode, overhead, release, REQUEUE_DELAY, every, limits, caps)
+        name: predict(plan, mode, overhead, notice, release, REQUEUE_DELAY, every, limits, caps)
         for name, limits in (("exact", False), ("limits", True))
     }
     gaps = restart_gaps(plan)
@@ -414,7 +556,9 @@ def analyse(mode: str, raw: dict[str, Any], every: int, caps: Caps) -> dict[str,
         "measured": measured,
         "predicted": predicted,
         "overhead": overhead,
+        "notice_s": notice,
         "release_s": release,
+        "log_timed": sum(1 for p in plan if p.attempts and "log_start" in p.attempts[0]),
         "restart_gap_min_s": min(gaps) if gaps else math.nan,
         "elapsed_s": raw["elapsed"],
         "arbiter_decisions": sum(1 for d in raw["decisions"] if d.get("event") == "preempt"),
@@ -514,6 +658,7 @@ def run_all(args: argparse.Namespace, every: int) -> dict[str, Any]:
                 record["runs"][mode] = {
                     "jobs": [asdict(p) for p in plan],
                     "releases": run["releases"],
+                    "ledgers": run["ledgers"],
                     "decisions": run["decisions"],
                     "elapsed": run["elapsed"],
                 }
@@ -532,7 +677,8 @@ def print_mode(mode: str, data: dict[str, Any]) -> None:
     m, sims = data["measured"], data["predicted"]
     up = data["overhead"]
     print(f"\n{mode}: {data['elapsed_s']:.0f} s; start-up TE {up[TE]:.2f} s, BE {up[BE]:.2f} s; "
-          f"signal -> release {data['release_s']:.2f} s; fastest restart after a requeue "
+          f"victim notice {data['notice_s']:.2f} s + write {data['release_s']:.2f} s; "
+          f"sub-second run times for {data['log_timed']} jobs; fastest restart after a requeue "
           f"{data['restart_gap_min_s']:.1f} s; arbiter decisions "
           f"{data['arbiter_decisions']}")  # fmt: skip
     print(f"  {'metric':<18}{'measured':>10}  " + "".join(
