@@ -115,6 +115,8 @@ class _Sim:
 
     def _handle(self, now: float, kind: int, epoch: int, job: Job) -> None:
         if kind == ARRIVE:
+            # Computed once per wait, not at every pass (the passes' hottest call).
+            job.queued_run = job.planned_run()
             bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
         elif kind == FINISH:
             # A victim killed at the end of its grace time may still finish within it.
@@ -176,7 +178,7 @@ class _Sim:
             late = False  # would run past the shadow time: only on GPUs beyond the reservation
             if cluster.total_free >= job.gpus and share < smallest_failed:
                 if shadow >= 0:
-                    late = now + job.planned_run() > shadow
+                    late = now + job.queued_run > shadow
                 if not late or job.gpus <= extra:
                     placement = cluster.find(share, job.nodes)
                     if placement is None and job.nodes == 1:

@@ -69,6 +69,7 @@ class Job:
     preemptions: int = 0
     draining: bool = False  # signalled, GPUs not released yet
     awaiting_until: float = -1.0  # TE job: victims release their GPUs by then
+    queued_run: float = 0.0  # planned_run() when it (re-)arrived: fixed while it waits
     first_start: float = -1.0
     finish: float = -1.0
     busy_gpu_seconds: float = 0.0  # GPU time held, useful or not
