@@ -1,7 +1,8 @@
 """The arbiter's loop: read the cluster, decide, act, follow up, and record every step.
 
 Each pass (:meth:`Arbiter.step`) costs slurmctld two RPCs (one ``squeue``, one ``scontrol
-show nodes``) plus one command per action, and reads the job directories of the running
+show nodes``), a third (``squeue -O RestartCnt``) only when a job waits for GPUs it may take
+by preemption, plus one command per action, and reads the job directories of the running
 preemptible jobs on the shared filesystem. Actions:
 
 * a victim under the sidecar gets the preemption signal on its batch step (``scancel
@@ -27,7 +28,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.arbiter.decide import InFlight, Preemption, Roles, decide, roles_of
+from hpclaunch.arbiter.decide import (
+    WAITS_FOR_GPUS,
+    InFlight,
+    Preemption,
+    Roles,
+    decide,
+    roles_of,
+)
 from hpclaunch.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.arbiter.snapshot import (
     Snapshot,
@@ -35,6 +43,8 @@ from hpclaunch.arbiter.snapshot import (
     nodes_argv,
     parse_jobs,
     parse_nodes,
+    parse_restarts,
+    restarts_argv,
 )
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import CommandFailed, TransportError
@@ -96,8 +106,9 @@ class Arbiter:
     on_event: Callable[[dict[str, Any]], None] | None = None
     in_flight: dict[str, InFlight] = field(default_factory=dict)
     #: Victim -> preemptions this daemon made. A job without the sidecar has no ledger to
-    #: say it was preempted before, so without this count it would never be protected by
-    #: ``min_run`` (kept in memory only: job ids restart at 1 on a rebuilt cluster).
+    #: say it was preempted before; Slurm's restart count (read when a decision is due)
+    #: says so too, and survives a restart of the daemon, but counts a requeue only once
+    #: Slurm has made it.
     preempted: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -149,13 +160,41 @@ class Arbiter:
     # -- what each pass does ----------------------------------------------------------
 
     def _progress(self, snapshot: Snapshot) -> dict[str, JobProgress]:
+        """What each running preemptible job has at stake; how often it was preempted is
+        the most of its ledger's count, this daemon's and Slurm's restart count (any
+        requeue: a job that has just restarted is protected for ``min_run`` all the same)."""
+        jobs = [
+            j
+            for j in snapshot.jobs
+            if j.running and j.qos in self.roles.preemptible and j.gpus_per_node
+        ]
+        restarts = self._restarts() if jobs and self._someone_waits(snapshot) else {}
         out = {}
-        for job in snapshot.jobs:
-            if job.running and job.qos in self.roles.preemptible and job.gpus_per_node:
-                prog = read_progress(job_dir_of(job.command, job.job_id), job.start)
-                ours = self.preempted.get(job.job_id, 0)
-                out[job.job_id] = replace(prog, preemptions=max(prog.preemptions, ours))
+        for job in jobs:
+            prog = read_progress(job_dir_of(job.command, job.job_id), job.start)
+            count = max(
+                prog.preemptions,
+                self.preempted.get(job.job_id, 0),
+                restarts.get(job.job_id, 0),
+            )
+            out[job.job_id] = replace(prog, preemptions=count)
         return out
+
+    def _someone_waits(self, snapshot: Snapshot) -> bool:
+        """A job waits for GPUs it may take by preemption (a decision is due)."""
+        return any(
+            j.pending and j.qos in self.roles.preempting and j.reason in WAITS_FOR_GPUS
+            for j in snapshot.jobs
+        )
+
+    def _restarts(self) -> dict[str, int]:
+        """Slurm's restart count per running job ({} if squeue fails: the pass goes on
+        with the ledgers' and this daemon's counts)."""
+        try:
+            return parse_restarts(self._run(restarts_argv()))
+        except (CommandFailed, TransportError) as exc:
+            self.log("restart_count_failed", why=str(exc))
+            return {}
 
     def _act(self, p: Preemption, now: float) -> None:
         action = "checkpoint" if p.checkpoint_first else "requeue"

@@ -6,6 +6,9 @@
 * :func:`nodes_argv` / :func:`parse_nodes`: ONE ``scontrol show nodes --oneliner``: each
   node's GPUs (``Gres=gpu:4``), the ones allocated (``AllocTRES=...,gres/gpu=3``), its
   partitions and state.
+* :func:`restarts_argv` / :func:`parse_restarts`: only in a pass where a job waits for GPUs
+  it may take by preemption, one more ``squeue`` for Slurm's restart count of each running
+  job.
 
 Both are pure parsers over Slurm 22.05's text, tested on lines recorded from the local
 cluster. ``squeue`` prints times in the cluster's local time (ISO 8601, no zone).
@@ -28,6 +31,8 @@ __all__ = [
     "nodes_argv",
     "parse_jobs",
     "parse_nodes",
+    "parse_restarts",
+    "restarts_argv",
 ]
 
 #: squeue ``--format`` letters (22.05): ``%i`` the id to act on (``123``, ``123_4`` for an
@@ -122,6 +127,31 @@ def jobs_argv() -> list[str]:
         f"--states={_STATES}",
         f"--format={'|'.join(JOB_FIELDS)}",
     ]
+
+
+def restarts_argv() -> list[str]:
+    """How often each running job has been restarted (requeued), by Slurm's count.
+
+    ``squeue -o`` has no letter for it; ``-O RestartCnt`` does (22.05). ``Field:|`` prints
+    the field unpadded with ``|`` after it; ``JobArrayID`` is ``-o %i`` (``123_4``).
+    """
+    return [
+        "squeue",
+        "--noheader",
+        "--states=RUNNING,CONFIGURING",
+        "--Format=JobArrayID:|,RestartCnt:|",
+    ]
+
+
+def parse_restarts(stdout: str) -> dict[str, int]:
+    """Job id -> restarts, from :func:`restarts_argv`'s lines (``6692|2|``)."""
+    out = {}
+    for line in stdout.splitlines():
+        job_id, _, rest = line.strip().partition("|")
+        count = _int(rest.split("|", 1)[0])
+        if job_id[:1].isdigit() and count is not None:
+            out[job_id] = count
+    return out
 
 
 def nodes_argv() -> list[str]:

@@ -21,7 +21,7 @@ from hpclaunch.cli._app import App
     type=click.FloatRange(min=0.2),
     default=5.0,
     show_default=True,
-    help="Seconds between passes (each costs slurmctld 2 RPCs).",
+    help="Seconds between passes (each costs slurmctld 2 RPCs, 3 when a decision is due).",
 )
 @click.option(
     "--log",

@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpclaunch.arbiter.snapshot import parse_restarts, restarts_argv
+
 from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO, Cli
 from .test_tiers_on_cluster import GRACE, VENV, Queue
@@ -189,6 +191,11 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     while not [e for e in _events(ledger) if e["event"] == "attempt_start" and e["attempt"]]:
         assert time.monotonic() < deadline, _events(ledger)
         time.sleep(0.2)
+    # Slurm's restart count, which the arbiter reads when a decision is due (squeue -O).
+    out = subprocess.run(restarts_argv(), capture_output=True, text=True, check=True).stdout
+    counts = parse_restarts(out)
+    assert counts[queue.ids["trainer"]] == 1, out
+    assert [counts[queue.ids[k]] for k in plain] == [0, 0, 0], out
     queue.submit("high2", "high", command=["sleep", "2"])
     deadline = time.monotonic() + 10
     while queue.states().get("high2") != ("PENDING", "Resources"):

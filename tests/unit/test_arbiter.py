@@ -29,6 +29,7 @@ from hpclaunch.arbiter.snapshot import (
     jobs_argv,
     parse_jobs,
     parse_nodes,
+    parse_restarts,
 )
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.transport.base import CommandResult
@@ -406,11 +407,13 @@ def test_roles_come_from_the_site_config() -> None:
 class Cluster:
     """squeue/scontrol answers that the test changes between passes."""
 
-    def __init__(self, jobs: str, nodes: str) -> None:
-        self.jobs, self.nodes = jobs, nodes
+    def __init__(self, jobs: str, nodes: str, restarts: str = "") -> None:
+        self.jobs, self.nodes, self.restarts = jobs, nodes, restarts
         self.fail: set[str] = set()
 
     def __call__(self, argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue" and any(a.startswith("--Format=") for a in argv):
+            return result(argv, out=self.restarts)  # squeue -O RestartCnt
         if argv[0] == "squeue":
             return result(argv, out=self.jobs)
         if argv[:3] == ("scontrol", "show", "nodes"):
@@ -461,7 +464,12 @@ def test_a_pass_signals_the_batch_step_then_forces_the_requeue_after_the_grace(
     assert p.victim == "5"
     assert p.checkpoint_first
     assert runner.calls_to("scancel") == [("scancel", "--batch", "--signal=USR1", "5")]
-    assert len(runner.calls_to("squeue")) == 1  # one squeue + one scontrol per pass
+    # One squeue + one scontrol per pass, and one squeue for the restart counts when a
+    # decision is due (job 6 waits).
+    assert [c[-1] for c in runner.calls_to("squeue")] == [
+        jobs_argv()[-1],
+        "--Format=JobArrayID:|,RestartCnt:|",
+    ]
     now[0] += 5  # within the grace: nothing new
     assert arbiter.step() == []
     assert runner.calls_to("scontrol")[-1][:3] == ("scontrol", "show", "nodes")
@@ -534,6 +542,36 @@ def test_the_cli_refuses_a_site_where_slurm_preempts(tmp_path: Path) -> None:
     assert out.exit_code == 2, out.output
     assert "preemption: arbiter" in out.output
     assert "--dry-run" in out.output
+
+
+def test_slurms_restart_count_protects_a_job_a_new_daemon_never_preempted(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    # Job 5 (no sidecar) was requeued before this daemon started: only Slurm knows. Its new
+    # run is 30 s old, under min_run (300 s): left alone; job 4, never restarted, is taken.
+    plain = _line("5", "low", "RUNNING", 2, "n1", "2026-11-23T18:10:00", "/x/plain.sh")
+    other = _line("4", "low", "RUNNING", 2, "n1", "2026-11-23T18:00:00", "/x/plain.sh")
+    waiting = _line("6", "high", "PENDING", 2, "N/A", "N/A", "/x/job.sh")
+    nodes = "NodeName=n1 Gres=gpu:4 State=ALLOCATED Partitions=gpu AllocTRES=gres/gpu=4\n"
+    # squeue -O "JobArrayID:|,RestartCnt:|" as 22.05.8 prints it.
+    cluster = Cluster(plain + other + waiting, nodes, restarts="5|1|\n4|0|\n")
+    now = [START + 10 * 60 + 30]
+    arbiter = Arbiter(FakeRunner(cluster), local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    (chosen,) = arbiter.step()
+    assert (chosen.victim, chosen.preemptions) == ("4", 0)
+    # Nobody waits any more: a pass costs no restart count query.
+    cluster.jobs = plain + other
+    runner = FakeRunner(cluster)
+    idle = Arbiter(runner, local, tmp_path / "log2.jsonl", clock=lambda: now[0])
+    assert idle.step() == []
+    assert len(runner.calls_to("squeue")) == 1
+
+
+def test_restart_counts_are_parsed_from_squeue_format() -> None:
+    assert parse_restarts("6692|0|\n17_3|2|\nJOBID|RESTART_COUNT|\n\n") == {
+        "6692": 0,
+        "17_3": 2,
+    }
 
 
 def test_a_plain_job_this_daemon_requeued_is_protected_for_min_run(
