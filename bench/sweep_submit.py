@@ -14,8 +14,12 @@ repetition. Measured, from the call to the last job id:
   process (like submitit, which runs in the caller's process). Both libraries are imported
   before any timing (a script or notebook imports once, then submits): their import times are
   printed apart;
-* ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it talks
-  to Slurm (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
+* ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it
+  submits (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
+  ``CLI dry run, no cache``: the same as the first call after the capability cache
+  (``hpclaunch/discover.py``: MaxArraySize, QOS, GRES; kept 300 s) expired, which reads them
+  from Slurm again. Every other hpclaunch call runs with the cache filled (it is refilled
+  after the wait between repetitions, which outlasts it);
 * ``sbatch loop``: one ``sbatch --wrap`` per point, from this process;
 * ``submitit``: ``executor.map_array`` (it writes one pickle per point, then one sbatch per
   array). submitit 1.5 does not split by MaxArraySize: on a cluster with MaxArraySize=101 a
@@ -81,7 +85,6 @@ def wait_for_room(needed: int, timeout: float = 420) -> None:
     while True:
         held = held_records()
         if held + needed + 200 <= limit or time.monotonic() > deadline:
-            settle(held)
             return
         print(f"  waiting: {held} job records held, MaxJobCount {limit}", file=sys.stderr)
         time.sleep(15)
@@ -95,19 +98,6 @@ def held_records() -> int:
         check=True,
     ).stdout
     return len(out.splitlines())
-
-
-def settle(held: int, timeout: float = 120) -> None:
-    """Wait until slurmctld has stopped purging records (the count holds still for 5 s):
-    a purge of thousands of them slows every RPC made meanwhile (seen 2026-11-24: the
-    first submission after a wait took 0.71 s instead of 0.25 s)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(5)
-        now = held_records()
-        if now == held:
-            return
-        held = now
 
 
 def cancel(ids: list[str]) -> None:
@@ -165,7 +155,12 @@ def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
     return [r.job_id for r in submit_sweep(CliBackend(runner, site), runner, planned)]
 
 
-def cli_dry_run(spec: Path, env: dict[str, str]) -> list[str]:
+def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) -> list[str]:
+    """``hpclaunch sweep --dry-run``; ``drop_cache``: as the first call after the
+    capability cache expired (``hpclaunch/discover.py``, 300 s), which asks Slurm again."""
+    if drop_cache:
+        for path in (Path(env["XDG_CACHE_HOME"]) / "hpclaunch").glob("*.json"):
+            path.unlink()
     subprocess.run(
         [HPCLAUNCH, "--site", "local", "sweep", "--dry-run", str(spec)],
         capture_output=True,
@@ -255,47 +250,13 @@ def submitit_script(points: int, folder: Path, size: int) -> list[str]:
 
 
 def timed(run: Callable[[], list[str]], calls: dict[str, int], name: str) -> float:
-    """Time ``run``; record how many jobs (one sbatch call each) it submitted. Its jobs
-    are cancelled afterwards, and the next one starts once Slurm is idle again."""
+    """Time ``run``; record how many jobs (one sbatch call each) it submitted."""
     t0 = time.perf_counter()
     ids = run()
     seconds = time.perf_counter() - t0
     cancel(ids)
     calls[name] = len(ids)
-    wait_idle()
     return seconds
-
-
-def wait_idle(timeout: float = 60) -> None:
-    """Wait until slurmctld's queues to slurmdbd and to the nodes are empty (``sdiag``) and
-    the machine is idle again (:func:`cpu_idle`).
-
-    Cancelling 1,000 jobs leaves slurmctld sending their records to slurmdbd for a while;
-    the next method's ``sacctmgr`` calls (hpclaunch reads the account's QOS and quota) then
-    wait behind them (seen 2026-11-24: a dry run took 0.56 s instead of 0.18 s).
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = subprocess.run(["sdiag"], capture_output=True, text=True, check=False).stdout
-        sizes = [line.split(":")[-1].strip() for line in out.splitlines() if "queue size" in line]
-        if sizes and all(size == "0" for size in sizes) and cpu_idle() >= 0.8:
-            return
-        time.sleep(0.5)
-
-
-def cpu_idle(seconds: float = 1.0) -> float:
-    """The machine's idle share over ``seconds`` (/proc/stat). On 2 cores, slurmdbd's
-    database still writing 1,000 job records slowed the next CPU-bound step 3x (a dry run,
-    which calls no Slurm command: 0.58 s instead of 0.18 s, 2026-11-24)."""
-
-    def sample() -> tuple[int, int]:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return values[3] + values[4], sum(values)  # idle + iowait, total
-
-    idle0, total0 = sample()
-    time.sleep(seconds)
-    idle1, total1 = sample()
-    return (idle1 - idle0) / max(1, total1 - total0)
 
 
 def precompile() -> None:
@@ -320,7 +281,10 @@ def main() -> None:
         size = max_array_size()
         spec = write_spec(folder, args.points)
         env = dict(
-            os.environ, XDG_STATE_HOME=str(folder / "state"), XDG_DATA_HOME=str(folder / "state")
+            os.environ,
+            XDG_STATE_HOME=str(folder / "state"),
+            XDG_DATA_HOME=str(folder / "state"),
+            XDG_CACHE_HOME=str(folder / "cache"),
         )
         calls: dict[str, int] = {}
         times: dict[str, list[float]] = {
@@ -330,6 +294,7 @@ def main() -> None:
             "submitit": [],
             "submitit script": [],
             "CLI dry run": [],
+            "CLI dry run, no cache": [],
         }
         runs: dict[str, Callable[[int], list[str]]] = {
             "hpclaunch CLI": lambda rep: hpclaunch_cli(spec, env),
@@ -340,19 +305,20 @@ def main() -> None:
                 args.points, folder / f"submitit-script-{rep}", size
             ),
             "CLI dry run": lambda rep: cli_dry_run(spec, env),
+            "CLI dry run, no cache": lambda rep: cli_dry_run(spec, env, drop_cache=True),
         }
         names = list(runs)
         for rep in range(args.reps):  # interleaved, so drift hits all alike
             wait_for_room(5 * args.points)
-            # A different one goes first each time: none always meets what slurmctld
-            # still has to do after the wait (purging thousands of old records).
+            cli_dry_run(spec, env)  # the wait outlasts the capability cache (300 s): refill
+            # A different one goes first each time, so drift hits all alike.
             for name in names[rep % len(names) :] + names[: rep % len(names)]:
                 times[name].append(timed(lambda n=name, r=rep: runs[n](r), calls, name))  # type: ignore[misc]
     med = {name: statistics.median(values) for name, values in times.items()}
     print(f"{args.points} points, MaxArraySize {size}, {args.reps} repetitions, medians:")
     for name, value in med.items():
         print(
-            f"  {name:14s} {value:8.3f} s   {calls[name]:5d} sbatch calls   "
+            f"  {name:22s} {value:8.3f} s   {calls[name]:5d} sbatch calls   "
             f"(all: {', '.join(f'{v:.3f}' for v in times[name])})"
         )
     print(
