@@ -221,7 +221,7 @@ class CliBackend(Backend):
                     else:
                         reason = problem or "unknown to squeue and sacct"
                         infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
-        return {ref: infos[ref] for ref in refs}
+        return {ref: _completed_exit(infos[ref]) for ref in refs}
 
     def _squeue(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
         argv = [
@@ -341,6 +341,15 @@ def _sbatch_hint(stderr: str) -> str:
         if needle.lower() in stderr.lower():
             return hint
     return "read Slurm's message above; 'hpclaunch render SPEC' shows the script it refused"
+
+
+def _completed_exit(info: JobInfo) -> JobInfo:
+    """COMPLETED means every process ended with exit code 0 (squeue(1), JOB STATE CODES,
+    22.05): say so when squeue already lists the job COMPLETED but slurmdbd has not yet
+    given sacct its end (seen on the local cluster: exit code None for a moment)."""
+    if info.state is JobState.COMPLETED and info.exit_code is None:
+        return replace(info, exit_code=0)
+    return info
 
 
 def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:

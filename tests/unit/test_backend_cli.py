@@ -242,6 +242,18 @@ def test_squeue_finished_job_gets_its_exit_code_from_sacct() -> None:
     assert "--jobs=7" in runner.calls_to("sacct")[0]
 
 
+def test_a_completed_job_sacct_does_not_know_yet_has_exit_code_zero() -> None:
+    # squeue lists it COMPLETED, slurmdbd has not recorded it yet (seen on the cluster, CI
+    # 2026-11-24): COMPLETED means exit code 0.
+    from hpclaunch.backends.cli import _completed_exit
+    from hpclaunch.observe import JobInfo
+
+    done = JobInfo(JobRef("7"), JobState.COMPLETED, source="squeue")
+    assert _completed_exit(done).exit_code == 0
+    failed = JobInfo(JobRef("8"), JobState.FAILED, source="squeue")
+    assert _completed_exit(failed).exit_code is None  # unknown until sacct has it
+
+
 def test_no_sacct_call_when_squeue_knows_every_running_job() -> None:
     slurm = FakeSlurm(jobs={"1": FakeJob("a", ["RUNNING"]), "2": FakeJob("b", ["PENDING"])})
     backend, runner = make(slurm)
