@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.arbiter.decide import (
-    WAITS_FOR_GPUS,
     InFlight,
     Preemption,
     Roles,
     decide,
     roles_of,
+    waits_to_preempt,
 )
 from hpclaunch.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.arbiter.snapshot import (
@@ -182,10 +182,7 @@ class Arbiter:
 
     def _someone_waits(self, snapshot: Snapshot) -> bool:
         """A job waits for GPUs it may take by preemption (a decision is due)."""
-        return any(
-            j.pending and j.qos in self.roles.preempting and j.reason in WAITS_FOR_GPUS
-            for j in snapshot.jobs
-        )
+        return any(waits_to_preempt(j, self.roles) for j in snapshot.jobs)
 
     def _restarts(self) -> dict[str, int]:
         """Slurm's restart count per running job ({} if squeue fails: the pass goes on

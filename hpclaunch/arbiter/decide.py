@@ -36,7 +36,7 @@ from hpclaunch.config.site import SiteConfig
 from hpclaunch.simulate.model import best_fit
 from hpclaunch.simulate.policies import MIN_RUN, Candidate, Request, choose_victims
 
-__all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of"]
+__all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of", "waits_to_preempt"]
 
 #: squeue reasons of a job that would start if GPUs were free.
 WAITS_FOR_GPUS = frozenset({"Resources", "Priority"})
@@ -136,14 +136,7 @@ def decide(
     for f in in_flight:
         coming.setdefault(f.for_job, []).append(f)
     pending = sorted(
-        (
-            j
-            for j in snapshot.jobs
-            if j.pending
-            and j.qos in roles.preempting
-            and j.gpus_per_node > 0
-            and (j.reason in WAITS_FOR_GPUS)
-        ),
+        (j for j in snapshot.jobs if waits_to_preempt(j, roles)),
         key=lambda j: (-j.priority, j.unique_id.zfill(12)),
     )
     free = {n.name: n.free for n in snapshot.nodes}
@@ -185,6 +178,16 @@ def decide(
             chosen.append(_preemption(victim, job, roles, restart_cost))
         _take(free, names, avail, job)
     return chosen
+
+
+def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:
+    """A pending job of a preempting QOS that Slurm holds for GPUs (a decision is due)."""
+    return (
+        job.pending
+        and job.qos in roles.preempting
+        and job.gpus_per_node > 0
+        and job.reason in WAITS_FOR_GPUS
+    )
 
 
 @dataclass(frozen=True)
