@@ -9,6 +9,7 @@ gpus_per_node``), what is wrong and a hint. Unknown keys list the valid keys at 
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -20,14 +21,91 @@ import yaml
 
 from hpclaunch.errors import ConfigError
 
-__all__ = ["format_validation_error", "load_model", "read_yaml_mapping"]
+__all__ = ["format_validation_error", "load_model", "load_yaml", "read_yaml_mapping"]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 # libyaml's parser when PyYAML was built with it (the wheels are): a 1,000-point sweep spec
 # loads several times faster. The constructor and resolver are the same Python classes as
 # SafeLoader's, so the data is the same.
-_FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FAST_BASE: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+
+# YAML 1.1's int and float resolvers (PyYAML's resolver.py) without their base-60 forms:
+# PyYAML reads an unquoted ``time: 30:00`` as the integer 1800 and ``1:30:00`` as 5400,
+# where the user (and sbatch's ``--time``) mean 30 minutes and 1.5 hours. Every Slurm
+# time in our files is read as the text written; YAML 1.2 dropped base 60 too.
+_INT_NO_BASE60 = re.compile(
+    r"""^(?:[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+)$""",
+    re.X,
+)
+_FLOAT_NO_BASE60 = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
+def _resolvers_without_base60(
+    resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]],
+) -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
+    new = {_INT: _INT_NO_BASE60, _FLOAT: _FLOAT_NO_BASE60}
+    return {
+        first: [(tag, new.get(tag, regexp)) for tag, regexp in entries]
+        for first, entries in resolvers.items()
+    }
+
+
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping names one key twice; PyYAML would silently keep the last value."""
+
+
+def _construct_mapping_once(
+    loader: yaml.constructor.SafeConstructor, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
+    """SafeConstructor's mapping, refusing a key given twice (with both lines)."""
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: SafeConstructor reports it
+            continue
+        if first is not None:
+            raise DuplicateKeyError(
+                f"while reading the mapping at line {node.start_mark.line + 1}",
+                node.start_mark,
+                f"key {key!r} is given twice, on line {first.start_mark.line + 1} and on "
+                f"line {key_node.start_mark.line + 1} (YAML would keep only the last)",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep=deep)
+
+
+def _strict(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
+    """``base`` without base-60 numbers and with duplicate keys refused."""
+    return type(
+        f"Strict{base.__name__}",
+        (base,),
+        {
+            "yaml_implicit_resolvers": _resolvers_without_base60(base.yaml_implicit_resolvers),
+            "construct_mapping": _construct_mapping_once,
+        },
+    )
+
+
+_FAST_LOADER = _strict(_FAST_BASE)
+_SLOW_LOADER = _strict(yaml.SafeLoader)
 
 
 def read_yaml_mapping(path: Path, error_cls: type[ConfigError], what: str) -> dict[str, Any]:
@@ -47,15 +125,20 @@ def read_yaml_mapping(path: Path, error_cls: type[ConfigError], what: str) -> di
     except (OSError, UnicodeDecodeError) as exc:
         raise error_cls(f"cannot read {what} file {path}: {exc}") from exc
     try:
-        data = _load_yaml(text)
+        data = load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise error_cls(
+            f"{path}: {exc.problem}",
+            hint="keep one of the two (merge their contents under one key)",
+        ) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f", line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise error_cls(
-            f"{path}{where}: YAML syntax error: {problem}",
-            hint="check indentation and quoting; quote values containing ': ' or '#'",
-        ) from exc
+        hint = "check indentation and quoting; quote values containing ': ' or '#'"
+        if "'\\t'" in problem:
+            hint = "use spaces, not tabs, to indent YAML"
+        raise error_cls(f"{path}{where}: YAML syntax error: {problem}", hint=hint) from exc
     except yaml.YAMLError as exc:
         raise error_cls(f"{path}: YAML error: {exc}") from exc
     if data is None:
@@ -68,8 +151,9 @@ def read_yaml_mapping(path: Path, error_cls: type[ConfigError], what: str) -> di
     return data
 
 
-def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through libyaml; errors in the pure-Python parser's words.
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` through libyaml, without base-60 numbers and refusing duplicate
+    keys (:class:`DuplicateKeyError`); errors in the pure-Python parser's words.
 
     libyaml words its errors differently ("did not find expected ',' or ']'" for "expected
     ',' or ']', but got ':'") and drops details such as the escape character or alias name
@@ -79,10 +163,10 @@ def _load_yaml(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_FAST_LOADER)
     except yaml.YAMLError:
-        if _FAST_LOADER is yaml.SafeLoader:
+        if _FAST_BASE is yaml.SafeLoader:
             raise
         # The same error again; where only libyaml refused the text, its data, as before.
-        return yaml.load(text, Loader=yaml.SafeLoader)
+        return yaml.load(text, Loader=_SLOW_LOADER)
 
 
 def load_model(

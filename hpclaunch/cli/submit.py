@@ -132,9 +132,11 @@ def spec_hash(spec_path: str) -> str | None:
 
     import yaml
 
+    from hpclaunch._validation import load_yaml
+
     try:
         with open(spec_path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            data = load_yaml(fh.read())
     except (OSError, yaml.YAMLError):
         return None
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

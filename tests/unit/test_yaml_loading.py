@@ -33,7 +33,8 @@ block: |
 def test_libyaml_is_used_when_pyyaml_has_it() -> None:
     if not yaml.__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml")
-    assert _validation._FAST_LOADER is yaml.CSafeLoader
+    assert _validation._FAST_BASE is yaml.CSafeLoader
+    assert issubclass(_validation._FAST_LOADER, yaml.CSafeLoader)
 
 
 def test_same_data_as_safe_load(tmp_path: Path) -> None:
