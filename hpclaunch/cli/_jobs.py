@@ -30,7 +30,27 @@ def plan_spec(
     ``live_usage``: on a site with quotas, read the project's in-quota GPUs from the
     cluster (one squeue) to decide in-quota/over-quota; otherwise the plan says it took 0.
     """
-    return plan_job(app, load_spec(spec_path), submission_id, cwd=cwd, live_usage=live_usage)
+    spec = load_spec(spec_path)
+    refuse_sweep(spec, spec_path)
+    return plan_job(app, spec, submission_id, cwd=cwd, live_usage=live_usage)
+
+
+def refuse_sweep(spec: JobSpec, spec_path: str) -> None:
+    """A spec with ``sweep:`` is many jobs: submitting it as one would run its command with
+    the ``{param}`` placeholders unfilled."""
+    if spec.sweep is None:
+        return
+    from hpclaunch.errors import SpecError
+    from hpclaunch.sweep.points import expand
+
+    count = sum(1 for _ in expand(spec.sweep))
+    names = ", ".join(sorted(spec.sweep.parameters)) or "-"
+    raise SpecError(
+        f"{spec_path}: sweep: this spec is a sweep ({count} points over {names}); "
+        "'hpclaunch submit' runs one job, whose command would get the placeholders unfilled",
+        hint=f"submit it with 'hpclaunch sweep {spec_path}' (one job array; add --dry-run to "
+        "see it), or remove the sweep: section to run one job",
+    )
 
 
 def plan_job(

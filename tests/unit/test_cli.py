@@ -268,3 +268,19 @@ def test_over_ssh_a_sidecar_job_needs_the_sites_python(env: dict[str, str], tmp_
         )
     )
     assert_clean_error(run(env, "sweep", str(sweep)), 2, "sweep: the job runs hpclaunch")
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_submit_of_a_sweep_spec_is_refused_with_the_sweep_command(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path, dry_run: list[str]
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: s\ncommand: [python, train.py, --lr, '{lr}']\n"
+        "sweep: {method: grid, parameters: {lr: [0.1, 0.01, 0.001]}}\n"
+    )
+    result = run(env, "submit", *dry_run, str(spec))
+    assert_clean_error(result, 2, f"{spec}: sweep: this spec is a sweep (3 points over lr)")
+    assert f"Hint: submit it with 'hpclaunch sweep {spec}'" in result.stderr
+    assert slurm.submitted == []
+    assert "{lr}" not in result.stdout  # no script with the placeholder printed either
