@@ -67,6 +67,8 @@ class SubmissionPlan:
         site_name, partition, qos, account, tier, preemptible: The choices made.
         quota: ``in-quota``, ``over-quota`` or ``none`` (the site has no quotas); see
             :mod:`hpclaunch.quota`.
+        quota_warning: One line for the user when a non-preemptible tier's job is placed
+            over-quota because its project's guarantee is used up (``None`` otherwise).
         notes: Human-readable reasons for the choices ("tier low → QOS low, ...").
         sweep_params: A sweep's params file (:mod:`hpclaunch.sweep`): the script then runs
             as an array task whose point is its first argument (the array's offset) plus
@@ -95,6 +97,7 @@ class SubmissionPlan:
     preemptible: bool
     notes: tuple[str, ...] = field(default=())
     quota: str = "none"
+    quota_warning: str | None = None
     module_system: str = "none"
     conda: str | None = None
     scratch_var: tuple[str, str] | None = None
@@ -129,6 +132,8 @@ def build_plan(
     cwd: str | None = None,
     python: str | None = None,
     quota_used: int | None = None,
+    quota_mode: str = "allow",
+    quota_gpus: int | None = None,
 ) -> SubmissionPlan:
     """Decide how ``spec`` runs on ``site``.
 
@@ -142,6 +147,12 @@ def build_plan(
         python: The interpreter that runs the sidecar inside the job (default:
             :func:`job_python`). It must exist at the same path on the compute nodes: the
             project's environment is on a shared filesystem.
+        quota_used: GPUs the project's in-quota jobs hold or wait for now (``None``:
+            unknown, taken as 0); see :mod:`hpclaunch.quota`.
+        quota_mode: ``allow`` (over the guarantee: over-quota) or ``strict`` (in-quota,
+            waiting for the project's GPUs).
+        quota_gpus: The GPUs the submission holds at once when that is not one job's (a
+            sweep's concurrent tasks).
 
     Returns:
         The plan. Pure: reads no files and no environment.
@@ -164,7 +175,7 @@ def build_plan(
     partition = _choose_partition(spec, site, tier_policy, notes)
     job_dir, log_dir, workdir = _paths(spec, site, submission_id, home, cwd)
     notes.append(f"job directory {job_dir}; per-attempt logs in {log_dir}/attempt-N.log")
-    placement = place(spec, site, tier_policy, quota_used)
+    placement = place(spec, site, tier_policy, quota_used, mode=quota_mode, gpus=quota_gpus)
     notes += placement.notes
     policy, account = placement.policy, placement.account
     if spec.resources.time is None:
@@ -230,6 +241,7 @@ def build_plan(
         preemptible=policy.preemptible,
         notes=tuple(notes),
         quota=placement.quota,
+        quota_warning=placement.warning,
     )
 
 

@@ -35,6 +35,7 @@ from hpclaunch.spec import JobSpec
 from hpclaunch.transport.base import Runner
 
 __all__ = [
+    "QUOTA_MODES",
     "TIER_ORDER",
     "Placement",
     "classify",
@@ -63,6 +64,9 @@ class Placement:
         quota: ``in-quota``, ``over-quota`` or ``none`` (the site has no quotas).
         nice: ``--nice`` to keep tier order among over-quota jobs (0: none).
         notes: Why, for ``--dry-run``.
+        warning: One line for stderr when a job of a non-preemptible tier is placed
+            over-quota because its project's guarantee is used up (``None`` otherwise): the
+            user asked for a tier that is never preempted and gets preemptible work.
     """
 
     account: str | None
@@ -70,9 +74,24 @@ class Placement:
     quota: str
     nice: int
     notes: tuple[str, ...]
+    warning: str | None = None
 
 
-def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int | None) -> Placement:
+#: ``allow``: a job that does not fit in its project's free guarantee runs over-quota
+#: (preemptible, on idle GPUs); ``strict``: it is placed in-quota anyway and waits there
+#: (Slurm's ``GrpTRES`` holds it, reason ``AssocGrpGRES``) until the project's GPUs free up.
+QUOTA_MODES = ("allow", "strict")
+
+
+def place(
+    spec: JobSpec,
+    site: SiteConfig,
+    policy: TierPolicy,
+    quota_used: int | None,
+    *,
+    mode: str = "allow",
+    gpus: int | None = None,
+) -> Placement:
     """Decide account, QOS and preemptibility of ``spec`` (see the module docstring).
 
     Args:
@@ -80,9 +99,13 @@ def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int |
         site: The site; without ``quotas`` the tier alone decides.
         policy: The spec's tier policy on this site.
         quota_used: GPUs the project's in-quota jobs hold or wait for now; ``None``: unknown.
+        mode: ``allow`` or ``strict`` (:data:`QUOTA_MODES`).
+        gpus: The GPUs the submission can hold at once (a sweep: its concurrent tasks');
+            default: one job's.
 
     Raises:
-        PlanError: The site has quotas and the job names no project the site knows.
+        PlanError: The site has quotas and the job names no project the site knows; or
+            ``strict`` and the job asks more GPUs than the project's whole guarantee.
     """
     project = spec.project or site.default_account
     if not site.has_quotas:
@@ -101,7 +124,8 @@ def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int |
             "under quotas: in the site config",
         )
     quota = site.quotas[project]
-    gpus = spec.resources.nodes * spec.resources.gpus_per_node
+    job_gpus = spec.resources.nodes * spec.resources.gpus_per_node
+    gpus = job_gpus if gpus is None else gpus
     over = site.overquota
     oq_account = over.account_for(project)
     if policy.preemptible:
@@ -118,6 +142,8 @@ def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int |
             f"this job's {gpus} fit, so it runs in account {project} and is never preempted"
         )
         return Placement(project, policy, "in-quota", 0, (note,))
+    if mode == "strict":
+        return _strict_in_quota(project, quota, used, gpus, job_gpus, policy, unknown)
     nice = over.nice_step * TIER_ORDER.index(spec.tier)
     over_policy = TierPolicy(
         qos=over.qos, partition=policy.partition, preemptible=True, grace=over.grace
@@ -129,7 +155,38 @@ def place(spec: JobSpec, site: SiteConfig, policy: TierPolicy, quota_used: int |
     ]
     if nice:
         notes.append(f"--nice={nice}: keeps tier {spec.tier} behind higher tiers' over-quota jobs")
-    return Placement(oq_account, over_policy, "over-quota", nice, tuple(notes))
+    warning = (
+        f"project {project} holds {used}{unknown} of its {quota} guaranteed GPUs; this job asks "
+        f"{gpus}: it runs over-quota on idle GPUs and may be preempted"
+        + (
+            " (--quota=strict waits in-quota instead)"
+            if gpus <= quota
+            else f" (it asks more than the whole guarantee of {quota}: only over-quota runs it)"
+        )
+    )
+    return Placement(oq_account, over_policy, "over-quota", nice, tuple(notes), warning)
+
+
+def _strict_in_quota(
+    project: str, quota: int, used: int, gpus: int, job_gpus: int, policy: TierPolicy, unknown: str
+) -> Placement:
+    """``--quota=strict``: in the project's account although the guarantee is used up now;
+    Slurm's ``GrpTRES=gres/gpu=<quota>`` holds the job (each task of a sweep) until its GPUs
+    fit."""
+    if job_gpus > quota:
+        raise PlanError(
+            f"resources: this job asks {job_gpus} GPUs, more than project {project}'s whole "
+            f"guarantee of {quota}: with --quota=strict it could never start",
+            hint="ask for fewer GPUs, or use --quota=allow to run it over-quota on idle GPUs "
+            "(preemptible)",
+        )
+    note = (
+        f"--quota=strict: project {project} holds {used}{unknown} of its {quota} guaranteed "
+        f"GPUs and this job asks {gpus}; it stays in-quota (account {project}, never "
+        f"preempted) and waits, held by Slurm (reason AssocGrpGRES), until {used + gpus - quota} "
+        "of the project's GPUs free up"
+    )
+    return Placement(project, policy, "in-quota", 0, (note,))
 
 
 def usage_argv(project: str) -> list[str]:

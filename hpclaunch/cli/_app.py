@@ -44,6 +44,13 @@ class App:
         self.accept_new_host_key = accept_new_host_key
         self._sites: dict[str, SiteConfig] = {}
 
+    def set_typed(self, name: str, value: str | None) -> None:
+        """A command's own flag for a setting (``submit --quota``), typed or ``None``;
+        called before the settings are first read."""
+        assert "settings" not in self.__dict__, f"{name} set after the settings were read"
+        if value is not None:
+            self.cli_values[name] = value
+
     @functools.cached_property
     def settings(self) -> Settings:
         """Settings from all layers (see :mod:`hpclaunch.config.settings`)."""
@@ -58,7 +65,11 @@ class App:
 
     def _site_defaults(self, name: str) -> dict[str, str | None]:
         site = self._load_site(name)
-        return {"backend": site.defaults.backend, "remote": site.defaults.remote or site.login}
+        return {
+            "backend": site.defaults.backend,
+            "remote": site.defaults.remote or site.login,
+            "quota": site.defaults.quota,
+        }
 
     def _load_site(self, name: str) -> SiteConfig:
         if name not in self._sites:

@@ -16,6 +16,17 @@ if TYPE_CHECKING:
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 
+#: ``--quota`` of the commands that place jobs (submit, sweep): the ``quota`` setting.
+quota_option = click.option(
+    "--quota",
+    type=click.Choice(["allow", "strict"]),
+    default=None,
+    help="On a site with quotas, a job beyond its project's free guaranteed GPUs: 'allow' "
+    "runs it over-quota (on idle GPUs, preemptible; the default), 'strict' keeps it "
+    "in-quota, waiting for the project's GPUs. Also HPCLAUNCH_QUOTA, 'quota:' in the "
+    "user config or the site's defaults.",
+)
+
 
 def check_job_ids(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> list[str]:
     """A click callback: every value is a Slurm job id (``123`` or ``123_4``)."""

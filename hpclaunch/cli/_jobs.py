@@ -74,7 +74,21 @@ def plan_job(
         home=app.home,
         cwd=cwd,
         quota_used=_quota_used(app, spec) if live_usage else None,
+        quota_mode=quota_mode(app),
     )
+
+
+def quota_mode(app: App) -> str:
+    """``allow`` or ``strict`` (settings: --quota, HPCLAUNCH_QUOTA, user and site config)."""
+    return app.settings.quota.value or "allow"
+
+
+def warn_over_quota(plan: SubmissionPlan, source: str) -> None:
+    """One line on stderr when a non-preemptible job was placed over-quota."""
+    if plan.quota_warning:
+        import click
+
+        click.echo(f"Warning: {source}: {plan.quota_warning}", err=True)
 
 
 def require_python(app: App, spec: JobSpec) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._app import App, remote_files
-from hpclaunch.cli._jobargs import exit_unless_completed
+from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     help="Send the working tree (git-tracked and untracked-not-ignored files) to a snapshot "
     "on the cluster, and run the job from it: later local edits do not change the job.",
 )
+@quota_option
 @click.pass_obj
 def submit_command(
     app: App,
@@ -54,6 +55,7 @@ def submit_command(
     timeout: float | None,
     submission_id: str | None = None,
     sync: bool = False,
+    quota: str | None = None,
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
@@ -68,6 +70,7 @@ def submit_command(
     """
     from hpclaunch.pipeline import is_pipeline_file
 
+    app.set_typed("quota", quota)
     if is_pipeline_file(spec):
         from hpclaunch.cli._pipeline import submit_pipeline
 
@@ -83,12 +86,13 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._jobs import plan_spec, remember_submission
+    from hpclaunch.cli._jobs import plan_spec, remember_submission, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
 
     tree = _scan_tree() if sync else None
     snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
     plan = plan_spec(app, spec, submission_id, cwd=snapshot_cwd, live_usage=True)
+    warn_over_quota(plan, spec)
     check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:

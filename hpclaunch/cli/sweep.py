@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
+from hpclaunch.cli._jobargs import quota_option
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -40,14 +41,20 @@ def sweep_command() -> None:
 @click.option(
     "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
 )
+@quota_option
 @click.pass_obj
-def submit_command(app: App, spec: str, dry_run: bool, no_check: bool) -> None:
+def submit_command(
+    app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
+) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
+    from hpclaunch.cli._jobs import warn_over_quota
     from hpclaunch.cli.site import check_before_submit
     from hpclaunch.errors import SubmissionError
     from hpclaunch.sweep.submit import submit_sweep
 
+    app.set_typed("quota", quota)
     sweep = _plan(app, spec, refresh=False)
+    warn_over_quota(sweep.plan, spec)
     check_before_submit(app, sweep.plan, enabled=not no_check)
     if dry_run:
         _print_dry_run(app, sweep)
@@ -81,7 +88,7 @@ def submit_command(app: App, spec: str, dry_run: bool, no_check: bool) -> None:
 
 
 def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = None) -> SweepPlan:
-    from hpclaunch.cli._jobs import _quota_used, require_python
+    from hpclaunch.cli._jobs import _quota_used, quota_mode, require_python
     from hpclaunch.plan import new_submission_id
     from hpclaunch.spec import load_spec
     from hpclaunch.sweep.submit import plan_sweep
@@ -98,6 +105,7 @@ def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = Non
         cwd=None if app.is_remote else os.getcwd(),
         max_array_size=_max_array_size(app, refresh),
         quota_used=_quota_used(app, spec),
+        quota_mode=quota_mode(app),
     )
 
 

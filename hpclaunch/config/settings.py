@@ -8,7 +8,8 @@ Lowest to highest precedence::
   cannot choose itself); its ``defaults:`` section then suggests the other settings;
 * the user YAML is ``$XDG_CONFIG_HOME/hpclaunch/config.yaml`` (``~/.config/...`` when
   ``XDG_CONFIG_HOME`` is unset);
-* environment variables are ``HPCLAUNCH_SITE``, ``HPCLAUNCH_BACKEND``, ``HPCLAUNCH_REMOTE``;
+* environment variables are ``HPCLAUNCH_SITE``, ``HPCLAUNCH_BACKEND``, ``HPCLAUNCH_REMOTE``,
+  ``HPCLAUNCH_QUOTA``;
 * only CLI flags the user actually typed count (not click defaults).
 
 Every value remembers where it came from (:class:`Sourced`), for ``config show --sources``.
@@ -38,9 +39,16 @@ __all__ = [
 ]
 
 Source = Literal["default", "site", "user", "env", "cli"]
-SETTING_NAMES = ("site", "backend", "remote")
+SETTING_NAMES = ("site", "backend", "remote", "quota")
 ENV_PREFIX = "HPCLAUNCH_"
-DEFAULTS: Mapping[str, str | None] = {"site": "local", "backend": "cli", "remote": None}
+DEFAULTS: Mapping[str, str | None] = {
+    "site": "local",
+    "backend": "cli",
+    "remote": None,
+    "quota": "allow",
+}
+#: The values a setting may take, where they are few (checked when the settings resolve).
+CHOICES: Mapping[str, tuple[str, ...]] = {"quota": ("allow", "strict")}
 
 
 @dataclass(frozen=True)
@@ -65,11 +73,14 @@ class Settings:
         site: Site name or path to a site YAML.
         backend: Backend name (see :func:`hpclaunch.backends.available_backends`).
         remote: ``[user@]host[:port]`` (or an ssh config alias) to reach the cluster through.
+        quota: ``allow`` (a job beyond its project's free guarantee runs over-quota,
+            preemptible) or ``strict`` (it waits in-quota); see :mod:`hpclaunch.quota`.
     """
 
     site: Sourced
     backend: Sourced
     remote: Sourced
+    quota: Sourced = Sourced("allow", "default")
 
     def items(self) -> list[tuple[str, Sourced]]:
         """(name, Sourced) for every setting, in a stable order."""
@@ -134,7 +145,16 @@ def resolve_settings(
     if site_defaults is not None and site.value is not None:
         suggested = {k: v for k, v in site_defaults(site.value).items() if k != "site"}
         layers.insert(1, ("site", site.value, suggested))
-    return Settings(site=site, backend=_pick("backend", layers), remote=_pick("remote", layers))
+    picked = {name: _pick(name, layers) for name in SETTING_NAMES if name != "site"}
+    for name, allowed in CHOICES.items():
+        chosen = picked[name]
+        if chosen.value not in allowed:
+            where = f" (from {chosen.source}{' ' + chosen.origin if chosen.origin else ''})"
+            raise ConfigError(
+                f"{name}: {chosen.value!r} is not one of {', '.join(allowed)}{where}",
+                hint=f"set {name} to one of: {', '.join(allowed)}",
+            )
+    return Settings(site=site, **picked)
 
 
 def _pick(name: str, layers: list[tuple[Source, str, Mapping[str, str | None]]]) -> Sourced:

@@ -216,6 +216,7 @@ class SiteDefaults(_Model):
 
     backend: str | None = None
     remote: str | None = None
+    quota: Literal["allow", "strict"] | None = None
 
 
 class SiteConfig(_Model):

@@ -95,8 +95,14 @@ def plan_sweep(
     cwd: str | None = None,
     python: str | None = None,
     quota_used: int | None = None,
+    quota_mode: str = "allow",
 ) -> SweepPlan:
     """Plan ``spec``'s sweep on ``site`` (pure; see the module docstring).
+
+    On a site with quotas the sweep is placed as a whole (one script for all its tasks) on
+    the GPUs it can hold at once: ``min(points, max_concurrent)`` tasks' GPUs. A sweep
+    judged task by task was placed in-quota and then had tasks wait at the quota
+    (``AssocGrpGRES``) beside idle GPUs.
 
     Raises:
         PlanError: The spec has no ``sweep``, the cluster has no arrays, or
@@ -119,6 +125,8 @@ def plan_sweep(
         raise PlanError(
             f"sweep: {exc}", hint="ask the admins for MaxArraySize > 0 in slurm.conf"
         ) from exc
+    per_task = spec.resources.nodes * spec.resources.gpus_per_node
+    at_once = min(len(points), sweep.max_concurrent or len(points))
     plan = build_plan(
         spec,
         site,
@@ -127,6 +135,8 @@ def plan_sweep(
         cwd=cwd,
         python=python,
         quota_used=quota_used,
+        quota_mode=quota_mode,
+        quota_gpus=at_once * per_task,
     )
     params_file = posixpath.join(plan.job_dir, PARAMS_NAME)
     task_step = (
@@ -143,7 +153,9 @@ def plan_sweep(
         plan,
         launch_prefix=task_step + plan.launch_prefix,
         sweep_params=params_file,
-        notes=plan.notes + tuple(_notes(spec, points, arrays, chained, max_array_size, plan)),
+        notes=plan.notes
+        + tuple(_notes(spec, points, arrays, chained, max_array_size, plan))
+        + _quota_notes(spec, site, plan, at_once, per_task, quota_used),
     )
     return SweepPlan(plan=plan, points=points, arrays=tuple(arrays), chained=chained)
 
@@ -176,6 +188,36 @@ def _notes(
             "not sweep parameters, passed as written: " + ", ".join(f"{{{n}}}" for n in unknown)
         )
     return notes
+
+
+def _quota_notes(
+    spec: JobSpec,
+    site: SiteConfig,
+    plan: SubmissionPlan,
+    at_once: int,
+    per_task: int,
+    quota_used: int | None,
+) -> tuple[str, ...]:
+    """How the sweep's quota placement was judged, and how to keep it in-quota."""
+    if plan.quota == "none" or (plan.quota == "over-quota" and plan.quota_warning is None):
+        return ()  # no quotas; or a preemptible tier, over-quota by design
+    assert spec.sweep is not None
+    limit = spec.sweep.max_concurrent
+    cap = f"max_concurrent {limit}" if limit else "no max_concurrent"
+    notes = [
+        f"quota judged for the whole sweep: {at_once} tasks can run at once ({cap}) x "
+        f"{per_task} GPUs = {at_once * per_task} GPUs, {plan.quota}"
+    ]
+    project = spec.project or site.default_account
+    if plan.quota == "over-quota" and plan.quota_warning and project in site.quotas and per_task:
+        free = site.quotas[project] - (quota_used or 0)
+        fits = max(0, free) // per_task
+        if fits:
+            notes.append(
+                f"max_concurrent: {fits} would keep the sweep in-quota (never preempted), "
+                f"{fits} tasks at a time"
+            )
+    return tuple(notes)
 
 
 def submit_sweep(

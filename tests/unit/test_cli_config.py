@@ -40,6 +40,7 @@ def test_show_values(env: dict[str, str]) -> None:
         "site    = local",
         "backend = cli",
         "remote  = (not set)",
+        "quota   = allow",
     ]
 
 
@@ -49,6 +50,7 @@ def test_show_sources_defaults_and_site(env: dict[str, str]) -> None:
         "site    = local    # built-in default",
         "backend = cli    # site config local",
         "remote  = (not set)    # built-in default",
+        "quota   = allow    # built-in default",
     ]
 
 
@@ -65,6 +67,7 @@ def test_show_sources_user_env_and_flags(env: dict[str, str], tmp_path: Path) ->
         f"site    = {site}    # command-line flag",
         f"backend = from-user    # user config ({user})",
         "remote  = me@other    # environment (HPCLAUNCH_REMOTE)",
+        "quota   = allow    # built-in default",
     ]
     out = lines(run(env, "--backend", "flagged", "config", "show", "--sources"))
     assert out[1] == "backend = flagged    # command-line flag"
@@ -77,6 +80,7 @@ def test_show_json(env: dict[str, str]) -> None:
         "site": {"value": "local", "source": "default", "origin": None},
         "backend": {"value": "cli", "source": "env", "origin": "HPCLAUNCH_BACKEND"},
         "remote": {"value": None, "source": "default", "origin": None},
+        "quota": {"value": "allow", "source": "default", "origin": None},
     }
 
 
@@ -89,3 +93,25 @@ def test_bad_user_config_is_a_clean_config_error(env: dict[str, str], tmp_path: 
     assert "Error: " in result.stderr
     assert "unknown key(s) 'sites'" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_quota_from_the_site_the_user_config_and_a_bad_value(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    site = tmp_path / "strict.yaml"
+    data = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    data["defaults"]["quota"] = "strict"
+    site.write_text(yaml.safe_dump(data))
+    out = lines(run(env, "--site", str(site), "config", "show", "--sources"))
+    assert out[3] == f"quota   = strict    # site config {site}"
+    user = tmp_path / "config" / "hpclaunch" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("quota: allow\n")
+    out = lines(run(env, "--site", str(site), "config", "show", "--sources"))
+    assert out[3] == f"quota   = allow    # user config ({user})"
+    env["HPCLAUNCH_QUOTA"] = "never"
+    result = run(env, "config", "show")
+    assert result.exit_code == 2, result.output
+    assert "quota: 'never' is not one of allow, strict (from env HPCLAUNCH_QUOTA)" in (
+        result.stderr
+    )

@@ -231,3 +231,71 @@ def test_submit_warns_when_usage_cannot_be_read(
     assert res.exit_code == 0, res.output
     assert "Warning: project research's GPU usage not read" in res.stderr
     assert "usage not read: taken as 0" in res.stdout
+
+
+def test_a_non_preemptible_job_over_quota_gets_a_one_line_warning(plan_for: PlanFor) -> None:
+    plan = plan_for(spec(tier="critical", gpus=4, nodes=2), quota_used=8)
+    assert plan.quota == "over-quota"
+    assert plan.quota_warning == (
+        "project research holds 8 of its 8 guaranteed GPUs; this job asks 8: it runs "
+        "over-quota on idle GPUs and may be preempted (--quota=strict waits in-quota instead)"
+    )
+    assert "\n" not in plan.quota_warning
+    # In quota, or a preemptible tier (over-quota by the user's own choice): no warning.
+    assert plan_for(spec(tier="critical", gpus=4), quota_used=4).quota_warning is None
+    assert plan_for(spec(tier="low", gpus=4), quota_used=8).quota_warning is None
+
+
+def test_strict_keeps_the_job_in_quota_waiting(plan_for: PlanFor) -> None:
+    plan = plan_for(spec(tier="critical", gpus=4), quota_used=8, quota_mode="strict")
+    assert (plan.account, plan.qos, plan.quota, plan.preemptible) == (
+        "research",
+        "critical",
+        "in-quota",
+        False,
+    )
+    assert plan.quota_warning is None
+    assert any("--quota=strict" in n and "AssocGrpGRES" in n for n in plan.notes)
+    # A preemptible tier is not affected: it never uses the guarantee.
+    assert plan_for(spec(tier="low"), quota_used=8, quota_mode="strict").quota == "over-quota"
+
+
+def test_strict_refuses_a_job_larger_than_the_whole_guarantee(plan_for: PlanFor) -> None:
+    big = spec(tier="high", gpus=4, nodes=3)  # 12 GPUs; research's guarantee is 8
+    with pytest.raises(PlanError, match="more than project research's whole guarantee of 8"):
+        plan_for(big, quota_used=0, quota_mode="strict")
+    warning = plan_for(big, quota_used=0).quota_warning
+    assert warning is not None
+    assert "more than the whole guarantee of 8" in warning
+
+
+def test_submit_prints_the_warning_and_strict_places_in_quota(
+    cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpclaunch.cli._app import App
+
+    from .test_cli import run
+
+    full = "normal|2|gres:gpu:4\n"  # research already holds its 8 GPUs
+    runner = FakeRunner(lambda argv: result(argv, out=full))
+    monkeypatch.setattr(App, "runner", property(lambda self: runner))
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: j\ncommand: ['true']\nproject: research\ntier: critical\n"
+        "resources: {gpus_per_node: 4, time: 10}\n"
+    )
+    res = run(cli_env, "submit", "--dry-run", "--no-check", str(path))
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.stderr.splitlines() if line.startswith("Warning:")]
+    assert warnings == [
+        f"Warning: {path}: project research holds 8 of its 8 guaranteed GPUs; this job asks 4: "
+        "it runs over-quota on idle GPUs and may be preempted (--quota=strict waits in-quota "
+        "instead)"
+    ]
+    for how in (["--quota=strict"], []):
+        env = dict(cli_env, HPCLAUNCH_QUOTA="strict") if not how else cli_env
+        res = run(env, "submit", "--dry-run", "--no-check", *how, str(path))
+        assert res.exit_code == 0, res.output
+        assert "#SBATCH --account=research\n" in res.stdout
+        assert "#SBATCH --qos=critical\n" in res.stdout
+        assert "Warning:" not in res.stderr

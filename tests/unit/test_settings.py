@@ -77,7 +77,7 @@ def test_sources_describe_themselves() -> None:
     )
     assert settings.remote.describe() == "'me@login' (from env HPCLAUNCH_REMOTE)"
     assert settings.site.describe() == "'big' (from user /u.yaml)"
-    assert [name for name, _ in settings.items()] == ["site", "backend", "remote"]
+    assert [name for name, _ in settings.items()] == ["site", "backend", "remote", "quota"]
 
 
 def test_empty_env_value_does_not_count() -> None:
@@ -99,7 +99,7 @@ def test_user_config_file(tmp_path: Path) -> None:
     assert load_user_config(path) == {"site": "big"}
     path.write_text("sites: big\n")
     with pytest.raises(
-        ConfigError, match=r"unknown key.*'sites'.*valid keys: site, backend, remote"
+        ConfigError, match=r"unknown key.*'sites'.*valid keys: site, backend, remote, quota"
     ):
         load_user_config(path)
     path.write_text("site: 3\n")

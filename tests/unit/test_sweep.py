@@ -473,3 +473,57 @@ def _spec(*, sweep: dict[str, Any] | None = None, cap: int | None = None, **fiel
     if sweep is not None:
         data["sweep"] = {**sweep, **({"max_concurrent": cap} if cap else {})}
     return JobSpec.model_validate(data)
+
+
+def _quota_sweep(max_concurrent: int | None, points: int = 12) -> JobSpec:
+    return JobSpec.model_validate(
+        {
+            "name": "s",
+            "command": ["python", "train.py", "--seed", "{seed}"],
+            "project": "research",
+            "tier": "medium",
+            "resources": {"gpus_per_node": 1, "time": 10},
+            "sweep": {
+                "method": "grid",
+                "parameters": {"seed": list(range(points))},
+                **({"max_concurrent": max_concurrent} if max_concurrent else {}),
+            },
+        }
+    )
+
+
+def _plan_quota(spec: JobSpec, used: int, mode: str = "allow") -> Any:
+    from hpclaunch.config.site import load_site
+
+    return plan_sweep(
+        spec,
+        load_site("local"),  # research: 8 guaranteed GPUs
+        submission_id=SUBMISSION_ID,
+        home=HOME,
+        max_array_size=1001,
+        python=PYTHON,
+        quota_used=used,
+        quota_mode=mode,
+    )
+
+
+def test_a_sweeps_quota_is_judged_on_the_gpus_it_holds_at_once() -> None:
+    # 12 one-GPU tasks that may all run at once do not fit research's 8: over-quota as a
+    # whole (judged per task, 1 GPU fitted and 4 tasks then waited at the quota).
+    plan = _plan_quota(_quota_sweep(12), used=0).plan
+    assert (plan.quota, plan.qos, plan.account) == ("over-quota", "overquota", "research-oq")
+    assert plan.quota_warning is not None
+    assert "this job asks 12" in plan.quota_warning
+    assert (
+        "quota judged for the whole sweep: 12 tasks can run at once (max_concurrent 12) x 1 "
+        "GPUs = 12 GPUs, over-quota" in plan.notes
+    )
+    assert any(n.startswith("max_concurrent: 8 would keep") for n in plan.notes)
+    # No max_concurrent: every point may run at once.
+    assert _plan_quota(_quota_sweep(None), used=0).plan.quota == "over-quota"
+    # A cap that fits what is left of the guarantee keeps it in-quota.
+    fits = _plan_quota(_quota_sweep(6), used=2).plan
+    assert (fits.quota, fits.account, fits.quota_warning) == ("in-quota", "research", None)
+    assert any("6 tasks can run at once (max_concurrent 6)" in n for n in fits.notes)
+    # strict: in-quota, waiting at the guarantee.
+    assert _plan_quota(_quota_sweep(12), used=0, mode="strict").plan.quota == "in-quota"
