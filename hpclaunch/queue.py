@@ -254,7 +254,10 @@ def build_queue(
     now = now or datetime.now()
     entries: list[QueueEntry] = []
     pending_before: list[QueueRow] = []
-    for row in order(rows):
+    rows = order(rows)
+    running = [r for r in rows if r.state == "RUNNING"]
+    claimed: set[str] = set()  # victims already counted for a job ranked before
+    for row in rows:
         ours = _base_id(row.job_id) in history_tiers or row.job_id in history_tiers
         tier = history_tiers.get(row.job_id) or history_tiers.get(_base_id(row.job_id))
         if not row.pending:
@@ -265,11 +268,68 @@ def build_queue(
         waited = max(0, int(now.timestamp() - submitted)) if submitted is not None else None
         rank = len(pending_before) + 1
         why = explain(row.reason_code, ahead=ahead, row=row)
+        outlook = preemption_outlook(row, running, site, claimed)
+        if outlook:
+            why = f"{why}; {outlook}"
         entries.append(
             _entry(row, rank, tier or tier_of(row, site), ahead, waited, why, ours, site)
         )
         pending_before.append(row)
     return entries
+
+
+def preemption_outlook(
+    row: QueueRow, running: Iterable[QueueRow], site: SiteConfig, claimed: set[str]
+) -> str | None:
+    """Whether pending ``row`` will take GPUs by preemption, in words, or ``None`` when it
+    waits on a limit, a dependency or asks no GPUs.
+
+    A job whose QOS preempts nothing (over-quota work, a preemptible tier) waits for idle
+    GPUs. Otherwise, with ``preemption: slurm`` (``PreemptType=preempt/qos``), the running
+    jobs of the preemptible QOS in its partitions are its victims: the lowest QOS priority
+    first, then the youngest (preempt/qos orders candidates by priority; Slurm 22.05
+    ``slurm.conf(5)`` ``PreemptParameters=youngest_order`` is the site's choice; an estimate).
+    Victims named for a job ranked before are not counted again (``claimed``).
+    """
+    if row.gpus == 0 or row.reason_code not in _MAY_PREEMPT_REASONS:
+        return None
+    over = site.overquota
+    preemptible = {p.qos: p.grace for p in site.tiers.values() if p.preemptible}
+    if site.has_quotas:
+        preemptible[over.qos] = over.grace
+    preempting = {p.qos for p in site.tiers.values() if p.may_preempt}
+    if row.qos in preemptible or row.qos not in preempting:
+        what = "over-quota" if row.qos == over.qos else "preemptible"
+        return f"{what}: waits for idle GPUs (it preempts nothing)"
+    if site.preemption == "arbiter":
+        return "the arbiter (hpclaunch arbiter) decides which job to preempt for it"
+    prio = {p.qos: p.priority or 0 for p in site.tiers.values()} | {over.qos: over.priority}
+    victims = sorted(
+        (
+            r
+            for r in running
+            if r.qos in preemptible
+            and r.gpus > 0
+            and r.job_id not in claimed
+            and (not row.partitions or not r.partitions or row.partitions & r.partitions)
+        ),
+        key=lambda r: (prio.get(r.qos or "", 0), _elapsed_seconds(r.elapsed)),
+    )
+    chosen: list[QueueRow] = []
+    for victim in victims:
+        if sum(v.gpus for v in chosen) >= row.gpus:
+            break
+        chosen.append(victim)
+    if not chosen:
+        return "no preemptible job holds GPUs: waits for GPUs to free up"
+    claimed.update(v.job_id for v in chosen)
+    grace = max(preemptible[v.qos or ""] for v in chosen)
+    ids = ", ".join(v.job_id for v in chosen)
+    return f"will preempt job{'s' if len(chosen) > 1 else ''} {ids}, grace {grace} s"
+
+
+#: Pending reasons under which a job may start by preemption: it waits only for GPUs.
+_MAY_PREEMPT_REASONS = frozenset({"Resources", "Priority", "None", None})
 
 
 def _entry(

@@ -103,6 +103,12 @@ def test_queue_order_reasons_and_tier_move(hpclaunch: Run, write_spec: WriteSpec
     assert [r["tier"] for r in mine] == ["critical", "medium", "low"]
     assert [r["quota"] for r in mine] == ["over-quota"] * 3
     assert all(r["why"] and r["reason"] for r in mine)
+    # None of them may preempt the in-quota work: each says it waits for idle GPUs.
+    assert [str(r["why"]).split("; ")[-1] for r in mine] == [
+        "over-quota: waits for idle GPUs (it preempts nothing)",
+        "over-quota: waits for idle GPUs (it preempts nothing)",
+        "preemptible: waits for idle GPUs (it preempts nothing)",
+    ]
     ranks = [r["rank"] for r in mine]
     assert ranks == sorted(ranks)
     text = hpclaunch("queue")

@@ -43,6 +43,7 @@ class Queue:
     def __init__(self, cli: Cli, specs: Path, shared: Path) -> None:
         self.cli, self.specs, self.shared = cli, specs, shared
         self.ids: dict[str, str] = {}
+        self.stderr: dict[str, str] = {}
 
     def submit(self, key: str, tier: str, project: str = "research", **fields: Any) -> str:
         release = self.shared / f"release-{key}"
@@ -58,6 +59,7 @@ class Queue:
         path.write_text(yaml.safe_dump(spec))
         out = self.cli("submit", str(path))
         assert out.returncode == 0, out.stderr
+        self.stderr[key] = out.stderr
         self.ids[key] = out.stdout.strip().splitlines()[-1]
         return self.ids[key]
 
@@ -192,6 +194,43 @@ def test_critical_jumps_the_queue_then_high_then_medium_then_low(
     assert by_start == order, starts  # sacct agrees
 
 
+def test_over_quota_work_starts_in_tier_order_critical_first(queue: Queue) -> None:
+    # Every GPU held, both guarantees used up: research's 8 (r1, r2), vision's 4 (v1), and
+    # research's over-quota o1 on the last 4 (over-quota QOS preempts nothing).
+    for key, project in (("r1", "research"), ("r2", "research"), ("v1", "vision")):
+        queue.submit(key, "critical", project=project)
+        queue.wait(running={key})
+    queue.submit("o1", "medium")
+    queue.wait(running={"o1"})
+    assert queue.status("o1")["quota"] == "over-quota"
+    # Then research's work waits over-quota, submitted lowest tier first.
+    waiting = ["low", "medium", "high", "critical"]
+    for tier in waiting:
+        queue.submit(tier, tier)
+    queue.wait(running={"r1", "r2", "v1", "o1"}, pending=set(waiting))
+    assert {k: queue.status(k)["quota"] for k in waiting} == dict.fromkeys(waiting, "over-quota")
+    # The non-preemptible tiers were told, in one line, naming the spec file.
+    for tier in ("medium", "high", "critical"):
+        (line,) = [x for x in queue.stderr[tier].splitlines() if x.startswith("Warning:")]
+        assert line.endswith(
+            "project research holds 8 of its 8 guaranteed GPUs; this job asks 4: it runs "
+            "over-quota on idle GPUs and may be preempted (--quota=strict waits in-quota instead)"
+        ), line
+    assert "Warning:" not in queue.stderr["low"]  # preemptible by its own tier
+
+    order, running, pending = [], "o1", set(waiting)
+    while pending:
+        queue.release(running)  # frees one node's 4 GPUs: exactly one waiting job fits
+        running = queue.next_start(pending)
+        order.append(running)
+        pending.discard(running)
+        time.sleep(1.1)  # sacct's Start has 1 s resolution: keep the starts apart
+    queue.release(running, "r1", "r2", "v1")
+    assert order == ["critical", "high", "medium", "low"]
+    starts = _start_times([queue.ids[k] for k in order])
+    assert sorted(order, key=lambda k: starts[queue.ids[k]]) == order, starts  # sacct agrees
+
+
 def test_critical_preempts_a_low_job_which_checkpoints_requeues_and_completes(
     queue: Queue,
 ) -> None:
@@ -286,6 +325,14 @@ def test_quotas_over_quota_runs_on_idle_gpus_and_gives_them_back(queue: Queue) -
     submitted = time.time()
     queue.submit("a4", "medium")
     assert queue.status("a4")["quota"] == "in-quota"
+    # While the victim has its grace time, queue names it (b2 or b3, whichever is youngest).
+    out = queue.cli("queue", "--json")
+    assert out.returncode == 0, out.stderr
+    (a4,) = [r for r in json.loads(out.stdout) if r["job_id"] == queue.ids["a4"]]
+    assert a4["state"] == "PENDING", a4
+    assert a4["why"].endswith(
+        tuple(f"will preempt job {queue.ids[k]}, grace {GRACE} s" for k in ("b2", "b3"))
+    ), a4
     queue.wait(running={"a4"}, timeout=GRACE + 30)
     print(f"a4 started {time.time() - submitted:.1f} s after submission (grace {GRACE} s)")
     requeued = {k for k in ("b2", "b3") if queue.attempts(k)[0] in {"PREEMPTED", "REQUEUED"}}

@@ -136,8 +136,13 @@ def test_build_queue_ranks_reasons_and_waits(site: SiteConfig) -> None:
     assert [e.rank for e in entries] == [None, None, 1, 2, 3, 4]
     by_id = {e.row.job_id: e for e in entries}
     assert by_id["34"].why.startswith("next in line: waiting for GPUs")
-    assert by_id["33"].why == "behind 1 higher-priority job in the queue"
-    assert by_id["32"].why == "behind 2 higher-priority jobs in the queue"
+    idle = "over-quota: waits for idle GPUs (it preempts nothing)"
+    assert by_id["34"].why.endswith(f"; {idle}")
+    assert by_id["33"].why == f"behind 1 higher-priority job in the queue; {idle}"
+    assert by_id["32"].why == (
+        "behind 2 higher-priority jobs in the queue; preemptible: waits for idle GPUs "
+        "(it preempts nothing)"
+    )
     assert by_id["10_[0-3]"].why == "held by you: scontrol release 10_[0-3]"
     assert by_id["34"].waited == 60
     assert by_id["29"].waited is None
@@ -147,6 +152,26 @@ def test_build_queue_ranks_reasons_and_waits(site: SiteConfig) -> None:
         "research",
         "research-oq",
     )
+
+
+def test_a_waiting_in_quota_job_says_which_jobs_it_will_preempt(site: SiteConfig) -> None:
+    running = {"state": "RUNNING", "reason": None, "gpus_per_node": 4}
+    rows = [
+        row("31", qos="critical", **running, elapsed="5:00"),
+        row("32", qos="overquota", account="vision-oq", **running, elapsed="3:00"),
+        row("33", qos="low", account="research-oq", **running, elapsed="4:00"),
+        row("34", qos="low", account="research-oq", **running, elapsed="1:00"),
+        row("40", qos="critical", reason="Resources", priority=100000, gpus_per_node=4),
+        row("41", qos="high", reason="Priority", priority=50000, gpus_per_node=8),
+        row("42", qos="normal", reason="Priority", priority=10000, gpus_per_node=4),
+        row("43", qos="normal", reason="AssocGrpGRES", priority=10000, gpus_per_node=4),
+    ]
+    why = {e.row.job_id: e.why for e in build_queue(rows, site, now=NOW)}
+    # low (priority 0) before overquota (50); among equals the youngest (34) first.
+    assert why["40"].endswith("; will preempt job 34, grace 10 s")
+    assert why["41"].endswith("; will preempt jobs 33, 32, grace 10 s")
+    assert why["42"].endswith("; no preemptible job holds GPUs: waits for GPUs to free up")
+    assert why["43"] == explain("AssocGrpGRES")  # at its quota: preemption does not help
 
 
 def test_jobs_ahead_are_counted_per_partition(site: SiteConfig) -> None:
