@@ -20,6 +20,7 @@ def plan_spec(
     *,
     cwd: str | None = None,
     live_usage: bool = False,
+    check_paths: bool = False,
 ) -> SubmissionPlan:
     """Load ``spec_path`` and plan it on the app's site.
 
@@ -29,10 +30,24 @@ def plan_spec(
     over SSH, the job directory (a local path means nothing on the cluster).
     ``live_usage``: on a site with quotas, read the project's in-quota GPUs from the
     cluster (one squeue) to decide in-quota/over-quota; otherwise the plan says it took 0.
+    ``check_paths``: refuse the spec if a path it needs is missing (:func:`require_paths`).
     """
     spec = load_spec(spec_path)
     refuse_sweep(spec, spec_path)
-    return plan_job(app, spec, submission_id, cwd=cwd, live_usage=live_usage)
+    plan = plan_job(app, spec, submission_id, cwd=cwd, live_usage=live_usage)
+    if check_paths:
+        require_paths(app, spec, plan, spec_path)
+    return plan
+
+
+def require_paths(app: App, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
+    """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.pathcheck`): this
+    machine, or the login node over SSH (one command)."""
+    from hpclaunch.pathcheck import check_paths
+
+    runner = app.runner if app.is_remote else None
+    where = runner.where if runner is not None else "this machine"
+    check_paths(spec, plan, app.site, app.home, source=source, runner=runner, where=where)
 
 
 def refuse_sweep(spec: JobSpec, spec_path: str) -> None:

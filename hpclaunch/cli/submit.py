@@ -91,7 +91,14 @@ def submit_command(
 
     tree = _scan_tree() if sync else None
     snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
-    plan = plan_spec(app, spec, submission_id, cwd=snapshot_cwd, live_usage=True)
+    plan = plan_spec(
+        app,
+        spec,
+        submission_id,
+        cwd=snapshot_cwd,
+        live_usage=True,
+        check_paths=not no_check and tree is None,  # a snapshot is not on the cluster yet
+    )
     warn_over_quota(plan, spec)
     check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)

@@ -53,7 +53,7 @@ def submit_command(
     from hpclaunch.sweep.submit import submit_sweep
 
     app.set_typed("quota", quota)
-    sweep = _plan(app, spec, refresh=False)
+    sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
     warn_over_quota(sweep.plan, spec)
     check_before_submit(app, sweep.plan, enabled=not no_check)
     if dry_run:
@@ -87,8 +87,15 @@ def submit_command(
     )
 
 
-def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = None) -> SweepPlan:
-    from hpclaunch.cli._jobs import _quota_used, quota_mode, require_python
+def _plan(
+    app: App,
+    spec_path: str,
+    *,
+    refresh: bool,
+    sweep_id: str | None = None,
+    check_paths: bool = False,
+) -> SweepPlan:
+    from hpclaunch.cli._jobs import _quota_used, quota_mode, require_paths, require_python
     from hpclaunch.plan import new_submission_id
     from hpclaunch.spec import load_spec
     from hpclaunch.sweep.submit import plan_sweep
@@ -97,7 +104,7 @@ def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = Non
     require_python(app, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
-    return plan_sweep(
+    sweep = plan_sweep(
         spec,
         app.site,
         submission_id=sweep_id or new_submission_id(),
@@ -107,6 +114,9 @@ def _plan(app: App, spec_path: str, *, refresh: bool, sweep_id: str | None = Non
         quota_used=_quota_used(app, spec),
         quota_mode=quota_mode(app),
     )
+    if check_paths:
+        require_paths(app, spec, sweep.plan, spec_path)
+    return sweep
 
 
 def _max_array_size(app: App, refresh: bool) -> int:

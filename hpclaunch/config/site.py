@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -252,6 +252,9 @@ class SiteConfig(_Model):
         scratch: Fast per-user storage, exported to jobs as ``HPCLAUNCH_SCRATCH``: an
             absolute path, ``~/...``, or ``$VAR/...`` for a variable the site sets on the
             compute nodes (e.g. ``$PSCRATCH`` on Perlmutter).
+        node_only_paths: Absolute paths (or ``~/...``) mounted on the compute nodes only,
+            such as node-local disks: ``submit`` does not check that paths under them exist
+            (:mod:`hpclaunch.pathcheck`).
         login: ``[user@]host[:port]`` of the login node, reached over SSH when hpclaunch
             runs elsewhere (same as ``defaults: {remote: ...}``, which wins).
         prices: What a GPU-hour costs, for ``hpclaunch cost``; ``None``: no money column.
@@ -273,6 +276,7 @@ class SiteConfig(_Model):
     module_system: Literal["lmod", "tcl", "none"] = "none"
     modules: tuple[str, ...] = ()
     scratch: str | None = Field(None, pattern=r"^(/|~/|\$[A-Za-z_][A-Za-z0-9_]*(/|$))")
+    node_only_paths: tuple[Annotated[str, Field(pattern=r"^(/|~/)")], ...] = ()
     login: str | None = Field(None, min_length=1)
     prices: Prices | None = None
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)

@@ -284,3 +284,19 @@ def test_submit_of_a_sweep_spec_is_refused_with_the_sweep_command(
     assert f"Hint: submit it with 'hpclaunch sweep {spec}'" in result.stderr
     assert slurm.submitted == []
     assert "{lr}" not in result.stdout  # no script with the placeholder printed either
+
+
+def test_submit_refuses_a_missing_script_before_sbatch(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\ncommand: [python, trian.py]\nresources: {time: 5}\n")
+    for dry in ([], ["--dry-run"]):
+        result = run(env, "submit", *dry, str(spec))
+        assert_clean_error(result, 2, f"{spec}: path does not exist:")
+        assert "command[1]: 'trian.py'" in result.stderr
+        assert "Hint: fix the path; relative paths start from the workdir" in result.stderr
+    assert slurm.submitted == []
+    result = run(env, "submit", "--no-check", str(spec))  # it may exist on the nodes only
+    assert result.exit_code == 0, result.output
+    assert len(slurm.submitted) == 1

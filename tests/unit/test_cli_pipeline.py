@@ -24,8 +24,14 @@ Env = dict[str, str]
 
 
 def write_pipeline(tmp_path: Path, *jobs: dict[str, Any]) -> str:
+    for name in ("train.py", "eval.py", "export.py"):  # submit checks that they exist
+        (tmp_path / name).touch()
     data = {
-        "defaults": {"project": "research", "resources": {"mem": "100M", "time": "00:05:00"}},
+        "defaults": {
+            "project": "research",
+            "workdir": str(tmp_path),
+            "resources": {"mem": "100M", "time": "00:05:00"},
+        },
         "jobs": list(jobs)
         or [
             {"name": "train", "command": ["python", "train.py"]},
