@@ -239,12 +239,29 @@ def _unknown_key(model: type[pydantic.BaseModel], loc: tuple[int | str, ...]) ->
     if owner is None:
         return f"{_path(loc)}: unknown key {key!r}", "remove it"
     valid = list(owner.model_fields)
+    home = _nested_owner(owner, key)
+    if home is not None:
+        under = f"{_path(parent)}.{home}" if parent else home
+        return (
+            f"{_path(loc)}: {key!r} belongs under {under}:, not at {where}",
+            f"move it: {under}: {{{key}: ...}}",
+        )
     close = difflib.get_close_matches(key, valid, n=1)
     guess = f" (did you mean {close[0]!r}?)" if close else ""
     return (
         f"{_path(loc)}: unknown key {key!r}{guess}; valid keys at {where}: {', '.join(valid)}",
         f"rename or remove {key!r}" + (f"; perhaps {close[0]!r}" if close else ""),
     )
+
+
+def _nested_owner(owner: type[pydantic.BaseModel], key: str) -> str | None:
+    """The field of ``owner`` whose model has a field ``key`` (``resources`` for a
+    top-level ``gpus_per_node``), or ``None``."""
+    for name, field in owner.model_fields.items():
+        inner = _unwrap_optional(field.annotation)
+        if _is_model(inner) and key in inner.model_fields:
+            return name
+    return None
 
 
 def _model_at(

@@ -468,7 +468,25 @@ def _choose_partition(
     why. Among the partitions left, the default one is preferred, else the first."""
     candidates = list(site.partitions)
     scope = f"site {site.name}"
-    if policy.partition:
+    asked = spec.resources.partition
+    if asked is not None:
+        known = [p.name for p in site.partitions]
+        if asked not in known:
+            raise PlanError(
+                f"resources.partition: {asked!r} is not a partition of site {site.name} "
+                f"(partitions: {', '.join(known)})",
+                hint="use one of the listed partitions, or remove partition: to let "
+                "hpclaunch choose",
+            )
+        if policy.partition and policy.partition != asked:
+            raise PlanError(
+                f"resources.partition: tier {spec.tier} runs in partition {policy.partition} "
+                f"on site {site.name}, not {asked}",
+                hint=f"remove partition:, or choose another tier than {spec.tier}",
+            )
+        candidates = [site.partition(asked)]
+        scope = f"partition {asked}, asked for by resources.partition"
+    elif policy.partition:
         candidates = [site.partition(policy.partition)]
         scope = f"partition {policy.partition} (fixed by tier {spec.tier})"
     for check in _partition_checks(spec):
@@ -480,7 +498,9 @@ def _choose_partition(
         candidates = kept
 
     chosen = next((p for p in candidates if p.default), candidates[0])
-    if policy.partition:
+    if asked is not None:
+        why = "asked for (resources.partition); its limits fit the job"
+    elif policy.partition:
         why = "the tier's partition"
     else:
         why = "the default partition" if chosen.default else "the first partition that fits"

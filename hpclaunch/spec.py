@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -119,6 +120,8 @@ class Resources(_Model):
             normalised to ``HH:MM:SS`` / ``D-HH:MM:SS``. ``None``: the partition's default.
         constraint: Node features (``--constraint``), e.g. ``ib&a100_80g``.
         exclusive: Whole nodes only, shared with no other job (``--exclusive``).
+        partition: A partition of the site to run in (``--partition``); ``None``: the
+            default partition, or the first that fits.
     """
 
     nodes: int = Field(1, ge=1, description="Number of nodes (--nodes).")
@@ -149,6 +152,14 @@ class Resources(_Model):
         description="Node features (--constraint), e.g. 'ib&a100'.",
     )
     exclusive: bool = Field(False, description="Whole nodes, shared with no job (--exclusive).")
+    partition: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="A partition of the site (--partition); default: the site's default "
+        "partition, or the first that fits.",
+        examples=["debug"],
+    )
 
     @field_validator("mem", mode="before")
     @classmethod
@@ -591,11 +602,14 @@ class JobSpec(_Model):
         return self
 
 
-def load_spec(path: str | Path) -> JobSpec:
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
     """Read and validate a job spec YAML file.
 
     Args:
         path: The spec file.
+        overrides: ``KEY=VALUE`` changes on top of the file (``submit --set``):
+            ``resources.nodes=2``, ``tier=high``; the value is read as YAML (``2`` is a
+            number, ``[a, b]`` a list) and the result is validated exactly as the file is.
 
     Returns:
         The validated, frozen :class:`JobSpec`.
@@ -621,4 +635,47 @@ def load_spec(path: str | Path) -> JobSpec:
             "examples/pipeline.yaml), or wait for a submitted job by its id with "
             "dependencies: [{job: '1234', type: afterok}]",
         )
-    return load_model(JobSpec, data, source=str(path), error_cls=SpecError)
+    source = str(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+        source += f" (with --set {' '.join(overrides)})"
+    return load_model(JobSpec, data, source=source, error_cls=SpecError)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``a.b.c=VALUE`` of ``overrides`` set (a deep copy).
+
+    Raises:
+        SpecError: An override is not ``KEY=VALUE``, its value is not YAML, or a key on its
+            path holds a value that is not a mapping.
+    """
+    import copy
+
+    import yaml
+
+    from hpclaunch._validation import load_yaml
+
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(p.strip() for p in parts):
+            raise SpecError(
+                f"--set {item!r}: expected KEY=VALUE",
+                hint="e.g. --set resources.nodes=2 --set tier=high",
+            )
+        try:
+            value = load_yaml(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise SpecError(
+                f"--set {item!r}: the value is not YAML ({exc})", hint="quote it: KEY='VALUE'"
+            ) from exc
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(f"--set {item!r}: {where} is not a mapping in the spec")
+            node = child
+        node[parts[-1]] = value
+    return out

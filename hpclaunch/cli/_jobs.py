@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from hpclaunch.cli._app import App
@@ -21,6 +23,7 @@ def plan_spec(
     cwd: str | None = None,
     live_usage: bool = False,
     check_paths: bool = False,
+    overrides: Sequence[str] = (),
 ) -> SubmissionPlan:
     """Load ``spec_path`` and plan it on the app's site.
 
@@ -31,8 +34,9 @@ def plan_spec(
     ``live_usage``: on a site with quotas, read the project's in-quota GPUs from the
     cluster (one squeue) to decide in-quota/over-quota; otherwise the plan says it took 0.
     ``check_paths``: refuse the spec if a path it needs is missing (:func:`require_paths`).
+    ``overrides``: ``KEY=VALUE`` changes to the spec (``submit --set``).
     """
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, overrides)
     refuse_sweep(spec, spec_path)
     plan = plan_job(app, spec, submission_id, cwd=cwd, live_usage=live_usage)
     if check_paths:
@@ -48,6 +52,20 @@ def require_paths(app: App, spec: JobSpec, plan: SubmissionPlan, source: str) ->
     runner = app.runner if app.is_remote else None
     where = runner.where if runner is not None else "this machine"
     check_paths(spec, plan, app.site, app.home, source=source, runner=runner, where=where)
+
+
+@contextlib.contextmanager
+def naming(source: str) -> Iterator[None]:
+    """Plan-time errors (:class:`~hpclaunch.errors.PlanError`: the site or the cluster
+    cannot run the job) raised inside name ``source``, the spec file (and job)."""
+    from hpclaunch.errors import PlanError
+
+    try:
+        yield
+    except PlanError as exc:
+        if exc.message.startswith(source):
+            raise
+        raise PlanError(f"{source}: {exc.message}", hint=exc.hint) from exc
 
 
 def refuse_sweep(spec: JobSpec, spec_path: str) -> None:

@@ -33,7 +33,7 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli._jobs import plan_job, require_paths, warn_over_quota
+    from hpclaunch.cli._jobs import naming, plan_job, require_paths, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
     from hpclaunch.cli.submit import _print_dry_run, _scan_tree, _send_tree, _snapshot_cwd
     from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
@@ -51,11 +51,13 @@ def submit_pipeline(
     cwd = _snapshot_cwd(app, tree) if tree is not None else None
     plans: dict[str, SubmissionPlan] = {}
     for step in steps:  # everything is planned, checked and rendered before any sbatch
-        plan = plan_job(app, step.spec, ids[step.name], cwd=cwd, live_usage=True)
-        warn_over_quota(plan, f"{path}: job {step.name}")
-        if not no_check and tree is None:
-            require_paths(app, step.spec, plan, f"{path}: job {step.name}")
-        check_before_submit(app, plan, enabled=not no_check)
+        source = f"{path}: job {step.name}"
+        with naming(source):
+            plan = plan_job(app, step.spec, ids[step.name], cwd=cwd, live_usage=True)
+            warn_over_quota(plan, source)
+            if not no_check and tree is None:
+                require_paths(app, step.spec, plan, source)
+            check_before_submit(app, plan, enabled=not no_check)
         plans[step.name] = plan
         placeholders = [(name, kind, f"<{name}>") for name, kind in step.after]
         job = app.backend.dryrun(with_dependencies(plan, placeholders))

@@ -10,6 +10,8 @@ from hpclaunch.cli._app import App, remote_files
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo
     from hpclaunch.render import RenderedJob
@@ -43,6 +45,19 @@ if TYPE_CHECKING:
     help="Send the working tree (git-tracked and untracked-not-ignored files) to a snapshot "
     "on the cluster, and run the job from it: later local edits do not change the job.",
 )
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Change a field of SPEC for this submission, e.g. --set resources.nodes=2 --set "
+    "tier=high (the value is YAML; validated as the file is; repeatable).",
+)
+@click.option(
+    "--partition",
+    metavar="NAME",
+    help="Run in this partition of the site (the same as --set resources.partition=NAME).",
+)
 @quota_option
 @click.pass_obj
 def submit_command(
@@ -56,6 +71,8 @@ def submit_command(
     submission_id: str | None = None,
     sync: bool = False,
     quota: str | None = None,
+    overrides: tuple[str, ...] = (),
+    partition: str | None = None,
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
@@ -71,7 +88,14 @@ def submit_command(
     from hpclaunch.pipeline import is_pipeline_file
 
     app.set_typed("quota", quota)
+    if partition is not None:
+        overrides = (*overrides, f"resources.partition={partition}")
     if is_pipeline_file(spec):
+        if overrides:
+            raise click.UsageError(
+                "--set and --partition change a single-job spec; in a multi-job file, set the "
+                "field under defaults: or under the job"
+            )
         from hpclaunch.cli._pipeline import submit_pipeline
 
         submit_pipeline(
@@ -86,23 +110,27 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._jobs import plan_spec, remember_submission, warn_over_quota
+    from hpclaunch.cli._jobs import naming, plan_spec, remember_submission, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
 
     tree = _scan_tree() if sync else None
     snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
-    plan = plan_spec(
-        app,
-        spec,
-        submission_id,
-        cwd=snapshot_cwd,
-        live_usage=True,
-        check_paths=not no_check and tree is None,  # a snapshot is not on the cluster yet
-    )
-    warn_over_quota(plan, spec)
-    check_before_submit(app, plan, enabled=not no_check)
+    with naming(spec):
+        plan = plan_spec(
+            app,
+            spec,
+            submission_id,
+            cwd=snapshot_cwd,
+            live_usage=True,
+            check_paths=not no_check and tree is None,  # a snapshot is not on the cluster yet
+            overrides=overrides,
+        )
+        warn_over_quota(plan, spec)
+        check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:
+        if overrides:
+            click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
         _print_dry_run(job)
         return
     if tree is not None:
@@ -121,6 +149,13 @@ def submit_command(
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
         _follow(app, ref, timeout, plan.log_dir if follow else None)
+
+
+def shlex_join(words: Iterable[str]) -> str:
+    """Words quoted for a shell, joined by spaces."""
+    import shlex
+
+    return shlex.join(list(words))
 
 
 def _print_dry_run(job: RenderedJob) -> None:

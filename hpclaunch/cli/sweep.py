@@ -47,15 +47,16 @@ def submit_command(
     app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
-    from hpclaunch.cli._jobs import warn_over_quota
+    from hpclaunch.cli._jobs import naming, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
     from hpclaunch.errors import SubmissionError
     from hpclaunch.sweep.submit import submit_sweep
 
     app.set_typed("quota", quota)
-    sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
-    warn_over_quota(sweep.plan, spec)
-    check_before_submit(app, sweep.plan, enabled=not no_check)
+    with naming(spec):
+        sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
+        warn_over_quota(sweep.plan, spec)
+        check_before_submit(app, sweep.plan, enabled=not no_check)
     if dry_run:
         _print_dry_run(app, sweep)
         return

@@ -300,3 +300,62 @@ def test_submit_refuses_a_missing_script_before_sbatch(
     result = run(env, "submit", "--no-check", str(spec))  # it may exist on the nodes only
     assert result.exit_code == 0, result.output
     assert len(slurm.submitted) == 1
+
+
+def _job(tmp_path: Path, extra: str = "") -> Path:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: j\ncommand: ['true']\nresources: {{time: '30:00'}}\n{extra}")
+    return spec
+
+
+def test_partition_is_chosen_checked_and_explained(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    spec = _job(tmp_path)
+    result = run(env, "submit", "--dry-run", "--partition", "debug", str(spec))
+    # debug's MaxTime is 10 minutes: the plan error names the file, the field and the fix.
+    assert_clean_error(result, 2, f"{spec}: resources.time: time 00:30:00 is over the limit")
+    assert "(partition debug, asked for by resources.partition)" in result.stderr
+    result = run(env, "submit", "--dry-run", "--partition", "nope", str(spec))
+    assert_clean_error(result, 2, f"{spec}: resources.partition: 'nope' is not a partition of site")
+    assert "(partitions: gpu, debug)" in result.stderr
+    short = tmp_path / "short.yaml"
+    short.write_text("name: j\ncommand: ['true']\nresources: {time: 5, partition: debug}\n")
+    result = run(env, "submit", "--dry-run", str(short))
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --partition=debug\n" in result.stdout
+    assert "partition debug: asked for (resources.partition); its limits fit" in result.stdout
+
+
+def test_set_changes_fields_validated_as_the_file_and_shown(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    spec = _job(tmp_path)
+    result = run(
+        env, "submit", "--dry-run", str(spec), "--set", "resources.nodes=2", "--set", "tier=high"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        f"# spec {spec}, changed by: --set=resources.nodes=2 --set=tier=high\n"
+    )
+    assert "#SBATCH --nodes=2\n" in result.stdout
+    assert "#SBATCH --qos=high\n" in result.stdout
+    result = run(env, "submit", "--dry-run", str(spec), "--set", "resources.nodes=zero")
+    assert_clean_error(result, 2, f"{spec} (with --set resources.nodes=zero): 1 invalid field")
+    assert "resources.nodes:" in result.stderr
+    result = run(env, "submit", "--dry-run", str(spec), "--set", "resources.gpu=1")
+    assert_clean_error(result, 2, "unknown key 'gpu'")
+    result = run(env, "submit", "--dry-run", str(spec), "--set", "tier")
+    assert_clean_error(result, 2, "--set 'tier': expected KEY=VALUE")
+    result = run(env, "submit", "--dry-run", str(spec), "--set", "name.x=1")
+    assert_clean_error(result, 2, "--set 'name.x=1': name is not a mapping in the spec")
+    assert slurm.submitted == []
+
+
+def test_a_resources_field_at_the_top_level_says_where_it_belongs(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    spec = _job(tmp_path, "gpus_per_node: 2\n")
+    result = run(env, "render", str(spec))
+    assert_clean_error(result, 2, "'gpus_per_node' belongs under resources:, not at the top level")
+    assert "Hint: move it: resources: {gpus_per_node: ...}" in result.stderr
