@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["LogTail", "RemoteFiles", "attempt_logs", "attempt_of"]
+__all__ = ["LogTail", "RemoteFiles", "attempt_logs", "attempt_of", "slurm_messages"]
 
 
 class RemoteFiles(Protocol):
@@ -48,6 +48,25 @@ def attempt_logs(log_dir: str | Path, files: RemoteFiles | None = None) -> list[
         if match:
             found.append((int(match.group(1)), path))
     return [path for _, path in sorted(found)]
+
+
+def slurm_messages(job_dir: str, job_id: str, files: RemoteFiles | None = None) -> list[str]:
+    """What Slurm itself wrote for the job: ``<job dir>/slurm-<job id>.out`` (the batch
+    script's ``--output``; the job's own output goes to the attempt logs). It holds what
+    slurmstepd says when it ends a job: ``*** JOB 65 ON n1 CANCELLED AT ... DUE TO TIME
+    LIMIT ***``, ``oom-kill`` events, a requeue. Missing or unreadable: no lines."""
+    from hpclaunch.errors import TransportError
+
+    path = str(Path(job_dir) / f"slurm-{job_id}.out")
+    try:
+        data = files.read_bytes(path) if files is not None else Path(path).read_bytes()
+    except OSError:
+        return []
+    except TransportError as exc:  # over SSH: a missing file is no lines, a lost link is not
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return []
+        raise
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 def attempt_of(path: str | Path) -> int:

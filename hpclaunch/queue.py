@@ -29,6 +29,7 @@ from typing import Any
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.quota import TIER_ORDER, classify, gpus_of_tres
+from hpclaunch.slurmtime import format_elapsed, parse_elapsed
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -459,16 +460,7 @@ def history_tiers(records: Iterable[Any], site: str) -> dict[str, str]:
 
 def format_seconds(seconds: int | None) -> str:
     """``1-02:03:04`` / ``2:03:04`` / ``3:04`` like squeue's time columns."""
-    if seconds is None:
-        return ""
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
+    return format_elapsed(seconds)
 
 
 def _started_key(row: QueueRow) -> tuple[int, int]:
@@ -478,14 +470,7 @@ def _started_key(row: QueueRow) -> tuple[int, int]:
 
 def _elapsed_seconds(text: str | None) -> int:
     """squeue ``%M`` (``[D-][H:]M:SS``) in seconds; 0 when unreadable."""
-    days, _, clock = (text or "").rpartition("-")
-    try:
-        clock_seconds = 0
-        for part in clock.split(":"):
-            clock_seconds = clock_seconds * 60 + int(part)
-        return (int(days) * 86400 if days else 0) + clock_seconds
-    except ValueError:
-        return 0
+    return parse_elapsed(text) or 0
 
 
 def _timestamp(text: str | None) -> float | None:

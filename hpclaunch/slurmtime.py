@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_time", "parse_time", "parse_time_limit"]
+__all__ = ["format_elapsed", "format_time", "parse_elapsed", "parse_time", "parse_time_limit"]
 
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
 _CLOCK = re.compile(r"^\d+(?::\d+){0,2}$")
@@ -78,3 +78,32 @@ def format_time(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{days}-{clock}" if days else clock
+
+
+def parse_elapsed(text: str | None) -> int | None:
+    """A run time as squeue (``[D-][H:]M:SS``) or sacct (``[D-]HH:MM:SS``) prints it, in
+    seconds; ``None`` when unreadable."""
+    if not text:
+        return None
+    days, _, clock = text.strip().rpartition("-")
+    try:
+        seconds = 0
+        for part in clock.split(":"):
+            seconds = seconds * 60 + int(part)
+        return (int(days) * 86400 if days else 0) + seconds
+    except ValueError:
+        return None
+
+
+def format_elapsed(seconds: int | None) -> str:
+    """``1-02:03:04`` / ``2:03:04`` / ``3:04``, like squeue's time columns (``""``: unknown)."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"

@@ -19,6 +19,7 @@ from hpclaunch.backends.slurm_text import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     first_line,
+    is_waiting_reason,
     parse_attempts,
     parse_sacct,
     parse_squeue,
@@ -221,7 +222,7 @@ class CliBackend(Backend):
                     else:
                         reason = problem or "unknown to squeue and sacct"
                         infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
-        return {ref: _completed_exit(infos[ref]) for ref in refs}
+        return {ref: _finished_view(infos[ref]) for ref in refs}
 
     def _squeue(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
         argv = [
@@ -251,7 +252,8 @@ class CliBackend(Backend):
             "sacct",
             "--noheader",
             "--parsable2",
-            "--allocations",
+            # No --allocations: the batch step's ExitCode holds the signal of a job Slurm
+            # cancelled or timed out (the allocation's is 0:0); other steps are skipped.
             "--duplicates",  # one record per attempt: their count gives the restarts
             f"--jobs={','.join(by_id)}",
             f"--format={','.join(SACCT_FIELDS)}",
@@ -341,6 +343,14 @@ def _sbatch_hint(stderr: str) -> str:
         if needle.lower() in stderr.lower():
             return hint
     return "read Slurm's message above; 'hpclaunch render SPEC' shows the script it refused"
+
+
+def _finished_view(info: JobInfo) -> JobInfo:
+    """A finished job as status shows it: COMPLETED's exit code, no stale waiting reason."""
+    info = _completed_exit(info)
+    if info.state.is_finished and info.reason and is_waiting_reason(info.reason):
+        info = replace(info, reason=None)
+    return info
 
 
 def _completed_exit(info: JobInfo) -> JobInfo:

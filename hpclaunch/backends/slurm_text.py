@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from hpclaunch.backends.base import JobRef
-from hpclaunch.observe import Attempt, JobInfo, parse_state
+from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurmtime import format_elapsed, parse_elapsed
 from hpclaunch.transport.base import CommandResult
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "SACCT_FIELDS",
     "SQUEUE_FIELDS",
     "SQUEUE_FORMAT",
+    "is_waiting_reason",
     "parse_attempts",
     "parse_sacct",
     "parse_squeue",
@@ -73,7 +76,8 @@ ATTEMPT_FIELDS = (
     "Reason",
 )
 
-_EMPTY = frozenset({"", "(null)", "None", "Unknown", "N/A"})
+# "None assigned": sacct's NodeList of a job that never ran (22.05).
+_EMPTY = frozenset({"", "(null)", "None", "Unknown", "N/A", "None assigned"})
 # sacct's folded pending tasks of an array: "123_[0-4,7%2]" (the %N is the task limit).
 _FOLDED = re.compile(r"^(\d+)_\[(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)(?:%\d+)?\]$")
 
@@ -99,7 +103,7 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
             name=name.strip() or None,
             reason=field(reason),
             nodes=field(nodes),
-            elapsed=field(elapsed),
+            elapsed=_elapsed(elapsed),
             source="squeue",
             qos=field(qos),
             node_count=_int(count),
@@ -110,26 +114,63 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
 
 
 def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[JobRef, JobInfo]:
-    """Parse ``sacct --allocations --duplicates --format=SACCT_FIELDS`` lines.
+    """Parse ``sacct --duplicates --format=SACCT_FIELDS`` lines (steps included).
 
     With ``--duplicates`` a requeued job has one record per attempt, oldest first: the last
-    one is the job now, and the count before it is its restarts.
+    one is the job now, and the count before it is its restarts. Of the steps, only the
+    batch step is read (:func:`_ended_by`): the allocation's ``ExitCode`` is ``0:0`` for a
+    job Slurm cancelled or timed out, its batch step's holds the signal (``0:15``).
     """
     infos: dict[JobRef, JobInfo] = {}
     records: dict[JobRef, int] = {}
+    batch: dict[JobRef, str] = {}
     width = len(SACCT_FIELDS)
     for line in stdout.splitlines():
         cols = line.split("|", width - 1)
         if len(cols) != width:
             continue
-        # Keep the job's own line: "123.batch", "123.extern", "123.0" are its steps.
-        for job_id in _unfold(cols[0]):
+        job_id, _, step = cols[0].partition(".")
+        if step:  # "123.batch", "123.extern", "123.0", "123_4.batch": the job's steps
             ref = wanted_ref(job_id, by_id)
+            if ref is not None and step == "batch":
+                batch[ref] = cols[2]  # the last attempt's batch step comes last
+            continue
+        for one in _unfold(job_id):
+            ref = wanted_ref(one, by_id)
             if ref is None:
                 continue
+            if records.get(ref):
+                batch.pop(ref, None)  # a newer attempt: the older batch step is not its
             records[ref] = records.get(ref, 0) + 1
             infos[ref] = _sacct_info(ref, cols, records[ref] - 1, gres)
-    return infos
+    return {ref: _ended_by(info, batch.get(ref)) for ref, info in infos.items()}
+
+
+#: States in which Slurm (not the job's own exit) ended a job that may have run.
+_ENDED_BY_SLURM = frozenset(
+    {
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.PREEMPTED,
+        JobState.NODE_FAIL,
+        JobState.OUT_OF_MEMORY,
+        JobState.DEADLINE,
+    }
+)
+
+
+def _ended_by(info: JobInfo, batch_exit: str | None) -> JobInfo:
+    """A finished job's real exit: its batch step's when the allocation says ``0:0`` (a
+    CANCELLED or TIMEOUT job: sacct 22.05 shows ``0:0`` for the job and ``0:15`` for
+    ``.batch``); ``None`` for a job Slurm ended before it ran (no batch step, no node)."""
+    if info.state not in _ENDED_BY_SLURM or (info.exit_code, info.exit_signal) != (0, None):
+        return info
+    if batch_exit is None:
+        if info.nodes is None:  # cancelled while pending: it never ran
+            return replace(info, exit_code=None, exit_signal=None)
+        return info
+    code, signal = exit_status(batch_exit)
+    return replace(info, exit_code=code, exit_signal=signal)
 
 
 def _sacct_info(ref: JobRef, cols: list[str], restarts: int, gres: str) -> JobInfo:
@@ -145,7 +186,7 @@ def _sacct_info(ref: JobRef, cols: list[str], restarts: int, gres: str) -> JobIn
         nodes=field(nodes),
         exit_code=code,
         exit_signal=signal,
-        elapsed=field(elapsed),
+        elapsed=_elapsed(elapsed),
         source="sacct",
         qos=field(qos),
         node_count=_int(count),
@@ -203,7 +244,7 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
                 submit=field(submit),
                 start=field(start),
                 end=field(end),
-                elapsed=field(elapsed),
+                elapsed=_elapsed(elapsed),
                 nodes=field(nodes),
                 reason=field(reason),
             )
@@ -221,6 +262,44 @@ def gpus_in(tres: str, gres: str) -> int | None:
         if key == f"gres/{gres}":
             return _int(value)
     return None if not field(tres) else 0
+
+
+#: squeue(1) "JOB REASON CODES" (22.05) that say why a job *waits*: once it has ended they
+#: are stale (squeue keeps the last one: a job cancelled while pending shows BeginTime).
+#: Reasons that tell why a job ended (TimeLimit, NodeDown, OutOfMemory, NonZeroExitCode,
+#: RaisedSignal:N, DependencyNeverSatisfied, ...) are kept.
+_WAITING_REASONS = frozenset(
+    {
+        "Priority",
+        "Resources",
+        "None",
+        "WaitingForScheduling",
+        "BeginTime",
+        "Dependency",
+        "JobHeldUser",
+        "JobHeldAdmin",
+        "Reservation",
+        "Licenses",
+        "PartitionDown",
+        "PartitionInactive",
+        "ReqNodeNotAvail",
+        "BadConstraints",
+        "Cleaning",
+    }
+)
+
+
+def is_waiting_reason(reason: str) -> bool:
+    """Whether ``reason`` only says why a pending job waits (stale once it ended)."""
+    code = re.split(r"[,\s(]", reason.strip("()"), maxsplit=1)[0]
+    return code in _WAITING_REASONS or code.startswith(("AssocGrp", "AssocMax", "QOSGrp", "QOSMax"))
+
+
+def _elapsed(text: str) -> str | None:
+    """A run time in one format whichever command printed it (squeue ``1:13``, sacct
+    ``00:01:13``): squeue's, ``[D-][H:]M:SS``."""
+    seconds = parse_elapsed(field(text))
+    return None if seconds is None else format_elapsed(seconds)
 
 
 def field(text: str) -> str | None:

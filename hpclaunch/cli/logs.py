@@ -15,7 +15,7 @@ from hpclaunch.cli._jobargs import (
 )
 
 if TYPE_CHECKING:
-    from hpclaunch.logs import LogTail
+    from hpclaunch.logs import LogTail, RemoteFiles
 
 
 @click.command("logs")
@@ -42,17 +42,70 @@ def logs_command(
     """
     from hpclaunch.logs import LogTail
 
+    _refuse_array(job_id)
     record = submission_record(
         job_id, "logs", f"; for another job, 'scontrol show job {job_id}' shows its StdOut path"
     )
-    tail = LogTail(record.logs, attempt=attempt, files=remote_files(app))
+    files = remote_files(app)
+    tail = LogTail(record.logs, attempt=attempt, files=files)
     printer = _Printer(tail)
     if not follow:
-        if not printer.print_new(final=True):
-            which = "" if attempt is None else f" for attempt {attempt}"
-            click.echo(f"job {job_id} has no log{which} yet in {record.logs}", err=True)
+        printed = printer.print_new(final=True)
+        if attempt is None and _print_slurm_messages(record.job_dir, job_id, files):
+            return
+        if not printed:
+            _no_log(job_id, attempt, record.logs, tail)
         return
     _follow(app, job_id, printer, timeout)
+    _print_slurm_messages(record.job_dir, job_id, files)
+
+
+def _refuse_array(job_id: str) -> None:
+    """A sweep's array id has no log of its own: each task has its own."""
+    if "_" in job_id:
+        return
+    from hpclaunch.sweep.record import list_sweeps
+
+    for sweep in list_sweeps():
+        for array in sweep.arrays:
+            if array.job_id == job_id:
+                raise click.ClickException(
+                    f"job {job_id} is an array of sweep {sweep.sweep_id} ({array.count} tasks): "
+                    f"each task has its own log; use {job_id}_<task>, e.g. "
+                    f"'hpclaunch logs {job_id}_0' ('hpclaunch sweep status {sweep.sweep_id}' "
+                    "lists the tasks)"
+                )
+
+
+def _no_log(job_id: str, attempt: int | None, log_dir: str, tail: LogTail) -> None:
+    """No lines: say why; asking for an attempt that does not exist is an error (exit 1)."""
+    if attempt is None:
+        click.echo(f"job {job_id} has no log yet in {log_dir}", err=True)
+        return
+    from hpclaunch.logs import attempt_logs, attempt_of
+
+    have = [attempt_of(p) for p in attempt_logs(log_dir, tail.files)]
+    if attempt in have:  # the attempt's log exists and is empty
+        click.echo(f"job {job_id}: attempt {attempt}'s log is empty", err=True)
+        return
+    which = ", ".join(map(str, have)) if have else "none yet"
+    raise click.ClickException(
+        f"job {job_id} has no attempt {attempt}: it has {len(have)} attempt log(s) ({which}) "
+        f"in {log_dir}"
+    )
+
+
+def _print_slurm_messages(job_dir: str, job_id: str, files: RemoteFiles | None) -> bool:
+    """Slurm's own lines for the job (time limit, OOM kill, ...) after its attempt logs."""
+    from hpclaunch.logs import slurm_messages
+
+    lines = slurm_messages(job_dir, job_id, files)
+    if not lines:
+        return False
+    click.echo(f"==> slurm-{job_id}.out (Slurm's own messages) <==", err=True)
+    for line in lines:
+        click.echo(line)
+    return True
 
 
 class _Printer:

@@ -178,9 +178,24 @@ def print_table(rows: Sequence[JobInfo]) -> None:
             _text(info.gpus),
             info.elapsed or "",
             _text(info.restarts),
-            _text(info.exit_code),
+            exit_text(info),
         )
     Console(width=None if sys.stdout.isatty() else 250).print(table)
+
+
+def exit_text(info: JobInfo) -> str:
+    """The EXIT column: ``0``, ``3``, ``SIGTERM`` (killed by a signal: Slurm's TIMEOUT or
+    scancel), ``never ran`` for a job ended before it started, empty while unknown."""
+    if info.exit_signal:
+        import signal
+
+        try:
+            return signal.Signals(info.exit_signal).name
+        except ValueError:
+            return f"signal {info.exit_signal}"
+    if info.exit_code is None and info.state.is_finished and not info.nodes:
+        return "never ran"
+    return _text(info.exit_code)
 
 
 def _text(value: int | None) -> str:

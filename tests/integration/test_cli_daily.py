@@ -222,3 +222,49 @@ def test_status_of_pending_array_tasks_by_their_task_ids(hpclaunch: Run) -> None
         }
     finally:
         subprocess.run(["scancel", array], check=False)
+
+
+def test_a_job_slurm_ended_shows_why_in_logs_and_status(
+    hpclaunch: Run, write_spec: WriteSpec
+) -> None:
+    # time: 1 minute (the shortest); the job sleeps past it and Slurm ends it (TIMEOUT).
+    over = write_spec(
+        command=["bash", "-c", "echo started; sleep 300"], resources={"time": 1, "mem": "100M"}
+    )
+    over_id = submit(hpclaunch, over)
+    # A job waiting for it, cancelled before it ever runs.
+    never = write_spec(
+        command=["true"],
+        resources={"time": 1, "mem": "100M"},
+        dependencies=[{"job": over_id, "type": "afterok"}],
+    )
+    never_id = submit(hpclaunch, never)
+    wait_state(hpclaunch, never_id, {"PENDING"})
+    cancelled = hpclaunch("cancel", never_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+
+    info = wait_state(hpclaunch, over_id, {"TIMEOUT"}, timeout=150)
+    deadline = time.monotonic() + 30
+    while info["exit_signal"] is None:  # sacct has the batch step once slurmdbd wrote it
+        assert time.monotonic() < deadline, info
+        time.sleep(0.5)
+        info = job_status(hpclaunch, over_id)
+    assert (info["exit_code"], info["exit_signal"]) == (0, 15), info  # SIGTERM, not "0"
+    logs = hpclaunch("logs", over_id)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.splitlines()[1] == "started"
+    assert re.search(
+        rf"\*\*\* JOB {over_id} ON n\d CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*$", logs.stdout
+    ), logs.stdout
+    assert f"==> slurm-{over_id}.out (Slurm's own messages) <==" in logs.stderr
+
+    table = hpclaunch("status", over_id, never_id)
+    assert table.returncode == 0, table.stderr
+    assert re.search(rf"^ *{over_id} .*\bTIMEOUT\b.*\bSIGTERM\s*$", table.stdout, re.M), (
+        table.stdout
+    )
+    row = re.search(rf"^ *{never_id} .*$", table.stdout, re.M)
+    assert row is not None, table.stdout
+    assert "CANCELLED" in row.group(0)
+    assert row.group(0).rstrip().endswith("never ran"), table.stdout
+    assert "Dependency" not in row.group(0)  # no stale reason on a finished job

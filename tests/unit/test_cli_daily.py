@@ -91,6 +91,51 @@ def test_logs_prints_every_attempt_with_headers(env: Env, tmp_path: Path) -> Non
     assert one.stdout == "resumed\nno newline yet\n"
 
 
+def test_logs_end_with_what_slurm_wrote_and_a_missing_attempt_is_an_error(
+    env: Env, tmp_path: Path
+) -> None:
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "attempt-0.log").write_text("step 1\n")
+    # A line slurmstepd 22.05 wrote in the local cluster's slurm-65.out at a time limit.
+    killed = (
+        "slurmstepd-n1: error: *** JOB 42 ON n1 CANCELLED AT 2026-11-24T18:03:30 DUE TO TIME "
+        "LIMIT ***"
+    )
+    (tmp_path / "job" / "slurm-42.out").write_text(killed + "\n")
+    remember(env, "42", logs)
+    out = run(env, "logs", "42")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"step 1\n{killed}\n"
+    assert out.stderr == "==> attempt 0 <==\n==> slurm-42.out (Slurm's own messages) <==\n"
+    missing = run(env, "logs", "42", "--attempt", "3")
+    assert missing.exit_code == 1
+    assert "Error: job 42 has no attempt 3: it has 1 attempt log(s) (0) in " in missing.stderr
+
+
+def test_logs_of_a_sweeps_array_id_names_its_tasks(env: Env, tmp_path: Path) -> None:
+    from hpclaunch.sweep.record import SweepArray, SweepRecord, save_sweep
+
+    sweep = SweepRecord(
+        sweep_id="abcd1234",
+        name="s",
+        site="hpclaunch",
+        job_dir=str(tmp_path),
+        log_dir=str(tmp_path),
+        params_file=str(tmp_path / "p.jsonl"),
+        points=3,
+        submitted_at="2026-11-24T00:00:00+00:00",
+        tier="low",
+        qos="low",
+        arrays=(SweepArray("77", 0, 3),),
+    )
+    save_sweep(sweep, Path(env["XDG_STATE_HOME"]) / "hpclaunch" / "sweeps")
+    out = run(env, "logs", "77")
+    assert out.exit_code == 1, out.output
+    assert "job 77 is an array of sweep abcd1234 (3 tasks)" in out.stderr
+    assert "use 77_<task>, e.g. 'hpclaunch logs 77_0'" in out.stderr
+
+
 def test_logs_follow_prints_until_the_job_ends(
     env: Env,
     slurm: FakeSlurm,
