@@ -45,6 +45,7 @@ from typing import Any
 from hpclaunch.supervise import control
 from hpclaunch.supervise.launchers import LauncherName, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
 from hpclaunch.supervise.signals import Received, SignalCatcher
@@ -168,9 +169,11 @@ class Sidecar:
         self.runner = runner
         self.env: dict[str, str] = dict(config.env if config.env is not None else os.environ)
         self.ledger = Ledger(config.job_dir, config.attempt)
+        self.output: OutputGate  # made by run(): the launch's output, see _stop
         self.control = config.control_dir
         self.start_step: int | None = None
         self.committed: dict[str, Any] | None = None
+        self._requeue_why: str | None = None
 
     # -- the attempt --------------------------------------------------------------------
     def run(self) -> int:
@@ -191,19 +194,66 @@ class Sidecar:
             argv=argv,
             progress_step=self.start_step,
         )
+        self.output = OutputGate()
         with SignalCatcher() as signals:
             try:
-                proc = subprocess.Popen(argv, env=self._child_env(), start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    env=self._child_env(),
+                    start_new_session=True,
+                    stdout=self.output.write_fd,
+                    stderr=self.output.write_fd,
+                )
             except OSError as exc:
+                self.output.close()
                 self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
                 return 127
+            self.output.child_started()
             while proc.poll() is None:
                 got = signals.wait(_POLL)
                 if got is not None:
                     return self._on_signal(got, proc, signals, history)
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
+            self.output.close()  # every line is in the log before its tail is read
         return self._on_exit(code, history)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """Stop the launch, its shutdown noise (tracebacks of SIGTERM) to the side file."""
+        self.output.divert(self.stop_log)
+        stop_group(proc, self.config.stop_timeout)
+        self.output.close()
+
+    @property
+    def stop_log(self) -> Path:
+        """Where the launch's output goes once the sidecar stops it."""
+        cfg = self.config
+        name = f"attempt-{cfg.attempt}.stop.log"
+        return cfg.log_path.with_name(name) if cfg.log_path is not None else cfg.job_dir / name
+
+    def _say_end(self, reason: str, requeued: bool, why: str | None = None) -> None:
+        """The attempt's last line in its log: why it stopped and what was kept."""
+        last = self._last_step()
+        committed = None if self.committed is None else self.committed.get("step")
+        what = {
+            "preempted": "preemption",
+            "time_limit": "the time limit",
+            "requeued": "a requeue by Slurm",
+            "cancelled": "a cancel",
+        }.get(reason, reason)
+        at = f" at step {last}" if last is not None else ""
+        head = f"stopped for requeue{at} ({what})" if requeued else f"stopped{at} ({what})"
+        if committed is not None:
+            kept = f"checkpoint step-{committed} committed"
+        elif self.committed is not None:
+            kept = "checkpoint committed"
+        else:
+            kept = "no checkpoint committed in time: the next attempt resumes from the last one"
+        tail = f"; not requeued: {why}" if why else ""
+        self.output.say(
+            f"hpclaunch: {head}; {kept}{tail} (the launcher's shutdown output: "
+            f"{self.stop_log.name})"
+        )
 
     def _launch_argv(self) -> tuple[Rendezvous, list[str]]:
         cfg = self.config
@@ -259,15 +309,16 @@ class Sidecar:
         cfg = self.config
         self.ledger.append("signal_received", signal=first.name, when=first.at)
         if first.name == "INT":
-            stop_group(proc, cfg.stop_timeout)
+            self._stop(proc)
             self._end("cancelled", exit_code=proc.returncode, requeued=False, signal="INT")
+            self._say_end("cancelled", requeued=False)
             return EXIT_STOPPED
         if first.name == "TERM":
             deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
             job = self.env.get("SLURM_JOB_ID")
             restarts = slurm_restarts(self.runner, job) if job else None
             self._checkpoint("preemption", deadline, proc, signals)
-            stop_group(proc, cfg.stop_timeout)
+            self._stop(proc)
             if restarts is not None and restarts > cfg.attempt:
                 self._end(
                     "requeued",
@@ -279,6 +330,7 @@ class Sidecar:
                     "a preemption without --signal); the next attempt resumes from the last "
                     "committed checkpoint",
                 )
+                self._say_end("requeued", requeued=True)
                 return EXIT_STOPPED
             self._end(
                 "cancelled",
@@ -288,13 +340,18 @@ class Sidecar:
                 why="SIGTERM without a warning: scancel, or preemption/time limit without "
                 "--signal; Slurm decides whether the job comes back",
             )
+            self._say_end("SIGTERM", requeued=False)
             return EXIT_STOPPED
         reason, seconds = self._classify_warning()
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
         self._checkpoint(request_reason, first.at + max(1.0, seconds - MARGIN), proc, signals)
+        # Before the requeue: Slurm cancels the step at once, and srun and slurmstepd say so.
+        self.output.divert(self.stop_log)
         code = self._maybe_requeue(reason, history)
-        stop_group(proc, cfg.stop_timeout)
+        self._stop(proc)
         self._end(reason, exit_code=proc.returncode, requeued=code == EXIT_REQUEUED)
+        why = None if code == EXIT_REQUEUED else self._requeue_why
+        self._say_end(reason, requeued=code == EXIT_REQUEUED, why=why)
         return code
 
     def _classify_warning(self) -> tuple[str, float]:
@@ -374,9 +431,11 @@ class Sidecar:
         )
         if not decision.requeue:
             self.ledger.append("requeue_skipped", why=decision.why)
+            self._requeue_why = decision.why
             return EXIT_NOT_REQUEUED
         if "SLURM_JOB_ID" not in self.env:
             self.ledger.append("requeue_failed", target=None, why="not inside a Slurm job")
+            self._requeue_why = "not inside a Slurm job"
             return EXIT_REQUEUE_FAILED
         outcome = issue_requeue(self.runner, requeue_target(self.env))
         if outcome.ok:
@@ -385,6 +444,7 @@ class Sidecar:
         self.ledger.append(
             "requeue_failed", target=outcome.target, why=outcome.why, missing=outcome.missing
         )
+        self._requeue_why = outcome.why
         return EXIT_REQUEUE_FAILED
 
     # -- bookkeeping ----------------------------------------------------------------------

@@ -157,6 +157,28 @@ def test_launcher_two_nodes_preempted_resumes_bit_for_bit(jobs: LaunchJobs, laun
         assert "dist_world_size=2" in log
         assert f"--master_addr={start['master_addr']}" in log
     assert (jobs.shared / launcher / "final.sha256").read_text() == _twin(jobs)
+    # Attempt 0's log ends with the sidecar's one line, not the launcher's traceback.
+    committed = _by(ledger, 0)["checkpoint_committed"]["step"]
+    _assert_clean_end(
+        jobs,
+        launcher,
+        rf"hpclaunch: stopped for requeue at step {committed} \(preemption\); checkpoint "
+        rf"step-{committed} committed \(the launcher's shutdown output: attempt-0\.stop\.log\)",
+    )
+
+
+def _assert_clean_end(jobs: LaunchJobs, key: str, last_line: str) -> None:
+    first = (jobs.job_dir(key) / "attempt-0.log").read_text()
+    assert re.fullmatch(last_line, first.splitlines()[-1]), first[-3000:]
+    assert "DUE TO JOB REQUEUE" not in first  # srun's and slurmstepd's lines: aside too
+    assert "Traceback" not in first
+    assert "death signal" not in first
+    aside = (jobs.job_dir(key) / "attempt-0.stop.log").read_text()
+    # The launcher's answer to SIGTERM: torchrun's agent (also under accelerate) raises
+    # SignalException; DeepSpeed's launch.py logs and exits.
+    noise = "Main process received SIGTERM" if key == "deepspeed" else "SignalException"
+    assert noise in aside, aside
+    assert "DUE TO JOB REQUEUE" in aside
 
 
 def test_signal_inside_a_checkpoint_write_never_resumes_the_half_written_one(
@@ -185,6 +207,13 @@ def test_signal_inside_a_checkpoint_write_never_resumes_the_half_written_one(
     assert not (ckpts / f"step-{cut:09d}").exists()
     assert not list(ckpts.glob(".tmp-*"))  # the abandoned write was cleaned up on resume
     assert (jobs.shared / "midwrite" / "final.sha256").read_text() == _twin(jobs)
+    _assert_clean_end(  # the step progress.json last said (it lags the trained steps)
+        jobs,
+        "midwrite",
+        r"hpclaunch: stopped for requeue at step \d+ \(preemption\); no checkpoint committed "
+        r"in time: the next attempt resumes from the last one \(the launcher's shutdown output: "
+        r"attempt-0\.stop\.log\)",
+    )
 
 
 def test_scontrol_requeue_is_recorded_as_requeued(jobs: LaunchJobs) -> None:

@@ -124,6 +124,28 @@ def test_preemption_signal_checkpoints_then_requeues(tmp_path: Path, signal_at_s
     assert end["committed_step"] == ev["checkpoint_committed"]["step"]
 
 
+def test_a_stopped_attempt_ends_with_one_line_and_keeps_the_noise_aside(
+    tmp_path: Path, signal_at_step: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "attempt-0.log"
+    signal_at_step(signal.SIGUSR1, 4)
+    cfg = config(tmp_path, "--steps", "1000", "--noisy-term", log_path=log)
+    assert Sidecar(cfg, slurm_answers(time_left="30:00")).run() == EXIT_REQUEUED
+    out = capfd.readouterr().out  # the sidecar's stdout: the attempt log in a job
+    step = events(tmp_path)["checkpoint_committed"]["step"]
+    lines = out.splitlines()
+    assert f"checkpointed at {step}" in lines  # the trainer's own output passed through
+    assert lines[-1] == (
+        f"hpclaunch: stopped for requeue at step {step} (preemption); checkpoint "
+        f"step-{step} committed (the launcher's shutdown output: attempt-0.stop.log)"
+    )
+    assert "Traceback" not in out
+    aside = (tmp_path / "attempt-0.stop.log").read_text()
+    assert aside.startswith("Traceback (most recent call last):\n")
+    assert "SignalException: Process" in aside
+    assert oct((tmp_path / "attempt-0.stop.log").stat().st_mode & 0o777) == "0o600"
+
+
 def test_warning_near_the_end_is_the_time_limit(tmp_path: Path, signal_at_step: Any) -> None:
     signal_at_step(signal.SIGUSR2, 2)
     code = Sidecar(config(tmp_path, "--steps", "1000", lead=30), slurm_answers("0:30")).run()

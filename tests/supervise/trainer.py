@@ -32,11 +32,14 @@ def main() -> None:
     parser.add_argument("--grandchild", action="store_true")
     parser.add_argument("--no-checkpoint", action="store_true")
     parser.add_argument("--pids", type=Path)
+    parser.add_argument("--noisy-term", action="store_true")
     args = parser.parse_args()
     control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
     pids = [os.getpid()]
     if args.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.noisy_term:  # like torchrun's agent: a traceback on SIGTERM, exit 1
+        signal.signal(signal.SIGTERM, _noisy_term)
     if args.grandchild:
         code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
         pids.append(subprocess.Popen([sys.executable, "-c", code]).pid)
@@ -58,6 +61,14 @@ def main() -> None:
             print(f"checkpointed at {step}", flush=True)
             time.sleep(30)  # wait to be stopped, like a trainer under torchrun would
     print("done", flush=True)
+
+
+def _noisy_term(signum: int, frame: object) -> None:
+    lines = ["Traceback (most recent call last):"]
+    lines += [f'  File "launcher.py", line {n}, in run' for n in range(24)]
+    lines.append(f"SignalException: Process {os.getpid()} got signal: {signum}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    os._exit(1)
 
 
 if __name__ == "__main__":
