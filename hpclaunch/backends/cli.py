@@ -272,8 +272,7 @@ class CliBackend(Backend):
             "sacct",
             "--noheader",
             "--parsable2",
-            "--allocations",
-            "--duplicates",
+            "--duplicates",  # steps too: the batch step's exit (parse_attempts)
             f"--jobs={ref.job_id}",
             f"--format={','.join(ATTEMPT_FIELDS)}",
         ]

@@ -221,7 +221,8 @@ def _unfold(job_id: str) -> list[str]:
 
 
 def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
-    """Parse ``sacct --duplicates --format=ATTEMPT_FIELDS`` lines of one job, oldest first.
+    """Parse ``sacct --duplicates --format=ATTEMPT_FIELDS`` lines of one job, oldest first
+    (steps included: an attempt Slurm ended takes its batch step's exit).
 
     An attempt that ended (PREEMPTED, REQUEUED, or final) has an exit status; sacct's
     ``0:0`` for a job still pending or running is dropped.
@@ -229,12 +230,19 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
     attempts: list[Attempt] = []
     for line in stdout.splitlines():
         cols = line.split("|")
-        if len(cols) != len(ATTEMPT_FIELDS) or cols[0] != job_id:
+        if len(cols) != len(ATTEMPT_FIELDS):
+            continue
+        if cols[0] == f"{job_id}.batch" and attempts:  # steps follow their attempt's line
+            attempts[-1] = _attempt_ended_by(attempts[-1], cols[2])
+            continue
+        if cols[0] != job_id:
             continue
         _, state, exit_code, submit, start, end, elapsed, nodes, reason = cols
         parsed = parse_state(state)
         ended = parsed.is_finished or field(end) is not None
         code, signal = exit_status(exit_code) if ended else (None, None)
+        if parsed in _ENDED_BY_SLURM and field(nodes) is None:
+            code, signal = None, None  # ended before it ran: no exit status at all
         attempts.append(
             Attempt(
                 index=len(attempts),
@@ -250,6 +258,18 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
             )
         )
     return attempts
+
+
+def _attempt_ended_by(attempt: Attempt, batch_exit: str) -> Attempt:
+    """An attempt Slurm ended (TIMEOUT, CANCELLED, PREEMPTED...) has ``0:0`` on its own line
+    and its signal on its batch step's (see :func:`_ended_by`)."""
+    if attempt.state not in _ENDED_BY_SLURM or (attempt.exit_code, attempt.exit_signal) != (
+        0,
+        None,
+    ):
+        return attempt
+    code, signal = exit_status(batch_exit)
+    return replace(attempt, exit_code=code, exit_signal=signal)
 
 
 def gpus_in(tres: str, gres: str) -> int | None:

@@ -4,7 +4,7 @@ submission record, and how a followed job's end is reported."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -85,6 +85,22 @@ def find_job_record(job_id: str) -> SubmissionRecord | None:
     from hpclaunch.history import find_record
 
     return find_record(job_id=job_id) or _sweep_task(job_id)
+
+
+def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
+    """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
+    ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
+    import posixpath
+
+    from hpclaunch.errors import TransportError
+    from hpclaunch.plan import SCRIPT_NAME
+
+    try:
+        script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
+    except (TransportError, OSError):
+        return None
+    # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).
+    return "-m hpclaunch.supervise run " in script
 
 
 def exit_unless_completed(final: JobInfo) -> None:

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, find_job_record
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, find_job_record, runs_sidecar
 
 if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import Attempt
 
-LEDGER_NOTE = (
-    "no sidecar ledger (events.jsonl) yet: the job has not started, or runs without the "
-    "sidecar (launcher: none)"
+LEDGER_NOTE = "no sidecar ledger (events.jsonl) yet: the job has not started"
+NO_SIDECAR_NOTE = (
+    "the job runs without the sidecar (launcher: none): Slurm's accounting above is all "
+    "there is; a launcher (srun, torchrun, ...) adds signals, checkpoints and requeues here"
 )
 
 
@@ -49,6 +50,10 @@ def events_command(app: App, job_id: str, as_json: bool) -> None:
             hint="check the id with 'hpclaunch status'",
         )
     ledger = _ledger(app, record)
+    note = None
+    if ledger is None:
+        plain = record is not None and runs_sidecar(app.runner.read_file, record) is False
+        note = NO_SIDECAR_NOTE if plain else LEDGER_NOTE
     if as_json:
         import json
 
@@ -58,11 +63,11 @@ def events_command(app: App, job_id: str, as_json: bool) -> None:
             "attempts": [a.to_dict() for a in attempts],
             "accounting_problem": problem,
             "ledger": ledger,
-            "note": None if ledger is not None else LEDGER_NOTE,
+            "note": note,
         }
         click.echo(json.dumps(data, indent=2))
         return
-    _print(job_id, record, attempts, problem, ledger)
+    _print(job_id, record, attempts, problem, ledger, note)
 
 
 def _ledger(app: App, record: SubmissionRecord | None) -> list[dict[str, Any]] | None:
@@ -81,12 +86,27 @@ def _ledger(app: App, record: SubmissionRecord | None) -> list[dict[str, Any]] |
     return parse_ledger(text)
 
 
+def local_iso(stamp: str) -> str:
+    """An ISO time with a zone (the history's UTC) as this machine's local time, like
+    sacct's times (the cluster's local time, no zone)."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if when.tzinfo is None:
+        return stamp
+    return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
+
+
 def _print(
     job_id: str,
     record: SubmissionRecord | None,
     attempts: list[Attempt],
     problem: str | None,
     ledger: list[dict[str, Any]] | None,
+    note: str | None,
 ) -> None:
     from hpclaunch.supervise.ledger import describe_event
 
@@ -94,7 +114,7 @@ def _print(
         click.echo(f"job {job_id}: not submitted through hpclaunch here (no history record)")
     else:
         click.echo(
-            f"job {job_id} {record.name!r}: submitted {record.submitted_at} to site "
+            f"job {job_id} {record.name!r}: submitted {local_iso(record.submitted_at)} to site "
             f"{record.site} (submission {record.submission_id}, tier {record.tier or '?'}, "
             f"QOS {record.qos or '?'})"
         )
@@ -120,5 +140,5 @@ def _print(
         click.echo(f"  attempt {index}: (not in Slurm's accounting)")
         for event in by_attempt[index]:
             click.echo(f"    {describe_event(event)}")
-    if ledger is None:
-        click.echo(f"Note: {LEDGER_NOTE}.")
+    if note is not None:
+        click.echo(f"Note: {note}.")

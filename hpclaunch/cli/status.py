@@ -75,6 +75,13 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
         click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
     else:
         print_table(rows)
+    from hpclaunch.observe import JobState
+
+    unknown = [i for i in rows if i.state is JobState.UNKNOWN]
+    if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
+        for info in unknown:
+            click.echo(f"Error: job {info.ref.job_id}: {info.reason or 'unknown'}", err=True)
+        raise click.exceptions.Exit(1)
 
 
 def annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, submission_record
+from hpclaunch.cli._jobargs import (
+    check_job_id,
+    complete_job_ids,
+    runs_sidecar,
+    submission_record,
+)
 
 if TYPE_CHECKING:
     pass
@@ -48,8 +53,13 @@ def top_command(app: App, job_id: str, as_json: bool) -> None:
         click.echo(json.dumps({"job_id": job_id, "samples": samples, "off": reasons}, indent=2))
         return
     if not samples:
-        why = "; ".join(reasons) or "the job has not started, or no sample is due yet"
-        click.echo(f"no GPU samples: {why}")
+        why = "; ".join(reasons)
+        if not why and runs_sidecar(app.runner.read_file, record) is False:
+            why = (
+                f"job {job_id} runs without the sidecar (launcher: none), which samples the "
+                "GPUs: GPU monitoring needs a launcher (srun, torchrun, deepspeed or accelerate)"
+            )
+        click.echo(f"no GPU samples: {why or 'the job has not started, or no sample is due yet'}")
         return
     _table(samples)
 

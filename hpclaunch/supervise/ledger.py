@@ -110,7 +110,9 @@ def describe_event(event: dict[str, Any]) -> str:
     """One line of text for an event, e.g. ``checkpoint_committed step 120 in 0.4 s``."""
     name = str(event.get("event", "?"))
     when = event.get("time")
-    stamp = time.strftime("%H:%M:%S", time.localtime(when)) if isinstance(when, float) else "?"
+    # Local ISO time, as sacct prints the attempts' start and end.
+    local = time.localtime(when) if isinstance(when, (int, float)) else None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", local) if local is not None else "?"
     skip = {"event", "attempt", "time", "tail", "argv"}
     shown = " ".join(
         f"{key}={value}" for key, value in event.items() if key not in skip and value is not None

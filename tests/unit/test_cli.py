@@ -171,7 +171,10 @@ def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
     slurm.jobs["5"] = FakeJob("five", ["RUNNING"])
     slurm.jobs["6"] = FakeJob("six", ["FAILED"], exit_code="1:0", in_squeue=False)
     result = run(env, "status", "5", "6", "7")
-    assert result.exit_code == 0, result.output
+    # 7 is unknown: the table still shows every job, and the exit code is 1 like cancel's.
+    assert result.exit_code == 1, result.output
+    assert result.stderr == "Error: job 7: unknown to squeue and sacct\n"
+    assert run(env, "status", "5", "6").exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0].split() == [
         "ID",

@@ -336,3 +336,28 @@ def test_without_slurm_on_path_the_error_names_the_command(env: Env, tmp_path: P
     assert_clean_error(out, 1, "Slurm's 'squeue' command is not found on this machine")
     assert "login node" in out.stderr
     assert "--site" in out.stderr
+
+
+def test_a_plain_job_says_it_has_no_sidecar_in_events_and_top(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # job dir = tmp_path: a launcher-none script, as templates/command.sh.j2 renders it
+    (tmp_path / "job.sbatch").write_text("#!/bin/bash\nexec bash -c 'echo hi'\n")
+    remember(env, "12", logs)
+    events = run(env, "events", "12")
+    assert "runs without the sidecar (launcher: none)" in events.stdout
+    assert "not started" not in events.stdout
+    assert "submitted 20" in events.stdout  # local ISO, no "+00:00"
+    assert "+00:00" not in events.stdout
+    top = run(env, "top", "12")
+    assert top.exit_code == 0, top.output
+    assert "GPU monitoring needs a launcher" in top.stdout
+    # With the sidecar, no ledger yet means the job has not started.
+    (tmp_path / "job.sbatch").write_text(
+        "#!/bin/bash\nexec /v/bin/python -m hpclaunch.supervise run --launcher=srun -- x\n"
+    )
+    events = run(env, "events", "12")
+    assert "no sidecar ledger (events.jsonl) yet: the job has not started" in events.stdout
+    assert "no sample is due yet" in run(env, "top", "12").stdout

@@ -56,3 +56,16 @@ def test_a_finished_job_keeps_no_waiting_reason() -> None:
     assert is_waiting_reason("ReqNodeNotAvail, UnavailableNodes:n1")
     assert not is_waiting_reason("TimeLimit")
     assert not is_waiting_reason("RaisedSignal:15(Terminated)")
+
+
+def test_attempts_take_the_batch_steps_exit() -> None:
+    from hpclaunch.backends.slurm_text import parse_attempts
+
+    data = DATA.parent
+    timeout = parse_attempts((data / "sacct_attempts_65.txt").read_text(), "65")
+    assert [(a.state, a.exit_code, a.exit_signal) for a in timeout] == [(JobState.TIMEOUT, 0, 15)]
+    preempted = parse_attempts((data / "sacct_attempts_26.txt").read_text(), "26")
+    assert [(a.state, a.exit_code, a.exit_signal, a.nodes) for a in preempted] == [
+        (JobState.PREEMPTED, 0, 15, "n3"),
+        (JobState.CANCELLED, None, None, None),  # never ran: "None assigned", no batch step
+    ]
