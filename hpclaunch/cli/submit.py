@@ -58,6 +58,12 @@ if TYPE_CHECKING:
     metavar="NAME",
     help="Run in this partition of the site (the same as --set resources.partition=NAME).",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --submission-id: take the job that carries the id even if it was submitted "
+    "from a different spec.",
+)
 @quota_option
 @click.pass_obj
 def submit_command(
@@ -73,6 +79,7 @@ def submit_command(
     quota: str | None = None,
     overrides: tuple[str, ...] = (),
     partition: str | None = None,
+    force: bool = False,
 ) -> None:
     """Submit SPEC to Slurm and print the job id.
 
@@ -133,6 +140,8 @@ def submit_command(
             click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
         _print_dry_run(job)
         return
+    if submission_id:
+        _refuse_changed_spec(submission_id, spec, force)
     if tree is not None:
         _send_tree(app, tree)
     existing = _existing(app, submission_id) if submission_id else None
@@ -189,6 +198,32 @@ def spec_hash(spec_path: str) -> str | None:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _refuse_changed_spec(submission_id: str, spec_path: str, force: bool) -> None:
+    """A submission id names one spec: a retry of a *changed* spec would silently keep the
+    old job. Say so and exit 1, unless ``--force``."""
+    from hpclaunch.history import find_record
+
+    record = find_record(submission_id=submission_id)
+    now = spec_hash(spec_path)
+    if record is None or not record.spec_hash or now is None or record.spec_hash == now:
+        return
+    message = (
+        f"submission id {submission_id} already names job {record.job_id}, submitted from a "
+        f"different spec (sha256 {record.spec_hash[:12]}, now {now[:12]}): a retry keeps "
+        "that job and would not run this spec"
+    )
+    if force:
+        click.echo(f"Warning: {message}; --force: keeping job {record.job_id}", err=True)
+        return
+    click.echo(f"Error: {message}", err=True)
+    click.echo(
+        "Hint: give a new --submission-id to submit the changed spec, or --force to take "
+        f"job {record.job_id} as the answer anyway",
+        err=True,
+    )
+    raise click.exceptions.Exit(1)
+
+
 def _existing(app: App, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
@@ -216,9 +251,18 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
             for line in tail.read_new(final=final):
                 click.echo(line)
 
-    final = wait_for(app.backend, [ref], timeout=timeout, on_change=show, on_round=print_new_lines)[
-        ref
-    ]
+    try:
+        final = wait_for(
+            app.backend, [ref], timeout=timeout, on_change=show, on_round=print_new_lines
+        )[ref]
+    except KeyboardInterrupt:
+        # Ctrl-C stops the following, not the job: say so, and how to stop the job.
+        click.echo(
+            f"\njob {ref.job_id} is still in Slurm (only the following stopped); to stop it: "
+            f"hpclaunch cancel {ref.job_id}; to follow it again: hpclaunch logs -f {ref.job_id}",
+            err=True,
+        )
+        raise click.exceptions.Exit(130) from None
     print_new_lines(final=True)
     _remember_final(final)
     exit_unless_completed(final)

@@ -268,3 +268,30 @@ def test_a_job_slurm_ended_shows_why_in_logs_and_status(
     assert "CANCELLED" in row.group(0)
     assert row.group(0).rstrip().endswith("never ran"), table.stdout
     assert "Dependency" not in row.group(0)  # no stale reason on a finished job
+
+
+def test_ctrl_c_in_submit_follow_leaves_the_job_and_says_how_to_cancel(
+    hpclaunch: Run, write_spec: WriteSpec
+) -> None:
+    import signal
+
+    spec = write_spec(command=["bash", "-c", "echo up; sleep 120"])
+    proc = subprocess.Popen(
+        [HPCLAUNCH, "--site", hpclaunch.site, "submit", str(spec), "--follow"],
+        cwd=REPO,
+        env=hpclaunch.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    job_id = proc.stdout.readline().strip()  # the id comes first, then the log
+    assert job_id.isdigit(), job_id
+    assert proc.stdout.readline().startswith("hpclaunch: job")  # the attempt's first line
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert f"job {job_id} is still in Slurm (only the following stopped)" in err
+    assert f"hpclaunch cancel {job_id}" in err
+    assert "Traceback" not in err
+    assert job_status(hpclaunch, job_id)["state"] == "RUNNING"

@@ -316,6 +316,30 @@ def test_submit_with_the_same_submission_id_twice_makes_one_job(
     assert slurm.jobs["1000"].comment == "hpclaunch:nightly-7"  # found by squeue's %k
 
 
+def test_a_submission_id_reused_for_a_changed_spec_exits_1_unless_forced(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: j\ncommand: ['true']\nresources: {time: 5}\n")
+    assert run(env, "submit", "--submission-id", "n-1", str(spec)).stdout == "1000\n"
+    # The same spec, laid out differently: the same job, as before.
+    spec.write_text("name: j\nresources:\n  time: 5\ncommand: ['true']\n")
+    same = run(env, "submit", "--submission-id", "n-1", str(spec))
+    assert (same.exit_code, same.stdout) == (0, "1000\n")
+    spec.write_text("name: j\ncommand: ['true']\nresources: {time: 9}\n")
+    changed = run(env, "submit", "--submission-id", "n-1", str(spec))
+    assert changed.exit_code == 1, changed.output
+    assert changed.stdout == ""
+    assert "Error: submission id n-1 already names job 1000, submitted from a different spec" in (
+        changed.stderr
+    )
+    assert "--force" in changed.stderr
+    forced = run(env, "submit", "--submission-id", "n-1", "--force", str(spec))
+    assert (forced.exit_code, forced.stdout) == (0, "1000\n")
+    assert "Warning: submission id n-1" in forced.stderr
+    assert len(slurm.submitted) == 1  # never a second job
+
+
 def test_bad_submission_id_is_a_config_error(env: Env, slurm: FakeSlurm) -> None:
     assert_clean_error(
         run(env, "submit", "--submission-id", "a b", HELLO), 2, "invalid submission id"
