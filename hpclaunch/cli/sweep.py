@@ -221,14 +221,35 @@ def _add_array(
 @click.argument("sweep_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--no-metrics", is_flag=True, help="Do not read the tasks' final metrics.")
+@click.option(
+    "--sort",
+    "sort_by",
+    metavar="METRIC",
+    help="Order the tasks by this final metric (or parameter), smallest first; "
+    "'-METRIC' for largest first (e.g. --sort loss, --sort -accuracy).",
+)
 @click.pass_obj
-def status_command(app: App, sweep_id: str, as_json: bool, no_metrics: bool) -> None:
+def status_command(
+    app: App, sweep_id: str, as_json: bool, no_metrics: bool, sort_by: str | None = None
+) -> None:
     """Counts by state and a table of parameters vs final metrics for SWEEP_ID (the id
     'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
+    import dataclasses
+
     from hpclaunch.sweep.record import find_sweep
-    from hpclaunch.sweep.status import sweep_status
+    from hpclaunch.sweep.status import sort_tasks, sweep_status
 
     status = sweep_status(app.runner, find_sweep(sweep_id), metrics=not no_metrics)
+    if sort_by:
+        name = sort_by.lstrip("-")
+        try:
+            tasks = sort_tasks(status.tasks, name, descending=sort_by.startswith("-"))
+        except KeyError as exc:
+            raise click.BadParameter(
+                f"no task has a metric or parameter {name!r} (known: {exc.args[0]})",
+                param_hint="--sort",
+            ) from None
+        status = dataclasses.replace(status, tasks=tuple(tasks))
     if as_json:
         import json
 
@@ -285,8 +306,37 @@ def list_command(app: App) -> None:
     """The sweeps submitted from here (no Slurm call)."""
     from hpclaunch.sweep.record import list_sweeps
 
-    for rec in list_sweeps():
+    sweeps = list_sweeps()
+    if not sweeps:
+        click.echo("No sweeps recorded yet; submit one with 'hpclaunch sweep SPEC'.")
+        return
+    rows = [("SWEEP", "SUBMITTED", "POINTS", "ARRAYS", "NAME")]
+    for rec in sweeps:
         arrays = ",".join(a.job_id for a in rec.arrays)
-        click.echo(
-            f"{rec.sweep_id}  {rec.submitted_at}  {rec.points:>5} points  {arrays}  {rec.name}"
-        )
+        rows.append((rec.sweep_id, rec.submitted_at, str(rec.points), arrays, rec.name))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        *fixed, name = row
+        cells = [
+            cell.rjust(width) if i == 2 else cell.ljust(width)  # POINTS right-aligned
+            for i, (cell, width) in enumerate(zip(fixed, widths, strict=True))
+        ]
+        click.echo("  ".join([*cells, name]))
+
+
+@sweep_command.command("cancel")
+@click.argument("sweep_id")
+@click.pass_obj
+def cancel_command(app: App, sweep_id: str) -> None:
+    """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.sweep.record import find_sweep
+
+    record = find_sweep(sweep_id)
+    for array in record.arrays:
+        app.backend.cancel(JobRef(array.job_id, record.cluster))
+    arrays = ", ".join(a.job_id for a in record.arrays) or "none"
+    click.echo(
+        f"sweep {record.sweep_id}: cancelled arrays {arrays} ({record.points} points); "
+        "finished tasks keep their results"
+    )

@@ -20,7 +20,7 @@ from hpclaunch.sweep.record import SweepRecord
 from hpclaunch.sweep.task import METRICS_NAME
 from hpclaunch.transport.base import Runner
 
-__all__ = ["SweepStatus", "TaskStatus", "parse_task_states", "sweep_status"]
+__all__ = ["SweepStatus", "TaskStatus", "parse_task_states", "sort_tasks", "sweep_status"]
 
 _TASK = re.compile(r"^(\d+)_(\d+)$")
 # A pending array in sacct: "123_[0-4,7%2]" (22.05 prints the not yet started tasks so).
@@ -74,6 +74,28 @@ class SweepStatus:
                 for t in self.tasks
             ],
         }
+
+
+def sort_tasks(
+    tasks: Iterable[TaskStatus], metric: str, *, descending: bool = False
+) -> list[TaskStatus]:
+    """Tasks by a final metric (or a parameter) of that name, best first for ``loss``-like
+    order (ascending; ``descending`` for accuracy-like); tasks without it go last.
+
+    Raises:
+        KeyError: No task has a metric or parameter called ``metric`` (with the known names).
+    """
+    tasks = list(tasks)
+    known = {k for t in tasks for k in (t.metrics or {})} | {k for t in tasks for k in t.params}
+    if metric not in known:
+        raise KeyError(", ".join(sorted(known)) or "none")
+
+    def value(task: TaskStatus) -> Any:
+        return (task.metrics or {}).get(metric, task.params.get(metric))
+
+    numbers = [t for t in tasks if isinstance(value(t), (int, float))]
+    rest = [t for t in tasks if not isinstance(value(t), (int, float))]
+    return sorted(numbers, key=value, reverse=descending) + rest
 
 
 def parse_task_states(text: str) -> dict[str, str]:

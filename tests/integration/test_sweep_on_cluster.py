@@ -165,6 +165,47 @@ def test_grid_runs_as_one_array_at_most_two_at_once(sweeps: Sweeps) -> None:
     assert table.returncode == 0, table.stderr
     assert "COMPLETED 9" in table.stdout
     assert "score" in table.stdout
+    for order, descending in (("score", False), ("-score", True)):
+        out = sweeps.cli("sweep", "status", sweeps.ids["grid"], "--sort", order, "--json")
+        assert out.returncode == 0, out.stderr
+        scores = [t["metrics"]["score"] for t in json.loads(out.stdout)["tasks"]]
+        assert scores == sorted(scores, reverse=descending)
+    bad = sweeps.cli("sweep", "status", sweeps.ids["grid"], "--sort", "nope")
+    assert bad.returncode == 2
+    assert "no task has a metric or parameter 'nope' (known: a, b, score, tag)" in bad.stderr
+    listed = sweeps.cli("sweep", "list")
+    assert listed.stdout.splitlines()[0].split() == [
+        "SWEEP",
+        "SUBMITTED",
+        "POINTS",
+        "ARRAYS",
+        "NAME",
+    ]
+    assert any(line.startswith(sweeps.ids["grid"]) for line in listed.stdout.splitlines())
+
+
+def test_sweep_cancel_cancels_every_task(sweeps: Sweeps, tmp_path: Path) -> None:
+    spec = tmp_path / "long.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "it-sweep-cancel",
+                "project": "research",
+                "command": ["sleep", "{s}"],
+                "resources": {"time": "00:05:00", "mem": "50M"},
+                "sweep": {"method": "list", "points": [{"s": 300}] * 4, "max_concurrent": 2},
+            }
+        )
+    )
+    out = sweeps.cli("sweep", str(spec))
+    assert out.returncode == 0, out.stderr
+    sweep_id = sweeps.ids["cancel"] = out.stdout.strip()
+    for _ in range(2):  # safe to repeat
+        cancelled = sweeps.cli("sweep", "cancel", sweep_id)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"sweep {sweep_id}: cancelled arrays" in cancelled.stdout
+    data = sweeps.wait_done("cancel", timeout=60)
+    assert data["counts"] == {"CANCELLED": 4}, data["counts"]
 
 
 def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Sweeps) -> None:

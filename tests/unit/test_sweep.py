@@ -527,3 +527,18 @@ def test_a_sweeps_quota_is_judged_on_the_gpus_it_holds_at_once() -> None:
     assert any("6 tasks can run at once (max_concurrent 6)" in n for n in fits.notes)
     # strict: in-quota, waiting at the guarantee.
     assert _plan_quota(_quota_sweep(12), used=0, mode="strict").plan.quota == "in-quota"
+
+
+def test_sort_tasks_by_metric_missing_last_and_unknown_names_the_known() -> None:
+    from hpclaunch.sweep.status import TaskStatus, sort_tasks
+
+    tasks = [
+        TaskStatus(0, "1_0", "COMPLETED", {"lr": 0.1}, {"loss": 0.5}),
+        TaskStatus(1, "1_1", "FAILED", {"lr": 0.01}, None),
+        TaskStatus(2, "1_2", "COMPLETED", {"lr": 0.001}, {"loss": 0.2}),
+    ]
+    assert [t.point for t in sort_tasks(tasks, "loss")] == [2, 0, 1]
+    assert [t.point for t in sort_tasks(tasks, "loss", descending=True)] == [0, 2, 1]
+    assert [t.point for t in sort_tasks(tasks, "lr")] == [2, 1, 0]
+    with pytest.raises(KeyError, match="loss, lr"):
+        sort_tasks(tasks, "acc")
