@@ -230,10 +230,30 @@ class CheckpointPolicy(_Model):
         max_requeues: How many times the job may be requeued; 0 means never (``--no-requeue``).
     """
 
-    dir: str | None = Field(None, min_length=1)
-    signal: Literal["USR1", "USR2"] = "USR1"
-    signal_lead_time: int = Field(120, ge=0, le=65535)
-    max_requeues: int = Field(5, ge=0)
+    dir: str | None = Field(
+        None,
+        min_length=1,
+        description="Where the trainer keeps checkpoints (HPCLAUNCH_CHECKPOINT_DIR); default: "
+        "<job dir>/checkpoints.",
+        examples=["/scratch/me/ckpt"],
+    )
+    signal: Literal["USR1", "USR2"] = Field(
+        "USR1",
+        description="The warning signal sent before the end (--signal=B:SIG@T); USR2 avoids "
+        "NCCL's own USR1 handling.",
+    )
+    signal_lead_time: int = Field(
+        120,
+        ge=0,
+        le=65535,
+        description="Seconds before the time limit to warn (Slurm may warn up to 60 s early).",
+    )
+    max_requeues: int = Field(
+        5,
+        ge=0,
+        description="How many times the job may be requeued (preemption, time limit); 0: "
+        "never (--no-requeue).",
+    )
 
 
 class Dependency(_Model):
@@ -473,12 +493,17 @@ class JobSpec(_Model):
     workdir: str | None = Field(None, min_length=1, description="Directory to start in.")
     env: dict[str, ArgvWord] = Field(default_factory=dict, description="Environment variables.")
     launcher: Launcher = Field("none", description="How the command is started.")
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(
+        default_factory=Resources, description="What to ask Slurm for, per node."
+    )
     tier: Tier = Field("medium", description="Priority tier; the site maps it to a QOS.")
     project: str | None = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$", description="Account to charge (--account)."
     )
-    checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+    checkpoint: CheckpointPolicy = Field(
+        default_factory=CheckpointPolicy,
+        description="The warning before the job must stop, and how often it may come back.",
+    )
     output_dir: str | None = Field(None, min_length=1, description="Where attempt logs go.")
     venv: str | None = Field(None, min_length=1, description="Virtualenv directory to activate.")
     conda: str | None = Field(
