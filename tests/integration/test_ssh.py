@@ -179,6 +179,30 @@ def test_a_sidecar_job_over_ssh_runs_the_sites_python(client: Client, tmp_path: 
     assert f"exec {HOME}/venvs/hpclaunch/bin/python -m hpclaunch.supervise run" in dry.stdout
 
 
+def test_paths_are_checked_on_the_login_node(client: Client, tmp_path: Path) -> None:
+    # The remote user's home is not this machine's: the check runs there, in one command.
+    client.job_root_top.mkdir(parents=True, exist_ok=True)
+    (client.job_root_top / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    there = f"~/{client.job_root_top.name}/run.sh"
+    ok = client("submit", "--dry-run", str(spec(tmp_path / "ok.yaml", ["bash", there])))
+    assert ok.returncode == 0, ok.stderr
+    missing = spec(tmp_path / "no.yaml", ["bash", "~/nope.sh"], venv="~/no-venv")
+    refused = client("submit", "--dry-run", str(missing))
+    assert refused.returncode == 2, refused.stderr
+    assert f"{missing}: paths do not exist:" in refused.stderr
+    login = f"hpcuser@127.0.0.1:{client_port(client)}"
+    assert f"command[1]: '~/nope.sh' ({HOME}/nope.sh) is not a file on {login}" in refused.stderr
+    assert f"venv: '~/no-venv' ({HOME}/no-venv) is not a directory on {login}" in refused.stderr
+
+
+def client_port(client: Client) -> str:
+    """The sshd port the client's config names for alias ``cluster``."""
+    for line in client.config.read_text().splitlines():
+        if line.strip().startswith("Port "):
+            return line.split()[1]
+    raise AssertionError("no Port in the ssh config")
+
+
 def test_proxyjump_through_a_second_sshd(client: Client, client_key: str, server: Sshd) -> None:
     jump = Sshd([client_key])
     try:
