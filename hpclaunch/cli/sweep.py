@@ -56,7 +56,9 @@ def submit_command(
     with naming(spec):
         sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
         warn_over_quota(sweep.plan, spec)
-        check_before_submit(app, sweep.plan, enabled=not no_check)
+        for plan in (sweep.plan, sweep.overquota):
+            if plan is not None:
+                check_before_submit(app, plan, enabled=not no_check)
     if dry_run:
         _print_dry_run(app, sweep)
         return
@@ -150,12 +152,19 @@ def _print_dry_run(app: App, sweep: SweepPlan) -> None:
     if len(sweep.points) > 20:
         click.echo(f"#   ... and {len(sweep.points) - 20} more")
     for index in range(len(sweep.arrays)):
-        previous = "<array before>" if index else None
+        same_part = index and sweep.part_of(index - 1) == sweep.part_of(index)
+        previous = "<array before>" if same_part else None
         click.echo(f"# sbatch argv: {shlex.join(sweep.sbatch_argv(index, previous))}")
     click.echo("# plan:")
     click.echo("\n".join(f"#   {line}" for line in describe(sweep.plan).splitlines()))
     click.echo(f"# script ({job.script_path}):")
     click.echo(job.script, nl=False)
+    if sweep.overquota is not None:
+        over = app.backend.dryrun(sweep.overquota)
+        click.echo("# the over-quota part's plan:")
+        click.echo("\n".join(f"#   {line}" for line in describe(sweep.overquota).splitlines()))
+        click.echo(f"# the over-quota part's script ({over.script_path}):")
+        click.echo(over.script, nl=False)
 
 
 def _record(app: App, sweep: SweepPlan) -> SweepRecord:
@@ -194,7 +203,7 @@ def _add_array(
         cluster=ref.cluster,
         arrays=(*record.arrays, SweepArray(ref.job_id, chunk.offset, chunk.count)),
     )
-    plan = sweep.plan
+    plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
     try:
         save_sweep(record)
         record_submission(

@@ -10,7 +10,13 @@ indices stay below ``MaxArraySize``. :func:`submit_sweep` writes the params file
 ``%N``; with several, each array gets ``%N`` and starts only after the one before it ended
 (``--dependency=afterany:<previous array>``), so at most N tasks ever run at once. Without
 ``max_concurrent`` the arrays are independent and may all run at once.
-"""
+
+Quotas: a sweep of a non-preemptible tier is placed on the GPUs it can hold at once. When
+its project's free guarantee holds some but not all of its concurrent tasks, it is split
+(Run:AI's in-quota / over-quota): one part in-quota with ``%fits`` (never preempted), the
+other over-quota with the rest of the concurrency (its own script ``job-overquota.sbatch``:
+account ``P-oq``, the over-quota QOS, requeued at preemption), the points shared in the same
+ratio. The parts run side by side; ``max_concurrent`` still holds over the whole sweep.
 
 from __future__ import annotations
 
@@ -43,13 +49,29 @@ class SweepPlan:
             ``launch_prefix``); its submission id is the sweep id.
         points: The expanded points, in index order.
         arrays: How the points are split into arrays.
-        chained: Each array waits for the one before (``max_concurrent`` over several).
+        chained: Each array waits for the one before of the same part (``max_concurrent``
+            over several).
+        overquota: A sweep split at its project's quota (:func:`plan_sweep`): the plan of
+            the part that runs over-quota (its own script, account, QOS); ``None``: one part.
+        parts: Per array, ``0`` (``plan``) or ``1`` (``overquota``); empty: all ``0``.
     """
 
     plan: SubmissionPlan
     points: tuple[dict[str, SweepValue], ...]
     arrays: tuple[ArrayChunk, ...]
     chained: bool
+    overquota: SubmissionPlan | None = None
+    parts: tuple[int, ...] = ()
+
+    def part_of(self, index: int) -> int:
+        """``0`` or ``1``: which plan array ``index`` runs."""
+        return self.parts[index] if self.parts else 0
+
+    def plan_of(self, index: int) -> SubmissionPlan:
+        """The plan (script, account, QOS) of array ``index``."""
+        if self.part_of(index) == 1 and self.overquota is not None:
+            return self.overquota
+        return self.plan
 
     @property
     def sweep_id(self) -> str:
@@ -71,13 +93,14 @@ class SweepPlan:
             f"--array={chunk.array_spec}",
             f"--comment=hpclaunch:{self.array_submission_id(index)}",
         ]
+        plan = self.plan_of(index)
         if self.chained and previous is not None:
             try:  # on the command line, --dependency replaces the script's: keep both
-                own = self.plan.option("--dependency")
+                own = plan.option("--dependency")
             except KeyError:
                 own = None
             argv.append(f"--dependency={own + ',' if own else ''}afterany:{previous}")
-        return (*argv, self.plan.script_path, str(chunk.offset))
+        return (*argv, plan.script_path, str(chunk.offset))
 
     def array_submission_id(self, index: int) -> str:
         """Each array's own tag (``<sweep id>-a<index>``), so that a lost sbatch reply is
@@ -127,37 +150,153 @@ def plan_sweep(
         ) from exc
     per_task = spec.resources.nodes * spec.resources.gpus_per_node
     at_once = min(len(points), sweep.max_concurrent or len(points))
-    plan = build_plan(
-        spec,
-        site,
-        submission_id=submission_id,
-        home=home,
-        cwd=cwd,
-        python=python,
-        quota_used=quota_used,
-        quota_mode=quota_mode,
-        quota_gpus=at_once * per_task,
-    )
-    params_file = posixpath.join(plan.job_dir, PARAMS_NAME)
+
+    def plan_for(used: int | None, gpus: int) -> SubmissionPlan:  # the spec on this site
+        return build_plan(
+            spec,
+            site,
+            submission_id=submission_id,
+            home=home,
+            cwd=cwd,
+            python=python,
+            quota_used=used,
+            quota_mode=quota_mode,
+            quota_gpus=gpus,
+        )
+
+    whole = plan_for(quota_used, at_once * per_task)
+    fits = _tasks_in_quota(spec, site, whole, quota_used, per_task, at_once)
+    if fits:
+        parts = _split(
+            plan_for, len(points), fits, at_once, per_task, quota_used or 0, max_array_size
+        )
+    else:
+        parts = [_Part(whole, arrays, None, 0)]
+    chained = any(len(p.arrays) > 1 and p.arrays[0].limit for p in parts)
+    params_file = posixpath.join(whole.job_dir, PARAMS_NAME)
     task_step = (
         python,
         "-m",
         "hpclaunch.sweep.task",
         "--params",
         params_file,
-        f"--keep={len(plan.launch_prefix)}",
+        f"--keep={len(whole.launch_prefix)}",
         "--",
     )
-    chained = sweep.max_concurrent is not None and len(arrays) > 1
-    plan = replace(
-        plan,
-        launch_prefix=task_step + plan.launch_prefix,
-        sweep_params=params_file,
-        notes=plan.notes
-        + tuple(_notes(spec, points, arrays, chained, max_array_size, plan))
-        + _quota_notes(spec, site, plan, at_once, per_task, quota_used),
+    split = _split_note(spec, site, parts, at_once, per_task, len(points)) if fits else None
+    plans = []
+    for part in parts:
+        plan = part.plan
+        notes = plan.notes + tuple(_notes(spec, points, part.arrays, chained, max_array_size, plan))
+        if split:
+            notes += (split,)
+            plan = replace(plan, quota_warning=_split_warning(spec, site, fits, at_once, per_task))
+        else:
+            notes += _quota_notes(spec, site, plan, at_once, per_task, quota_used)
+        script = posixpath.join(plan.job_dir, part.script) if part.script else plan.script_path
+        prefix = task_step + plan.launch_prefix
+        plans.append(
+            replace(
+                plan,
+                launch_prefix=prefix,
+                sweep_params=params_file,
+                script_path=script,
+                notes=notes,
+            )
+        )
+    return SweepPlan(
+        plan=plans[0],
+        points=points,
+        arrays=tuple(a for part in parts for a in part.arrays),
+        chained=chained,
+        overquota=plans[1] if len(plans) > 1 else None,
+        parts=tuple(i for i, part in enumerate(parts) for _ in part.arrays) if fits else (),
     )
-    return SweepPlan(plan=plan, points=points, arrays=tuple(arrays), chained=chained)
+
+
+#: The over-quota part's script, beside the in-quota part's ``job.sbatch``.
+OVERQUOTA_SCRIPT = "job-overquota.sbatch"
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of a sweep: its plan, arrays (offsets from ``first``) and script name."""
+
+    plan: SubmissionPlan
+    arrays: list[ArrayChunk]
+    script: str | None
+    first: int
+
+
+def _arrays(count: int, max_array_size: int, cap: int, first: int) -> list[ArrayChunk]:
+    return [replace(a, offset=a.offset + first) for a in split_arrays(count, max_array_size, cap)]
+
+
+def _split(
+    plan_for: Callable[[int, int], SubmissionPlan],
+    count: int,
+    fits: int,
+    at_once: int,
+    per_task: int,
+    used: int,
+    max_array_size: int,
+) -> list[_Part]:
+    """Run:AI's split of a sweep at its project's quota: ``fits`` tasks at a time in-quota
+    (never preempted), the other ``at_once - fits`` over-quota on idle GPUs (preemptible).
+    The points are shared in the same ratio, so that both parts end about together; the
+    points keep their indices (the over-quota part's arrays start at its first point)."""
+    inside = min(count - 1, max(fits, round(count * fits / at_once)))
+    in_plan = plan_for(used, fits * per_task)
+    over_plan = plan_for(used + fits * per_task, (at_once - fits) * per_task)
+    assert (in_plan.quota, over_plan.quota) == ("in-quota", "over-quota")
+    over_arrays = _arrays(count - inside, max_array_size, at_once - fits, inside)
+    return [
+        _Part(in_plan, _arrays(inside, max_array_size, fits, 0), None, 0),
+        _Part(over_plan, over_arrays, OVERQUOTA_SCRIPT, inside),
+    ]
+
+
+def _split_note(
+    spec: JobSpec, site: SiteConfig, parts: list[_Part], at_once: int, per_task: int, count: int
+) -> str:
+    inside, over = parts
+    project = spec.project or site.default_account
+    cap_in, cap_over = inside.arrays[0].limit, over.arrays[0].limit
+    return (
+        f"quota judged for the whole sweep: {at_once} tasks can run at once x {per_task} "
+        f"GPUs; project {project} has {(cap_in or 0) * per_task} guaranteed GPUs free: split "
+        f"in two, points 0-{over.first - 1} in-quota ({cap_in} at a time, never preempted), "
+        f"points {over.first}-{count - 1} over-quota ({cap_over} at a time, on idle GPUs, "
+        f"preemptible; script {OVERQUOTA_SCRIPT})"
+    )
+
+
+def _split_warning(spec: JobSpec, site: SiteConfig, fits: int, at_once: int, per_task: int) -> str:
+    project = spec.project or site.default_account
+    return (
+        f"project {project} has {fits * per_task} of its guaranteed GPUs free; this sweep runs "
+        f"{at_once} tasks at once: {fits} in-quota, {at_once - fits} over-quota on idle GPUs, "
+        "which may be preempted (--quota=strict waits in-quota instead)"
+    )
+
+
+def _tasks_in_quota(
+    spec: JobSpec,
+    site: SiteConfig,
+    plan: SubmissionPlan,
+    quota_used: int | None,
+    per_task: int,
+    at_once: int,
+) -> int:
+    """How many of the sweep's concurrent tasks fit in its project's free guarantee, when
+    that is some but not all of them (then the sweep is split); else 0."""
+    if plan.quota != "over-quota" or plan.quota_warning is None or per_task == 0:
+        return 0  # in-quota as a whole, no quotas, a preemptible tier, or --quota=strict
+    project = spec.project or site.default_account
+    if project not in site.quotas:
+        return 0
+    fits = max(0, site.quotas[project] - (quota_used or 0)) // per_task
+    return fits if 0 < fits < at_once else 0
 
 
 def _notes(
@@ -236,16 +375,20 @@ def submit_sweep(
     ``on_array(index, ref)`` is called after each array is submitted (to record it at
     once: a later failure must not lose the ones already in Slurm).
     """
-    job: RenderedJob = backend.dryrun(sweep.plan)
+    jobs: dict[int, RenderedJob] = {0: backend.dryrun(sweep.plan)}
+    if sweep.overquota is not None:
+        jobs[1] = backend.dryrun(sweep.overquota)
     runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
     refs: list[JobRef] = []
+    last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
     for index in range(len(sweep.arrays)):
-        previous = refs[-1].job_id if refs else None
-        tagged = replace(sweep.plan, submission_id=sweep.array_submission_id(index))
+        part = sweep.part_of(index)
+        tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
         ref = backend.submit(
-            replace(job, sbatch_argv=sweep.sbatch_argv(index, previous), plan=tagged),
-            script_written=index > 0,
+            replace(jobs[part], sbatch_argv=sweep.sbatch_argv(index, last.get(part)), plan=tagged),
+            script_written=part in last,
         )
+        last[part] = ref.job_id
         refs.append(ref)
         if on_array is not None:
             on_array(index, ref)

@@ -258,3 +258,50 @@ def test_one_requeued_task_is_requeued_alone_and_finishes(sweeps: Sweeps) -> Non
     assert logs.returncode == 0, logs.stderr
     assert "==> attempt 1 <==" in logs.stderr
     assert "sweep point 1" in logs.stdout
+
+
+def test_a_sweep_beyond_its_quota_runs_split_in_quota_and_over_quota(
+    sweeps: Sweeps, tmp_path: Path
+) -> None:
+    # research holds none of its 8 guaranteed GPUs; 12 one-GPU tasks may run at once. Judged
+    # per task, 4 of them waited at the quota (AssocGrpGRES) beside 8 idle GPUs.
+    spec = tmp_path / "split.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "it-sweep-split",
+                "project": "research",
+                "tier": "medium",
+                "command": ["sleep", "{s}"],
+                "resources": {"gpus_per_node": 1, "time": "00:05:00", "mem": "50M"},
+                "sweep": {"method": "list", "points": [{"s": 120}] * 12, "max_concurrent": 12},
+            }
+        )
+    )
+    out = sweeps.cli("sweep", str(spec))
+    assert out.returncode == 0, out.stderr
+    assert (
+        "project research has 8 of its guaranteed GPUs free; this sweep runs 12 tasks at once: "
+        "8 in-quota, 4 over-quota on idle GPUs" in out.stderr
+    )
+    sweep_id = sweeps.ids["split"] = out.stdout.strip()
+    arrays = [a["job_id"] for a in sweeps.status("split")["arrays"]]
+    assert len(arrays) == 2
+    deadline = time.monotonic() + 60
+    while True:  # every task runs at once: none waits at the quota
+        squeue = subprocess.run(
+            ["squeue", "-h", "-r", f"--jobs={','.join(arrays)}", "-o", "%i|%a|%q|%T|%r"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        running = [line for line in squeue if "|RUNNING|" in line]
+        if len(running) == 12:
+            break
+        assert time.monotonic() < deadline, squeue
+        time.sleep(0.5)
+    by_part = sorted({(line.split("|")[1], line.split("|")[2]) for line in running})
+    assert by_part == [("research", "normal"), ("research-oq", "overquota")]
+    assert sum(line.split("|")[1] == "research" for line in running) == 8
+    cancelled = sweeps.cli("sweep", "cancel", sweep_id)
+    assert cancelled.returncode == 0, cancelled.stderr

@@ -507,26 +507,70 @@ def _plan_quota(spec: JobSpec, used: int, mode: str = "allow") -> Any:
     )
 
 
-def test_a_sweeps_quota_is_judged_on_the_gpus_it_holds_at_once() -> None:
-    # 12 one-GPU tasks that may all run at once do not fit research's 8: over-quota as a
-    # whole (judged per task, 1 GPU fitted and 4 tasks then waited at the quota).
-    plan = _plan_quota(_quota_sweep(12), used=0).plan
-    assert (plan.quota, plan.qos, plan.account) == ("over-quota", "overquota", "research-oq")
-    assert plan.quota_warning is not None
-    assert "this job asks 12" in plan.quota_warning
+def test_a_sweep_beyond_its_free_quota_is_split_in_quota_and_over_quota() -> None:
+    # 12 one-GPU tasks at once, research has 8 guaranteed GPUs free: judged per task, every
+    # task was in-quota and 4 waited at the quota beside idle GPUs. Now 8 run in-quota
+    # (never preempted) and 4 over-quota on idle GPUs.
+    sweep = _plan_quota(_quota_sweep(12), used=0)
+    inside, over = sweep.plan, sweep.overquota
+    assert over is not None
+    assert (inside.quota, inside.account, inside.qos) == ("in-quota", "research", "normal")
+    assert (over.quota, over.account, over.qos) == ("over-quota", "research-oq", "overquota")
+    assert [a.array_spec for a in sweep.arrays] == ["0-7%8", "0-3%4"]
+    assert [a.offset for a in sweep.arrays] == [0, 8]
+    assert [sweep.plan_of(i).script_path for i in range(2)] == [
+        f"{inside.job_dir}/job.sbatch",
+        f"{inside.job_dir}/job-overquota.sbatch",
+    ]
+    assert sweep.sbatch_argv(1, None)[-2:] == (f"{inside.job_dir}/job-overquota.sbatch", "8")
+    assert over.option("--requeue") is None  # preemptible: requeued, resumed
+    assert inside.option("--no-requeue") is None
     assert (
-        "quota judged for the whole sweep: 12 tasks can run at once (max_concurrent 12) x 1 "
-        "GPUs = 12 GPUs, over-quota" in plan.notes
+        inside.quota_warning
+        == over.quota_warning
+        == (
+            "project research has 8 of its guaranteed GPUs free; this sweep runs 12 tasks at once: "
+            "8 in-quota, 4 over-quota on idle GPUs, which may be preempted (--quota=strict waits "
+            "in-quota instead)"
+        )
     )
-    assert any(n.startswith("max_concurrent: 8 would keep") for n in plan.notes)
-    # No max_concurrent: every point may run at once.
-    assert _plan_quota(_quota_sweep(None), used=0).plan.quota == "over-quota"
-    # A cap that fits what is left of the guarantee keeps it in-quota.
-    fits = _plan_quota(_quota_sweep(6), used=2).plan
-    assert (fits.quota, fits.account, fits.quota_warning) == ("in-quota", "research", None)
-    assert any("6 tasks can run at once (max_concurrent 6)" in n for n in fits.notes)
-    # strict: in-quota, waiting at the guarantee.
-    assert _plan_quota(_quota_sweep(12), used=0, mode="strict").plan.quota == "in-quota"
+    assert any("points 0-7 in-quota (8 at a time" in n for n in inside.notes)
+    assert any("points 8-11 over-quota (4 at a time" in n for n in inside.notes)
+    # More points than run at once: shared in the same ratio (2/3 in-quota).
+    many = _plan_quota(_quota_sweep(12, points=60), used=2)  # 6 free
+    assert [a.array_spec for a in many.arrays] == ["0-29%6", "0-29%6"]
+    assert [a.offset for a in many.arrays] == [0, 30]
+    # A cap that fits what is left of the guarantee keeps it whole and in-quota.
+    fits = _plan_quota(_quota_sweep(6), used=2)
+    assert (fits.plan.quota, fits.overquota, fits.plan.quota_warning) == ("in-quota", None, None)
+    assert any("6 tasks can run at once (max_concurrent 6)" in n for n in fits.plan.notes)
+    # Nothing free: over-quota as a whole, and the note says so.
+    full = _plan_quota(_quota_sweep(12), used=8)
+    assert (full.plan.quota, full.overquota) == ("over-quota", None)
+    assert full.plan.quota_warning is not None
+    assert "this job asks 12" in full.plan.quota_warning
+    # strict: in-quota, one part, waiting at the guarantee.
+    strict = _plan_quota(_quota_sweep(12), used=0, mode="strict")
+    assert (strict.plan.quota, strict.overquota) == ("in-quota", None)
+
+
+def test_a_split_sweep_submits_each_part_with_its_own_script() -> None:
+    sweep = _plan_quota(_quota_sweep(12), used=0)
+    runner = FakeRunner(lambda argv: result(argv, out=f"{700 + len(runner.calls)}\n"))
+    from hpclaunch.backends.cli import CliBackend
+    from hpclaunch.config.site import load_site
+
+    refs = submit_sweep(CliBackend(runner, load_site("local")), runner, sweep)
+    assert len(refs) == 2
+    written = sorted(runner.files)
+    assert f"{sweep.plan.job_dir}/job.sbatch" in written
+    assert f"{sweep.plan.job_dir}/job-overquota.sbatch" in written
+    over_script = runner.files[f"{sweep.plan.job_dir}/job-overquota.sbatch"][0]
+    assert "#SBATCH --account=research-oq\n" in over_script
+    assert "#SBATCH --qos=overquota\n" in over_script
+    sbatch = [c for c in runner.calls if c[0] == "sbatch"]
+    assert [c[-1] for c in sbatch] == ["0", "8"]  # each array told its first point
+    assert not any(a.startswith("--dependency") for c in sbatch for a in c)  # parts in parallel
 
 
 def test_sort_tasks_by_metric_missing_last_and_unknown_names_the_known() -> None:
