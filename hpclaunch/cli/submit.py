@@ -10,7 +10,7 @@ from hpclaunch.cli._app import App, remote_files
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo
@@ -141,7 +141,7 @@ def submit_command(
         _print_dry_run(job)
         return
     if submission_id:
-        _refuse_changed_spec(submission_id, spec, force)
+        _refuse_changed_spec(submission_id, spec_hash(spec, overrides), force)
     if tree is not None:
         _send_tree(app, tree)
     existing = _existing(app, submission_id) if submission_id else None
@@ -153,7 +153,7 @@ def submit_command(
         )
     else:
         ref = app.backend.submit(job)
-        remember_submission(app, plan, ref, spec_hash=spec_hash(spec))
+        remember_submission(app, plan, ref, spec_hash=spec_hash(spec, overrides))
     click.echo(ref.job_id)
     click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
@@ -179,32 +179,36 @@ def _print_dry_run(job: RenderedJob) -> None:
     click.echo(job.script, nl=False)
 
 
-def spec_hash(spec_path: str) -> str | None:
-    """sha256 of the spec file's canonical JSON (keys sorted, no spaces): the same for
-    the same spec however it is laid out or commented; ``None`` if it cannot be read."""
+def spec_hash(spec_path: str, overrides: Sequence[str] = ()) -> str | None:
+    """sha256 of the spec's canonical JSON (keys sorted, no spaces), with ``--set``
+    ``overrides`` applied: the same for the same job however the file is laid out or
+    commented; ``None`` if it cannot be read."""
     import hashlib
     import json
 
     import yaml
 
     from hpclaunch._validation import load_yaml
+    from hpclaunch.errors import SpecError
+    from hpclaunch.spec import apply_overrides
 
     try:
         with open(spec_path, encoding="utf-8") as fh:
             data = load_yaml(fh.read())
-    except (OSError, yaml.YAMLError):
+        if overrides and isinstance(data, dict):
+            data = apply_overrides(data, overrides)
+    except (OSError, yaml.YAMLError, SpecError):
         return None
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _refuse_changed_spec(submission_id: str, spec_path: str, force: bool) -> None:
-    """A submission id names one spec: a retry of a *changed* spec would silently keep the
-    old job. Say so and exit 1, unless ``--force``."""
+def _refuse_changed_spec(submission_id: str, now: str | None, force: bool) -> None:
+    """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
+    silently keep the old job. Say so and exit 1, unless ``--force``."""
     from hpclaunch.history import find_record
 
     record = find_record(submission_id=submission_id)
-    now = spec_hash(spec_path)
     if record is None or not record.spec_hash or now is None or record.spec_hash == now:
         return
     message = (

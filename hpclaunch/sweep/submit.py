@@ -17,6 +17,7 @@ its project's free guarantee holds some but not all of its concurrent tasks, it 
 other over-quota with the rest of the concurrency (its own script ``job-overquota.sbatch``:
 account ``P-oq``, the over-quota QOS, requeued at preemption), the points shared in the same
 ratio. The parts run side by side; ``max_concurrent`` still holds over the whole sweep.
+"""
 
 from __future__ import annotations
 
