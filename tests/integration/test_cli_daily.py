@@ -174,7 +174,9 @@ def test_events_lists_the_attempts(hpclaunch: Run, write_spec: WriteSpec) -> Non
     assert events["attempts"][-1]["exit_code"] == 4
     text = hpclaunch("events", job_id).stdout
     assert "attempt 0: FAILED exit 4" in text
-    assert "no sidecar ledger" in text  # launcher none: no sidecar, no events.jsonl
+    # launcher none: no sidecar, no events.jsonl, and events says why (not "not started")
+    assert "runs without the sidecar (launcher: none)" in text
+    assert "no sidecar ledger" not in text
     table = hpclaunch("status", job_id).stdout
     assert re.search(
         rf"{job_id}\s+{spec.stem}\s+medium\s+in-quota\s+normal\s+FAILED\s.*\s4\s*$", table, re.M
