@@ -362,3 +362,12 @@ def test_a_resources_field_at_the_top_level_says_where_it_belongs(
     result = run(env, "render", str(spec))
     assert_clean_error(result, 2, "'gpus_per_node' belongs under resources:, not at the top level")
     assert "Hint: move it: resources: {gpus_per_node: ...}" in result.stderr
+
+
+def test_an_unknown_key_that_starts_a_valid_one_is_guessed(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    spec = tmp_path / "g.yaml"
+    spec.write_text("name: g\ncommand: ['true']\nresources: {gpus: 2}\n")
+    result = run(env, "render", str(spec))
+    assert_clean_error(result, 2, "unknown key 'gpus' (did you mean 'gpus_per_node'?)")
