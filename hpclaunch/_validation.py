@@ -247,9 +247,10 @@ def _unknown_key(model: type[pydantic.BaseModel], loc: tuple[int | str, ...]) ->
             f"move it: {under}: {{{key}: ...}}",
         )
     # "gpus" is far from "gpus_per_node" by edit distance, but a user writing it meant it.
-    close = difflib.get_close_matches(key, valid, n=1) or [
-        v for v in valid if len(key) >= 3 and (v.startswith(key) or key.startswith(v))
-    ][:1]
+    close = (
+        difflib.get_close_matches(key, valid, n=1)
+        or [v for v in valid if len(key) >= 3 and (v.startswith(key) or key.startswith(v))][:1]
+    )
     guess = f" (did you mean {close[0]!r}?)" if close else ""
     return (
         f"{_path(loc)}: unknown key {key!r}{guess}; valid keys at {where}: {', '.join(valid)}",

@@ -284,6 +284,7 @@ def check_site(site: SiteConfig, caps: Capabilities) -> list[Problem]:
             problems += _site_partition_problems(site, yaml_part, part, caps)
     problems += _tier_problems(site, caps)
     problems += _preemption_problems(site, caps)
+    problems += _overquota_order_problems(site, caps)
     problems += _default_account_problems(site, caps)
     return problems
 
@@ -440,6 +441,45 @@ def _tier_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:
                     )
                 )
     return problems
+
+
+def _overquota_order_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:
+    """Over-quota jobs keep their tiers' order by ``--nice`` steps under one QOS
+    (:func:`hpclaunch.quota.place`). priority/multifactor (22.05) adds ``PriorityWeightQOS *
+    QOS priority / the highest QOS priority`` and subtracts the nice; a priority under 1 is
+    raised to 1, so when the steps eat the over-quota QOS's share, medium and high over-quota
+    jobs tie with each other or fall to the preemptible tiers' level."""
+    over = site.overquota
+    if not site.has_quotas or over.nice_step == 0 or not caps.priority_weight_qos:
+        return []
+    priorities = [q.priority for q in caps.qos or ()] or [
+        p.priority or 0 for p in site.tiers.values()
+    ]
+    top = max([*priorities, over.priority, 1])
+    share = caps.priority_weight_qos * over.priority / top
+    floor = max(
+        [
+            caps.priority_weight_qos * (p.priority or 0) / top
+            for p in site.tiers.values()
+            if p.preemptible
+        ]
+        or [0.0]
+    )
+    lowest = share - 2 * over.nice_step  # medium over-quota: two steps below critical
+    if lowest > max(floor, 0):
+        return []
+    fits = int((share - max(floor, 0)) // 2)
+    return [
+        Problem(
+            f"over-quota jobs of tiers critical, high and medium get --nice 0, {over.nice_step} "
+            f"and {2 * over.nice_step} under QOS {over.qos}, whose priority share is only "
+            f"{share:.0f} (PriorityWeightQOS {caps.priority_weight_qos} x {over.priority}/{top}): "
+            "medium over-quota jobs would not stay above the preemptible tiers, or tie with high",
+            f"set overquota.nice_step below {max(fits, 1)}, or raise the QOS's priority or "
+            "PriorityWeightQOS",
+            "overquota.nice_step",
+        )
+    ]
 
 
 def _preemption_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:

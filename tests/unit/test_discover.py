@@ -254,6 +254,25 @@ def test_local_site_matches_the_cluster(caps: Capabilities, site: SiteConfig) ->
     assert check_site(site, caps) == []
 
 
+def test_over_quota_nice_steps_that_eat_the_qos_share_are_a_problem(
+    caps: Capabilities, site: SiteConfig
+) -> None:
+    # The recorded cluster: PriorityWeightQOS 100000, QOS priorities up to 1000, overquota 50:
+    # a share of 5000, so nice steps of 1000 keep medium over-quota (3000) above low (0).
+    assert caps.priority_weight_qos == 100000
+    big = site.model_copy(
+        update={"overquota": site.overquota.model_copy(update={"nice_step": 3000})}
+    )
+    (problem,) = check_site(big, caps)
+    assert problem.where == "overquota.nice_step"
+    assert "priority share is only 5000" in problem.what
+    assert problem.fix.startswith("set overquota.nice_step below 2500")
+    from dataclasses import replace
+
+    weak = replace(caps, priority_weight_qos=1000)  # a share of 50 < 2 steps of 1000
+    assert [p.where for p in check_site(site, weak)] == ["overquota.nice_step"]
+
+
 def test_mismatching_site_names_every_mismatch(caps: Capabilities) -> None:
     problems = check_site(load_site(DATA / "mismatch-site.yaml"), caps)
     assert sorted(p.where for p in problems) == sorted(
