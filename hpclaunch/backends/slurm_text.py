@@ -344,7 +344,11 @@ def first_line(result: CommandResult) -> str:
 
 
 def _wait_status(text: str) -> tuple[int | None, int | None]:
-    """(exit code, signal) from a raw wait status such as squeue's ``exit_code`` (768 → 3)."""
+    """(exit code, signal) from squeue's ``exit_code``: a raw wait status in 22.05 (768 is
+    exit 3), ``code:signal`` like sacct's ``ExitCode`` in 25.11 (``3:0``; recorded in
+    tests/unit/data/cluster-25.11/squeue_status.txt)."""
+    if ":" in text:
+        return exit_status(text)
     raw = _int(text)
     if raw is None:
         return None, None
