@@ -237,7 +237,9 @@ def parse_config(text: str) -> dict[str, str]:
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         key = key.strip()
-        if sep and key and " " not in key:
+        # "(null)": an unset plugin (25.11 prints "PreemptType = (null)"; 22.05
+        # "preempt/none"): left out, so the caller's default names it.
+        if sep and key and " " not in key and value.strip() != "(null)":
             values.setdefault(key, value.strip())
     return values
 

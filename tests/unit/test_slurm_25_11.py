@@ -61,6 +61,7 @@ def test_discovery_of_a_25_11_cluster_without_accounting() -> None:
     caps = discover(FakeRunner(answer), now=lambda: 1.0)
     assert (caps.slurm_version, caps.cluster, caps.max_array_size) == ("25.11.7", "record", 1001)
     assert caps.slurmctld_parameters == ("preempt_send_user_signal",)
+    assert caps.preempt_type == "preempt/none"  # printed "(null)" by 25.11
     assert [(p.name, p.default, p.max_time) for p in caps.partitions] == [
         ("gpu", True, 3600),
         ("debug", False, 600),
