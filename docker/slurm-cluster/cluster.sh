@@ -2,13 +2,16 @@
 # The hpclaunch test cluster: slurmctld, slurmdbd + MariaDB, munge and 4 compute nodes
 # (n1..n4, 4 fake GPUs each), from the configs in etc/. Two ways to run the same cluster:
 #
-#   cluster.sh [--mode docker|native] up|down|status|smoke|logs
+#   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #
 #   docker  controller, database and node containers on the host network (the design's test cluster)
 #   native  the same daemons as processes on this host, for machines without a Docker engine
+#   VERSION 25.11 (default), 24.11, 26.05 (built from source, build-slurm.sh) or 22.05 (Debian 12)
 #
-# The mode defaults to $HPCLAUNCH_CLUSTER_MODE, else docker. This host acts as the login node
-# in both: it gets munge, the Slurm client commands and /etc/slurm. Debian 12, as root.
+# The mode defaults to $HPCLAUNCH_CLUSTER_MODE, else docker; the version to
+# $HPCLAUNCH_SLURM_VERSION, else the running cluster's, else 25.11. This host acts as the
+# login node in both: it gets /etc/slurm, the cluster's own Slurm client commands on PATH
+# (/usr/local/bin for a source build) and its authentication. Debian 12, as root.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,11 +24,23 @@ source "$HERE/lib/host.sh"
 source "$HERE/lib/native.sh"
 # shellcheck source=lib/docker.sh
 source "$HERE/lib/docker.sh"
+# shellcheck source=lib/version.sh
+source "$HERE/lib/version.sh"
 
 MODE=${HPCLAUNCH_CLUSTER_MODE:-docker}
-if [[ ${1:-} == --mode ]]; then MODE=${2:?--mode takes docker or native}; shift 2; fi
+asked_version=
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --mode) MODE=${2:?--mode takes docker or native}; shift 2 ;;
+    --slurm) asked_version=${2:?--slurm takes a version: ${SLURM_VERSIONS[*]}}; shift 2 ;;
+    *) die "unknown option $1" ;;
+  esac
+done
 [[ $MODE == docker || $MODE == native ]] || die "unknown mode '$MODE' (use docker or native)"
 [[ $(id -u) == 0 ]] || die "run as root: the cluster installs packages and starts daemons"
+# Only `up` chooses a version; the other commands act on the cluster that is there.
+if [[ ${1:-} != up && -n $(recorded_slurm_version) ]]; then asked_version=$(recorded_slurm_version); fi
+choose_slurm_version "$asked_version"
 
 cmd_up() {
   local other=native
@@ -33,13 +48,18 @@ cmd_up() {
   if "${other}_running"; then
     die "the $other cluster is running and uses the same ports: '$0 --mode $other down' first"
   fi
+  local running
+  running=$(recorded_slurm_version)
+  if [[ -n $running && $running != "$SLURM_VERSION" ]] && "${MODE}_running"; then
+    die "a Slurm $running cluster is running: '$0 --mode $MODE down' before starting $SLURM_VERSION"
+  fi
   local t0=$SECONDS
   "${MODE}_install"
   host_setup
   "${MODE}_up"
   setup_accounting
   wait_nodes_idle
-  log "$MODE cluster up in $((SECONDS - t0)) s: $(sinfo -h -o '%D nodes %G' | head -1)"
+  log "$MODE cluster (Slurm $SLURM_VERSION) up in $((SECONDS - t0)) s: $(sinfo -h -o '%D nodes %G' | head -1)"
 }
 
 cmd_down() {
@@ -75,6 +95,14 @@ cmd_smoke() {
   log "smoke ok: srun -N4 --gpus-per-node=1 ran on 4 nodes, each with a GPU"
 }
 
+# The running cluster's Slurm version (as up recorded it), for scripts; exit 3 if none.
+cmd_version() {
+  local v
+  v=$(recorded_slurm_version)
+  [[ -n $v ]] && "${MODE}_running" || return 3
+  echo "$v"
+}
+
 cmd_logs() { tail -n "${1:-50}" "$STATE"/log/*.log; }
 
 case ${1:-} in
@@ -83,5 +111,6 @@ case ${1:-} in
   status) cmd_status ;;
   smoke) cmd_smoke ;;
   logs) shift; cmd_logs "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  version) cmd_version ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

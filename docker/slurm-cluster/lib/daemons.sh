@@ -121,3 +121,18 @@ start_slurmd() {
   if [[ ${FOREGROUND:-0} == 1 ]]; then exec unshare --uts sh -c "hostname $node && exec slurmd -D -N $node"; fi
   unshare --uts sh -c "hostname $node && exec slurmd -N $node"
 }
+
+# auth/slurm (23.11+): the login node's sackd, which hands the client commands run here
+# their credentials over /run/slurm/sack.socket (sackd(8)). No pid file option: we keep one.
+# --disable-reconfig: it needs no config pushes from slurmctld (/etc/slurm is local).
+start_sackd() {
+  pid_alive "$STATE/run/sackd.pid" && return 0
+  setsid sackd -D --disable-reconfig </dev/null >>"$STATE/log/sackd.log" 2>&1 &
+  echo $! >"$STATE/run/sackd.pid"
+  wait_for 10 sackd test -S /run/slurm/sack.socket
+}
+
+stop_sackd() {
+  stop_pidfile "$STATE/run/sackd.pid"
+  rm -f "$STATE/run/sackd.pid"
+}

@@ -4,16 +4,23 @@
 # manager here) with host networking only, and stopped again by `down`.
 
 DOCKER_ROOT=/var/lib/hpclaunch-docker   # the engine's data (image cache) survives `down`
-IMAGE=hpclaunch/slurm-cluster:22.05
 PROJECT=hpclaunch-cluster
+image() { echo "hpclaunch/slurm-cluster:$SLURM_VERSION"; }
 
 compose() {
-  HPCLAUNCH_REPO=$REPO HPCLAUNCH_CLUSTER_IMAGE=$IMAGE HPCLAUNCH_CLUSTER_LOG=$STATE/log \
+  HPCLAUNCH_REPO=$REPO HPCLAUNCH_CLUSTER_IMAGE=$(image) HPCLAUNCH_CLUSTER_LOG=$STATE/log \
     docker-compose -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
 }
 
+# The login node's side first: Debian's client commands for 22.05, else this host's own
+# build of the version (which the image then copies).
 docker_install() {
-  apt_install munge slurm-client
+  if from_source; then
+    apt_install munge
+    "$HERE/build-slurm.sh" "$SLURM_VERSION"
+  else
+    apt_install munge slurm-client
+  fi
   command -v docker >/dev/null && docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null && return 0
   apt_install docker.io docker-compose debootstrap
 }
@@ -56,17 +63,31 @@ base_image() {
   echo local/bookworm:base
 }
 
+# The image of this version, rebuilt when the Dockerfile or the host's build changed (its
+# stamp, build-slurm.sh). The context: the Dockerfile and slurm.tar (the host's
+# /opt/slurm-<version>, empty for 22.05).
 build_image() {
-  local sum have
-  sum=$(sha256sum "$HERE/Dockerfile" | cut -c1-16)
-  have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$IMAGE" 2>/dev/null || true)
+  local sum have stamp=
+  from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
+  sum=$( (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16)
+  have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$(image)" 2>/dev/null || true)
   [[ $have == "$sum" ]] && return 0
-  local base
+  local base context t0=$SECONDS
   base=$(base_image)
-  log "building $IMAGE from $base"
-  DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" --label "hpclaunch.dockerfile=$sum" \
-    -t "$IMAGE" "$HERE" >"$STATE/log/docker-build.log" 2>&1 ||
-    die "docker build failed: see $STATE/log/docker-build.log"
+  context=$(mktemp -d)
+  cp "$HERE/Dockerfile" "$context/"
+  if from_source; then
+    tar -C /opt -cf "$context/slurm.tar" "slurm-$SLURM_VERSION"
+  else
+    tar -cf "$context/slurm.tar" -T /dev/null
+  fi
+  log "building $(image) from $base"
+  DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" \
+    --build-arg "SLURM_VERSION=$SLURM_VERSION" --label "hpclaunch.dockerfile=$sum" \
+    -t "$(image)" "$context" >"$STATE/log/docker-build.log" 2>&1 ||
+    { rm -rf "$context"; die "docker build failed: see $STATE/log/docker-build.log"; }
+  rm -rf "$context"
+  log "built $(image) in $((SECONDS - t0)) s"
 }
 
 docker_running() {
@@ -79,6 +100,9 @@ docker_up() {
   engine_up
   build_image
   compose up -d >"$STATE/log/compose.log" 2>&1 || { cat "$STATE/log/compose.log" >&2; die "docker-compose up failed"; }
+  # auth/slurm: the login node's commands get their credentials from sackd's socket
+  # (slurmctld's and slurmd's are inside the containers).
+  from_source && start_sackd
   wait_for 60 slurmctld scontrol ping ||
     { compose logs --tail=30 >&2; die "slurmctld did not answer"; }
 }
@@ -101,6 +125,7 @@ kill_orphaned_containers() {
 
 docker_down() {
   rm -f "$STATE/.mode-docker"
+  stop_sackd
   if docker info >/dev/null 2>&1; then
     compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
   else

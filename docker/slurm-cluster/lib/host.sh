@@ -24,14 +24,47 @@ apt_install() {
   ((had_policy)) || rm -f "$policy"
 }
 
+# The configs of this Slurm version ($SLURM_ETC, lib/version.sh) into /etc/slurm, where
+# Debian's 22.05 reads them; a source build's own config directory (its --sysconfdir,
+# /opt/slurm-<version>/etc) becomes a link to it, so its commands read them too.
 install_configs() {
   mkdir -p /etc/slurm
   if [[ -e /etc/slurm/slurm.conf && ! -e /etc/slurm/.hpclaunch-cluster ]]; then
     die "/etc/slurm/slurm.conf exists and was not written by this script: is this host part of a real cluster? Not touching it."
   fi
-  install -m 644 "$HERE/etc/slurm.conf" "$HERE/etc/gres.conf" /etc/slurm/
-  install -m 600 "$HERE/etc/slurmdbd.conf" /etc/slurm/
+  install -m 644 "$SLURM_ETC/slurm.conf" "$HERE/etc/gres.conf" /etc/slurm/
+  install -m 600 "$SLURM_ETC/slurmdbd.conf" /etc/slurm/
   touch /etc/slurm/.hpclaunch-cluster
+  if from_source; then
+    ensure_slurm_key
+    if [[ ! -L $SLURM_PREFIX/etc ]]; then
+      [[ -e $SLURM_PREFIX/etc ]] && mv "$SLURM_PREFIX/etc" "$SLURM_PREFIX/etc.orig"
+      ln -s /etc/slurm "$SLURM_PREFIX/etc"
+    fi
+  fi
+}
+
+# auth/slurm's shared key (slurm.conf's directory, slurm.key; mode 600, SlurmUser root).
+ensure_slurm_key() {
+  [[ -s /etc/slurm/slurm.key ]] || dd if=/dev/urandom bs=1024 count=1 of=/etc/slurm/slurm.key 2>/dev/null
+  chmod 600 /etc/slurm/slurm.key
+}
+
+# The login node's Slurm commands: a source build's client commands are linked into
+# /usr/local/bin (first on PATH, before Debian's /usr/bin), so users, hpclaunch and the jobs
+# they submit run the cluster's own version. 22.05 removes the links (Debian's /usr/bin).
+# Its libraries: /etc/ld.so.conf.d (the build has no rpath).
+link_client_commands() {
+  local f
+  for f in /usr/local/bin/*; do
+    [[ -L $f && $(readlink "$f") == /opt/slurm-*/bin/* ]] && rm -f "$f"
+  done
+  rm -f /etc/ld.so.conf.d/hpclaunch-slurm.conf
+  if from_source; then
+    for f in "$SLURM_PREFIX"/bin/*; do ln -sf "$f" "/usr/local/bin/${f##*/}"; done
+    echo "$SLURM_PREFIX/lib" >/etc/ld.so.conf.d/hpclaunch-slurm.conf
+  fi
+  ldconfig
 }
 
 add_hosts() {
@@ -58,17 +91,23 @@ ensure_munge_key() {
 
 host_setup() {
   make_dirs
+  echo "$SLURM_VERSION" >"$STATE/.slurm-version"
   install_configs
+  link_client_commands
   add_hosts
   add_test_user
+  # The containers mount the munge key whatever the version; only 22.05 runs munged.
   ensure_munge_key
-  pid_alive /run/munge/munged.pid || touch "$STATE/.started-munged"
-  start_munged
+  if [[ $SLURM_AUTH == munge ]]; then
+    pid_alive /run/munge/munged.pid || touch "$STATE/.started-munged"
+    start_munged
+  fi
 }
 
 host_teardown() {
   if [[ -e /etc/slurm/.hpclaunch-cluster ]]; then
-    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf /etc/slurm/.hpclaunch-cluster
+    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key \
+      /etc/slurm/.hpclaunch-cluster
   fi
   if grep -q "$MARK" /etc/hosts 2>/dev/null; then
     # /etc/hosts may be a bind mount (containers): rewrite it in place, never replace it.

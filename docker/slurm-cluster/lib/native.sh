@@ -2,7 +2,12 @@
 # native mode: every daemon is a process on this host, tracked by its pid file.
 
 native_install() {
-  apt_install munge slurmctld slurmd slurm-client slurmdbd mariadb-server libslurm-dev
+  if from_source; then
+    apt_install munge mariadb-server
+    "$HERE/build-slurm.sh" "$SLURM_VERSION"
+  else
+    apt_install munge slurmctld slurmd slurm-client slurmdbd mariadb-server libslurm-dev
+  fi
 }
 
 native_running() {
