@@ -4,7 +4,8 @@ Six commands, all through a :class:`~hpclaunch.transport.base.Runner` (so they w
 too), none of them parsing JSON:
 
 * ``scontrol show config``: Slurm version, ``MaxArraySize``, ``MinJobAge``, ``PreemptType``,
-  ``PreemptMode``, ``JobRequeue``, ``SchedulerParameters``, ``SlurmctldParameters``,
+  ``PreemptMode``, ``PreemptParameters``, ``JobRequeue``, ``SchedulerParameters``,
+  ``SlurmctldParameters``,
   ``PriorityType``, ``PriorityWeightQOS``, ``AccountingStorageEnforce``/``TRES``;
 * ``scontrol show partition --oneliner``: one ``Key=Value`` line per partition (the same
   keys since Slurm 2.x; new keys are ignored);
@@ -63,7 +64,7 @@ __all__ = [
 #: Seconds a cached discovery stays fresh.
 DEFAULT_MAX_AGE = 300.0
 #: Bumped when the cached JSON changes shape; older caches are rediscovered.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 COMMAND_TIMEOUT = 30.0
 
 SINFO_FORMAT = "%N|%R|%G|%c|%T"
@@ -180,6 +181,33 @@ class Capabilities:
     priority_weight_qos: int = 0
     accounting_storage_enforce: tuple[str, ...] = ()
     accounting_storage_tres: tuple[str, ...] = ()
+    preempt_parameters: tuple[str, ...] = ()
+    client_version: str = "unknown"
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Slurm's major and minor release, ``(25, 11)`` (``(0, 0)`` if unknown)."""
+        return slurm_release(self.slurm_version)
+
+    @property
+    def signals_at_preemption(self) -> bool:
+        """Whether the batch shell gets its ``--signal`` at once when the job is preempted.
+
+        22.05 spells it ``SlurmctldParameters=preempt_send_user_signal``; slurm.conf(5) of
+        24.11 and later documents ``PreemptParameters=send_user_signal`` (25.11's slurmctld
+        still reads both: src/slurmctld/node_scheduler.c).
+        """
+        return (
+            "preempt_send_user_signal" in self.slurmctld_parameters
+            or "send_user_signal" in self.preempt_parameters
+        )
+
+    @property
+    def send_user_signal_setting(self) -> str:
+        """The slurm.conf line that makes :attr:`signals_at_preemption` true on this version."""
+        if self.version >= (24, 11):
+            return "PreemptParameters=send_user_signal"
+        return "SlurmctldParameters=preempt_send_user_signal"
 
     def partition(self, name: str) -> PartitionInfo | None:
         """The partition called ``name``, if the cluster has it."""
@@ -209,6 +237,7 @@ class Capabilities:
             "slurmctld_parameters",
             "accounting_storage_enforce",
             "accounting_storage_tres",
+            "preempt_parameters",
         ):
             d[key] = tuple(d[key])
         d["partitions"] = tuple(PartitionInfo(**_tuples(p)) for p in d["partitions"])
@@ -370,6 +399,16 @@ def parse_user_assocs(
     return default, tuple(assocs)
 
 
+def slurm_release(version: str) -> tuple[int, int]:
+    """``"25.11.7"`` -> ``(25, 11)``: the release that decides formats and config names.
+
+    Slurm's protocol and command formats change only between releases (YY.MM); the
+    maintenance number never changes them. ``(0, 0)`` for what is not a version.
+    """
+    match = re.match(r"^\s*(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
 def _list(value: str | None) -> tuple[str, ...]:
     if value is None or value.strip() in _NULL:
         return ()
@@ -426,10 +465,17 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
             *("sacctmgr", "-n", "-P", "show", "user", user, "withassoc"),
             f"format={ASSOC_FORMAT}",
         ],
+        # The client commands' own version (no RPC): a login node whose commands are
+        # another release than the controller fails in obscure ways (sitecheck says so).
+        "client": ["sinfo", "--version"],
     }
     with ThreadPoolExecutor(max_workers=len(commands)) as pool:
         futures = {key: pool.submit(_run, runner, argv) for key, argv in commands.items()}
-    config = parse_config(futures["config"].result().stdout)
+    client = _client_version(futures["client"])
+    try:
+        config = parse_config(futures["config"].result().stdout)
+    except CommandFailed as exc:
+        raise _with_version_hint(exc, client) from None
     cluster = config.get("ClusterName", "")
     qos, default_account, assocs, problem = _accounting(
         futures["qos"], futures["assoc"], user, cluster
@@ -444,6 +490,8 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         job_requeue=config.get("JobRequeue", "1").strip() == "1",
         scheduler_parameters=_list(config.get("SchedulerParameters")),
         slurmctld_parameters=_list(config.get("SlurmctldParameters")),
+        # 22.05 does not print PreemptParameters; 24.11+ print "(null)" when unset.
+        preempt_parameters=_list(config.get("PreemptParameters")),
         priority_type=config.get("PriorityType", "priority/basic"),
         priority_weight_qos=_int_or_none(config.get("PriorityWeightQOS")) or 0,
         accounting_storage_enforce=_list(config.get("AccountingStorageEnforce")),
@@ -456,6 +504,7 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         associations=assocs,
         accounting_problem=problem,
         discovered_at=now(),
+        client_version=client,
     )
 
 
@@ -464,6 +513,39 @@ def _run(runner: Runner, argv: list[str]) -> CommandResult:
     if not result.ok:
         raise CommandFailed(result, hint="is the Slurm controller up? (scontrol ping)")
     return result
+
+
+def _client_version(future: Future[CommandResult]) -> str:
+    """``sinfo --version``: ``slurm 25.11.7`` (SchedMD's build), ``slurm-wlm 22.05.8``
+    (Debian's package); ``unknown`` otherwise."""
+    try:
+        words = future.result().stdout.split()
+    except (CommandFailed, TransportError):
+        return "unknown"
+    if len(words) == 2 and words[0].startswith("slurm") and slurm_release(words[1]) != (0, 0):
+        return words[1]
+    return "unknown"
+
+
+def _with_version_hint(exc: CommandFailed, client: str) -> CommandFailed:
+    """``scontrol show config`` failed: name the client's version when that may be why.
+
+    A client outside the controller's protocol range is refused: slurmctld logs
+    "Incompatible versions of client and server code" and the client only says "Zero Bytes
+    were transmitted or received" (a 25.11.7 scontrol against a 22.05.8 slurmctld, seen on
+    the test cluster).
+    """
+    said = f"{exc.result.stderr} {exc.result.stdout}".lower()
+    if not any(w in said for w in ("version", "protocol", "zero bytes were transmitted")):
+        return exc
+    return CommandFailed(
+        exc.result,
+        hint=(
+            f"the Slurm commands here are {client}; the controller may run another release: "
+            "use the cluster's own client commands (first on PATH, or the site config's "
+            "slurm_bin)"
+        ),
+    )
 
 
 def _accounting(

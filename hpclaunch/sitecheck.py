@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.discover import Capabilities, NodeInfo, PartitionInfo, names
+from hpclaunch.discover import Capabilities, NodeInfo, PartitionInfo, names, slurm_release
 from hpclaunch.errors import PlanError
 from hpclaunch.slurmtime import format_time, parse_time_limit
 
@@ -277,7 +277,8 @@ def raise_for_problems(problems: Sequence[Problem], caps: Capabilities) -> None:
 
 def check_site(site: SiteConfig, caps: Capabilities) -> list[Problem]:
     """Every difference between ``site`` and the cluster ``caps`` describes."""
-    problems = _partition_set_problems(site, caps)
+    problems = _version_problems(site, caps)
+    problems += _partition_set_problems(site, caps)
     for yaml_part in site.partitions:
         part = caps.partition(yaml_part.name)
         if part is not None:
@@ -287,6 +288,25 @@ def check_site(site: SiteConfig, caps: Capabilities) -> list[Problem]:
     problems += _overquota_order_problems(site, caps)
     problems += _default_account_problems(site, caps)
     return problems
+
+
+def _version_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:
+    """The login node's Slurm commands should be the controller's release: Slurm supports
+    older clients only within its protocol window, and their options and output formats
+    differ between releases (the formats hpclaunch reads are tested per release)."""
+    client = slurm_release(caps.client_version)
+    if client == (0, 0) or client == caps.version:
+        return []
+    where = f"slurm_bin {site.slurm_bin}" if site.slurm_bin else "PATH"
+    return [
+        Problem(
+            f"the Slurm commands found on {where} are {caps.client_version}, but the cluster "
+            f"runs {caps.slurm_version}",
+            "use the cluster's own release of the client commands: put them first on PATH, "
+            "or set slurm_bin in the site config to their directory",
+            "slurm_bin",
+        )
+    ]
 
 
 def _partition_set_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:
@@ -506,13 +526,14 @@ def _preemption_problems(site: SiteConfig, caps: Capabilities) -> list[Problem]:
             )
         )
     # Without it the batch shell gets --signal=B:... only at the end of GraceTime, not at
-    # preemption (slurm.conf(5) SlurmctldParameters, 22.05; tested on the local cluster).
-    if "preempt_send_user_signal" not in caps.slurmctld_parameters:
+    # preemption (slurm.conf(5); tested on the local cluster, 22.05 and 25.11).
+    if not caps.signals_at_preemption:
+        setting = caps.send_user_signal_setting
         problems.append(
             Problem(
-                f"tiers {tiers} use --signal at preemption, but SlurmctldParameters lacks "
-                "preempt_send_user_signal: the job is signalled only when GraceTime ends",
-                "have the admins add SlurmctldParameters=preempt_send_user_signal",
+                f"tiers {tiers} use --signal at preemption, but slurm.conf lacks "
+                f"{setting}: the job is signalled only when GraceTime ends",
+                f"have the admins add {setting}",
                 "tiers",
             )
         )

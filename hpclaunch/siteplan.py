@@ -361,12 +361,14 @@ def _slurm_conf_changes(site: SiteConfig, caps: Capabilities) -> list[Change]:
             out.append(
                 _conf("PreemptMode", "REQUEUE", caps.preempt_mode, "preempted jobs are requeued")
             )
-        if "preempt_send_user_signal" not in caps.slurmctld_parameters:
-            # Otherwise the batch shell gets --signal=B:... only when GraceTime ends
-            # (slurm.conf(5) SlurmctldParameters, 22.05).
-            value = ",".join((*caps.slurmctld_parameters, "preempt_send_user_signal"))
-            now = ",".join(caps.slurmctld_parameters)
-            out.append(_conf("SlurmctldParameters", value, now, "signal jobs at preemption"))
+        if not caps.signals_at_preemption:
+            # Otherwise the batch shell gets --signal=B:... only when GraceTime ends.
+            key, _, option = caps.send_user_signal_setting.partition("=")
+            have = (
+                caps.preempt_parameters if key == "PreemptParameters" else caps.slurmctld_parameters
+            )
+            value = ",".join((*have, option))
+            out.append(_conf(key, value, ",".join(have), "signal jobs at preemption"))
     if any(p.priority is not None for p in site.tiers.values()):
         if caps.priority_type != "priority/multifactor":
             why = "QOS priorities order the queue only with the multifactor plugin"

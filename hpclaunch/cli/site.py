@@ -93,10 +93,17 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
             "cluster": caps.cluster,
             "in_sync": not problems,
             "accounting_problem": caps.accounting_problem,
+            "slurm_version": caps.slurm_version,
+            "client_version": caps.client_version,
             "problems": [p.to_dict() for p in problems],
         }
         click.echo(json.dumps(data, indent=2))
     else:
+        # Which Slurm was checked, and with which commands (they must be the same release).
+        click.echo(
+            f"cluster {caps.cluster}: Slurm {caps.slurm_version}; "
+            f"commands on {app.runner.where}: {caps.client_version}"
+        )
         if caps.accounting_problem:
             click.echo(f"Note: {caps.accounting_problem}; QOS and accounts not checked", err=True)
         if not problems:

@@ -96,7 +96,7 @@ def test_discovery_uses_the_runner_only(caps: Capabilities) -> None:
     discover(runner)
     assert runner.calls[0] == ("id", "-un")  # the user names the association query
     programs = sorted(c[0] for c in runner.calls)
-    assert programs == ["id", "sacctmgr", "sacctmgr", "scontrol", "scontrol", "sinfo"]
+    assert programs == ["id", "sacctmgr", "sacctmgr", "scontrol", "scontrol", "sinfo", "sinfo"]
 
 
 def test_missing_sacctmgr_makes_accounting_unknown() -> None:
@@ -371,3 +371,39 @@ def test_cli_dry_run_refuses_what_the_cluster_would(tmp_path: Path, caps: Capabi
     )
     assert skipped.exit_code == 0, skipped.output
     assert "# sbatch argv" in skipped.output
+
+
+# -- Slurm versions: the login node's commands against the controller's release -----------
+
+
+def test_client_commands_of_another_release_are_a_site_check_problem(
+    site: SiteConfig, caps: Capabilities
+) -> None:
+    import dataclasses
+
+    assert caps.client_version == "unknown"  # the 22.05 recording has no sinfo --version
+    mixed = dataclasses.replace(caps, slurm_version="25.11.7", client_version="22.05.8")
+    problems = [p for p in check_site(site, mixed) if p.where == "slurm_bin"]
+    assert len(problems) == 1
+    assert "are 22.05.8, but the cluster runs 25.11.7" in problems[0].what
+    assert "slurm_bin" in problems[0].fix
+    same = dataclasses.replace(caps, slurm_version="25.11.7", client_version="25.11.3")
+    assert not [p for p in check_site(site, same) if p.where == "slurm_bin"]
+
+
+def test_a_client_the_controller_refuses_is_named_with_its_version() -> None:
+    from hpclaunch.errors import CommandFailed
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv == ("id", "-un"):
+            return result(argv, out="root\n")
+        if argv == ("sinfo", "--version"):
+            return result(argv, out="slurm 25.11.7\n")
+        # What a 25.11.7 scontrol says to a 22.05.8 slurmctld (seen on the test cluster).
+        return result(
+            argv, 1, err="slurm_load_ctl_conf error:Zero Bytes were transmitted or received\n"
+        )
+
+    with pytest.raises(CommandFailed) as info:
+        discover(FakeRunner(answer))
+    assert "the Slurm commands here are 25.11.7" in (info.value.hint or "")

@@ -510,3 +510,24 @@ def test_an_arbiter_site_keeps_slurm_from_preempting(local: SiteConfig, caps: Ca
     # Back to Slurm's own preemption: the lists come back.
     back = plan_site(local, after, caps)
     assert any("Preempt=low,overquota" in change.reason for change in back)
+
+
+def test_signal_at_preemption_is_proposed_in_the_releases_own_words(
+    local: SiteConfig, caps: Capabilities
+) -> None:
+    # 22.05 (the recording): SlurmctldParameters; 24.11+ document PreemptParameters.
+    for version, line in (
+        ("22.05.8", "slurm.conf: SlurmctldParameters=preempt_send_user_signal  (now: unset)"),
+        ("25.11.7", "slurm.conf: PreemptParameters=send_user_signal  (now: unset)"),
+    ):
+        bare = dataclasses.replace(caps, slurm_version=version, slurmctld_parameters=())
+        conf = [c.command for c in plan_site(local, fresh(), bare) if c.kind == "slurm.conf"]
+        assert line in conf
+    # Either spelling satisfies it (25.11's slurmctld reads both: node_scheduler.c).
+    for done in (
+        {"slurmctld_parameters": ("preempt_send_user_signal",)},
+        {"slurmctld_parameters": (), "preempt_parameters": ("send_user_signal",)},
+    ):
+        ok = dataclasses.replace(caps, slurm_version="25.11.7", **done)
+        assert ok.signals_at_preemption
+        assert not [c for c in plan_site(local, fresh(), ok) if "signal" in c.command]
