@@ -73,6 +73,9 @@ class SubmissionPlan:
         sweep_params: A sweep's params file (:mod:`hpclaunch.sweep`): the script then runs
             as an array task whose point is its first argument (the array's offset) plus
             ``SLURM_ARRAY_TASK_ID``, logging to ``<log_dir>/tasks/<point>/``.
+        slurm_bin: The site's directory of Slurm commands (site config ``slurm_bin``), put
+            first on the job's ``PATH`` so its ``srun`` and the sidecar's ``scontrol`` and
+            ``squeue`` are the cluster's own; ``None``: the ``PATH`` the job inherits.
     """
 
     submission_id: str
@@ -102,6 +105,7 @@ class SubmissionPlan:
     conda: str | None = None
     scratch_var: tuple[str, str] | None = None
     sweep_params: str | None = None
+    slurm_bin: str | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:
@@ -230,6 +234,7 @@ def build_plan(
         launcher=spec.launcher,
         modules=modules,
         module_system=site.module_system,
+        slurm_bin=site.slurm_bin,
         venv=_expand(spec.venv, home, workdir, "venv") if spec.venv else None,
         conda=spec.conda,
         scratch_var=scratch_var,

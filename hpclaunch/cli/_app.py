@@ -95,16 +95,19 @@ class App:
         """Where Slurm's commands run: this machine, or the ``remote`` login node over SSH
         (one connection for the whole command, closed at exit)."""
         remote = self.settings.remote.value
+        runner: Runner
         if not remote:
             from hpclaunch.transport.local import LocalRunner
 
-            return LocalRunner()
-        import atexit
+            runner = LocalRunner()
+        else:
+            import atexit
 
-        from hpclaunch.transport.ssh import SSHRunner
+            from hpclaunch.transport.ssh import SSHRunner
 
-        runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
-        atexit.register(runner.close)
+            runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
+            atexit.register(runner.close)
+        runner.slurm_bin = self.site.slurm_bin
         return runner
 
     @functools.cached_property

@@ -258,6 +258,12 @@ class SiteConfig(_Model):
         login: ``[user@]host[:port]`` of the login node, reached over SSH when hpclaunch
             runs elsewhere (same as ``defaults: {remote: ...}``, which wins).
         prices: What a GPU-hour costs, for ``hpclaunch cost``; ``None``: no money column.
+        slurm_bin: The directory of the cluster's Slurm commands (``sbatch``, ``squeue``,
+            ``sacct``, ``scontrol``, ``sacctmgr``, ``sinfo``, ``sdiag``, ``scancel``,
+            ``srun``) where Slurm runs, when they are not on ``PATH`` or ``PATH`` finds
+            another version first (a site with several Slurm installs, e.g.
+            ``/opt/slurm-25.11/bin``). Every Slurm command hpclaunch runs uses it, and jobs
+            get it first on their ``PATH`` (their ``srun``, the sidecar). ``None``: ``PATH``.
         defaults: Settings this site suggests (backend, remote).
     """
 
@@ -279,6 +285,7 @@ class SiteConfig(_Model):
     node_only_paths: tuple[Annotated[str, Field(pattern=r"^(/|~/)")], ...] = ()
     login: str | None = Field(None, min_length=1)
     prices: Prices | None = None
+    slurm_bin: str | None = Field(None, pattern=r"^/")
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
 
     @field_validator("quotas")

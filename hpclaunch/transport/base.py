@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import abc
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CommandResult", "Runner"]
+__all__ = ["SLURM_COMMANDS", "CommandResult", "Runner"]
+
+#: The Slurm commands a runner's ``slurm_bin`` applies to (hpclaunch runs no others).
+SLURM_COMMANDS = frozenset(
+    {"sbatch", "squeue", "sacct", "scontrol", "sacctmgr", "sinfo", "sdiag", "scancel", "srun"}
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,18 @@ class Runner(abc.ABC):
 
     #: Where commands run, for messages ("this machine", "user@login1").
     where: str = "this machine"
+    #: The directory of the Slurm commands there (site config ``slurm_bin``); ``None``:
+    #: they are found on ``PATH``.
+    slurm_bin: str | None = None
+
+    def resolve(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as it is run: a Slurm command from :attr:`slurm_bin` when one is set."""
+        args = [str(a) for a in argv]
+        if not args:
+            raise ValueError("argv must not be empty")
+        if self.slurm_bin and args[0] in SLURM_COMMANDS:
+            args[0] = posixpath.join(self.slurm_bin, args[0])
+        return args
 
     @abc.abstractmethod
     def run(

@@ -28,9 +28,7 @@ class LocalRunner(Runner):
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """See :meth:`Runner.run`."""
-        args = [str(a) for a in argv]
-        if not args:
-            raise ValueError("argv must not be empty")
+        args = self.resolve(argv)
         full_env = {**os.environ, **env} if env is not None else None
         start = time.monotonic()
         try:

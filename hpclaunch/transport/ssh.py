@@ -320,9 +320,7 @@ class SSHRunner(Runner):
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         """Like :meth:`run`, with binary standard input."""
-        args = [str(a) for a in argv]
-        if not args:
-            raise ValueError("argv must not be empty")
+        args = self.resolve(argv)
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *args] if env else args
         p = _paramiko()
         start = time.monotonic()

@@ -83,6 +83,8 @@ SITES = {
         module_system="lmod",
         modules=["gcc/12.2"],
         scratch="$SCRATCH/hpclaunch",
+        # A site whose Slurm is not first on PATH (a space, to see it quoted).
+        slurm_bin="/opt/slurm 25.11/bin",
     )
 }
 

@@ -67,3 +67,19 @@ def test_put_file_failure(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(TransportError, match="cannot write"):
         LocalRunner().put_file(str(tmp_path / "file" / "x"), "", 0o600)
+
+
+def test_slurm_bin_runs_the_sites_slurm_commands_and_only_those(tmp_path: Path) -> None:
+    # A site's slurm_bin (site config): its commands, whatever PATH finds first.
+    bindir = tmp_path / "slurm 25.11" / "bin"
+    bindir.mkdir(parents=True)
+    fake = bindir / "sinfo"
+    fake.write_text("#!/bin/sh\necho slurm 25.11.7 from slurm_bin\n")
+    fake.chmod(0o755)
+    runner = LocalRunner()
+    runner.slurm_bin = str(bindir)
+    got = runner.run(["sinfo", "--version"])
+    assert (got.stdout, got.argv[0]) == ("slurm 25.11.7 from slurm_bin\n", str(fake))
+    assert runner.run(["echo", "sinfo"]).argv == ("echo", "sinfo")  # not a Slurm command
+    with pytest.raises(ProgramNotFound, match=r"slurm 25\.11/bin/squeue"):
+        runner.run(["squeue"])  # not there: named with its path, never another squeue
