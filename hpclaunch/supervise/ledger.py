@@ -16,6 +16,10 @@ event                       fields
 ``checkpoint_timeout``      ``waited`` (no answer before the deadline), ``periodic_step``
                             (a periodic commit made after the request, or ``None``)
 ``requeue_issued``          ``target`` (``jobid`` or ``jobid_taskid``)
+``requeue_by_slurm``        ``target``, ``why``: Slurm preempts the job and requeues it
+                            when it exits (24.11+; no ``scontrol requeue``)
+``requeue_forbidden``       ``target``, ``ok``, ``why``: ``scontrol update Requeue=0``, so
+                            that Slurm does not requeue a job the policy ended
 ``requeue_failed``          ``target``, ``why``
 ``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)
 ``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost``,

@@ -6,6 +6,16 @@ the running attempt (SIGTERM to the batch shell) and starts it again with
 an array task the id must be ``<array job id>_<task id>``: the plain array job id would
 requeue every task of the array (scontrol(1)).
 
+A job that Slurm itself preempts (``PreemptMode=REQUEUE`` with a grace time, ``PreemptTime``
+set in ``scontrol show job``) is a different case from Slurm 24.11 on: slurmctld requeues it
+when its batch script exits during the grace (as ``PREEMPTED``), and a ``scontrol requeue``
+on top leaves the job's grace flag set, so Slurm requeues it once more when the *next* run
+ends, even successfully (src/slurmctld/proc_req.c ``GRACE_PREEMPT``, 24.11.7 and 25.11.7;
+seen on the 25.11 test cluster: REQUEUED, PREEMPTED, COMPLETED). There the requeue is left
+to Slurm (:func:`slurm_requeues_on_exit`). 22.05 ends such a job ``COMPLETED`` (seen on the
+22.05 test cluster), so there, and on the releases between that we could not test, the
+sidecar requeues it itself.
+
 Policy (:func:`decide`): preemption is requeued without limit; time limits and node
 failures at most ``max_requeues`` times over the job's life; a failure of the user's code
 never; and a crash-loop breaker stops requeuing after :data:`NO_PROGRESS_LIMIT` attempts in
@@ -28,8 +38,10 @@ __all__ = [
     "Decision",
     "RequeueOutcome",
     "decide",
+    "forbid_requeue",
     "issue_requeue",
     "requeue_target",
+    "slurm_requeues_on_exit",
     "slurm_restarts",
 ]
 
@@ -38,6 +50,9 @@ NO_PROGRESS_LIMIT = 2
 #: Reasons whose requeues count against ``max_requeues``.
 CAPPED_REASONS = frozenset({"time_limit", "node_failure"})
 _RESTARTS = re.compile(r"\bRestarts=(\d+)")
+_PREEMPT_TIME = re.compile(r"\bPreemptTime=(\S+)")
+#: The first release known to requeue a preempted batch job that exits in its grace time.
+REQUEUES_ON_GRACE_EXIT = (24, 11)
 
 
 def requeue_target(env: Mapping[str, str]) -> str:
@@ -96,6 +111,36 @@ def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | 
         return None
     match = _RESTARTS.search(result.stdout) if result.returncode == 0 else None
     return int(match.group(1)) if match else None
+
+
+def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -> bool:
+    """Whether Slurm will requeue the job itself when it exits now: Slurm is preempting
+    it (``PreemptTime`` set) and the release is one that requeues a job exiting in its
+    grace time (see the module docstring). ``False`` when unsure (then scontrol requeue)."""
+    from hpclaunch.discover import slurm_release
+
+    try:
+        version = runner.run(["scontrol", "--version"], timeout=timeout)
+        if not version.ok or slurm_release(version.stdout.split()[-1]) < REQUEUES_ON_GRACE_EXIT:
+            return False
+        job = runner.run(["scontrol", "show", "job", target], timeout=timeout)
+    except (TransportError, IndexError):
+        return False
+    match = _PREEMPT_TIME.search(job.stdout) if job.ok else None
+    return match is not None and match.group(1) not in ("None", "Unknown", "(null)")
+
+
+def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
+    """``scontrol update JobId=<target> Requeue=0``: Slurm then ends a job it preempts
+    instead of requeueing it (the policy said no). Never raises."""
+    try:
+        result = runner.run(["scontrol", "update", f"JobId={target}", "Requeue=0"], timeout=timeout)
+    except TransportError as exc:
+        return RequeueOutcome(False, target, exc.message)
+    if result.returncode != 0:
+        why = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
+        return RequeueOutcome(False, target, why)
+    return RequeueOutcome(True, target)
 
 
 @dataclass(frozen=True)

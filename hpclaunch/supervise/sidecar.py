@@ -47,7 +47,14 @@ from hpclaunch.supervise.launchers import LauncherName, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
-from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
+from hpclaunch.supervise.requeue import (
+    decide,
+    forbid_requeue,
+    issue_requeue,
+    requeue_target,
+    slurm_requeues_on_exit,
+    slurm_restarts,
+)
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
 
@@ -429,15 +436,28 @@ class Sidecar:
             max_requeues=self.config.max_requeues,
             no_progress=self._no_progress(),
         )
+        inside = "SLURM_JOB_ID" in self.env
+        target = requeue_target(self.env) if inside else ""
+        # Slurm 24.11+ requeues a job it preempts when the job exits; a requeue of ours on
+        # top would make it run once more after it completes (requeue.py's docstring).
+        by_slurm = inside and reason == "preempted" and slurm_requeues_on_exit(self.runner, target)
         if not decision.requeue:
+            if by_slurm:
+                refused = forbid_requeue(self.runner, target)
+                self.ledger.append(
+                    "requeue_forbidden", target=target, ok=refused.ok, why=refused.why
+                )
             self.ledger.append("requeue_skipped", why=decision.why)
             self._requeue_why = decision.why
             return EXIT_NOT_REQUEUED
-        if "SLURM_JOB_ID" not in self.env:
+        if not inside:
             self.ledger.append("requeue_failed", target=None, why="not inside a Slurm job")
             self._requeue_why = "not inside a Slurm job"
             return EXIT_REQUEUE_FAILED
-        outcome = issue_requeue(self.runner, requeue_target(self.env))
+        if by_slurm:
+            self.ledger.append("requeue_by_slurm", target=target, why=decision.why)
+            return EXIT_REQUEUED
+        outcome = issue_requeue(self.runner, target)
         if outcome.ok:
             self.ledger.append("requeue_issued", target=outcome.target, why=decision.why)
             return EXIT_REQUEUED

@@ -203,7 +203,7 @@ def test_crash_loop_breaker_stops_requeuing(tmp_path: Path, signal_at_step: Any)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
     code = Sidecar(config(tmp_path, "--steps", "1000", "--sleep", "100", attempt=1), runner).run()
     assert code == EXIT_NOT_REQUEUED
-    assert not any(call[0] == "scontrol" for call in runner.calls)
+    assert not any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
     ev = events(tmp_path)
     assert "crash-loop breaker" in ev["requeue_skipped"]["why"]
     assert ev["attempt_end"]["no_progress"] is True
@@ -359,3 +359,72 @@ def test_a_periodic_commit_the_launch_stops_after_is_the_answer(
         "periodic",
     )
     assert ev["attempt_end"]["committed_step"] == 20
+
+
+# -- who requeues a job Slurm preempts (requeue.py's docstring) --------------------------
+
+#: ``scontrol show job`` during a preemption's grace (25.11.7 prints the time it started).
+PREEMPTING = (
+    "JobId=4242 JobName=x\n   PreemptEligibleTime=2026-11-25T07:56:48 "
+    "PreemptTime=2026-11-25T07:56:50\n"
+)
+NOT_PREEMPTING = (
+    "JobId=4242 JobName=x\n   PreemptEligibleTime=2026-11-25T07:56:48 PreemptTime=None\n"
+)
+
+
+def slurm_of(version: str, show_job: str) -> FakeRunner:
+    """scontrol/squeue of a Slurm release (``sinfo --version``'s words) and job state."""
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv == ("scontrol", "--version"):
+            return result(argv, out=f"{version}\n")
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=show_job)
+        if argv[0] == "squeue":
+            return result(argv, out="10:00\n")
+        return result(argv)
+
+    return FakeRunner(answer)
+
+
+@pytest.mark.parametrize(
+    ("version", "show_job", "by_slurm"),
+    [
+        ("slurm 25.11.7", PREEMPTING, True),  # Slurm requeues it when it exits
+        ("slurm 24.11.7", PREEMPTING, True),
+        ("slurm-wlm 22.05.8", PREEMPTING, False),  # 22.05 would end it COMPLETED
+        ("slurm 25.11.7", NOT_PREEMPTING, False),  # the arbiter's signal: nobody else will
+    ],
+)
+def test_a_job_slurm_preempts_is_requeued_by_slurm_from_24_11_on(
+    tmp_path: Path, signal_at_step: Any, version: str, show_job: str, by_slurm: bool
+) -> None:
+    runner = slurm_of(version, show_job)
+    signal_at_step(signal.SIGUSR1, 2)
+    code = Sidecar(config(tmp_path, "--steps", "1000"), runner).run()
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    issued = [c for c in runner.calls if c[:2] == ("scontrol", "requeue")]
+    if by_slurm:
+        assert issued == []
+        assert ev["requeue_by_slurm"]["target"] == "4242"
+        assert "requeue_issued" not in ev
+    else:
+        assert issued == [("scontrol", "requeue", "4242")]
+        assert "requeue_by_slurm" not in ev
+    assert ev["attempt_end"]["requeued"] is True
+
+
+def test_a_job_slurm_preempts_is_kept_from_requeue_when_the_policy_says_no(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    runner = slurm_of("slurm 25.11.7", PREEMPTING)
+    signal_at_step(signal.SIGUSR1, 2)
+    code = Sidecar(config(tmp_path, "--steps", "1000", max_requeues=0), runner).run()
+    assert code == EXIT_NOT_REQUEUED
+    assert ("scontrol", "update", "JobId=4242", "Requeue=0") in runner.calls
+    assert not [c for c in runner.calls if c[:2] == ("scontrol", "requeue")]
+    ev = events(tmp_path)
+    assert ev["requeue_forbidden"]["ok"] is True
+    assert "max_requeues is 0" in ev["requeue_skipped"]["why"]
