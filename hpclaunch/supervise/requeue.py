@@ -82,8 +82,18 @@ class RequeueOutcome:
 
 def issue_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
     """Run ``scontrol requeue <target>``; never raises."""
+    return _scontrol(runner, target, ["requeue", target], timeout)
+
+
+def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
+    """``scontrol update JobId=<target> Requeue=0``: Slurm then ends a job it preempts
+    instead of requeueing it (the policy said no). Never raises."""
+    return _scontrol(runner, target, ["update", f"JobId={target}", "Requeue=0"], timeout)
+
+
+def _scontrol(runner: Runner, target: str, args: list[str], timeout: float) -> RequeueOutcome:
     try:
-        result = runner.run(["scontrol", "requeue", target], timeout=timeout)
+        result = runner.run(["scontrol", *args], timeout=timeout)
     except ProgramNotFound as exc:
         return RequeueOutcome(False, target, f"scontrol not found: {exc.message}", missing=True)
     except CommandTimeout as exc:
@@ -128,19 +138,6 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
         return False
     match = _PREEMPT_TIME.search(job.stdout) if job.ok else None
     return match is not None and match.group(1) not in ("None", "Unknown", "(null)")
-
-
-def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
-    """``scontrol update JobId=<target> Requeue=0``: Slurm then ends a job it preempts
-    instead of requeueing it (the policy said no). Never raises."""
-    try:
-        result = runner.run(["scontrol", "update", f"JobId={target}", "Requeue=0"], timeout=timeout)
-    except TransportError as exc:
-        return RequeueOutcome(False, target, exc.message)
-    if result.returncode != 0:
-        why = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
-        return RequeueOutcome(False, target, why)
-    return RequeueOutcome(True, target)
 
 
 @dataclass(frozen=True)
