@@ -85,12 +85,12 @@ STEP = 0.5  # seconds per trainer step
 NODES, GPN = 4, 4
 GRACE = 10.0  # the low QOS's GraceTime (site-configs/local.yaml)
 ARBITER_INTERVAL = 1.0
-#: A requeued job may start again after cred_expire + 1 s (docker/slurm-cluster/etc/slurm.conf:
+#: A requeued job may start again after cred_expire + 1 s (docker/slurm-cluster/etc/*/slurm.conf:
 #: AuthInfo=cred_expire=10).
 REQUEUE_DELAY = 11.0
 #: Time limits (seconds) of the jobs: Slurm's backfill plans with them, so the simulator does.
 LIMIT = {TE: 600, BE: 2400}
-#: Where the local cluster's daemons log (docker/slurm-cluster/etc/slurm.conf), both modes.
+#: Where the local cluster's daemons log (docker/slurm-cluster/etc/*/slurm.conf), both modes.
 LOG_DIR = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOGS", "/var/lib/hpclaunch-cluster/log"))
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 

@@ -1,8 +1,17 @@
 # shellcheck shell=bash
 # Shared by scripts/demo and scripts/test: the project's venv and the local test cluster.
+# No command hashing: a cluster of another Slurm version changes which sinfo PATH finds
+# (/usr/local/bin's links to a source build, or Debian's /usr/bin).
+set +h
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=$REPO/.venv
 CLUSTER=$REPO/docker/slurm-cluster/cluster.sh
+# The Slurm of the main test cluster ($HPCLAUNCH_SLURM_VERSION, else 25.11), and of the
+# compatibility leg of scripts/test (Debian 12's packages).
+DEFAULT_SLURM=${HPCLAUNCH_SLURM_VERSION:-25.11}
+COMPAT_SLURM=22.05
+# One line per Slurm version the integration tests ran on (run_integration).
+SUMMARY=${HPCLAUNCH_TEST_SUMMARY:-$(mktemp /tmp/hpclaunch-test-summary.XXXXXX)}
 # torch is not a dependency of hpclaunch; the example trainer and the training tests use it.
 # Pinned: this version's CPU build is on our machines' disk (a bare "torch" pulls a CUDA build).
 TORCH=torch==2.13.0
@@ -49,21 +58,50 @@ running_cluster_mode() {
   return 0
 }
 
-# Use a running local cluster (either mode); else start one ($HPCLAUNCH_CLUSTER_MODE, default
-# docker). Either way, then make its QOS and accounts match site-configs/local.yaml (the
+# Use a running local cluster (either mode) of Slurm $DEFAULT_SLURM; else start one
+# ($HPCLAUNCH_CLUSTER_MODE, default docker; a running cluster of another version is taken
+# down first). Either way, then make its QOS and accounts match site-configs/local.yaml (the
 # cluster comes up with bare QOS; `site apply` sets tiers, quotas, over-quota accounts).
 ensure_cluster() {
-  local mode
+  local mode version
   mode=$(running_cluster_mode)
   if [[ -n $mode ]]; then
-    say "using the running $mode cluster"
+    version=$("$CLUSTER" --mode "$mode" version || true)
+    if [[ $version != "$DEFAULT_SLURM" ]]; then
+      say "the running $mode cluster is Slurm ${version:-unknown}, not $DEFAULT_SLURM: replacing it"
+      "$CLUSTER" --mode "$mode" down
+      "$CLUSTER" --mode "$mode" --slurm "$DEFAULT_SLURM" up
+    else
+      say "using the running $mode cluster (Slurm $version)"
+    fi
   else
     mode=${HPCLAUNCH_CLUSTER_MODE:-docker}
-    say "starting the $mode test cluster"
-    "$CLUSTER" --mode "$mode" up
+    say "starting the $mode test cluster (Slurm $DEFAULT_SLURM)"
+    "$CLUSTER" --mode "$mode" --slurm "$DEFAULT_SLURM" up
   fi
   say "hpclaunch site apply (site local)"
   hpclaunch --site local site apply --yes
+}
+
+# run_integration LEG [PYTEST ARGS...]: smoke-check the running cluster, run the
+# integration tests on it, and add "slurm <version>[ (LEG)]: <pytest's summary>" to $SUMMARY.
+run_integration() {
+  local leg=$1 mode version log rc summary
+  shift
+  mode=$(running_cluster_mode)
+  "$CLUSTER" --mode "$mode" smoke
+  version=$(sinfo --version | awk '{print $NF}')
+  say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}"
+  log=$(mktemp /tmp/hpclaunch-integration.XXXXXX)
+  set +e
+  pytest -q -p no:cacheprovider tests/integration "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  # pytest -q ends with e.g. "55 passed, 1 skipped in 512.34s (0:08:32)".
+  summary=$(grep -E '(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | xargs)
+  echo "slurm $version${leg:+ ($leg)}: ${summary:-no pytest summary (exit code $rc)}" >>"$SUMMARY"
+  rm -f "$log"
+  return "$rc"
 }
 
 # Debian's OpenSSH server, for the SSH integration tests (tests/integration/sshd.py starts

@@ -52,8 +52,9 @@ file=${HPCLAUNCH_SLURM_TARBALL:-$src_dir/$tarball}
 sha=${HPCLAUNCH_SLURM_SHA256:-$sha}
 if [[ ! -f $file ]]; then
   die "no tarball for Slurm $version at $file. Put $tarball (SchedMD's tag $tag,
-  exported with git archive; sha256 $sha) in $src_dir, or point HPCLAUNCH_SLURM_TARBALL at a
-  Slurm $version release tarball (with HPCLAUNCH_SLURM_SHA256 set to its sha256)" 2
+  exported with git archive; sha256 $sha) in $src_dir, or download Slurm $version from
+  SchedMD (https://download.schedmd.com/slurm/), check its sha256 against SchedMD's, and
+  point HPCLAUNCH_SLURM_TARBALL at it with HPCLAUNCH_SLURM_SHA256 set to that sha256" 2
 fi
 have=$(sha256sum "$file" | cut -d' ' -f1)
 if [[ $have != "$sha" ]]; then

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from hpclaunch.discover import slurm_release
 from hpclaunch.errors import TransportError
 from hpclaunch.transport.base import Runner
 
@@ -15,9 +16,16 @@ NO_CLUSTER = "no Slurm cluster reachable: start one with docker/slurm-cluster/cl
 
 @dataclass(frozen=True)
 class SlurmCluster:
-    """What the probe found: the node names ``sinfo`` lists."""
+    """What the probe found: the node names ``sinfo`` lists, and the Slurm version of the
+    commands here (the test cluster's own: docker/slurm-cluster/cluster.sh)."""
 
     nodes: tuple[str, ...]
+    version: str = "unknown"
+
+    @property
+    def release(self) -> tuple[int, int]:
+        """``(25, 11)`` for 25.11.7: where Slurm's behaviour differs by release."""
+        return slurm_release(self.version)
 
 
 def probe_cluster(runner: Runner) -> tuple[SlurmCluster | None, str]:
@@ -30,7 +38,8 @@ def probe_cluster(runner: Runner) -> tuple[SlurmCluster | None, str]:
     if not result.ok or not nodes:
         detail = result.stderr.strip() or "sinfo listed no nodes"
         return None, f"sinfo exit code {result.returncode}: {detail}"
-    return SlurmCluster(nodes), ""
+    said = runner.run(["sinfo", "--version"], timeout=15).stdout.split()  # slurm[-wlm] 25.11.7
+    return SlurmCluster(nodes, said[-1] if said else "unknown"), ""
 
 
 def require_cluster(runner: Runner, env: Mapping[str, str]) -> SlurmCluster:

@@ -16,7 +16,8 @@ import pytest
 
 from .conftest import Run, job_status
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 _COUNT = re.compile(r"(\d+) ([a-z ]+?)(?:,|$)")
 

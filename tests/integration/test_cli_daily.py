@@ -15,7 +15,8 @@ import pytest
 
 from .conftest import HPCLAUNCH, REPO, Run, job_status, wait_state
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 WriteSpec = Callable[..., Path]
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}

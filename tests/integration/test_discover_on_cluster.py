@@ -13,7 +13,8 @@ import yaml
 
 from .conftest import REPO, Run
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 
 @pytest.fixture

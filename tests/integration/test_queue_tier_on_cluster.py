@@ -18,7 +18,8 @@ import pytest
 
 from .conftest import Run, wait_state
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 WriteSpec = Callable[..., Path]
 SLEEP = ["sleep", "600"]

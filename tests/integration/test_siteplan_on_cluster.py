@@ -16,7 +16,8 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from hpclaunch.history import find_record, history_path, recent_submissions
 from .conftest import HPCLAUNCH, REPO
 from .sshd import Sshd, fingerprint_of, keygen, public_dir
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh, pytest.mark.compat]
 
 HOME = "/home/hpcuser"
 

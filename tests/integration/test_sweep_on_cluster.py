@@ -1,4 +1,4 @@
-"""Sweeps on the real cluster (MaxArraySize=101, docker/slurm-cluster/etc/slurm.conf).
+"""Sweeps on the real cluster (MaxArraySize=101, docker/slurm-cluster/etc/*/slurm.conf).
 
 * a 3x3 grid with max_concurrent 2 runs as ONE array ``%2``: sacct shows at most 2 tasks at
   once and 9 COMPLETED; each task saw its own point and reported metrics (sweep status);
@@ -29,7 +29,8 @@ import pytest
 from .cluster import SlurmCluster
 from .conftest import Cli
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 # Reports its point as metrics; sleeps so that the %2 cap is visible in sacct's times.
@@ -213,7 +214,7 @@ def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Swe
         ["scontrol", "show", "config"], capture_output=True, text=True, check=True
     ).stdout
     assert "MaxArraySize            = 101" in config, (
-        "the cluster must run with MaxArraySize=101 (docker/slurm-cluster/etc/slurm.conf)"
+        "the cluster must run with MaxArraySize=101 (docker/slurm-cluster/etc/*/slurm.conf)"
     )
     data = sweeps.wait_done("many", timeout=150)
     assert [a["count"] for a in data["arrays"]] == [101, 101, 98]

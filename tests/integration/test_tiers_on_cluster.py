@@ -31,7 +31,8 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import REPO, Cli
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 VENV = str(REPO / ".venv")
 GRACE = 10  # the low and over-quota QOS's GraceTime in site-configs/local.yaml

@@ -11,7 +11,8 @@ import pytest
 
 from .conftest import REPO, Run, job_status, wait_state
 
-pytestmark = pytest.mark.slurm
+# compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 
 def test_hello_is_seen_running_then_completed(hpclaunch: Run) -> None:

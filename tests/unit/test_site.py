@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_local_site_matches_the_test_cluster(site: SiteConfig) -> None:
-    # docker/slurm-cluster/etc/slurm.conf: ClusterName=hpclaunch, n[1-4] with CPUs=8 and
+    # docker/slurm-cluster/etc/*/slurm.conf: ClusterName=hpclaunch, n[1-4] with CPUs=8 and
     # Gres=gpu:4, partitions gpu (default, MaxTime=60) and debug (MaxTime=10).
     assert site.name == "hpclaunch"
     assert [p.name for p in site.partitions] == ["gpu", "debug"]
