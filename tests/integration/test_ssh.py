@@ -266,9 +266,12 @@ def test_connection_killed_mid_submission_makes_exactly_one_job(
     bin_dir.chmod(0o777)  # hpcuser's wrapper leaves its marker here
     marker = bin_dir / "submitted"
     wrapper = bin_dir / "sbatch"
-    # sbatch that submits, says so, then hangs: the reply never reaches the client.
+    # sbatch that submits, says so, then hangs: the reply never reaches the client. The
+    # real sbatch is the cluster's own (/usr/local/bin for a source build, /usr/bin for 22.05).
+    sbatch = shutil.which("sbatch")
+    assert sbatch is not None
     wrapper.write_text(
-        f'#!/bin/sh\nout=$(/usr/bin/sbatch "$@")\nrc=$?\ntouch {marker}\nsleep 30\n'
+        f'#!/bin/sh\nout=$({sbatch} "$@")\nrc=$?\ntouch {marker}\nsleep 30\n'
         'echo "$out"; exit $rc\n'
     )
     wrapper.chmod(0o755)
