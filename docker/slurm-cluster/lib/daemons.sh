@@ -124,10 +124,14 @@ start_slurmd() {
 
 # auth/slurm (23.11+): the login node's sackd, which hands the client commands run here
 # their credentials over /run/slurm/sack.socket (sackd(8)). No pid file option: we keep one.
-# --disable-reconfig: it needs no config pushes from slurmctld (/etc/slurm is local).
+# --disable-reconfig: it needs no config pushes from slurmctld (/etc/slurm is local). 24.11's
+# sackd has neither the option nor the pushes (src/sackd/sackd.c); 25.11's has both, though
+# its --help does not list the option.
 start_sackd() {
   pid_alive "$STATE/run/sackd.pid" && return 0
-  setsid sackd -D --disable-reconfig </dev/null >>"$STATE/log/sackd.log" 2>&1 &
+  local flags=()
+  ((${SLURM_VERSION/./} >= 2505)) && flags+=(--disable-reconfig)
+  setsid sackd -D "${flags[@]}" </dev/null >>"$STATE/log/sackd.log" 2>&1 &
   echo $! >"$STATE/run/sackd.pid"
   wait_for 10 sackd test -S /run/slurm/sack.socket
 }
