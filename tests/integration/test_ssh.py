@@ -271,8 +271,7 @@ def test_connection_killed_mid_submission_makes_exactly_one_job(
     sbatch = shutil.which("sbatch")
     assert sbatch is not None
     wrapper.write_text(
-        f'#!/bin/sh\nout=$({sbatch} "$@")\nrc=$?\ntouch {marker}\nsleep 30\n'
-        'echo "$out"; exit $rc\n'
+        f'#!/bin/sh\nout=$({sbatch} "$@")\nrc=$?\ntouch {marker}\nsleep 30\necho "$out"; exit $rc\n'
     )
     wrapper.chmod(0o755)
     hung = Sshd([client_key], set_env={"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"})
