@@ -345,8 +345,8 @@ def first_line(result: CommandResult) -> str:
 
 def _wait_status(text: str) -> tuple[int | None, int | None]:
     """(exit code, signal) from squeue's ``exit_code``: a raw wait status in 22.05 (768 is
-    exit 3), ``code:signal`` like sacct's ``ExitCode`` in 25.11 (``3:0``; recorded in
-    tests/unit/data/cluster-25.11/squeue_status.txt)."""
+    exit 3), ``code:signal`` like sacct's ``ExitCode`` from 24.11 on (``3:0``; both recorded
+    in tests/unit/data/slurm-<version>/commands.json)."""
     if ":" in text:
         return exit_status(text)
     raw = _int(text)

@@ -1,0 +1,182 @@
+"""hpclaunch's parsers on what each supported Slurm release really printed.
+
+tests/unit/data/slurm-<release>/commands.json holds every command hpclaunch ran against the
+4-node test cluster of that release, with its output, recorded by scripts/record-slurm
+(which runs hpclaunch's own code against the cluster). Here the same code runs again,
+answered from the recording: every parse is of real output, never of an imitation.
+
+What differs between releases and is read right here (each also said where it is parsed):
+squeue's exit code ("768" in 22.05, "3:0" from 24.11), typed GRES in squeue %b
+("gres:gpu:4" vs "gres/gpu:4"), "(null)" for unset plugins, Debian's "slurm-wlm" version
+string, and PreemptParameters (printed from 24.11 on).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpclaunch.accounting import read_live
+from hpclaunch.arbiter.snapshot import (
+    jobs_argv,
+    nodes_argv,
+    parse_jobs,
+    parse_nodes,
+    parse_restarts,
+    restarts_argv,
+)
+from hpclaunch.backends.base import JobRef
+from hpclaunch.backends.cli import CliBackend
+from hpclaunch.config.site import load_site
+from hpclaunch.cost import cost_argv, parse_usage
+from hpclaunch.discover import discover, slurm_release
+from hpclaunch.observe import JobState
+from hpclaunch.queue import parse_queue, queue_argv
+from hpclaunch.transport.base import CommandResult
+
+from .fakes import FakeRunner, result
+
+DATA = Path(__file__).parent / "data"
+SUPPORTED = ["22.05", "24.11", "25.11", "26.05"]
+RECORDED = sorted(p.parent.name.removeprefix("slurm-") for p in DATA.glob("slurm-*/commands.json"))
+
+
+class Recording:
+    """One release's recording, and a runner that answers from it (exact argv only)."""
+
+    def __init__(self, release: str) -> None:
+        self.data: dict[str, Any] = json.loads(
+            (DATA / f"slurm-{release}" / "commands.json").read_text()
+        )
+        self.release = release
+        self.jobs: dict[str, str] = self.data["jobs"]
+        self.answers = {tuple(c["argv"]): c for c in self.data["commands"]}
+
+    def runner(self) -> FakeRunner:
+        def answer(argv: tuple[str, ...]) -> CommandResult:
+            found = self.answers.get(argv)
+            if found is None:
+                raise AssertionError(f"not recorded for Slurm {self.release}: {argv}")
+            return result(argv, found["returncode"], found["stdout"], found["stderr"])
+
+        return FakeRunner(answer)
+
+    def stdout(self, argv: list[str]) -> str:
+        out = self.answers[tuple(argv)]["stdout"]
+        assert isinstance(out, str)
+        return out
+
+
+@pytest.fixture(params=RECORDED)
+def rec(request: pytest.FixtureRequest) -> Recording:
+    return Recording(request.param)
+
+
+def test_every_supported_release_is_recorded() -> None:
+    assert RECORDED == SUPPORTED
+
+
+def test_discovery(rec: Recording) -> None:
+    caps = discover(rec.runner(), now=lambda: 1.0)
+    version = rec.data["slurm_version"]
+    assert slurm_release(version) == tuple(int(x) for x in rec.release.split("."))
+    assert (caps.slurm_version, caps.client_version) == (version, version)
+    assert (caps.cluster, caps.preempt_type, caps.preempt_mode) == (
+        "hpclaunch",
+        "preempt/qos",
+        "REQUEUE",
+    )
+    # 22.05: SlurmctldParameters=preempt_send_user_signal; 23.11+: PreemptParameters
+    # (docker/slurm-cluster/etc/23.11+/slurm.conf), each what its slurm.conf(5) documents.
+    assert caps.signals_at_preemption
+    spelled = caps.preempt_parameters if caps.version >= (24, 11) else caps.slurmctld_parameters
+    assert any("send_user_signal" in p for p in spelled)
+    assert [(p.name, p.default, p.max_time) for p in caps.partitions] == [
+        ("gpu", True, 3600),
+        ("debug", False, 600),
+    ]
+    assert {n.name for n in caps.nodes} == {"n1", "n2", "n3", "n4"}
+    assert all(g.count == 4 for n in caps.nodes for g in n.gres)
+    assert caps.accounting_problem is None
+    assert {"low", "normal", "high", "critical", "overquota"} <= {q.name for q in caps.qos or ()}
+    assert caps.default_account == "research"
+
+
+def test_status_of_every_kind_of_job(rec: Recording) -> None:
+    backend = CliBackend(rec.runner(), load_site("local"))
+    refs = [JobRef(i) for i in rec.data["status_refs"]]
+    infos = {ref.job_id: info for ref, info in backend.status(refs).items()}
+    jobs = rec.jobs
+    failed = infos[jobs["failed"]]
+    assert (failed.state, failed.exit_code) == (JobState.FAILED, 3)  # "768" or "3:0"
+    assert (infos[jobs["completed"]].state, infos[jobs["completed"]].exit_code) == (
+        JobState.COMPLETED,
+        0,
+    )
+    assert infos[jobs["running"]].state == JobState.RUNNING
+    assert infos[jobs["running"]].gpus == 8
+    assert infos[jobs["pending"]].state == JobState.PENDING
+    assert infos[jobs["cancelled"]].state == JobState.CANCELLED
+    requeued = infos[jobs["requeued"]]
+    assert (requeued.state, requeued.restarts) == (JobState.COMPLETED, 1)
+    assert infos[jobs["array"]].state == JobState.COMPLETED
+    for task in range(3):
+        assert infos[f"{jobs['array']}_{task}"].state == JobState.COMPLETED
+
+
+def test_attempts_of_a_requeued_job(rec: Recording) -> None:
+    backend = CliBackend(rec.runner(), load_site("local"))
+    attempts = backend.attempts(JobRef(rec.jobs["requeued"]))
+    assert [a.state for a in attempts] == [JobState.REQUEUED, JobState.COMPLETED]
+
+
+def test_queue(rec: Recording) -> None:
+    rows = {r.job_id: r for r in parse_queue(rec.stdout(queue_argv()))}
+    running, pending = rows[rec.jobs["running"]], rows[rec.jobs["pending"]]
+    assert (running.state, running.nodes, running.gpus_per_node) == ("RUNNING", 2, 4)
+    assert (pending.state, pending.nodes, pending.gpus_per_node) == ("PENDING", 3, 4)
+    assert (running.account, running.qos) == ("research", "normal")
+
+
+def test_arbiter_snapshot(rec: Recording) -> None:
+    jobs = {j.job_id: j for j in parse_jobs(rec.stdout(jobs_argv()))}
+    running = jobs[rec.jobs["running"]]
+    assert (running.state, running.gpus_per_node, running.hosts) == ("RUNNING", 4, ("n1", "n2"))
+    assert running.start is not None
+    nodes = {n.name: n for n in parse_nodes(rec.stdout(nodes_argv()))}
+    assert {name: (n.total, n.used) for name, n in nodes.items() if name in ("n1", "n2")} == {
+        "n1": (4, 4),
+        "n2": (4, 4),
+    }
+    assert parse_restarts(rec.stdout(restarts_argv()))[rec.jobs["running"]] == 0
+
+
+def test_cost(rec: Recording) -> None:
+    since, until = (datetime.fromisoformat(t) for t in rec.data["cost_window"])
+    usage = parse_usage(rec.stdout(cost_argv(since, until, all_users=True)))
+    by_id = {u.job_id: u for u in usage}
+    assert by_id[rec.jobs["running"]].gpus == 8
+    assert [u.state for u in usage if u.job_id == rec.jobs["requeued"]] == ["REQUEUED", "COMPLETED"]
+
+
+def test_accounting_read_for_site_plan(rec: Recording) -> None:
+    live = read_live(rec.runner(), "hpclaunch")
+    qos = {q.name: q for q in live.qos}
+    assert qos["low"].preempt_mode == "requeue"
+    assert qos["critical"].priority == 1000
+    assert {"research", "vision", "research-oq", "vision-oq"} <= {a.name for a in live.accounts}
+
+
+def test_what_the_sidecar_reads_from_scontrol_show_job(rec: Recording) -> None:
+    from hpclaunch.supervise.requeue import _PREEMPT_TIME, slurm_restarts
+
+    running = rec.jobs["running"]
+    assert slurm_restarts(rec.runner(), running) == 0
+    shown = rec.stdout(["scontrol", "show", "job", running])
+    match = _PREEMPT_TIME.search(shown)
+    assert match is not None
+    assert match.group(1) == "None"  # not being preempted
