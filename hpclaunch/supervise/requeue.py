@@ -70,19 +70,37 @@ class RequeueOutcome:
     Attributes:
         ok: The job is requeued.
         target: The id given to scontrol.
-        why: Why not (scontrol's message), when not ``ok``.
+        why: Why not (scontrol's message), when not ``ok``; how it is known, when ``ok``
+            though scontrol did not say so.
         missing: ``scontrol`` is not installed where the sidecar runs.
+        signal: The signal that ended scontrol, if one did.
     """
 
     ok: bool
     target: str
     why: str | None = None
     missing: bool = False
+    signal: int | None = None
 
 
-def issue_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
-    """Run ``scontrol requeue <target>``; never raises."""
-    return _scontrol(runner, target, ["requeue", target], timeout)
+def issue_requeue(
+    runner: Runner, target: str, *, attempt: int | None = None, timeout: float = 20
+) -> RequeueOutcome:
+    """Run ``scontrol requeue <target>``; never raises.
+
+    The requeue ends this attempt: Slurm SIGTERMs the job's processes, and scontrol is one of
+    them. When that signal beats slurmctld's reply (seen on 25.11: scontrol ended by signal
+    15, the job requeued all the same), the restart count above ``attempt`` (this attempt's
+    ``SLURM_RESTART_COUNT``) shows the requeue took effect.
+    """
+    outcome = _scontrol(runner, target, ["requeue", target], timeout)
+    if outcome.ok or outcome.signal is None or attempt is None:
+        return outcome
+    restarts = slurm_restarts(runner, target)
+    if restarts is not None and restarts > attempt:
+        why = f"scontrol ended by signal {outcome.signal}; Restarts={restarts} shows the requeue"
+        return RequeueOutcome(True, target, why)
+    return outcome
 
 
 def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
@@ -102,7 +120,8 @@ def _scontrol(runner: Runner, target: str, args: list[str], timeout: float) -> R
         return RequeueOutcome(False, target, exc.message)
     if result.returncode != 0:
         why = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
-        return RequeueOutcome(False, target, why)
+        signal = -result.returncode if result.returncode < 0 else None
+        return RequeueOutcome(False, target, why, signal=signal)
     return RequeueOutcome(True, target)
 
 

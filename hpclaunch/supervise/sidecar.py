@@ -457,9 +457,10 @@ class Sidecar:
         if by_slurm:
             self.ledger.append("requeue_by_slurm", target=target, why=decision.why)
             return EXIT_REQUEUED
-        outcome = issue_requeue(self.runner, target)
+        outcome = issue_requeue(self.runner, target, attempt=self.config.attempt)
         if outcome.ok:
-            self.ledger.append("requeue_issued", target=outcome.target, why=decision.why)
+            seen = {"seen": outcome.why} if outcome.why else {}
+            self.ledger.append("requeue_issued", target=outcome.target, why=decision.why, **seen)
             return EXIT_REQUEUED
         self.ledger.append(
             "requeue_failed", target=outcome.target, why=outcome.why, missing=outcome.missing

@@ -428,3 +428,29 @@ def test_a_job_slurm_preempts_is_kept_from_requeue_when_the_policy_says_no(
     ev = events(tmp_path)
     assert ev["requeue_forbidden"]["ok"] is True
     assert "max_requeues is 0" in ev["requeue_skipped"]["why"]
+
+
+@pytest.mark.parametrize(("restarts", "requeued"), [(1, True), (0, False)])
+def test_scontrol_ended_by_the_requeues_own_sigterm_is_checked_by_the_restart_count(
+    tmp_path: Path, signal_at_step: Any, restarts: int, requeued: bool
+) -> None:
+    # Seen on 25.11: the requeue's SIGTERM to the job's processes ended scontrol itself
+    # (exit -15) before slurmctld's reply, though the job was requeued.
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:2] == ("scontrol", "requeue"):
+            return result(argv, -15)
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=f"JobId=4242 Restarts={restarts} PreemptTime=None\n")
+        if argv == ("scontrol", "--version"):
+            return result(argv, out="slurm 25.11.7\n")
+        return result(argv, out="10:00\n")
+
+    signal_at_step(signal.SIGUSR1, 2)
+    code = Sidecar(config(tmp_path, "--steps", "1000"), FakeRunner(answer)).run()
+    ev = events(tmp_path)
+    if requeued:
+        assert code == EXIT_REQUEUED
+        assert "Restarts=1 shows the requeue" in ev["requeue_issued"]["seen"]
+    else:
+        assert code == EXIT_REQUEUE_FAILED
+        assert ev["requeue_failed"]["why"] == "exit code -15"
