@@ -409,6 +409,15 @@ def slurm_release(version: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
+def version_said(stdout: str) -> str:
+    """The version a Slurm command's ``--version`` printed: ``slurm 25.11.7`` (SchedMD's
+    build), ``slurm-wlm 22.05.8`` (Debian's package); ``unknown`` for anything else."""
+    words = stdout.split()
+    if len(words) == 2 and words[0].startswith("slurm") and slurm_release(words[1]) != (0, 0):
+        return words[1]
+    return "unknown"
+
+
 def _list(value: str | None) -> tuple[str, ...]:
     if value is None or value.strip() in _NULL:
         return ()
@@ -516,15 +525,11 @@ def _run(runner: Runner, argv: list[str]) -> CommandResult:
 
 
 def _client_version(future: Future[CommandResult]) -> str:
-    """``sinfo --version``: ``slurm 25.11.7`` (SchedMD's build), ``slurm-wlm 22.05.8``
-    (Debian's package); ``unknown`` otherwise."""
+    """What ``sinfo --version`` said (:func:`version_said`)."""
     try:
-        words = future.result().stdout.split()
+        return version_said(future.result().stdout)
     except (CommandFailed, TransportError):
         return "unknown"
-    if len(words) == 2 and words[0].startswith("slurm") and slurm_release(words[1]) != (0, 0):
-        return words[1]
-    return "unknown"
 
 
 def _with_version_hint(exc: CommandFailed, client: str) -> CommandFailed:

@@ -146,14 +146,14 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
     """Whether Slurm will requeue the job itself when it exits now: Slurm is preempting
     it (``PreemptTime`` set) and the release is one that requeues a job exiting in its
     grace time (see the module docstring). ``False`` when unsure (then scontrol requeue)."""
-    from hpclaunch.discover import slurm_release
+    from hpclaunch.discover import slurm_release, version_said
 
     try:
         version = runner.run(["scontrol", "--version"], timeout=timeout)
-        if not version.ok or slurm_release(version.stdout.split()[-1]) < REQUEUES_ON_GRACE_EXIT:
+        if not version.ok or slurm_release(version_said(version.stdout)) < REQUEUES_ON_GRACE_EXIT:
             return False
         job = runner.run(["scontrol", "show", "job", target], timeout=timeout)
-    except (TransportError, IndexError):
+    except TransportError:
         return False
     match = _PREEMPT_TIME.search(job.stdout) if job.ok else None
     return match is not None and match.group(1) not in ("None", "Unknown", "(null)")

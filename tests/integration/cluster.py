@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from hpclaunch.discover import slurm_release
+from hpclaunch.discover import slurm_release, version_said
 from hpclaunch.errors import TransportError
 from hpclaunch.transport.base import Runner
 
@@ -38,8 +38,8 @@ def probe_cluster(runner: Runner) -> tuple[SlurmCluster | None, str]:
     if not result.ok or not nodes:
         detail = result.stderr.strip() or "sinfo listed no nodes"
         return None, f"sinfo exit code {result.returncode}: {detail}"
-    said = runner.run(["sinfo", "--version"], timeout=15).stdout.split()  # slurm[-wlm] 25.11.7
-    return SlurmCluster(nodes, said[-1] if said else "unknown"), ""
+    version = version_said(runner.run(["sinfo", "--version"], timeout=15).stdout)
+    return SlurmCluster(nodes, version), ""
 
 
 def require_cluster(runner: Runner, env: Mapping[str, str]) -> SlurmCluster:
