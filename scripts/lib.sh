@@ -83,6 +83,14 @@ ensure_cluster() {
   hpclaunch --site local site apply --yes
 }
 
+# The full version of the Slurm commands on PATH ("slurm 25.11.7" / "slurm-wlm 22.05.8").
+slurm_version() { sinfo --version | awk '{print $NF}'; }
+
+# pytest_summary LOG: pytest -q's closing line, e.g. "55 passed, 1 skipped in 512.34s (0:08:32)".
+pytest_summary() {
+  grep -E '(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$1" | tail -1 | tr -d '=' | xargs
+}
+
 # run_integration LEG [PYTEST ARGS...]: smoke-check the running cluster, run the
 # integration tests on it, and add "slurm <version>[ (LEG)]: <pytest's summary>" to $SUMMARY.
 run_integration() {
@@ -90,15 +98,14 @@ run_integration() {
   shift
   mode=$(running_cluster_mode)
   "$CLUSTER" --mode "$mode" smoke
-  version=$(sinfo --version | awk '{print $NF}')
+  version=$(slurm_version)
   say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}"
   log=$(mktemp /tmp/hpclaunch-integration.XXXXXX)
   set +e
   pytest -q -p no:cacheprovider tests/integration "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
-  # pytest -q ends with e.g. "55 passed, 1 skipped in 512.34s (0:08:32)".
-  summary=$(grep -E '(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$log" | tail -1 | tr -d '=' | xargs)
+  summary=$(pytest_summary "$log")
   echo "slurm $version${leg:+ ($leg)}: ${summary:-no pytest summary (exit code $rc)}" >>"$SUMMARY"
   rm -f "$log"
   return "$rc"
