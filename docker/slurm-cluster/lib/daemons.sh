@@ -13,13 +13,17 @@ MYSQL_SOCK=$STATE/run/mysqld/mysqld.sock
 log() { printf '[cluster] %s\n' "$*" >&2; }
 die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
 
-# pid_alive FILE: the pid in FILE is a live process (zombies count as dead: this machine's
-# PID 1 reaps late, see shared/slurm-notes.md).
+# pid_alive FILE NAME: the pid in FILE is a live process named NAME (its /proc comm). The
+# name matters: a pid file outlives its daemon (a machine restored from a snapshot, a killed
+# container), and its pid may since belong to anything; a CI run once took a kernel worker
+# for munged, skipped starting it and timed out on every Slurm command. Zombies count as
+# dead: this machine's PID 1 reaps late (shared/slurm-notes.md).
 pid_alive() {
   local pid
   # The daemon may remove its pid file while we read it.
   pid=$(cat "$1" 2>/dev/null) || return 1
   [[ -n $pid && -d /proc/$pid ]] || return 1
+  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]] || return 1
   [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
 }
 
@@ -33,13 +37,13 @@ wait_for() {
   done
 }
 
-# stop_pidfile FILE [SECONDS]: TERM, wait, then KILL.
+# stop_pidfile FILE NAME [SECONDS]: TERM, wait, then KILL (only a process named NAME).
 stop_pidfile() {
-  local f=$1 pid i
-  pid_alive "$f" || return 0
+  local f=$1 name=$2 pid i
+  pid_alive "$f" "$name" || return 0
   pid=$(cat "$f" 2>/dev/null) || return 0
   kill "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < ${2:-100}; i++)); do pid_alive "$f" || return 0; sleep 0.1; done
+  for ((i = 0; i < ${3:-100}; i++)); do pid_alive "$f" "$name" || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
 }
 
@@ -49,7 +53,7 @@ make_dirs() {
 }
 
 start_munged() {
-  pid_alive /run/munge/munged.pid && return 0
+  pid_alive /run/munge/munged.pid munged && return 0
   mkdir -p /run/munge /var/lib/munge /var/log/munge
   chown munge:munge /run/munge /var/lib/munge /var/log/munge
   chmod 755 /run/munge
@@ -58,7 +62,7 @@ start_munged() {
 }
 
 start_mariadb() {
-  pid_alive "$STATE/run/mysqld/mysqld.pid" && return 0
+  pid_alive "$STATE/run/mysqld/mysqld.pid" mariadbd && return 0
   mkdir -p "$STATE/run/mysqld"
   chown mysql:mysql "$STATE/run/mysqld"   # the socket dir must belong to the mysql user
   if [[ ! -d $STATE/mysql/mysql ]]; then
@@ -82,7 +86,7 @@ SQL
 }
 
 start_slurmdbd() {
-  pid_alive "$STATE/run/slurmdbd.pid" && return 0
+  pid_alive "$STATE/run/slurmdbd.pid" slurmdbd && return 0
   if [[ ${FOREGROUND:-0} == 1 ]]; then exec slurmdbd -D; fi
   slurmdbd
   wait_for 30 slurmdbd sacctmgr -n list cluster
@@ -98,7 +102,7 @@ register_cluster() {
 # slurmctld insists that its hostname is the SlurmctldHost name ("ctl"): give it a UTS
 # namespace of its own with that name.
 start_slurmctld() {
-  pid_alive "$STATE/run/slurmctld.pid" && return 0
+  pid_alive "$STATE/run/slurmctld.pid" slurmctld && return 0
   if [[ ${FOREGROUND:-0} == 1 ]]; then exec unshare --uts sh -c 'hostname ctl && exec slurmctld -D'; fi
   unshare --uts sh -c 'hostname ctl && exec slurmctld'
   wait_for 30 slurmctld scontrol ping
@@ -115,7 +119,7 @@ make_fake_gpus() {
 # inside a job prints the node's name and a rendezvous on it resolves (via /etc/hosts).
 start_slurmd() {
   local node=$1
-  pid_alive "$STATE/run/slurmd-$node.pid" && return 0
+  pid_alive "$STATE/run/slurmd-$node.pid" slurmd && return 0
   mkdir -p "$STATE/spool/$node"
   make_fake_gpus
   if [[ ${FOREGROUND:-0} == 1 ]]; then exec unshare --uts sh -c "hostname $node && exec slurmd -D -N $node"; fi
@@ -128,7 +132,7 @@ start_slurmd() {
 # sackd has neither the option nor the pushes (src/sackd/sackd.c); 25.11's has both, though
 # its --help does not list the option.
 start_sackd() {
-  pid_alive "$STATE/run/sackd.pid" && return 0
+  pid_alive "$STATE/run/sackd.pid" sackd && return 0
   local flags=()
   ((${SLURM_VERSION/./} >= 2505)) && flags+=(--disable-reconfig)
   setsid sackd -D "${flags[@]}" </dev/null >>"$STATE/log/sackd.log" 2>&1 &
@@ -137,6 +141,6 @@ start_sackd() {
 }
 
 stop_sackd() {
-  stop_pidfile "$STATE/run/sackd.pid"
+  stop_pidfile "$STATE/run/sackd.pid" sackd
   rm -f "$STATE/run/sackd.pid"
 }

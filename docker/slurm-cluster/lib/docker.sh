@@ -29,7 +29,7 @@ engine_up() {
   docker info >/dev/null 2>&1 && return 0
   mkdir -p "$DOCKER_ROOT"
   # A pid file left by an engine that died (or is a zombie not yet reaped) blocks dockerd.
-  pid_alive "$DOCKER_ROOT/dockerd.pid" || rm -f "$DOCKER_ROOT/dockerd.pid"
+  pid_alive "$DOCKER_ROOT/dockerd.pid" dockerd || rm -f "$DOCKER_ROOT/dockerd.pid"
   log "starting a Docker engine (host networking only, data in $DOCKER_ROOT)"
   # Containers left by an engine that was killed hold the cluster's ports: end them first.
   kill_orphaned_containers
@@ -132,7 +132,7 @@ docker_down() {
     kill_orphaned_containers
   fi
   if [[ -e $DOCKER_ROOT/.started-by-cluster-sh ]]; then
-    stop_pidfile "$DOCKER_ROOT/dockerd.pid" 200
+    stop_pidfile "$DOCKER_ROOT/dockerd.pid" dockerd 200
     rm -f "$DOCKER_ROOT/dockerd.pid" "$DOCKER_ROOT/.started-by-cluster-sh"
   fi
 }

@@ -99,7 +99,7 @@ host_setup() {
   # The containers mount the munge key whatever the version; only 22.05 runs munged.
   ensure_munge_key
   if [[ $SLURM_AUTH == munge ]]; then
-    pid_alive /run/munge/munged.pid || touch "$STATE/.started-munged"
+    pid_alive /run/munge/munged.pid munged || touch "$STATE/.started-munged"
     start_munged
   fi
 }
@@ -115,7 +115,7 @@ host_teardown() {
     kept=$(grep -v "$MARK" /etc/hosts)
     printf '%s\n' "$kept" >/etc/hosts
   fi
-  if [[ -e $STATE/.started-munged ]] && pid_alive /run/munge/munged.pid; then
+  if [[ -e $STATE/.started-munged ]] && pid_alive /run/munge/munged.pid munged; then
     kill "$(cat /run/munge/munged.pid)" || true
   fi
   rm -rf "$STATE"

@@ -11,7 +11,7 @@ native_install() {
 }
 
 native_running() {
-  pid_alive "$STATE/run/slurmctld.pid" && [[ -e $STATE/.mode-native ]]
+  pid_alive "$STATE/run/slurmctld.pid" slurmctld && [[ -e $STATE/.mode-native ]]
 }
 
 native_up() {
@@ -25,19 +25,21 @@ native_up() {
 }
 
 native_status() {
-  local f
+  local f name
   for f in slurmctld slurmdbd slurmd-n1 slurmd-n2 slurmd-n3 slurmd-n4 mysqld/mysqld; do
-    if pid_alive "$STATE/run/$f.pid"; then echo "${f##*/}: running (pid $(<"$STATE/run/$f.pid"))"; else echo "${f##*/}: stopped"; fi
+    name=${f##*/} name=${name%-n?}
+    [[ $name == mysqld ]] && name=mariadbd
+    if pid_alive "$STATE/run/$f.pid" "$name"; then echo "${f##*/}: running (pid $(<"$STATE/run/$f.pid"))"; else echo "${f##*/}: stopped"; fi
   done
 }
 
 native_down() {
   [[ -e $STATE/.mode-native ]] || { log "no native cluster state in $STATE"; return 0; }
   local n
-  for n in "${NODES[@]}"; do stop_pidfile "$STATE/run/slurmd-$n.pid"; done
-  stop_pidfile "$STATE/run/slurmctld.pid"
-  stop_pidfile "$STATE/run/slurmdbd.pid"
-  stop_pidfile "$STATE/run/mysqld/mysqld.pid" 300
+  for n in "${NODES[@]}"; do stop_pidfile "$STATE/run/slurmd-$n.pid" slurmd; done
+  stop_pidfile "$STATE/run/slurmctld.pid" slurmctld
+  stop_pidfile "$STATE/run/slurmdbd.pid" slurmdbd
+  stop_pidfile "$STATE/run/mysqld/mysqld.pid" mariadbd 300
   # Daemons whose pid file is gone (an interrupted run), and job processes that outlived
   # their slurmd (proctrack/linuxproc cannot always find them). Only ours: the patterns
   # name this cluster's state directory or node names.
