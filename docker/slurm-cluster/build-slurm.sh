@@ -45,6 +45,15 @@ if [[ -z ${tarball:-} ]]; then
   die "no Slurm $version in $RELEASES (known: $(known))" 2
 fi
 
+# A build stamped with this release's sha256 came from the checked tarball: nothing to do,
+# and the tarball need not be here any more.
+prefix=/opt/slurm-$version
+stamp=$prefix/.hpclaunch-build
+if ((!check_only)) && [[ -f $stamp && $(<"$stamp") == "$version ${HPCLAUNCH_SLURM_SHA256:-$sha}" ]]; then
+  log "Slurm $version already built in $prefix"
+  exit 0
+fi
+
 src_dir=${HPCLAUNCH_SLURM_SRC:-$REPO/../shared/slurm-src}
 file=${HPCLAUNCH_SLURM_TARBALL:-$src_dir/$tarball}
 # A tarball made another way (SchedMD's download site, another git archive) has another
@@ -63,12 +72,6 @@ fi
 log "$file: sha256 ok ($tag)"
 ((check_only)) && exit 0
 
-prefix=/opt/slurm-$version
-stamp=$prefix/.hpclaunch-build
-if [[ -f $stamp && $(<"$stamp") == "$version $sha" ]]; then
-  log "Slurm $version already built in $prefix"
-  exit 0
-fi
 [[ $(id -u) == 0 ]] || die "run as root: it installs build dependencies and writes $prefix"
 apt_install "${BUILD_DEPS[@]}"
 
