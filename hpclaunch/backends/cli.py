@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import (
     ATTEMPT_FIELDS,
     SACCT_FIELDS,
     SQUEUE_FORMAT,
     first_line,
-    is_waiting_reason,
     parse_attempts,
     parse_sacct,
     parse_squeue,
@@ -35,7 +33,7 @@ from hpclaunch.errors import (
     TransportError,
     describe_result,
 )
-from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.observe import Attempt, JobInfo, parse_state
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
@@ -201,28 +199,7 @@ class CliBackend(Backend):
 
         Cluster names in refs are not used: hpclaunch submits without ``--clusters``.
         """
-        refs = list(dict.fromkeys(refs))
-        if not refs:
-            return {}
-        by_id = {ref.job_id: ref for ref in refs}
-        infos = self._squeue(by_id)
-        ask_sacct = [ref for ref in refs if ref not in infos or infos[ref].state.is_finished]
-        if ask_sacct:
-            accounted, problem = self._sacct({r.job_id: r for r in ask_sacct})
-            for ref in ask_sacct:
-                known, found = infos.get(ref), accounted.get(ref)
-                if known and found:  # squeue's view, with sacct's exit code
-                    infos[ref] = _with_exit(known, found)
-                elif found:
-                    infos[ref] = found
-                elif not known:
-                    tasks = _merge_tasks(ref, infos, accounted)
-                    if tasks:
-                        infos[ref] = summarise_array(ref, tasks, problem)
-                    else:
-                        reason = problem or "unknown to squeue and sacct"
-                        infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
-        return {ref: _finished_view(infos[ref]) for ref in refs}
+        return merge_status(refs, self._squeue, self._sacct)
 
     def _squeue(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
         argv = [
@@ -342,42 +319,3 @@ def _sbatch_hint(stderr: str) -> str:
         if needle.lower() in stderr.lower():
             return hint
     return "read Slurm's message above; 'hpclaunch render SPEC' shows the script it refused"
-
-
-def _finished_view(info: JobInfo) -> JobInfo:
-    """A finished job as status shows it: COMPLETED's exit code, no stale waiting reason."""
-    info = _completed_exit(info)
-    if info.state.is_finished and info.reason and is_waiting_reason(info.reason):
-        info = replace(info, reason=None)
-    return info
-
-
-def _completed_exit(info: JobInfo) -> JobInfo:
-    """COMPLETED means every process ended with exit code 0 (squeue(1), JOB STATE CODES,
-    22.05): say so when squeue already lists the job COMPLETED but slurmdbd has not yet
-    given sacct its end (seen on the local cluster: exit code None for a moment)."""
-    if info.state is JobState.COMPLETED and info.exit_code is None:
-        return replace(info, exit_code=0)
-    return info
-
-
-def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:
-    return replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
-
-
-def _merge_tasks(
-    array: JobRef, live: Mapping[JobRef, JobInfo], accounted: Mapping[JobRef, JobInfo]
-) -> list[JobInfo]:
-    """The tasks (``<id>_N``) of ``array`` in squeue's and sacct's answers, one per task:
-    squeue's view (with sacct's exit code once finished), else sacct's."""
-    prefix = f"{array.job_id}_"
-    merged: dict[JobRef, JobInfo] = {}
-    for ref, known in live.items():
-        if ref.job_id.startswith(prefix):
-            found = accounted.get(ref)
-            ended = known.state.is_finished and found is not None and found.state.is_finished
-            merged[ref] = _with_exit(known, found) if ended and found else known
-    for ref, found in accounted.items():
-        if ref.job_id.startswith(prefix) and ref not in merged:
-            merged[ref] = found
-    return list(merged.values())

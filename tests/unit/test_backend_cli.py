@@ -245,7 +245,7 @@ def test_squeue_finished_job_gets_its_exit_code_from_sacct() -> None:
 def test_a_completed_job_sacct_does_not_know_yet_has_exit_code_zero() -> None:
     # squeue lists it COMPLETED, slurmdbd has not recorded it yet (seen on the cluster, CI
     # 2026-11-24): COMPLETED means exit code 0.
-    from hpclaunch.backends.cli import _completed_exit
+    from hpclaunch.backends.merge import _completed_exit
     from hpclaunch.observe import JobInfo
 
     done = JobInfo(JobRef("7"), JobState.COMPLETED, source="squeue")

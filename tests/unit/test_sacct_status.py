@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpclaunch.backends.base import JobRef
-from hpclaunch.backends.cli import _finished_view
+from hpclaunch.backends.merge import _finished_view
 from hpclaunch.backends.slurm_text import is_waiting_reason, parse_sacct
 from hpclaunch.cli.status import exit_text
 from hpclaunch.observe import JobInfo, JobState

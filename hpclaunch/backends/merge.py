@@ -1,0 +1,95 @@
+"""One view of many jobs from two sources: the controller's live jobs (squeue, or
+pyslurm's job list) and the accounting database (sacct, or pyslurm.db), merged the same way
+whichever backend asked them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from hpclaunch.backends.arrays import summarise_array
+from hpclaunch.backends.base import JobRef
+from hpclaunch.backends.slurm_text import is_waiting_reason
+from hpclaunch.observe import JobInfo, JobState
+
+__all__ = ["Accounting", "Live", "merge_status"]
+
+#: The live jobs among ``by_id`` (job id -> ref), array tasks keyed by their own ``123_4`` ref.
+Live = Callable[[Mapping[str, JobRef]], dict[JobRef, JobInfo]]
+#: The accounting records of ``by_id``, and the problem when accounting could not answer.
+Accounting = Callable[[Mapping[str, JobRef]], tuple[dict[JobRef, JobInfo], str | None]]
+
+
+def merge_status(
+    refs: Sequence[JobRef], live: Live, accounting: Accounting
+) -> dict[JobRef, JobInfo]:
+    """The state of every job in ``refs``: one ``live`` call for all of them; one
+    ``accounting`` call for those the controller did not know or saw finished (for their
+    exit codes). Unknown to both: ``JobState.UNKNOWN``.
+
+    An array's own id (``123``, answered with task lines ``123_N``) gets one info that sums
+    up its tasks (:func:`~hpclaunch.backends.arrays.summarise_array`). Arrays are always
+    asked of accounting too: the controller cannot tell which of their tasks it forgot after
+    MinJobAge, so each task is the live view when there is one, else the accounting one.
+    """
+    refs = list(dict.fromkeys(refs))
+    if not refs:
+        return {}
+    by_id = {ref.job_id: ref for ref in refs}
+    infos = live(by_id)
+    ask_sacct = [ref for ref in refs if ref not in infos or infos[ref].state.is_finished]
+    if ask_sacct:
+        accounted, problem = accounting({r.job_id: r for r in ask_sacct})
+        for ref in ask_sacct:
+            known, found = infos.get(ref), accounted.get(ref)
+            if known and found:  # squeue's view, with sacct's exit code
+                infos[ref] = _with_exit(known, found)
+            elif found:
+                infos[ref] = found
+            elif not known:
+                tasks = _merge_tasks(ref, infos, accounted)
+                if tasks:
+                    infos[ref] = summarise_array(ref, tasks, problem)
+                else:
+                    reason = problem or "unknown to squeue and sacct"
+                    infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
+    return {ref: _finished_view(infos[ref]) for ref in refs}
+
+
+def _finished_view(info: JobInfo) -> JobInfo:
+    """A finished job as status shows it: COMPLETED's exit code, no stale waiting reason."""
+    info = _completed_exit(info)
+    if info.state.is_finished and info.reason and is_waiting_reason(info.reason):
+        info = replace(info, reason=None)
+    return info
+
+
+def _completed_exit(info: JobInfo) -> JobInfo:
+    """COMPLETED means every process ended with exit code 0 (squeue(1), JOB STATE CODES,
+    22.05): say so when squeue already lists the job COMPLETED but slurmdbd has not yet
+    given sacct its end (seen on the local cluster: exit code None for a moment)."""
+    if info.state is JobState.COMPLETED and info.exit_code is None:
+        return replace(info, exit_code=0)
+    return info
+
+
+def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:
+    return replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
+
+
+def _merge_tasks(
+    array: JobRef, live: Mapping[JobRef, JobInfo], accounted: Mapping[JobRef, JobInfo]
+) -> list[JobInfo]:
+    """The tasks (``<id>_N``) of ``array`` in squeue's and sacct's answers, one per task:
+    squeue's view (with sacct's exit code once finished), else sacct's."""
+    prefix = f"{array.job_id}_"
+    merged: dict[JobRef, JobInfo] = {}
+    for ref, known in live.items():
+        if ref.job_id.startswith(prefix):
+            found = accounted.get(ref)
+            ended = known.state.is_finished and found is not None and found.state.is_finished
+            merged[ref] = _with_exit(known, found) if ended and found else known
+    for ref, found in accounted.items():
+        if ref.job_id.startswith(prefix) and ref not in merged:
+            merged[ref] = found
+    return list(merged.values())
