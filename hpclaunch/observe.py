@@ -23,7 +23,15 @@ from hpclaunch.errors import WatchTimeout
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend, JobRef
 
-__all__ = ["FINISHED_STATES", "Attempt", "JobInfo", "JobState", "parse_state", "wait_for"]
+__all__ = [
+    "EXIT_CODE_WAIT",
+    "FINISHED_STATES",
+    "Attempt",
+    "JobInfo",
+    "JobState",
+    "parse_state",
+    "wait_for",
+]
 
 
 class JobState(str, enum.Enum):
@@ -237,6 +245,10 @@ class Attempt:
         }
 
 
+#: Seconds to keep asking for the exit code of a job seen FAILED without one (wait_for).
+EXIT_CODE_WAIT = 10.0
+
+
 def wait_for(
     backend: Backend,
     refs: Sequence[JobRef],
@@ -257,7 +269,8 @@ def wait_for(
     Args:
         backend: Where to ask.
         refs: The jobs to follow.
-        until: When a job is done waiting; default: its state is finished.
+        until: When a job is done waiting; default: its state is finished (and a FAILED
+            job's exit code known, or asked for :data:`EXIT_CODE_WAIT` seconds).
         timeout: Give up after this many seconds (``None``: never).
         interval: Seconds between rounds (raised to the site's minimum).
         on_change: Called with a job's info whenever its state or reason changes (and on
@@ -271,11 +284,22 @@ def wait_for(
     Raises:
         WatchTimeout: ``timeout`` passed first; the message lists the jobs still waiting.
     """
-    done = until or (lambda info: info.state.is_finished)
     floor = backend.site.poll_min_interval
     pause = max(interval if interval is not None else floor, floor)
     deadline = None if timeout is None else clock() + timeout
     seen: dict[JobRef, tuple[JobState, str | None]] = {}
+    failed_at: dict[JobRef, float] = {}
+
+    def finished(info: JobInfo) -> bool:
+        # A FAILED job whose exit code Slurm has not recorded yet (slurmdbd's record lags
+        # slurmctld's) is asked again for up to EXIT_CODE_WAIT seconds: its code is what
+        # the user needs to see.
+        if info.state is JobState.FAILED and info.exit_code is None and not info.exit_signal:
+            first = failed_at.setdefault(info.ref, clock())
+            return clock() - first >= EXIT_CODE_WAIT
+        return info.state.is_finished
+
+    done = until or finished
     while True:
         infos = dict(backend.status(list(refs)))
         for ref in refs:

@@ -58,9 +58,18 @@ def merge_status(
 
 def _finished_view(info: JobInfo) -> JobInfo:
     """A finished job as status shows it: COMPLETED's exit code, no stale waiting reason."""
-    info = _completed_exit(info)
+    info = _failed_exit(_completed_exit(info))
     if info.state.is_finished and info.reason and is_waiting_reason(info.reason):
         info = replace(info, reason=None)
+    return info
+
+
+def _failed_exit(info: JobInfo) -> JobInfo:
+    """FAILED means a non-zero exit code (squeue(1)): a FAILED job with exit 0 and no signal
+    has no exit recorded yet, and shows none rather than a wrong 0 (a clean-clone CI run on
+    Slurm 22.05 in docker printed "ended FAILED, exit code 0" for a job that exited 3)."""
+    if info.state is JobState.FAILED and (info.exit_code, info.exit_signal) == (0, None):
+        return replace(info, exit_code=None)
     return info
 
 

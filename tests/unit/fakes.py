@@ -214,7 +214,11 @@ class ScriptedBackend(Backend):
     def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
         self.status_calls.append(list(refs))
         states = self.rounds[min(len(self.status_calls), len(self.rounds)) - 1]
-        return {r: JobInfo(r, JobState(states.get(r.job_id, "UNKNOWN"))) for r in refs}
+        infos = {}
+        for r in refs:  # "FAILED:3": the state and its exit code
+            state, _, code = states.get(r.job_id, "UNKNOWN").partition(":")
+            infos[r] = JobInfo(r, JobState(state), exit_code=int(code) if code else None)
+        return infos
 
     def cancel(self, ref: JobRef) -> None:
         raise NotImplementedError

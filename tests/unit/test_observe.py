@@ -6,7 +6,14 @@ import pytest
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import WatchTimeout
-from hpclaunch.observe import FINISHED_STATES, JobInfo, JobState, parse_state, wait_for
+from hpclaunch.observe import (
+    EXIT_CODE_WAIT,
+    FINISHED_STATES,
+    JobInfo,
+    JobState,
+    parse_state,
+    wait_for,
+)
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import make_site
@@ -162,7 +169,7 @@ def test_wait_polls_all_jobs_in_one_call_per_round() -> None:
 
 
 def test_wait_never_polls_faster_than_the_site_allows() -> None:
-    fake = backend([{"1": "RUNNING"}] * 3 + [{"1": "FAILED"}], poll_min_interval=5.0)
+    fake = backend([{"1": "RUNNING"}] * 3 + [{"1": "FAILED:1"}], poll_min_interval=5.0)
     clock = FakeClock()
     wait_for(fake, [JobRef("1")], interval=0.1, clock=clock, sleep=clock.sleep)
     assert clock.sleeps == [5.0, 5.0, 5.0]
@@ -194,3 +201,20 @@ def test_wait_times_out_naming_the_waiting_jobs() -> None:
     with pytest.raises(WatchTimeout, match=r"gave up after 12 s; still waiting for 2 \(PENDING\)"):
         wait_for(fake, [JobRef("1"), JobRef("2")], timeout=12, clock=clock, sleep=clock.sleep)
     assert len(fake.status_calls) == 3  # at 0, 5 and 10 s; the next would be past 12 s
+
+
+def test_wait_asks_again_for_the_exit_code_of_a_failed_job() -> None:
+    # slurmdbd's record can lag slurmctld's: FAILED first, its exit code a round later.
+    fake = backend([{"1": "FAILED"}, {"1": "FAILED"}, {"1": "FAILED:3"}], poll_min_interval=1.0)
+    clock = FakeClock()
+    infos = wait_for(fake, [JobRef("1")], clock=clock, sleep=clock.sleep)
+    assert infos[JobRef("1")].exit_code == 3
+    assert len(fake.status_calls) == 3
+
+
+def test_wait_gives_up_on_an_exit_code_that_never_comes() -> None:
+    fake = backend([{"1": "FAILED"}], poll_min_interval=1.0)
+    clock = FakeClock()
+    infos = wait_for(fake, [JobRef("1")], clock=clock, sleep=clock.sleep)
+    assert infos[JobRef("1")].exit_code is None
+    assert clock.now == EXIT_CODE_WAIT

@@ -69,3 +69,12 @@ def test_attempts_take_the_batch_steps_exit() -> None:
         (JobState.PREEMPTED, 0, 15, "n3"),
         (JobState.CANCELLED, None, None, None),  # never ran: "None assigned", no batch step
     ]
+
+
+def test_a_failed_job_never_shows_exit_code_0() -> None:
+    # FAILED is a non-zero exit: 0:0 there is an exit not recorded yet (seen on 22.05).
+    ref = JobRef("5")
+    info = _finished_view(JobInfo(ref, JobState.FAILED, exit_code=0, nodes="n1"))
+    assert (info.exit_code, exit_text(info)) == (None, "")
+    killed = _finished_view(JobInfo(ref, JobState.FAILED, exit_code=0, exit_signal=9))
+    assert killed.exit_code == 0
