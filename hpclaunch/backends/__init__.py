@@ -19,7 +19,17 @@ if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.transport.base import Runner
 
-__all__ = ["available_backends", "create_backend", "get_backend_class", "register_backend"]
+__all__ = [
+    "AUTO",
+    "available_backends",
+    "choose_backend",
+    "create_backend",
+    "get_backend_class",
+    "register_backend",
+]
+
+#: The backend name that picks one: pyslurm where it works, else cli (:func:`choose_backend`).
+AUTO = "auto"
 
 
 class _Entry(NamedTuple):
@@ -29,12 +39,13 @@ class _Entry(NamedTuple):
 
 _REGISTRY: dict[str, _Entry] = {
     "cli": _Entry("hpclaunch.backends.cli:CliBackend", None),
+    "pyslurm": _Entry("hpclaunch.backends.pyslurm:PyslurmBackend", "pyslurm"),
 }
 
 
 def available_backends() -> list[str]:
-    """Names of the registered backends."""
-    return sorted(_REGISTRY)
+    """Names of the registered backends, and ``auto``."""
+    return sorted([*_REGISTRY, AUTO])
 
 
 def register_backend(name: str, target: str | type[Backend], *, extra: str | None = None) -> None:
@@ -73,5 +84,27 @@ def get_backend_class(name: str) -> type[Backend]:
 
 
 def create_backend(name: str, runner: Runner, site: SiteConfig) -> Backend:
-    """Create the backend registered as ``name`` (see :func:`get_backend_class`)."""
-    return get_backend_class(name)(runner, site)
+    """Create the backend registered as ``name`` (see :func:`get_backend_class`), or the
+    one ``auto`` chooses (:func:`choose_backend`)."""
+    return choose_backend(name, runner, site)[0]
+
+
+def choose_backend(name: str, runner: Runner, site: SiteConfig) -> tuple[Backend, str]:
+    """The backend ``name`` names, and why it is the one.
+
+    ``auto``: pyslurm when Slurm runs on this machine (not over SSH), pyslurm imports, its
+    libslurm loads and it was built for the cluster's Slurm major.minor; else cli, with the
+    reason pyslurm was not taken.
+    """
+    if name != AUTO:
+        chosen = get_backend_class(name)(runner, site)
+        return chosen, f"{name}: {chosen.describe()}"
+    if not runner.is_local:
+        why = f"cli: Slurm is reached over SSH ({runner.where}); pyslurm works on the login node"
+        return get_backend_class("cli")(runner, site), why
+    try:
+        backend = get_backend_class("pyslurm")(runner, site)
+    except BackendUnavailable as exc:
+        first = exc.message.splitlines()[0]
+        return get_backend_class("cli")(runner, site), f"cli: pyslurm not usable ({first})"
+    return backend, f"pyslurm: built for the cluster's Slurm ({backend.describe()})"

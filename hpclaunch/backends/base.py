@@ -48,6 +48,10 @@ class Backend(abc.ABC):
         self.runner = runner
         self.site = site
 
+    def describe(self) -> str:
+        """What this backend talks to Slurm with, for ``site check`` (e.g. library versions)."""
+        return self.name
+
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan`` without submitting anything (``submit --dry-run``)."""
         from hpclaunch.render import render

@@ -39,7 +39,15 @@ from hpclaunch.transport.base import CommandResult
 if TYPE_CHECKING:
     from hpclaunch.render import RenderedJob
 
-__all__ = ["SACCT_FIELDS", "SQUEUE_FORMAT", "CliBackend", "parse_sbatch_parsable"]
+__all__ = [
+    "GONE",
+    "LOST_REPLY",
+    "SACCT_FIELDS",
+    "SQUEUE_FORMAT",
+    "CliBackend",
+    "parse_sbatch_parsable",
+    "sbatch_hint",
+]
 
 #: Seconds to wait for one Slurm command.
 COMMAND_TIMEOUT = 60.0
@@ -48,13 +56,15 @@ SUBMISSION_LOOKBACK = "now-7days"
 
 # squeue exits 1 with this when none of the --jobs ids is known (any left MinJobAge ago).
 _SQUEUE_UNKNOWN_IDS = "Invalid job id specified"
-# scancel on a job that already ended or is forgotten: not an error for an idempotent cancel.
+# Cancelling a job that already ended or is forgotten: not an error for an idempotent cancel
+# (scancel prints these; libslurm's error strings, so pyslurm's too).
 # 22.05 exits 0 silently in both cases (checked on the test cluster); other versions print
 # these errors and exit 1.
-_SCANCEL_GONE = ("already completing or completed", "Invalid job id specified")
-# sbatch failures after which the job may exist even though no job id came back: the
-# request reached slurmctld but the reply was lost (slurm_errno strings, 22.05).
-_LOST_REPLY = (
+GONE = ("already completing or completed", "Invalid job id specified")
+# Submissions that failed after which the job may exist even though no job id came back:
+# the request reached slurmctld but the reply was lost (slurm_errno strings, 22.05; sbatch
+# prints them, pyslurm raises them).
+LOST_REPLY = (
     "Socket timed out on send/recv operation",
     "Zero Bytes were transmitted or received",
     "Communication connection failure",
@@ -92,6 +102,9 @@ class CliBackend(Backend):
 
     name = "cli"
 
+    def describe(self) -> str:
+        return f"Slurm's commands on {self.runner.where}"
+
     # -- submit -------------------------------------------------------------------------
 
     def submit(self, job: RenderedJob, *, script_written: bool = False) -> JobRef:
@@ -112,13 +125,13 @@ class CliBackend(Backend):
         except ConnectionDropped as exc:  # over SSH: sbatch may have run; the runner reconnects
             return self._recover(sid, "the connection dropped while sbatch ran", exc)
         if not result.ok:
-            if any(text in result.stderr for text in _LOST_REPLY):
+            if any(text in result.stderr for text in LOST_REPLY):
                 lost = f"sbatch lost its reply: {first_line(result)}"
                 return self._recover(sid, lost, SubmissionError(lost, result=result))
             raise SubmissionError(
                 f"sbatch refused job {job.plan.job_name!r}",
                 result=result,
-                hint=_sbatch_hint(result.stderr),
+                hint=sbatch_hint(result.stderr),
             )
         try:
             return parse_sbatch_parsable(result.stdout)
@@ -280,7 +293,7 @@ class CliBackend(Backend):
     def cancel(self, ref: JobRef) -> None:
         """``scancel ID``; a job that already ended (or is forgotten) is not an error."""
         result = self._run(["scancel", ref.job_id])
-        if result.ok or any(text in result.stderr for text in _SCANCEL_GONE):
+        if result.ok or any(text in result.stderr for text in GONE):
             return
         raise BackendError(f"scancel failed for job {ref.job_id}\n{describe_result(result)}")
 
@@ -314,7 +327,7 @@ def parse_sbatch_parsable(stdout: str) -> JobRef:
     return JobRef(job_id=match.group(1), cluster=match.group(2))
 
 
-def _sbatch_hint(stderr: str) -> str:
+def sbatch_hint(stderr: str) -> str:
     for needle, hint in _SBATCH_HINTS:
         if needle.lower() in stderr.lower():
             return hint

@@ -125,11 +125,20 @@ class App:
     @functools.cached_property
     def backend(self) -> Backend:
         """The chosen backend."""
-        from hpclaunch.backends import create_backend
+        return self._backend_choice[0]
+
+    @property
+    def backend_reason(self) -> str:
+        """Which backend is used and why (``auto`` says what it chose), for ``site check``."""
+        return self._backend_choice[1]
+
+    @functools.cached_property
+    def _backend_choice(self) -> tuple[Backend, str]:
+        from hpclaunch.backends import choose_backend
 
         name = self.settings.backend.value
         assert name is not None  # the built-in default names one
-        return create_backend(name, self.runner, self.site)
+        return choose_backend(name, self.runner, self.site)
 
 
 def remote_files(app: App) -> RemoteFiles | None:

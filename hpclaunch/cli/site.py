@@ -95,6 +95,8 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
             "accounting_problem": caps.accounting_problem,
             "slurm_version": caps.slurm_version,
             "client_version": caps.client_version,
+            "backend": app.backend.name,
+            "backend_reason": app.backend_reason,
             "problems": [p.to_dict() for p in problems],
         }
         click.echo(json.dumps(data, indent=2))
@@ -104,6 +106,8 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
             f"cluster {caps.cluster}: Slurm {caps.slurm_version}; "
             f"commands on {app.runner.where}: {caps.client_version}"
         )
+        source = app.settings.backend
+        click.echo(f"backend {source.value!r} (from {source.source}): {app.backend_reason}")
         if caps.accounting_problem:
             click.echo(f"Note: {caps.accounting_problem}; QOS and accounts not checked", err=True)
         if not problems:

@@ -48,6 +48,8 @@ class Runner(abc.ABC):
 
     #: Where commands run, for messages ("this machine", "user@login1").
     where: str = "this machine"
+    #: Whether the commands run on this machine (libraries such as pyslurm work only then).
+    is_local: bool = True
     #: The directory of the Slurm commands there (site config ``slurm_bin``); ``None``:
     #: they are found on ``PATH``.
     slurm_bin: str | None = None

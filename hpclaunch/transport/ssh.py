@@ -79,6 +79,8 @@ class SSHRunner(Runner):
             config files; tests pass their own).
     """
 
+    is_local = False
+
     def __init__(
         self,
         destination: str,

@@ -1,0 +1,418 @@
+"""The pyslurm backend: Slurm's own library (libslurm, through pyslurm) in this process.
+
+No command is started per call: ``status`` of any number of jobs is one slurmctld RPC (the
+job list) and, for the jobs it no longer knows or saw end, one slurmdbd query; ``submit``
+and ``cancel`` are one RPC each. Answers become the same :class:`~hpclaunch.observe.JobInfo`
+as the cli backend's and are merged the same way (:mod:`hpclaunch.backends.merge`).
+
+A login-node library: pyslurm is built against one Slurm release (its major.minor must be
+the cluster's; ``pip install`` refuses any other) and needs that release's libslurm on this
+machine. Over SSH hpclaunch uses the cli backend.
+
+Where pyslurm 25.11 cannot do a step, the cli backend does it, and the method says why:
+``attempts`` (``sacct --duplicates``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.backends.cli import (
+    GONE,
+    LOST_REPLY,
+    SUBMISSION_LOOKBACK,
+    CliBackend,
+    sbatch_hint,
+)
+from hpclaunch.backends.jobdesc import describe_job, merged_options
+from hpclaunch.backends.merge import merge_status
+from hpclaunch.backends.slurm_text import field, wanted_ref
+from hpclaunch.errors import BackendError, BackendUnavailable, HpclaunchError, SubmissionError
+from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurmtime import format_elapsed
+
+if TYPE_CHECKING:
+    from hpclaunch.config.site import SiteConfig
+    from hpclaunch.render import RenderedJob
+    from hpclaunch.transport.base import Runner
+
+__all__ = ["INSTALL_HINT", "PyslurmBackend", "load_pyslurm", "pyslurm_release"]
+
+INSTALL_HINT = (
+    "build pyslurm for the cluster's Slurm: SLURM_INCLUDE_DIR=<slurm>/include "
+    "SLURM_LIB_DIR=<slurm>/lib pip install 'hpclaunch[pyslurm]' 'pyslurm==<major.minor>.*' "
+    "(e.g. pyslurm==25.11.* for Slurm 25.11); or use the cli backend (--backend cli)"
+)
+_T = TypeVar("_T")
+
+
+def load_pyslurm() -> ModuleType:
+    """Import pyslurm, or say why it cannot be used.
+
+    Raises:
+        BackendUnavailable: Not installed, or its libslurm is not on this machine.
+    """
+    try:
+        pyslurm = importlib.import_module("pyslurm")
+    except ImportError as exc:
+        if exc.name == "pyslurm":
+            raise BackendUnavailable(
+                "the pyslurm backend needs the Python package 'pyslurm', which is not installed",
+                hint=INSTALL_HINT,
+            ) from exc
+        # pyslurm is there but its libslurm is not (another Slurm release runs here, or
+        # the library directory is not known to the loader: ldconfig or LD_LIBRARY_PATH).
+        raise BackendUnavailable(
+            f"pyslurm is installed but cannot load Slurm's library: {exc}",
+            hint="pyslurm runs only with the libslurm of the release it was built for: "
+            "put that release's lib/ on the loader's path, or rebuild pyslurm for the "
+            f"cluster's Slurm ({INSTALL_HINT})",
+        ) from exc
+    return pyslurm
+
+
+def pyslurm_release(pyslurm: ModuleType) -> str:
+    """The Slurm major.minor pyslurm was built for (its version is ``25.11.2``: 25.11)."""
+    return ".".join(str(pyslurm.__version__).split(".")[:2])
+
+
+class PyslurmBackend(Backend):
+    """Slurm through libslurm in this process (pyslurm), on the login node.
+
+    Raises:
+        BackendUnavailable: pyslurm missing or built for another Slurm than the cluster's,
+            slurmctld unreachable, or Slurm reached over SSH.
+    """
+
+    name = "pyslurm"
+
+    def __init__(self, runner: Runner, site: SiteConfig) -> None:
+        super().__init__(runner, site)
+        if not runner.is_local:
+            raise BackendUnavailable(
+                f"the pyslurm backend calls Slurm's library in this process; Slurm is "
+                f"reached over SSH here ({runner.where})",
+                hint="use the cli backend over SSH (--backend cli), or run hpclaunch on "
+                "the login node",
+            )
+        self.pyslurm = load_pyslurm()
+        #: Steps pyslurm cannot do go through Slurm's commands (see the module docstring).
+        self.cli = CliBackend(runner, site)
+        self.cluster_release = self._check_release()
+
+    def _check_release(self) -> str:
+        built = pyslurm_release(self.pyslurm)
+        config = self._rpc(self.pyslurm.slurmctld.Config.load, "read slurmctld's config")
+        running = ".".join(str(config.version).split(".")[:2])
+        if running != built:
+            raise BackendUnavailable(
+                f"pyslurm is built for Slurm {built}, but the cluster's slurmctld runs "
+                f"Slurm {config.version}",
+                hint=INSTALL_HINT.replace("<major.minor>", running),
+            )
+        return str(config.version)
+
+    def describe(self) -> str:
+        return f"pyslurm {self.pyslurm.__version__}, slurmctld {self.cluster_release}"
+
+    # -- submit -------------------------------------------------------------------------
+
+    def submit(self, job: RenderedJob, *, script_written: bool = False) -> JobRef:
+        """Write the script into the private job directory (unless ``script_written``), then
+        submit it with every option it and the sbatch argv set (:mod:`.jobdesc`).
+
+        When the reply is lost the job may exist anyway: it is looked up by its submission
+        id and returned instead of being submitted a second time.
+        """
+        options, args = merged_options(
+            job.plan.sbatch_options, job.sbatch_argv, job.plan.script_path
+        )
+        described = describe_job(options, args)
+        if not script_written:
+            self.runner.put_file(job.script_path, job.script, 0o700)
+        attributes = dict(described.attributes)
+        # What sbatch puts in the job's environment besides the caller's own (sbatch.c,
+        # _set_submit_dir_env, _set_umask_env): the sidecar and users' scripts read them.
+        umask = os.umask(0)
+        os.umask(umask)
+        attributes["environment"] = {
+            **os.environ,
+            "SLURM_SUBMIT_DIR": os.getcwd(),
+            "SLURM_SUBMIT_HOST": socket.gethostname(),
+            "SLURM_UMASK": f"{umask:04o}",
+        }
+        sid = job.plan.submission_id
+        try:
+            description = self.pyslurm.JobSubmitDescription(
+                script=job.script_path, script_args=list(described.script_args), **attributes
+            )
+            job_id = description.submit()
+        except self.pyslurm.RPCError as exc:
+            message = str(exc)
+            if any(text in message for text in LOST_REPLY):
+                return self._recover(sid, f"the submission lost its reply: {message}", exc)
+            raise SubmissionError(
+                f"Slurm refused job {job.plan.job_name!r}: {message}",
+                hint=sbatch_hint(message),
+            ) from exc
+        except ValueError as exc:  # pyslurm's own checks of the description
+            raise SubmissionError(
+                f"pyslurm refused job {job.plan.job_name!r}: {exc}",
+                hint="'hpclaunch render SPEC' shows the options; the cli backend "
+                "(--backend cli) submits them with sbatch",
+            ) from exc
+        return JobRef(str(job_id))
+
+    def _recover(self, submission_id: str, what: str, cause: Exception) -> JobRef:
+        retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
+        try:
+            found = self.find_submission(submission_id)
+        except HpclaunchError as exc:
+            raise SubmissionError(
+                f"{what}; the job may or may not have been submitted, and looking for it "
+                f"failed too: {exc.message.splitlines()[0]}",
+                hint=f"when Slurm answers again, retry with '{retry}': it submits only if "
+                "no job carries that submission id",
+            ) from cause
+        if found is not None:
+            return found
+        raise SubmissionError(
+            f"{what}; no job with submission id {submission_id} exists, so it was not submitted",
+            hint=f"retry with '{retry}': it checks again and never makes a second job",
+        ) from cause
+
+    def find_submission(self, submission_id: str) -> JobRef | None:
+        """The job tagged ``--comment=hpclaunch:<submission_id>``: in slurmctld's job list,
+        then in the accounting database (its comment, stored with
+        ``AccountingStoreFlags=job_comment``; else its output file, which lies in the
+        submission's own job directory, ``<job_root>/<submission_id>/slurm-%j.out``).
+        """
+        tag = f"hpclaunch:{submission_id}"
+        uid = os.getuid()
+        for job in self._live_jobs():
+            if job.comment == tag and job.user_id == uid:
+                return JobRef(_live_id(job))
+        pyslurm = self.pyslurm
+        try:
+            wanted = pyslurm.db.JobFilter(users=[_user_name()], start_time=SUBMISSION_LOOKBACK)
+            records = pyslurm.db.Jobs.load(wanted)
+        except pyslurm.RPCError:
+            return None  # no accounting on this site: the job list was all we could ask
+        directory = f"/{submission_id}/slurm-"
+        for record in records.values():
+            out = record.standard_output or ""
+            if record.comment == tag or directory in out:
+                return JobRef(_db_id(record)[0])
+        return None
+
+    # -- status ---------------------------------------------------------------------------
+
+    def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
+        """One job-list RPC for all jobs; one accounting query for those slurmctld did not
+        know or saw finished (for their exit codes), merged as the cli backend merges
+        squeue's and sacct's answers."""
+        return merge_status(refs, self._live_infos, self._accounted_infos)
+
+    def _live_infos(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
+        infos: dict[JobRef, JobInfo] = {}
+        gres = self.site.gres_name
+        for job in self._live_jobs():
+            for job_id, waiting in _live_ids(job):
+                ref = wanted_ref(job_id, by_id)
+                if ref is not None:
+                    infos[ref] = _live_info(ref, job, gres, waiting)
+        return infos
+
+    def _accounted_infos(
+        self, by_id: Mapping[str, JobRef]
+    ) -> tuple[dict[JobRef, JobInfo], str | None]:
+        pyslurm = self.pyslurm
+        ids = sorted({int(job_id.partition("_")[0]) for job_id in by_id})
+        try:
+            records = pyslurm.db.Jobs.load(pyslurm.db.JobFilter(ids=ids))
+        except pyslurm.RPCError as exc:
+            return {}, f"accounting unavailable: {exc}"
+        infos: dict[JobRef, JobInfo] = {}
+        gres = self.site.gres_name
+        for record in records.values():
+            for job_id in _db_id(record):
+                ref = wanted_ref(job_id, by_id)
+                if ref is not None:
+                    infos[ref] = _db_info(ref, record, gres)
+        return infos, None
+
+    def attempts(self, ref: JobRef) -> list[Attempt]:
+        """Every run of ``ref``, from ``sacct --duplicates`` (the cli backend): pyslurm's
+        ``db.JobFilter`` has no duplicates flag, so slurmdbd would return only the last run
+        of a requeued job (pyslurm 25.11.2, ``db/job.pyx``)."""
+        return self.cli.attempts(ref)
+
+    def find_jobs(self, name: str) -> list[JobInfo]:
+        """Your unfinished jobs named exactly ``name``."""
+        uid = os.getuid()
+        found = []
+        for job in self._live_jobs():
+            if job.user_id != uid or job.name != name:
+                continue
+            state = parse_state(job.state)
+            if not state.is_finished:
+                ref = JobRef(_live_id(job))
+                found.append(JobInfo(ref, state, name=name, source="squeue"))
+        return found
+
+    # -- cancel ---------------------------------------------------------------------------
+
+    def cancel(self, ref: JobRef) -> None:
+        """Cancel ``ref`` (a whole array by its own id); a job already ended or forgotten is
+        not an error. A task of an array (``123_4``) is cancelled with ``scancel`` (the cli
+        backend): a pending task has no job id of its own to give pyslurm yet."""
+        if "_" in ref.job_id:
+            self.cli.cancel(ref)
+            return
+        try:
+            self.pyslurm.Job(int(ref.job_id)).cancel()
+        except self.pyslurm.RPCError as exc:
+            if any(text in str(exc) for text in GONE):
+                return
+            raise BackendError(f"cancelling job {ref.job_id} failed: {exc}") from exc
+
+    # -- calling libslurm -----------------------------------------------------------------
+
+    def _live_jobs(self) -> Iterable[Any]:
+        jobs = self._rpc(self.pyslurm.Jobs.load, "load the job list")
+        return list(jobs.values())
+
+    def _rpc(self, call: Callable[[], _T], what: str) -> _T:
+        try:
+            return call()
+        except self.pyslurm.RPCError as exc:
+            raise BackendUnavailable(
+                f"pyslurm could not {what}: {exc}",
+                hint="is slurmctld running and reachable? (scontrol ping)",
+            ) from exc
+
+
+def _user_name() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def _live_id(job: Any) -> str:
+    """The id as squeue prints it: ``123``, or ``123_4`` for a task of an array."""
+    if not job.array_id:
+        return str(job.id)
+    return f"{job.array_id}_{_task_id(job)}"
+
+
+def _task_id(job: Any) -> int:
+    """The task id of an array task's record. pyslurm 25.11 reads a task id of 0 as "not
+    set" (``u32_parse``: zero is no value), as it reads the not-a-task value of the record
+    that holds an array's tasks not yet started; a record with no waiting tasks is a task."""
+    return 0 if job.array_task_id is None else int(job.array_task_id)
+
+
+def _live_ids(job: Any) -> list[tuple[str, bool]]:
+    """(id, is a not yet started array task) of every job ``job`` stands for: the tasks of
+    an array that have not started are one record (``array_tasks_waiting`` ``3-7``), which
+    squeue --array prints one line per task."""
+    waiting = job.array_tasks_waiting
+    if not job.array_id or not waiting:
+        return [(_live_id(job), False)]
+    return [(f"{job.array_id}_{task}", True) for task in _task_ids(waiting)]
+
+
+def _task_ids(text: str) -> list[int]:
+    """``0-3,7`` (``-4:2`` steps too) → the task ids. slurmdbd keeps them as a bitmap in
+    hex, ``0xF`` for tasks 0-3 (sacct turns it into ranges; pyslurm 25.11 does not)."""
+    if text.lower().startswith("0x"):
+        bits = int(text, 16)
+        return [task for task in range(bits.bit_length()) if bits >> task & 1]
+    ids: list[int] = []
+    for part in text.split(","):
+        span, _, step = part.partition(":")
+        low, _, high = span.partition("-")
+        ids.extend(range(int(low), int(high or low) + 1, int(step or 1)))
+    return ids
+
+
+def _live_info(ref: JobRef, job: Any, gres: str, waiting: bool) -> JobInfo:
+    # The record of an array's tasks not yet started stands for each of them (a cancelled
+    # array's too: squeue --array prints its state on every task's line).
+    state = parse_state(job.state)
+    finished = state.is_finished
+    return JobInfo(
+        ref=ref,
+        state=state,
+        name=job.name or None,
+        reason=_reason(job.state_reason),
+        nodes=None if waiting else field(job.allocated_nodes or ""),
+        exit_code=job.exit_code if finished else None,
+        exit_signal=(job.exit_code_signal or None) if finished else None,
+        elapsed=format_elapsed(0 if waiting else job.run_time),
+        source="squeue",
+        qos=job.qos,
+        node_count=job.num_nodes,
+        gpus=_gpus(job.allocated_tres or job.requested_tres, gres),
+        restarts=job.requeue_count,
+    )
+
+
+def _db_id(record: Any) -> list[str]:
+    """The ids an accounting record answers for, as sacct prints them (one per task of the
+    tasks of an array that never started, which slurmdbd keeps as one record)."""
+    if not record.array_id:
+        return [str(record.id)]
+    waiting = record.array_tasks_waiting
+    if waiting:
+        return [f"{record.array_id}_{task}" for task in _task_ids(waiting)]
+    return [f"{record.array_id}_{_task_id(record)}"]
+
+
+def _db_info(ref: JobRef, record: Any, gres: str) -> JobInfo:
+    state = parse_state(record.state)
+    code: int | None = None
+    signal: int | None = None
+    if state.is_finished:
+        code, signal = record.exit_code, record.exit_code_signal or None
+        batch = record.steps.get("batch") if record.steps else None
+        # The allocation says 0:0 for a job Slurm cancelled or timed out; its batch step
+        # holds the signal (as sacct shows, backends/slurm_text.py _ended_by).
+        if (code, signal) == (0, None) and state is not JobState.COMPLETED:
+            if batch is not None:
+                code, signal = batch.exit_code, batch.exit_code_signal or None
+            elif not record.nodelist or field(record.nodelist) is None:
+                code = None  # ended before it ran
+    return JobInfo(
+        ref=ref,
+        state=state,
+        name=record.name or None,
+        reason=_reason(record.state_reason),
+        nodes=field(record.nodelist or ""),
+        exit_code=code,
+        exit_signal=signal,
+        elapsed=format_elapsed(record.elapsed_time),
+        source="sacct",
+        qos=record.qos,
+        node_count=record.num_nodes,
+        gpus=_gpus(record.allocated_tres or record.requested_tres, gres),
+        restarts=record.requeue_count,
+    )
+
+
+def _reason(text: str | None) -> str | None:
+    return field(text or "")
+
+
+def _gpus(tres: Any, gres: str) -> int | None:
+    """GPUs in a pyslurm TrackableResources (``.gres``: name → resource with ``count``)."""
+    if tres is None:
+        return None
+    found = tres.gres.get(gres) if tres.gres else None
+    return int(found.count) if found is not None else 0

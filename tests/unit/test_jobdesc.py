@@ -1,0 +1,108 @@
+"""The pyslurm backend's option mapping: every option a plan sets, the sweep's command-line
+options over the script's, and a clear refusal for options it cannot pass (no pyslurm
+needed: these are pure functions; the cluster tests submit through pyslurm for real)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from hpclaunch.backends.jobdesc import describe_job, merged_options
+from hpclaunch.errors import PlanError
+from hpclaunch.plan import SubmissionPlan
+from hpclaunch.render import render
+
+from .conftest import make_spec
+
+PlanFor = Callable[..., SubmissionPlan]
+
+
+def test_every_option_of_a_gpu_job_with_requeue_maps(plan_for: PlanFor) -> None:
+    spec = make_spec(
+        name="gpu job",
+        launcher="torchrun",
+        tier="low",
+        resources={"nodes": 2, "gpus_per_node": 2, "time": "45:00", "mem": "4G"},
+        checkpoint={"signal": "USR1", "signal_lead_time": 60},
+        sbatch_extra={"--begin": "now+1minute", "--mail-type": "END"},
+    )
+    plan = plan_for(spec)
+    job = render(plan)
+    options, args = merged_options(plan.sbatch_options, job.sbatch_argv, plan.script_path)
+    attrs = describe_job(options, args).attributes
+    # One attribute for each option the plan set: nothing dropped on the way.
+    assert [o for o in options if o[0] != "--parsable"] == list(plan.sbatch_options)
+    assert attrs["name"] == "gpu job"
+    assert attrs["comment"] == f"hpclaunch:{plan.submission_id}"
+    assert attrs["qos"] == plan.option("--qos")
+    assert attrs["nodes"] == "2"
+    assert attrs["ntasks_per_node"] == 1
+    assert attrs["ntasks"] == 2  # as sbatch derives it (pyslurm would say 1)
+    assert attrs["time_limit"] == 45
+    assert attrs["memory_per_node"] == "4G"
+    assert attrs["log_files_open_mode"] == "append"
+    assert attrs["is_requeueable"] is True
+    assert attrs["signal"] == plan.option("--signal")
+    assert attrs["begin_time"] == "now+1minute"
+    assert attrs["mail_types"] == "END"
+    assert attrs["working_directory"] == plan.workdir
+    assert attrs["standard_output"].endswith("/slurm-%j.out")  # type: ignore[union-attr]
+    gpu = plan.option("--gres") if any(f == "--gres" for f, _ in options) else None
+    assert attrs["gres_per_node"] == (gpu or f"gpu:{plan.option('--gpus-per-node')}")
+
+
+@pytest.mark.parametrize(
+    ("time", "minutes"), [("30", 30), ("0:30", 1), ("30:01", 31), ("1-0", 1440)]
+)
+def test_time_limits_are_whole_minutes_rounded_up(time: str, minutes: int) -> None:
+    assert describe_job([("--time", time)]).attributes["time_limit"] == minutes
+
+
+def test_the_command_line_wins_and_the_script_args_follow() -> None:
+    script = [("--comment", "hpclaunch:sweep"), ("--dependency", "afterok:1")]
+    argv = [
+        "sbatch",
+        "--parsable",
+        "--array=0-9%2",
+        "--comment=hpclaunch:sweep-a0",
+        "--dependency=afterok:1,afterany:7",
+        "/jobs/x/job.sbatch",
+        "20",
+    ]
+    options, args = merged_options(script, argv, "/jobs/x/job.sbatch")
+    described = describe_job(options, args)
+    assert described.attributes == {
+        "comment": "hpclaunch:sweep-a0",
+        "dependencies": "afterok:1,afterany:7",
+        "array": "0-9%2",
+    }
+    assert described.script_args == ("20",)
+
+
+def test_short_spellings_and_flags() -> None:
+    attrs = describe_job([("-p", "gpu"), ("--exclusive", None), ("--no-requeue", None)]).attributes
+    assert attrs == {"partitions": "gpu", "resource_sharing": "no", "is_requeueable": False}
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ([("--propagate", "STACK")], "--propagate: pyslurm's JobSubmitDescription has no"),
+        ([("--nice", "ten")], "'ten' is not a whole number"),
+        ([("--time", "soon")], "'soon' is not a Slurm time"),
+        ([("--qos", None)], "--qos: it needs a value"),
+    ],
+)
+def test_what_cannot_be_passed_is_refused_never_dropped(
+    options: list[tuple[str, str | None]], said: str
+) -> None:
+    with pytest.raises(PlanError, match=said) as info:
+        describe_job(options)
+    assert info.value.hint is not None
+    assert "--backend cli" in info.value.hint
+
+
+def test_an_argv_of_another_script_is_an_error() -> None:
+    with pytest.raises(ValueError, match="not an sbatch command"):
+        merged_options([], ["sbatch", "/other.sbatch"], "/jobs/x/job.sbatch")
