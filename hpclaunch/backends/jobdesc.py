@@ -12,6 +12,7 @@ never dropped: the job would run without it.
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -38,7 +39,6 @@ _TEXT = {
     "--error": "standard_error",
     "--input": "standard_in",
     "--open-mode": "log_files_open_mode",
-    "--signal": "signal",
     "--dependency": "dependencies",
     "--array": "array",
     "--gres": "gres_per_node",
@@ -140,6 +140,13 @@ def describe_job(
             attrs[_NUMBER[name]] = _number(flag, value)
         elif name == "--time":
             attrs["time_limit"] = _minutes(flag, value)
+        elif name == "--signal":
+            attrs["signal"] = _signal(flag, value)
+        elif name == "--kill-on-invalid-dep":
+            # yes|no (sbatch(1)); pipelines set it so a job whose dependency failed ends.
+            if value not in ("yes", "no"):
+                raise _refused(flag, f"{value!r} is not yes or no")
+            attrs["kill_on_invalid_dependency"] = value == "yes"
         elif name == "--gpus-per-node":
             # --gpus-per-node=[type:]N is a per-node GPU request like --gres=gpu:[type:]N:
             # both become the job's tres_per_node (sbatch(1), 22.05+); pyslurm 25.11 has
@@ -162,6 +169,32 @@ def _long(flag: str) -> tuple[str, str | None]:
         return normalise_flag(flag)
     except ValueError as exc:
         raise _refused(flag, str(exc)) from None
+
+
+def _signal(flag: str, value: str) -> dict[str, object]:
+    """``[{R|B}:]<sig_num>[@sig_time]`` (sbatch(1)) as pyslurm's dict. Given the string,
+    pyslurm 25.11 looks the name up in Python's ``signal.Signals`` and refuses ``USR1``
+    ("Invalid Signal", seen on the test cluster): it wants ``SIGUSR1`` or a number."""
+    flags, _, rest = value.rpartition(":")
+    name, _, seconds = rest.partition("@")
+    try:
+        number = int(name) if name.isdigit() else signal.Signals[_sig_name(name)].value
+        lead = int(seconds) if seconds else 60  # sbatch's default lead time
+    except (KeyError, ValueError):
+        raise _refused(flag, f"{value!r} is not [B:|R:]SIGNAL[@SECONDS]") from None
+    if set(flags.upper()) - {"B", "R"}:
+        raise _refused(flag, f"{value!r}: the flags before ':' may be B and R only")
+    return {
+        "signal": number,
+        "time": lead,
+        "batch_only": "B" in flags.upper(),
+        "allow_reservation_overlap": "R" in flags.upper(),
+    }
+
+
+def _sig_name(name: str) -> str:
+    upper = name.upper()
+    return upper if upper.startswith("SIG") else f"SIG{upper}"
 
 
 def _number(flag: str, value: str) -> int:

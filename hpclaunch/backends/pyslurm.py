@@ -150,7 +150,12 @@ class PyslurmBackend(Backend):
         sid = job.plan.submission_id
         try:
             description = self.pyslurm.JobSubmitDescription(
-                script=job.script_path, script_args=list(described.script_args), **attributes
+                script=job.script_path,
+                # argv[0] is the script's path, as sbatch gives it: slurmctld keeps it as the
+                # job's Command (squeue %o), where the arbiter finds the job directory.
+                # pyslurm sets argv only when there are arguments (core/job/submission.pyx).
+                script_args=[job.script_path, *described.script_args],
+                **attributes,
             )
             job_id = description.submit()
         except self.pyslurm.RPCError as exc:

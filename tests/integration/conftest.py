@@ -36,6 +36,53 @@ HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 CLUSTER_LOCK = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOCK", "/tmp/hpclaunch-cluster.lock"))
 
 
+#: The backends that tests marked ``backends`` run with, each in turn
+#: ($HPCLAUNCH_TEST_BACKENDS; scripts/test's 22.05 leg runs cli only: pyslurm is built for
+#: 25.11). Every other cluster test runs with cli.
+TEST_BACKENDS = os.environ.get("HPCLAUNCH_TEST_BACKENDS", "cli pyslurm").split()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        marked = metafunc.definition.get_closest_marker("backends") is not None
+        names = TEST_BACKENDS if marked else ["cli"]
+        metafunc.parametrize("backend", names, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The backend every ``hpclaunch`` of the module's tests uses (``HPCLAUNCH_BACKEND``),
+    module by module, so that module-scoped fixtures submit with it too (they list it as an
+    argument to be made again for each backend). A backend asked for that cannot be used
+    fails the tests with the reason."""
+    name = str(request.param)
+    if name != "cli":
+        _require_backend(name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HPCLAUNCH_BACKEND", name)
+        yield name
+
+
+_USABLE: dict[str, str | None] = {}
+
+
+def _require_backend(name: str) -> None:
+    if name not in _USABLE:
+        from hpclaunch.backends import create_backend
+        from hpclaunch.config.site import load_site
+        from hpclaunch.errors import HpclaunchError
+
+        try:
+            create_backend(name, LocalRunner(), load_site("local"))
+            _USABLE[name] = None
+        except HpclaunchError as exc:
+            _USABLE[name] = f"{exc.message} (hint: {exc.hint})"
+    if _USABLE[name] is not None:
+        pytest.fail(
+            f"backend {name} asked for ($HPCLAUNCH_TEST_BACKENDS) but not usable: {_USABLE[name]}"
+        )
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """The reachable cluster (``.nodes``); skips, or fails under CI=true, without one.

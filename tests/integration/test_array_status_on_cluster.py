@@ -17,7 +17,7 @@ import pytest
 from .conftest import Run, job_status
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 _COUNT = re.compile(r"(\d+) ([a-z ]+?)(?:,|$)")
 

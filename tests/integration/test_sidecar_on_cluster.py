@@ -34,7 +34,7 @@ from .cluster import SlurmCluster
 from .conftest import Cli
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 150
 TRAIN = ["python", "examples/ddp_train.py", "--steps", str(STEPS), "--every", "1000"]
@@ -109,7 +109,9 @@ def _submit(cli: Cli, spec_dir: Path, key: str, **fields: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
+def jobs(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, backend: str
+) -> Iterator[Jobs]:
     tmp = tmp_path_factory.mktemp("sidecar")
     cli = Cli(tmp / "state")
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]

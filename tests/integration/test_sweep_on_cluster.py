@@ -30,7 +30,7 @@ from .cluster import SlurmCluster
 from .conftest import Cli
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 # Reports its point as metrics; sleeps so that the %2 cap is visible in sacct's times.
@@ -78,7 +78,7 @@ class Sweeps:
 
 @pytest.fixture(scope="module")
 def sweeps(
-    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, backend: str
 ) -> Iterator[Sweeps]:
     cli = Cli(tmp_path_factory.mktemp("state"))
     shared = Path.home() / ".hpclaunch-it" / f"sweep-{uuid.uuid4().hex[:8]}"

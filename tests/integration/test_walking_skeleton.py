@@ -12,7 +12,7 @@ import pytest
 from .conftest import REPO, Run, job_status, wait_state
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 
 def test_hello_is_seen_running_then_completed(hpclaunch: Run) -> None:

@@ -43,7 +43,13 @@ def test_every_option_of_a_gpu_job_with_requeue_maps(plan_for: PlanFor) -> None:
     assert attrs["memory_per_node"] == "4G"
     assert attrs["log_files_open_mode"] == "append"
     assert attrs["is_requeueable"] is True
-    assert attrs["signal"] == plan.option("--signal")
+    assert plan.option("--signal") == "B:USR1@60"
+    assert attrs["signal"] == {
+        "signal": 10,
+        "time": 60,
+        "batch_only": True,
+        "allow_reservation_overlap": False,
+    }
     assert attrs["begin_time"] == "now+1minute"
     assert attrs["mail_types"] == "END"
     assert attrs["working_directory"] == plan.workdir
@@ -80,6 +86,23 @@ def test_the_command_line_wins_and_the_script_args_follow() -> None:
     assert described.script_args == ("20",)
 
 
+def test_signals_by_name_or_number_and_pipelines_kill_on_invalid_dep() -> None:
+    attrs = describe_job([("--signal", "SIGTERM"), ("--kill-on-invalid-dep", "yes")]).attributes
+    assert attrs["signal"] == {
+        "signal": 15,
+        "time": 60,
+        "batch_only": False,
+        "allow_reservation_overlap": False,
+    }
+    assert attrs["kill_on_invalid_dependency"] is True
+    assert describe_job([("--signal", "R:12@30")]).attributes["signal"] == {
+        "signal": 12,
+        "time": 30,
+        "batch_only": False,
+        "allow_reservation_overlap": True,
+    }
+
+
 def test_short_spellings_and_flags() -> None:
     attrs = describe_job([("-p", "gpu"), ("--exclusive", None), ("--no-requeue", None)]).attributes
     assert attrs == {"partitions": "gpu", "resource_sharing": "no", "is_requeueable": False}
@@ -90,6 +113,8 @@ def test_short_spellings_and_flags() -> None:
     [
         ([("--propagate", "STACK")], "--propagate: pyslurm's JobSubmitDescription has no"),
         ([("--nice", "ten")], "'ten' is not a whole number"),
+        ([("--signal", "B:NOPE@5")], "'B:NOPE@5' is not"),
+        ([("--kill-on-invalid-dep", "maybe")], "'maybe' is not yes or no"),
         ([("--time", "soon")], "'soon' is not a Slurm time"),
         ([("--qos", None)], "--qos: it needs a value"),
     ],

@@ -1,0 +1,199 @@
+"""The cli and pyslurm backends side by side, in this process, on the local cluster:
+
+* status of 1, 100 and 1,000 jobs (the tasks of one held array): wall time per call and the
+  slurmctld RPCs it cost (sdiag before and after; sacct/pyslurm.db talk to slurmdbd and are
+  not counted there). Baseline of the same run: the cli backend (one squeue + one sacct).
+* submit of one job (held, cancelled at once): wall time of ``backend.submit`` against a
+  plain ``sbatch --hold --wrap`` process.
+* a 1,000-point sweep (one array, held): ``hpclaunch sweep`` as a whole process per backend
+  against a plain ``sbatch --array=0-999 --hold --wrap``, and ``python -c pass`` (start-up).
+
+    .venv/bin/python bench/backends.py [--repeats 7]
+
+Needs the 25.11 cluster and pyslurm in the venv (scripts/test installs it). Medians; record
+them in bench/RESULTS.md with the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from status_rpcs import measure, submit_held_array
+
+from hpclaunch.backends import create_backend
+from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.config.site import load_site
+from hpclaunch.plan import build_plan
+from hpclaunch.render import render
+from hpclaunch.spec import JobSpec
+from hpclaunch.transport.local import LocalRunner
+
+HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
+BACKENDS = ("cli", "pyslurm")
+
+
+def timed(action: Callable[[], object], repeats: int) -> float:
+    """Median wall seconds of ``action``."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _status_call(backend: Backend, refs: list[JobRef]) -> Callable[[], None]:
+    def run() -> None:
+        backend.status(refs)
+
+    return run
+
+
+def status_rows(backends: dict[str, Backend], array: str, repeats: int) -> None:
+    print(f"status of N jobs (median of {repeats}; RPCs: slurmctld, from sdiag)")
+    print(f"{'jobs':>5} " + " ".join(f"{n + ' ms':>12} {n + ' RPCs':>12}" for n in backends))
+    for size in (1, 100, 1000):
+        refs = [JobRef(f"{array}_{i}") for i in range(size)]
+        cells = []
+        for backend in backends.values():
+            call = _status_call(backend, refs)
+            wall = timed(call, repeats)
+            rpcs = statistics.median(sum(measure(call).values()) for _ in range(3))
+            cells.append(f"{wall * 1000:12.1f} {rpcs:12g}")
+        print(f"{size:5d} " + " ".join(cells))
+
+
+def submit_rows(backends: dict[str, Backend], repeats: int) -> None:
+    site = load_site("local")
+    home = os.path.expanduser("~")
+    spec = JobSpec.model_validate(
+        {
+            "name": "bench-submit",
+            "command": ["true"],
+            "project": "research",
+            "resources": {"time": "1", "mem": "50M"},
+            "sbatch_extra": {"--hold": None},
+        }
+    )
+    submitted: list[str] = []
+
+    def via(backend: Backend) -> Callable[[], None]:
+        def run() -> None:
+            plan = build_plan(spec, site, submission_id=uuid.uuid4().hex, home=home, cwd=home)
+            submitted.append(backend.submit(render(plan)).job_id)
+
+        return run
+
+    def sbatch() -> None:
+        out = subprocess.run(
+            ["sbatch", "--parsable", "--hold", "-t", "1", "--mem=50M", "--wrap", "true"],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        submitted.append(out.stdout.strip())
+
+    try:
+        base = timed(sbatch, repeats)
+        print(f"submit one job (median of {repeats}): plain sbatch process {base * 1000:.1f} ms")
+        for name, backend in backends.items():
+            wall = timed(via(backend), repeats)
+            print(f"  {name:8} backend.submit {wall * 1000:7.1f} ms ({wall / base:.2f}x sbatch)")
+    finally:
+        subprocess.run(["scancel", *submitted], check=False)
+
+
+def sweep_rows(repeats: int) -> None:
+    home = os.path.expanduser("~")
+    with tempfile.TemporaryDirectory(dir=home) as tmp:
+        spec = Path(tmp) / "sweep.yaml"
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "bench-sweep",
+                    "command": ["echo", "{x}"],
+                    "project": "research",
+                    "tier": "low",
+                    "resources": {"time": "1", "mem": "10M"},
+                    "sbatch_extra": {"--hold": None},
+                    "sweep": {"method": "grid", "parameters": {"x": list(range(1000))}},
+                }
+            )
+        )
+        env = dict(os.environ, XDG_STATE_HOME=tmp, XDG_DATA_HOME=tmp)
+        ids: list[str] = []
+
+        def plain() -> None:
+            out = subprocess.run(
+                ["sbatch", "--parsable", "--hold", "--array=0-999", "-t", "1", "--wrap", "true"],
+                cwd=home,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            ids.append(out.stdout.strip())
+
+        def sweep(name: str) -> Callable[[], None]:
+            def run() -> None:
+                out = subprocess.run(
+                    [HPCLAUNCH, "--site", "local", "--backend", name, "sweep", str(spec)],
+                    cwd=home,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if out.returncode != 0:
+                    raise SystemExit(f"hpclaunch sweep failed:\n{out.stderr}")
+                ids.extend(out.stdout.split())
+
+            return run
+
+        def nothing() -> None:
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+        try:
+            start = timed(nothing, repeats)
+            base = timed(plain, repeats)
+            print(
+                f"1,000-point sweep as one array (median of {repeats}): plain sbatch "
+                f"--array {base * 1000:.0f} ms; python -c pass {start * 1000:.0f} ms"
+            )
+            for name in BACKENDS:
+                wall = timed(sweep(name), repeats)
+                print(f"  hpclaunch --backend {name:8} sweep {wall * 1000:6.0f} ms")
+        finally:
+            subprocess.run(["scancel", *[i for i in ids if i.isdigit()]], check=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    site = load_site("local")
+    backends = {name: create_backend(name, LocalRunner(), site) for name in BACKENDS}
+    print(f"{time.strftime('%Y-%m-%d')}: {backends['pyslurm'].describe()}")
+    array = submit_held_array(1000)
+    try:
+        status_rows(backends, array, args.repeats)
+    finally:
+        subprocess.run(["scancel", array], check=False)
+    submit_rows(backends, args.repeats)
+    sweep_rows(max(3, args.repeats // 2))
+
+
+if __name__ == "__main__":
+    main()
