@@ -15,9 +15,11 @@ Where pyslurm 25.11 cannot do a step, the cli backend does it, and the method sa
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import socket
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,6 +52,15 @@ INSTALL_HINT = (
     "(e.g. pyslurm==25.11.* for Slurm 25.11); or use the cli backend (--backend cli)"
 )
 _T = TypeVar("_T")
+
+#: Refusals after which sbatch sleeps and submits again, up to 15 times, 1, 2, ... seconds
+#: apart (src/sbatch/sbatch.c, 25.11.7): EAGAIN ("Slurm temporarily unable to accept job"),
+#: ESLURM_ERROR_ON_DESC_TO_RECORD_COPY (queue full), ESLURM_NODES_BUSY, ESLURM_PORTS_BUSY
+#: (slurm/slurm_errno.h). No job was made, so submitting again cannot make a second one.
+#: Seen with pyslurm, which does not retry: "Resource temporarily unavailable" for a
+#: 1,000-task sweep right after another (bench/backends.py).
+_RETRY_ERRNOS = frozenset({errno.EAGAIN, 2007, 2016, 2059})
+_MAX_RETRIES = 15
 
 
 def load_pyslurm() -> ModuleType:
@@ -105,6 +116,8 @@ class PyslurmBackend(Backend):
         #: Steps pyslurm cannot do go through Slurm's commands (see the module docstring).
         self.cli = CliBackend(runner, site)
         self.cluster_release = self._check_release()
+        #: How the submission waits between retries (tests pass their own).
+        self.sleep: Callable[[float], None] = time.sleep
 
     def _check_release(self) -> str:
         built = pyslurm_release(self.pyslurm)
@@ -157,7 +170,7 @@ class PyslurmBackend(Backend):
                 script_args=[job.script_path, *described.script_args],
                 **attributes,
             )
-            job_id = description.submit()
+            job_id = self._submit_retrying(description)
         except self.pyslurm.RPCError as exc:
             message = str(exc)
             if any(text in message for text in LOST_REPLY):
@@ -173,6 +186,17 @@ class PyslurmBackend(Backend):
                 "(--backend cli) submits them with sbatch",
             ) from exc
         return JobRef(str(job_id))
+
+    def _submit_retrying(self, description: Any) -> int:
+        """``description.submit()``, asked again as sbatch does when Slurm is busy."""
+        for retry in range(1, _MAX_RETRIES + 1):
+            try:
+                return int(description.submit())
+            except self.pyslurm.RPCError as exc:
+                if exc.errno not in _RETRY_ERRNOS:
+                    raise
+            self.sleep(retry)
+        return int(description.submit())
 
     def _recover(self, submission_id: str, what: str, cause: Exception) -> JobRef:
         retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
