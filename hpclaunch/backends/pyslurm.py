@@ -41,6 +41,7 @@ from hpclaunch.slurmtime import format_elapsed
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.plan import SubmissionPlan
     from hpclaunch.render import RenderedJob
     from hpclaunch.transport.base import Runner
 
@@ -133,6 +134,12 @@ class PyslurmBackend(Backend):
 
     def describe(self) -> str:
         return f"pyslurm {self.pyslurm.__version__}, slurmctld {self.cluster_release}"
+
+    def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
+        """Render ``plan``, and refuse it now if this backend could not submit it."""
+        job = super().dryrun(plan)
+        describe_job(*merged_options(plan.sbatch_options, job.sbatch_argv, plan.script_path))
+        return job
 
     # -- submit -------------------------------------------------------------------------
 
