@@ -174,8 +174,9 @@ def sweep_rows(repeats: int) -> None:
             subprocess.run([sys.executable, "-c", "pass"], check=True)
 
         def cancel() -> None:  # an empty queue for each repeat
-            if ids:
-                subprocess.run(["scancel", *[i for i in ids if i.isdigit()]], check=False)
+            # hpclaunch sweep prints the sweep's id; its arrays carry the spec's name.
+            jobs = [i for i in ids if i.isdigit()]
+            subprocess.run(["scancel", "--name=bench-sweep", *jobs], check=False)
             ids.clear()
 
         try:

@@ -259,10 +259,12 @@ class PyslurmBackend(Backend):
         infos: dict[JobRef, JobInfo] = {}
         gres = self.site.gres_name
         for job in self._live_jobs():
+            fields: dict[str, Any] | None = None  # one record may stand for many tasks
             for job_id, waiting in _live_ids(job):
                 ref = wanted_ref(job_id, by_id)
                 if ref is not None:
-                    infos[ref] = _live_info(ref, job, gres, waiting)
+                    fields = fields or _live_fields(job, gres, waiting)
+                    infos[ref] = JobInfo(ref=ref, **fields)
         return infos
 
     def _accounted_infos(
@@ -378,26 +380,26 @@ def _task_ids(text: str) -> list[int]:
     return ids
 
 
-def _live_info(ref: JobRef, job: Any, gres: str, waiting: bool) -> JobInfo:
-    # The record of an array's tasks not yet started stands for each of them (a cancelled
-    # array's too: squeue --array prints its state on every task's line).
+def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
+    """A :class:`JobInfo`'s fields but its ref, from a job-list record. The record of an
+    array's tasks not yet started stands for each of them (a cancelled array's too: squeue
+    --array prints its state on every task's line)."""
     state = parse_state(job.state)
     finished = state.is_finished
-    return JobInfo(
-        ref=ref,
-        state=state,
-        name=job.name or None,
-        reason=_reason(job.state_reason),
-        nodes=None if waiting else field(job.allocated_nodes or ""),
-        exit_code=job.exit_code if finished else None,
-        exit_signal=(job.exit_code_signal or None) if finished else None,
-        elapsed=format_elapsed(0 if waiting else job.run_time),
-        source="squeue",
-        qos=job.qos,
-        node_count=job.num_nodes,
-        gpus=_gpus(job.allocated_tres or job.requested_tres, gres),
-        restarts=job.requeue_count,
-    )
+    return {
+        "state": state,
+        "name": job.name or None,
+        "reason": _reason(job.state_reason),
+        "nodes": None if waiting else field(job.allocated_nodes or ""),
+        "exit_code": job.exit_code if finished else None,
+        "exit_signal": (job.exit_code_signal or None) if finished else None,
+        "elapsed": format_elapsed(0 if waiting else job.run_time),
+        "source": "squeue",
+        "qos": job.qos,
+        "node_count": job.num_nodes,
+        "gpus": _gpus(job.allocated_tres or job.requested_tres, gres),
+        "restarts": job.requeue_count,
+    }
 
 
 def _db_id(record: Any) -> list[str]:
