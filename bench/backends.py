@@ -60,6 +60,14 @@ def timed(
     return statistics.median(times)
 
 
+def plain_sbatch(*options: str) -> str:
+    """``sbatch --parsable --hold OPTIONS --wrap true`` from the home directory: its job id."""
+    argv = ["sbatch", "--parsable", "--hold", *options, "--wrap", "true"]
+    home = os.path.expanduser("~")
+    out = subprocess.run(argv, cwd=home, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
 def _status_call(backend: Backend, refs: list[JobRef]) -> Callable[[], None]:
     def run() -> None:
         backend.status(refs)
@@ -104,14 +112,7 @@ def submit_rows(backends: dict[str, Backend], repeats: int) -> None:
         return run
 
     def sbatch() -> None:
-        out = subprocess.run(
-            ["sbatch", "--parsable", "--hold", "-t", "1", "--mem=50M", "--wrap", "true"],
-            cwd=home,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        submitted.append(out.stdout.strip())
+        submitted.append(plain_sbatch("-t", "1", "--mem=50M"))
 
     try:
         base = timed(sbatch, repeats)
@@ -145,14 +146,7 @@ def sweep_rows(repeats: int) -> None:
 
         def plain() -> None:
             for _ in range(10):  # MaxArraySize 101: what hpclaunch sweep submits too
-                out = subprocess.run(
-                    ["sbatch", "--parsable", "--hold", "--array=0-99", "-t", "1", "--wrap", "true"],
-                    cwd=home,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                ids.append(out.stdout.strip())
+                ids.append(plain_sbatch("--array=0-99", "-t", "1"))
 
         def sweep(name: str) -> Callable[[], None]:
             def run() -> None:

@@ -110,6 +110,33 @@ class Backend(abc.ABC):
         """
         raise self._unsupported("list a job's attempts")
 
+    #: Where :meth:`find_submission` looks, for the messages of :meth:`recover_submission`.
+    asked_for_submissions: ClassVar[str] = "Slurm"
+
+    def recover_submission(self, submission_id: str, what: str, cause: Exception) -> JobRef:
+        """After a submission whose reply was lost (``what`` says how): the job of
+        ``submission_id`` if it exists, else a :class:`SubmissionError` saying how to retry
+        without making a second job."""
+        from hpclaunch.errors import HpclaunchError, SubmissionError
+
+        retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
+        try:
+            found = self.find_submission(submission_id)
+        except HpclaunchError as exc:  # Slurm failed or timed out as well
+            raise SubmissionError(
+                f"{what}; the job may or may not have been submitted, and looking for it "
+                f"failed too: {exc.message.splitlines()[0]}",
+                hint=f"when Slurm answers again, retry with '{retry}': it submits only if "
+                "no job carries that submission id",
+            ) from cause
+        if found is not None:
+            return found
+        raise SubmissionError(
+            f"{what}; no job with submission id {submission_id} exists "
+            f"({self.asked_for_submissions} were asked), so it was not submitted",
+            hint=f"retry with '{retry}': it checks again and never makes a second job",
+        ) from cause
+
     def _unsupported(self, what: str) -> Exception:
         from hpclaunch.errors import BackendUnavailable
 

@@ -27,7 +27,6 @@ from hpclaunch.errors import (
     BackendUnavailable,
     CommandTimeout,
     ConnectionDropped,
-    HpclaunchError,
     ProgramNotFound,
     SubmissionError,
     TransportError,
@@ -101,6 +100,7 @@ class CliBackend(Backend):
     """Slurm through its command-line tools (sbatch, squeue, sacct, scancel)."""
 
     name = "cli"
+    asked_for_submissions = "squeue and sacct"
 
     def describe(self) -> str:
         return f"Slurm's commands on {self.runner.where}"
@@ -121,13 +121,15 @@ class CliBackend(Backend):
         try:
             result = self._run(job.sbatch_argv)
         except CommandTimeout as exc:
-            return self._recover(sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc)
+            return self.recover_submission(
+                sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc
+            )
         except ConnectionDropped as exc:  # over SSH: sbatch may have run; the runner reconnects
-            return self._recover(sid, "the connection dropped while sbatch ran", exc)
+            return self.recover_submission(sid, "the connection dropped while sbatch ran", exc)
         if not result.ok:
             if any(text in result.stderr for text in LOST_REPLY):
                 lost = f"sbatch lost its reply: {first_line(result)}"
-                return self._recover(sid, lost, SubmissionError(lost, result=result))
+                return self.recover_submission(sid, lost, SubmissionError(lost, result=result))
             raise SubmissionError(
                 f"sbatch refused job {job.plan.job_name!r}",
                 result=result,
@@ -139,26 +141,6 @@ class CliBackend(Backend):
             raise SubmissionError(
                 f"cannot read a job id in sbatch's answer: {exc}", result=result
             ) from exc
-
-    def _recover(self, submission_id: str, what: str, cause: Exception) -> JobRef:
-        """After a lost sbatch reply: the job of ``submission_id`` if it exists, else raise."""
-        retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
-        try:
-            found = self.find_submission(submission_id)
-        except HpclaunchError as exc:  # squeue failed or timed out as well
-            raise SubmissionError(
-                f"{what}; the job may or may not have been submitted, and looking for it "
-                f"failed too: {exc.message.splitlines()[0]}",
-                hint=f"when Slurm answers again, retry with '{retry}': it submits only if "
-                "no job carries that submission id",
-            ) from cause
-        if found is not None:
-            return found
-        raise SubmissionError(
-            f"{what}; no job with submission id {submission_id} exists (squeue and sacct "
-            "were asked), so it was not submitted",
-            hint=f"retry with '{retry}': it checks again and never makes a second job",
-        ) from cause
 
     def find_submission(self, submission_id: str) -> JobRef | None:
         """The job tagged ``--comment=hpclaunch:<submission_id>``, from squeue, then sacct.

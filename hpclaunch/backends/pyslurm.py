@@ -35,7 +35,7 @@ from hpclaunch.backends.cli import (
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import field, wanted_ref
-from hpclaunch.errors import BackendError, BackendUnavailable, HpclaunchError, SubmissionError
+from hpclaunch.errors import BackendError, BackendUnavailable, SubmissionError
 from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
@@ -103,6 +103,7 @@ class PyslurmBackend(Backend):
     """
 
     name = "pyslurm"
+    asked_for_submissions = "slurmctld's job list and the accounting database"
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:
         super().__init__(runner, site)
@@ -181,7 +182,9 @@ class PyslurmBackend(Backend):
         except self.pyslurm.RPCError as exc:
             message = str(exc)
             if any(text in message for text in LOST_REPLY):
-                return self._recover(sid, f"the submission lost its reply: {message}", exc)
+                return self.recover_submission(
+                    sid, f"the submission lost its reply: {message}", exc
+                )
             raise SubmissionError(
                 f"Slurm refused job {job.plan.job_name!r}: {message}",
                 hint=sbatch_hint(message),
@@ -204,24 +207,6 @@ class PyslurmBackend(Backend):
                     raise
             self.sleep(retry)
         return int(description.submit())
-
-    def _recover(self, submission_id: str, what: str, cause: Exception) -> JobRef:
-        retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
-        try:
-            found = self.find_submission(submission_id)
-        except HpclaunchError as exc:
-            raise SubmissionError(
-                f"{what}; the job may or may not have been submitted, and looking for it "
-                f"failed too: {exc.message.splitlines()[0]}",
-                hint=f"when Slurm answers again, retry with '{retry}': it submits only if "
-                "no job carries that submission id",
-            ) from cause
-        if found is not None:
-            return found
-        raise SubmissionError(
-            f"{what}; no job with submission id {submission_id} exists, so it was not submitted",
-            hint=f"retry with '{retry}': it checks again and never makes a second job",
-        ) from cause
 
     def find_submission(self, submission_id: str) -> JobRef | None:
         """The job tagged ``--comment=hpclaunch:<submission_id>``: in slurmctld's job list,
