@@ -212,6 +212,14 @@ class JobNotFound(BackendError):
     """The scheduler does not know the job."""
 
 
+class UpdateRefused(BackendError):
+    """Slurm refused to change a job (``scontrol update``); ``said`` is its answer."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(said)
+        self.said = said
+
+
 class WatchTimeout(BackendError):
     """Jobs did not reach the wanted state before the deadline."""
 

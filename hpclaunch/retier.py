@@ -67,15 +67,21 @@ class Retier:
         moved out of a preemptible tier keeps a signal that at worst asks it to checkpoint
         before its time limit.
         """
-        argv = ["scontrol", "update", f"JobId={self.job_id}", f"QOS={self.new_qos}"]
+        changes = [f"{key}={value}" for key, value in self.slurm_changes.items()]
+        return ["scontrol", "update", f"JobId={self.job_id}", *changes]
+
+    @property
+    def slurm_changes(self) -> dict[str, str]:
+        """The job fields to set, in ``scontrol update``'s spelling (:meth:`argv`)."""
+        changes = {"QOS": self.new_qos}
         if self.new_account is not None and self.new_account != self.row.account:
-            argv.append(f"Account={self.new_account}")
+            changes["Account"] = self.new_account
         if self.new_nice != self.row.nice:
-            argv.append(f"Nice={self.new_nice}")
+            changes["Nice"] = str(self.new_nice)
         # Requeue=1: preempted work is requeued (PreemptMode=REQUEUE); Requeue=0: a job that
         # is never preempted is not requeued after a node failure either (as --no-requeue).
-        argv.append(f"Requeue={1 if self.requeue else 0}")
-        return argv
+        changes["Requeue"] = "1" if self.requeue else "0"
+        return changes
 
     def changes(self) -> list[str]:
         """``what: old → new`` for each value that changes (all of them under dry run)."""

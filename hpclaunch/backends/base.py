@@ -102,6 +102,17 @@ class Backend(abc.ABC):
         """
         raise self._unsupported("find jobs by name")
 
+    def update_job(self, job_id: str, changes: Mapping[str, str]) -> None:
+        """Change a pending job (an array's id: every pending task), e.g. ``{"QOS": "high",
+        "Nice": "0", "Requeue": "1"}``: the fields of ``scontrol update`` that ``hpclaunch
+        tier`` sets (QOS, Account, Nice, Requeue).
+
+        Raises:
+            UpdateRefused: Slurm said no (its answer in ``said``).
+            BackendUnavailable: This backend cannot change jobs.
+        """
+        raise self._unsupported("change a job")
+
     def attempts(self, ref: JobRef) -> list[Attempt]:
         """Every run (attempt) of ``ref``, oldest first, from Slurm's accounting.
 

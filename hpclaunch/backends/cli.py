@@ -30,6 +30,7 @@ from hpclaunch.errors import (
     ProgramNotFound,
     SubmissionError,
     TransportError,
+    UpdateRefused,
     describe_result,
 )
 from hpclaunch.observe import Attempt, JobInfo, parse_state
@@ -269,6 +270,14 @@ class CliBackend(Backend):
                 ref = JobRef(cols[0].strip())
                 found.append(JobInfo(ref, parse_state(cols[1]), name=name, source="squeue"))
         return found
+
+    def update_job(self, job_id: str, changes: Mapping[str, str]) -> None:
+        """One ``scontrol update JobId=ID Key=Value...``."""
+        argv = ["scontrol", "update", f"JobId={job_id}"]
+        argv += [f"{key}={value}" for key, value in changes.items()]
+        result = self._run(argv)
+        if not result.ok:
+            raise UpdateRefused(first_line(result))
 
     # -- cancel ---------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from hpclaunch.backends.cli import (
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import field, wanted_ref
-from hpclaunch.errors import BackendError, BackendUnavailable, SubmissionError
+from hpclaunch.errors import BackendError, BackendUnavailable, SubmissionError, UpdateRefused
 from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
@@ -288,6 +288,34 @@ class PyslurmBackend(Backend):
                 ref = JobRef(_live_id(job))
                 found.append(JobInfo(ref, state, name=name, source="squeue"))
         return found
+
+    def update_job(self, job_id: str, changes: Mapping[str, str]) -> None:
+        """One update RPC with the changes. Through ``scontrol update`` (the cli backend)
+        instead: an array or one of its tasks (pyslurm updates by a job's own numeric id, so
+        the tasks of an array already split off its record would keep their tier), and
+        ``Nice=0`` (pyslurm 25.11 reads a nice of 0 as not given: core/job/submission.pyx)."""
+        if "_" in job_id or changes.get("Nice") == "0" or self._is_array(job_id):
+            self.cli.update_job(job_id, changes)
+            return
+        attributes: dict[str, object] = {}
+        for key, value in changes.items():
+            if key == "QOS":
+                attributes["qos"] = value
+            elif key == "Account":
+                attributes["account"] = value
+            elif key == "Nice":
+                attributes["nice"] = int(value)
+            elif key == "Requeue":
+                attributes["is_requeueable"] = value == "1"
+            else:
+                raise ValueError(f"update_job: unknown field {key!r}")
+        try:
+            self.pyslurm.Job(int(job_id)).modify(self.pyslurm.JobSubmitDescription(**attributes))
+        except self.pyslurm.RPCError as exc:
+            raise UpdateRefused(str(exc)) from exc
+
+    def _is_array(self, job_id: str) -> bool:
+        return any(str(job.array_id) == job_id for job in self._live_jobs() if job.array_id)
 
     # -- cancel ---------------------------------------------------------------------------
 

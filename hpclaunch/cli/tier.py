@@ -105,22 +105,23 @@ def _quota_used(app: App, row: QueueRow, new_tier: str) -> int | None:
 
 
 def _update(app: App, retier: Retier) -> None:
-    """The one ``scontrol update``; its refusals become errors with hints."""
-    from hpclaunch.backends.slurm_text import first_line
-    from hpclaunch.cli.queue import run_slurm
-    from hpclaunch.errors import BackendError, JobNotFound
+    """The one update (``scontrol update`` or its RPC); its refusals become errors with
+    hints."""
+    from hpclaunch.errors import BackendError, JobNotFound, UpdateRefused
     from hpclaunch.retier import scontrol_hint
 
-    result = run_slurm(app, retier.argv, check=False)
-    if result.ok:
-        return
-    said = first_line(result)
-    if "Invalid job id" in said:
-        raise JobNotFound(f"job {retier.job_id} is gone: {said}", hint="it ended meanwhile")
-    raise BackendError(
-        f"Slurm refused to move job {retier.job_id} to tier {retier.new_tier}: {said}",
-        hint=scontrol_hint(result.stderr + result.stdout),
-    )
+    try:
+        app.backend.update_job(retier.job_id, retier.slurm_changes)
+    except UpdateRefused as exc:
+        said = exc.said
+        if "Invalid job id" in said:
+            raise JobNotFound(
+                f"job {retier.job_id} is gone: {said}", hint="it ended meanwhile"
+            ) from None
+        raise BackendError(
+            f"Slurm refused to move job {retier.job_id} to tier {retier.new_tier}: {said}",
+            hint=scontrol_hint(said),
+        ) from None
 
 
 def _say(retier: Retier, started: Sequence[QueueRow]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from hpclaunch.backends.cli import CliBackend
 from hpclaunch.cli._app import App
 from hpclaunch.discover import Association, Capabilities, cache_path, write_cache
 from hpclaunch.history import SubmissionRecord, find_record, history_path, record_submission
@@ -84,6 +85,8 @@ ALL_ASSOCS = (
 def slurm(env: Env, monkeypatch: pytest.MonkeyPatch) -> Slurm:
     fake = Slurm()
     monkeypatch.setattr(App, "runner", property(lambda self: fake.runner))
+    # The update goes through the backend: the cli backend, on the same fake runner.
+    monkeypatch.setattr(App, "backend", property(lambda self: CliBackend(fake.runner, self.site)))
     discovered(env, ALL_ASSOCS)
     return fake
 
