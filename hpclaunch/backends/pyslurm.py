@@ -35,7 +35,13 @@ from hpclaunch.backends.cli import (
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import field, wanted_ref
-from hpclaunch.errors import BackendError, BackendUnavailable, SubmissionError, UpdateRefused
+from hpclaunch.errors import (
+    BackendError,
+    BackendUnavailable,
+    HpclaunchError,
+    SubmissionError,
+    UpdateRefused,
+)
 from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
@@ -123,15 +129,35 @@ class PyslurmBackend(Backend):
 
     def _check_release(self) -> str:
         built = pyslurm_release(self.pyslurm)
-        config = self._rpc(self.pyslurm.slurmctld.Config.load, "read slurmctld's config")
-        running = ".".join(str(config.version).split(".")[:2])
+        try:
+            version = str(self.pyslurm.slurmctld.Config.load().version)
+        except self.pyslurm.RPCError as exc:
+            # A slurmctld of another release may not understand this libslurm at all (a
+            # 25.11 client and a 22.05 controller: "Zero Bytes were transmitted or
+            # received", seen): the cluster's own commands say which release it is.
+            version = self._commands_version()
+            if version.startswith(f"{built}.") or version == "unknown":
+                raise BackendUnavailable(
+                    f"pyslurm could not read slurmctld's config: {exc}",
+                    hint="is slurmctld running and reachable? (scontrol ping)",
+                ) from exc
+        running = ".".join(version.split(".")[:2])
         if running != built:
             raise BackendUnavailable(
-                f"pyslurm is built for Slurm {built}, but the cluster's slurmctld runs "
-                f"Slurm {config.version}",
+                f"pyslurm is built for Slurm {built}, but the cluster runs Slurm {version}",
                 hint=INSTALL_HINT.replace("<major.minor>", running),
             )
-        return str(config.version)
+        return version
+
+    def _commands_version(self) -> str:
+        """The release of the Slurm commands (``scontrol --version``), or ``unknown``."""
+        from hpclaunch.discover import version_said
+
+        try:
+            result = self.runner.run(["scontrol", "--version"], timeout=30)
+        except HpclaunchError:
+            return "unknown"
+        return version_said(result.stdout) if result.ok else "unknown"
 
     def describe(self) -> str:
         return f"pyslurm {self.pyslurm.__version__}, slurmctld {self.cluster_release}"
