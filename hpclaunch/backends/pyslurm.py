@@ -34,7 +34,7 @@ from hpclaunch.backends.cli import (
 )
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
-from hpclaunch.backends.slurm_text import field, wanted_ref
+from hpclaunch.backends.slurm_text import ended_by, field, wanted_ref
 from hpclaunch.errors import (
     BackendError,
     BackendUnavailable,
@@ -42,7 +42,7 @@ from hpclaunch.errors import (
     SubmissionError,
     UpdateRefused,
 )
-from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.observe import Attempt, JobInfo, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
 if TYPE_CHECKING:
@@ -454,26 +454,15 @@ def _db_id(record: Any) -> list[str]:
 
 def _db_info(ref: JobRef, record: Any, gres: str) -> JobInfo:
     state = parse_state(record.state)
-    code: int | None = None
-    signal: int | None = None
-    if state.is_finished:
-        code, signal = record.exit_code, record.exit_code_signal or None
-        batch = record.steps.get("batch") if record.steps else None
-        # The allocation says 0:0 for a job Slurm cancelled or timed out; its batch step
-        # holds the signal (as sacct shows, backends/slurm_text.py _ended_by).
-        if (code, signal) == (0, None) and state is not JobState.COMPLETED:
-            if batch is not None:
-                code, signal = batch.exit_code, batch.exit_code_signal or None
-            elif not record.nodelist or field(record.nodelist) is None:
-                code = None  # ended before it ran
-    return JobInfo(
+    finished = state.is_finished
+    info = JobInfo(
         ref=ref,
         state=state,
         name=record.name or None,
         reason=_reason(record.state_reason),
         nodes=field(record.nodelist or ""),
-        exit_code=code,
-        exit_signal=signal,
+        exit_code=record.exit_code if finished else None,
+        exit_signal=(record.exit_code_signal or None) if finished else None,
         elapsed=format_elapsed(record.elapsed_time),
         source="sacct",
         qos=record.qos,
@@ -481,6 +470,11 @@ def _db_info(ref: JobRef, record: Any, gres: str) -> JobInfo:
         gpus=_gpus(record.allocated_tres or record.requested_tres, gres),
         restarts=record.requeue_count,
     )
+    # The allocation says 0:0 for a job Slurm cancelled or timed out; its batch step holds
+    # the signal: the same rule as for sacct's lines.
+    batch = record.steps.get("batch") if record.steps else None
+    batch_exit = None if batch is None else (batch.exit_code, batch.exit_code_signal or None)
+    return ended_by(info, batch_exit)
 
 
 def _reason(text: str | None) -> str | None:

@@ -20,6 +20,7 @@ __all__ = [
     "SACCT_FIELDS",
     "SQUEUE_FIELDS",
     "SQUEUE_FORMAT",
+    "ended_by",
     "is_waiting_reason",
     "parse_attempts",
     "parse_sacct",
@@ -118,7 +119,7 @@ def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Job
 
     With ``--duplicates`` a requeued job has one record per attempt, oldest first: the last
     one is the job now, and the count before it is its restarts. Of the steps, only the
-    batch step is read (:func:`_ended_by`): the allocation's ``ExitCode`` is ``0:0`` for a
+    batch step is read (:func:`ended_by`): the allocation's ``ExitCode`` is ``0:0`` for a
     job Slurm cancelled or timed out, its batch step's holds the signal (``0:15``).
     """
     infos: dict[JobRef, JobInfo] = {}
@@ -143,7 +144,10 @@ def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Job
                 batch.pop(ref, None)  # a newer attempt: the older batch step is not its
             records[ref] = records.get(ref, 0) + 1
             infos[ref] = _sacct_info(ref, cols, records[ref] - 1, gres)
-    return {ref: _ended_by(info, batch.get(ref)) for ref, info in infos.items()}
+    return {
+        ref: ended_by(info, exit_status(batch[ref]) if ref in batch else None)
+        for ref, info in infos.items()
+    }
 
 
 #: States in which Slurm (not the job's own exit) ended a job that may have run.
@@ -159,17 +163,18 @@ _ENDED_BY_SLURM = frozenset(
 )
 
 
-def _ended_by(info: JobInfo, batch_exit: str | None) -> JobInfo:
-    """A finished job's real exit: its batch step's when the allocation says ``0:0`` (a
-    CANCELLED or TIMEOUT job: sacct 22.05 shows ``0:0`` for the job and ``0:15`` for
-    ``.batch``); ``None`` for a job Slurm ended before it ran (no batch step, no node)."""
+def ended_by(info: JobInfo, batch_exit: tuple[int | None, int | None] | None) -> JobInfo:
+    """A finished job's real exit: its batch step's ``(code, signal)`` when the allocation
+    says ``0:0`` (a CANCELLED or TIMEOUT job: sacct 22.05 shows ``0:0`` for the job and
+    ``0:15`` for ``.batch``); ``None`` for a job Slurm ended before it ran (no batch step, no
+    node). Used for sacct's lines and pyslurm.db's records alike."""
     if info.state not in _ENDED_BY_SLURM or (info.exit_code, info.exit_signal) != (0, None):
         return info
     if batch_exit is None:
         if info.nodes is None:  # cancelled while pending: it never ran
             return replace(info, exit_code=None, exit_signal=None)
         return info
-    code, signal = exit_status(batch_exit)
+    code, signal = batch_exit
     return replace(info, exit_code=code, exit_signal=signal)
 
 
@@ -262,7 +267,7 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
 
 def _attempt_ended_by(attempt: Attempt, batch_exit: str) -> Attempt:
     """An attempt Slurm ended (TIMEOUT, CANCELLED, PREEMPTED...) has ``0:0`` on its own line
-    and its signal on its batch step's (see :func:`_ended_by`)."""
+    and its signal on its batch step's (see :func:`ended_by`)."""
     if attempt.state not in _ENDED_BY_SLURM or (attempt.exit_code, attempt.exit_signal) != (
         0,
         None,
