@@ -98,6 +98,18 @@ class QueueRow:
         return self.nodes * self.gpus_per_node
 
     @property
+    def tasks(self) -> int:
+        """How many jobs the row stands for: ``123_[2-5,8%2]`` is 5 pending tasks."""
+        folded = re.search(r"_\[([^%\]]*)", self.job_id)
+        if folded is None:
+            return 1
+        count = 0
+        for part in folded.group(1).split(","):
+            low, _, high = part.partition("-")
+            count += int(high) - int(low) + 1 if high.isdigit() and low.isdigit() else 1
+        return count
+
+    @property
     def reason_code(self) -> str | None:
         """The reason's code: ``ReqNodeNotAvail, UnavailableNodes:n1`` → ``ReqNodeNotAvail``."""
         if self.reason is None:
@@ -115,13 +127,22 @@ class QueueRow:
         return "_" in self.job_id
 
 
-def queue_argv(*, me: bool = False, partition: str | None = None) -> list[str]:
-    """The one squeue call for the queue: the whole cluster, or (``me``) your jobs only."""
-    argv = ["squeue", "--noheader", f"--states={QUEUE_STATES}", f"--format={QUEUE_FORMAT}"]
+def queue_argv(
+    *,
+    me: bool = False,
+    partition: str | None = None,
+    account: str | None = None,
+    states: str = QUEUE_STATES,
+) -> list[str]:
+    """The one squeue call for the queue: the whole cluster, or (``me``) your jobs only, or
+    one partition's, or one account's; in ``states`` (comma-separated)."""
+    argv = ["squeue", "--noheader", f"--states={states}", f"--format={QUEUE_FORMAT}"]
     if me:
         argv.append("--me")
     if partition is not None:
         argv.append(f"--partition={partition}")
+    if account is not None:
+        argv.append(f"--account={account}")
     return argv
 
 

@@ -15,7 +15,7 @@ The design, and why (``docs`` of :class:`~hpclaunch.config.site.OverQuota` too):
 * As long as the quotas add up to no more than the cluster's GPUs, a project's in-quota job
   always finds GPUs: held by nobody, or by over-quota work it may preempt.
 
-hpclaunch decides at submit time from live usage, one squeue call for the project:
+hpclaunch decides at submit time from live usage, one look at the project's queue:
 ``in-quota`` when the GPUs its in-quota jobs hold or wait for, plus this job's, fit in
 ``Q``; ``over-quota`` otherwise. Two submissions racing for the last GPUs of a quota may
 both be placed in-quota; Slurm's ``GrpTRES`` then holds the second (reason
@@ -27,23 +27,27 @@ made once; ``hpclaunch tier`` or resubmitting re-decides).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hpclaunch.config.site import SiteConfig, TierPolicy
-from hpclaunch.errors import CommandFailed, PlanError
+from hpclaunch.errors import PlanError
 from hpclaunch.spec import JobSpec
-from hpclaunch.transport.base import Runner
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import Backend
 
 __all__ = [
     "QUOTA_MODES",
     "TIER_ORDER",
+    "USAGE_STATES",
     "Placement",
     "classify",
     "gpus_of_tres",
     "in_quota_usage",
     "place",
     "read_usage",
-    "usage_argv",
 ]
 
 #: Tiers from the most to the least urgent.
@@ -189,41 +193,28 @@ def _strict_in_quota(
     return Placement(project, policy, "in-quota", 0, (note,))
 
 
-def usage_argv(project: str) -> list[str]:
-    """The one squeue call that lists ``project``'s in-quota jobs (all users')."""
-    return [
-        "squeue",
-        "--noheader",
-        f"--account={project}",
-        "--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD",
-        "--format=%q|%D|%b",
-    ]
+#: The states of a project's jobs that hold or wait for its guaranteed GPUs (squeue
+#: ``--states``): a requeued job waits for them again.
+USAGE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD"
 
 
-def read_usage(runner: Runner, site: SiteConfig, project: str) -> int:
-    """The GPUs ``project``'s in-quota jobs hold or wait for now: one squeue call.
+def read_usage(backend: Backend, site: SiteConfig, project: str) -> int:
+    """The GPUs ``project``'s in-quota jobs (all users') hold or wait for now: one look at
+    the queue (one squeue call, or one job-list RPC).
 
     Raises:
-        TransportError: squeue could not be run or failed (:class:`CommandFailed`).
+        HpclaunchError: Slurm could not be asked.
     """
-    result = runner.run(usage_argv(project), timeout=30)
-    if not result.ok:
-        raise CommandFailed(result, hint="is slurmctld up? (squeue)")
-    return in_quota_usage(site, result.stdout)
+    rows = backend.queue(account=project, states=USAGE_STATES)
+    # An array's pending tasks are one folded row: each asks for its GPUs.
+    return in_quota_usage(site, ((row.qos, row.gpus * row.tasks) for row in rows))
 
 
-def in_quota_usage(site: SiteConfig, squeue_stdout: str) -> int:
-    """GPUs held or asked for by the jobs of :func:`usage_argv`'s output that count
-    against the guarantee: those with a non-preemptible tier's QOS."""
+def in_quota_usage(site: SiteConfig, jobs: Iterable[tuple[str | None, int]]) -> int:
+    """GPUs of ``jobs`` (each its QOS and its GPUs) that count against the guarantee:
+    those with a non-preemptible tier's QOS."""
     counted = {p.qos for p in site.tiers.values() if not p.preemptible}
-    total = 0
-    for line in squeue_stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) != 3 or parts[0] not in counted:
-            continue
-        nodes = int(parts[1]) if parts[1].isdigit() else 1
-        total += nodes * gpus_of_tres(parts[2])
-    return total
+    return sum(gpus for qos, gpus in jobs if qos in counted)
 
 
 def gpus_of_tres(tres_per_node: str) -> int:

@@ -1,9 +1,10 @@
 """The arbiter's loop: read the cluster, decide, act, follow up, and record every step.
 
-Each pass (:meth:`Arbiter.step`) costs slurmctld two RPCs (one ``squeue``, one ``scontrol
-show nodes``), a third (``squeue -O RestartCnt``) only when a job waits for GPUs it may take
-by preemption, plus one command per action, and reads the job directories of the running
-preemptible jobs on the shared filesystem. Actions:
+Each pass (:meth:`Arbiter.step`) costs slurmctld two RPCs (the job list and the node list:
+one ``squeue`` and one ``scontrol show nodes`` with the cli backend, two library calls with
+pyslurm), a third (``squeue -O RestartCnt``; the job list again with pyslurm) only when a
+job waits for GPUs it may take by preemption, plus one per action, and reads the job
+directories of the running preemptible jobs on the shared filesystem. Actions:
 
 * a victim under the sidecar gets the preemption signal on its batch step (``scancel
   --batch --signal=USR1``): the sidecar asks the trainer for a checkpoint, waits for the
@@ -37,19 +38,11 @@ from hpclaunch.arbiter.decide import (
     waits_to_preempt,
 )
 from hpclaunch.arbiter.progress import JobProgress, job_dir_of, read_progress
-from hpclaunch.arbiter.snapshot import (
-    Snapshot,
-    jobs_argv,
-    nodes_argv,
-    parse_jobs,
-    parse_nodes,
-    parse_restarts,
-    restarts_argv,
-)
+from hpclaunch.arbiter.snapshot import Snapshot
+from hpclaunch.backends.base import Backend
 from hpclaunch.config.site import SiteConfig
-from hpclaunch.errors import CommandFailed, TransportError
+from hpclaunch.errors import BackendError, TransportError
 from hpclaunch.simulate.policies import MIN_RUN
-from hpclaunch.transport.base import Runner
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
 
@@ -89,8 +82,8 @@ class Arbiter:
     """Applies the preemption policy on the live cluster (see the module docstring).
 
     Args:
-        runner: Where Slurm's commands run (the arbiter needs operator rights to signal
-            and requeue other users' jobs).
+        backend: How Slurm is asked and told (the arbiter needs operator rights to
+            signal and requeue other users' jobs).
         site: The site config: who may preempt whom, and the grace times.
         log_path: The decision log.
         options: See :class:`ArbiterOptions`.
@@ -98,7 +91,7 @@ class Arbiter:
         on_event: Called with every event as it is logged (the CLI prints it).
     """
 
-    runner: Runner
+    backend: Backend
     site: SiteConfig
     log_path: Path
     options: ArbiterOptions = field(default_factory=ArbiterOptions)
@@ -135,12 +128,10 @@ class Arbiter:
         return chosen
 
     def snapshot(self) -> Snapshot:
-        """The cluster now: one squeue and one scontrol call."""
-        jobs = self._run(jobs_argv())
-        nodes = self._run(nodes_argv())
+        """The cluster now: one squeue and one scontrol call (two RPCs with pyslurm)."""
         return Snapshot(
-            jobs=tuple(parse_jobs(jobs)),
-            nodes=tuple(parse_nodes(nodes, self.site.gres_name)),
+            jobs=tuple(self.backend.cluster_jobs()),
+            nodes=tuple(self.backend.node_gpus()),
             taken=self.clock(),
         )
 
@@ -150,7 +141,7 @@ class Arbiter:
             started = time.monotonic()
             try:
                 self.step()
-            except TransportError as exc:  # Slurm busy or restarting: try again next pass
+            except (BackendError, TransportError) as exc:  # Slurm busy or restarting: next pass
                 self.log("pass_failed", why=exc.message)
             left = interval - (time.monotonic() - started)
             end = time.monotonic() + max(0.0, left)
@@ -188,8 +179,8 @@ class Arbiter:
         """Slurm's restart count per running job ({} if squeue fails: the pass goes on
         with the ledgers' and this daemon's counts)."""
         try:
-            return parse_restarts(self._run(restarts_argv()))
-        except (CommandFailed, TransportError) as exc:
+            return self.backend.restart_counts()
+        except (BackendError, TransportError) as exc:
             self.log("restart_count_failed", why=str(exc))
             return {}
 
@@ -221,10 +212,9 @@ class Arbiter:
             return
         self.preempted[p.victim] = self.preempted.get(p.victim, 0) + 1
         if p.checkpoint_first:
-            argv = ["scancel", "--batch", f"--signal={self.options.signal}", p.victim]
+            self._command(f"signal {self.options.signal}", p.victim)
         else:
-            argv = ["scontrol", "requeue", p.victim]
-        self._command(argv, victim=p.victim)
+            self._command("requeue", p.victim)
 
     def _follow(self, snapshot: Snapshot) -> None:
         """Drop the victims that are gone; requeue by force those past their grace."""
@@ -255,27 +245,23 @@ class Arbiter:
                     after=round(now - flight.signalled_at, 3),
                     why="still running after its grace time",
                 )
-                self._command(["scontrol", "requeue", victim], victim=victim)
+                self._command("requeue", victim)
                 # Once more at most: the next check comes after another grace period.
                 self.in_flight[victim] = replace(flight, deadline=float("inf"))
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner.run(argv, timeout=30)
-        if not result.ok:
-            raise CommandFailed(result)
-        return result.stdout
-
-    def _command(self, argv: list[str], *, victim: str) -> None:
+    def _command(self, action: str, victim: str) -> None:
+        """``requeue`` or ``signal SIG`` ``victim``; a refusal is logged, not raised (the
+        victim may have ended meanwhile)."""
+        verb, _, signal = action.partition(" ")
         try:
-            result = self.runner.run(argv, timeout=30)
-        except TransportError as exc:
-            self.log("action_failed", victim=victim, argv=argv, why=exc.message)
-            return
-        if not result.ok:
-            why = (result.stderr or result.stdout).strip() or f"exit code {result.returncode}"
-            self.log("action_failed", victim=victim, argv=argv, why=why)
+            if verb == "signal":
+                self.backend.signal(victim, signal)
+            else:
+                self.backend.requeue(victim)
+        except (BackendError, TransportError) as exc:
+            self.log("action_failed", victim=victim, action=action, why=exc.message)
 
     def log(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event to the decision log (and hand it to ``on_event``)."""

@@ -27,12 +27,16 @@ __all__ = [
     "ClusterJob",
     "NodeGpus",
     "Snapshot",
+    "expand_hosts",
+    "gres_count",
     "jobs_argv",
     "nodes_argv",
     "parse_jobs",
     "parse_nodes",
     "parse_restarts",
     "restarts_argv",
+    "tres_count",
+    "usable",
 ]
 
 #: squeue ``--format`` letters (22.05): ``%i`` the id to act on (``123``, ``123_4`` for an
@@ -204,13 +208,18 @@ def parse_nodes(stdout: str, gres: str = "gpu") -> list[NodeGpus]:
         nodes.append(
             NodeGpus(
                 name=name,
-                total=_gres_count(fields.get("Gres", ""), gres),
-                used=_tres_count(fields.get("AllocTRES", ""), gres),
+                total=gres_count(fields.get("Gres", ""), gres),
+                used=tres_count(fields.get("AllocTRES", ""), gres),
                 partitions=frozenset(p for p in fields.get("Partitions", "").split(",") if p),
-                usable=not any(flag in state.upper() for flag in _DOWN),
+                usable=usable(state),
             )
         )
     return nodes
+
+
+def usable(state: str) -> bool:
+    """Whether a node in ``state`` (``MIXED``, ``IDLE+DRAIN``, ``DOWN*``) takes new jobs."""
+    return not any(flag in state.upper() for flag in _DOWN)
 
 
 def expand_hosts(compressed: str) -> tuple[str, ...]:
@@ -238,7 +247,7 @@ def _key_values(line: str) -> dict[str, str]:
     return out
 
 
-def _gres_count(text: str, gres: str) -> int:
+def gres_count(text: str, gres: str) -> int:
     """``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2`` → GPUs of ``gres``."""
     total = 0
     for item in text.split(","):
@@ -248,7 +257,7 @@ def _gres_count(text: str, gres: str) -> int:
     return total
 
 
-def _tres_count(text: str, gres: str) -> int:
+def tres_count(text: str, gres: str) -> int:
     """``cpu=2,mem=100M,gres/gpu=3`` → 3 (the untyped count; typed ones repeat it)."""
     for item in text.split(","):
         key, _, value = item.partition("=")

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.observe import Attempt, JobInfo
     from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
     from hpclaunch.transport.base import Runner
 
@@ -112,6 +114,93 @@ class Backend(abc.ABC):
             BackendUnavailable: This backend cannot change jobs.
         """
         raise self._unsupported("change a job")
+
+    def queue(
+        self,
+        *,
+        me: bool = False,
+        partition: str | None = None,
+        account: str | None = None,
+        states: str | None = None,
+    ) -> list[QueueRow]:
+        """The cluster's pending and running jobs as squeue lists them (pending tasks of an
+        array folded into one row, ``123_[4-9%2]``), asking Slurm once: yours only (``me``),
+        one partition's, one account's; ``states`` (comma-separated, squeue's names)
+        instead of :data:`hpclaunch.queue.QUEUE_STATES`.
+
+        Raises:
+            BackendUnavailable: Slurm could not be asked, or this backend cannot.
+        """
+        raise self._unsupported("list the queue")
+
+    def queue_job(self, job_id: str) -> list[QueueRow]:
+        """The rows of one job in any state Slurm still holds (``123``: every task of an
+        array; ``123_4``: that task); empty when Slurm no longer knows it.
+
+        Raises:
+            BackendUnavailable: Slurm could not be asked, or this backend cannot.
+        """
+        raise self._unsupported("look up a job in the queue")
+
+    def cluster_jobs(self) -> list[ClusterJob]:
+        """Every pending and running job of the cluster, as the arbiter reads them (one
+        look at the queue).
+
+        Raises:
+            BackendUnavailable: Slurm could not be asked, or this backend cannot.
+        """
+        raise self._unsupported("list the cluster's jobs for the arbiter")
+
+    def node_gpus(self) -> list[NodeGpus]:
+        """Every node's GPUs (the site's GRES name): configured, allocated, usable.
+
+        Raises:
+            BackendUnavailable: Slurm could not be asked, or this backend cannot.
+        """
+        raise self._unsupported("list the nodes' GPUs")
+
+    def restart_counts(self) -> dict[str, int]:
+        """Slurm's restart (requeue) count of every running job, by job id (``123_4``).
+
+        Raises:
+            BackendUnavailable: Slurm could not be asked, or this backend cannot.
+        """
+        raise self._unsupported("read restart counts")
+
+    def requeue(self, job_id: str) -> None:
+        """Put running job ``job_id`` back in the queue (``scontrol requeue``).
+
+        Raises:
+            UpdateRefused: Slurm said no (its answer in ``said``).
+        """
+        raise self._unsupported("requeue a job")
+
+    def hold(self, job_id: str) -> None:
+        """Keep pending job ``job_id`` from starting until :meth:`release` (a hold its user
+        may release: ``scontrol uhold``, reason ``JobHeldUser``).
+
+        Raises:
+            UpdateRefused: Slurm said no (its answer in ``said``).
+        """
+        raise self._unsupported("hold a job")
+
+    def release(self, job_id: str) -> None:
+        """Let held job ``job_id`` be scheduled again (``scontrol release``).
+
+        Raises:
+            UpdateRefused: Slurm said no (its answer in ``said``).
+        """
+        raise self._unsupported("release a job")
+
+    def signal(self, job_id: str, signal: str) -> None:
+        """Send ``signal`` (``USR1``, ``SIGTERM``, ...) to the batch step of running job
+        ``job_id`` only (``scancel --batch --signal``): the sidecar there turns it into
+        checkpoint and requeue.
+
+        Raises:
+            UpdateRefused: Slurm said no (its answer in ``said``).
+        """
+        raise self._unsupported("signal a job")
 
     def attempts(self, ref: JobRef) -> list[Attempt]:
         """Every run (attempt) of ``ref``, oldest first, from Slurm's accounting.

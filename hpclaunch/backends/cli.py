@@ -37,6 +37,8 @@ from hpclaunch.observe import Attempt, JobInfo, parse_state
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
+    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
 
 __all__ = [
@@ -279,6 +281,89 @@ class CliBackend(Backend):
         if not result.ok:
             raise UpdateRefused(first_line(result))
 
+    def requeue(self, job_id: str) -> None:
+        """``scontrol requeue ID``."""
+        self.scontrol("requeue", job_id)
+
+    def hold(self, job_id: str) -> None:
+        """``scontrol uhold ID``: a hold the job's user may release (``scontrol hold``, run
+        by an operator, would be an admin hold only an operator can release)."""
+        self.scontrol("uhold", job_id)
+
+    def release(self, job_id: str) -> None:
+        """``scontrol release ID``."""
+        self.scontrol("release", job_id)
+
+    def signal(self, job_id: str, signal: str) -> None:
+        """``scancel --batch --signal=SIG ID``."""
+        result = self._run(["scancel", "--batch", f"--signal={signal}", job_id])
+        if not result.ok:
+            raise UpdateRefused(first_line(result))
+
+    def scontrol(self, verb: str, job_id: str) -> None:
+        """``scontrol VERB ID`` (requeue, uhold, release, ...); a refusal is UpdateRefused."""
+        result = self._run(["scontrol", verb, job_id])
+        if not result.ok:
+            raise UpdateRefused(first_line(result))
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def queue(
+        self,
+        *,
+        me: bool = False,
+        partition: str | None = None,
+        account: str | None = None,
+        states: str | None = None,
+    ) -> list[QueueRow]:
+        """One ``squeue`` (:func:`hpclaunch.queue.queue_argv`)."""
+        from hpclaunch.queue import QUEUE_STATES, parse_queue, queue_argv
+
+        argv = queue_argv(
+            me=me, partition=partition, account=account, states=states or QUEUE_STATES
+        )
+        return parse_queue(self._squeue_stdout(argv))
+
+    def queue_job(self, job_id: str) -> list[QueueRow]:
+        """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.queue.job_argv`)."""
+        from hpclaunch.queue import job_argv, parse_queue
+
+        return parse_queue(self._squeue_stdout(job_argv(job_id)))
+
+    def cluster_jobs(self) -> list[ClusterJob]:
+        """One ``squeue`` (:func:`hpclaunch.arbiter.snapshot.jobs_argv`)."""
+        from hpclaunch.arbiter.snapshot import jobs_argv, parse_jobs
+
+        return parse_jobs(self._squeue_stdout(jobs_argv()))
+
+    def node_gpus(self) -> list[NodeGpus]:
+        """One ``scontrol show nodes --oneliner``."""
+        from hpclaunch.arbiter.snapshot import nodes_argv, parse_nodes
+
+        result = self._run(nodes_argv())
+        if not result.ok:
+            raise BackendUnavailable(
+                f"scontrol show nodes failed\n{describe_result(result)}",
+                hint="is slurmctld running and reachable? (scontrol ping)",
+            )
+        return parse_nodes(result.stdout, self.site.gres_name)
+
+    def restart_counts(self) -> dict[str, int]:
+        """One ``squeue -O RestartCnt`` (:func:`hpclaunch.arbiter.snapshot.restarts_argv`)."""
+        from hpclaunch.arbiter.snapshot import parse_restarts, restarts_argv
+
+        return parse_restarts(self._squeue_stdout(restarts_argv()))
+
+    def _squeue_stdout(self, argv: Sequence[str]) -> str:
+        """squeue's answer; its "Invalid job id" (no id known any more) is an empty one."""
+        result = self._run(argv)
+        if not result.ok and _SQUEUE_UNKNOWN_IDS not in result.stderr:
+            raise BackendUnavailable(
+                f"squeue failed\n{describe_result(result)}",
+                hint="is slurmctld running and reachable? (scontrol ping)",
+            )
+        return result.stdout if result.ok else ""
+
     # -- cancel ---------------------------------------------------------------------------
 
     def cancel(self, ref: JobRef) -> None:
@@ -300,8 +385,7 @@ class CliBackend(Backend):
                 "hpclaunch runs Slurm's commands (sbatch, squeue, sacct, scancel) where it runs",
                 hint="run hpclaunch on the cluster's login node (or put Slurm's bin directory "
                 "on PATH), with that cluster's site config (--site NAME|PATH or "
-                "$HPCLAUNCH_SITE); submitting from another machine over SSH is not "
-                "available yet",
+                "$HPCLAUNCH_SITE); or reach the login node over SSH (--remote)",
             ) from exc
 
 

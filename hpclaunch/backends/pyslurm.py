@@ -10,7 +10,9 @@ the cluster's; ``pip install`` refuses any other) and needs that release's libsl
 machine. Over SSH hpclaunch uses the cli backend.
 
 Where pyslurm 25.11 cannot do a step, the cli backend does it, and the method says why:
-``attempts`` (``sacct --duplicates``).
+``attempts`` (``sacct --duplicates``), ``hold`` (``scontrol uhold``), and the steps that name
+an array task not yet started or change an array (``cancel``, ``update_job``, ``requeue``,
+``release``, ``signal`` of ``123_4``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,8 +49,10 @@ from hpclaunch.observe import Attempt, JobInfo, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
 if TYPE_CHECKING:
+    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
     from hpclaunch.transport.base import Runner
 
@@ -343,6 +348,155 @@ class PyslurmBackend(Backend):
     def _is_array(self, job_id: str) -> bool:
         return any(str(job.array_id) == job_id for job in self._live_jobs() if job.array_id)
 
+    def requeue(self, job_id: str) -> None:
+        """One requeue RPC (``slurm_requeue``)."""
+        self._act(job_id, "requeue", lambda job: job.requeue())
+
+    def hold(self, job_id: str) -> None:
+        """``scontrol uhold`` (the cli backend): a hold its user may release (reason
+        ``JobHeldUser``). pyslurm 25.11.2's ``Job.hold(mode="user")`` crashes the process
+        (SIGSEGV, seen on 25.11.7), and its default, an admin hold (``JobHeldAdmin``), is
+        one only an operator may release."""
+        self.cli.scontrol("uhold", job_id)
+
+    def release(self, job_id: str) -> None:
+        """One update RPC releasing the job."""
+        self._act(job_id, "release", lambda job: job.release())
+
+    def signal(self, job_id: str, signal: str) -> None:
+        """One signal RPC to the batch step (``slurm_signal_job``)."""
+        name = signal if signal.isdigit() or signal.startswith("SIG") else f"SIG{signal}"
+        if "_" in job_id:
+            self.cli.signal(job_id, signal)
+            return
+        try:
+            self.pyslurm.Job(int(job_id)).send_signal(
+                int(name) if name.isdigit() else name, steps="batch"
+            )
+        except self.pyslurm.RPCError as exc:
+            raise UpdateRefused(str(exc)) from exc
+
+    def _act(self, job_id: str, verb: str, call: Callable[[Any], object]) -> None:
+        """``call`` on ``job_id``'s job; an array task (``123_4``), which has no job id of
+        its own to give pyslurm until it starts, through ``scontrol VERB`` (the cli
+        backend)."""
+        if "_" in job_id:
+            self.cli.scontrol(verb, job_id)
+            return
+        try:
+            call(self.pyslurm.Job(int(job_id)))
+        except self.pyslurm.RPCError as exc:
+            raise UpdateRefused(str(exc)) from exc
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def queue(
+        self,
+        *,
+        me: bool = False,
+        partition: str | None = None,
+        account: str | None = None,
+        states: str | None = None,
+    ) -> list[QueueRow]:
+        """The rows squeue would print (:func:`hpclaunch.queue.queue_argv`), from one
+        job-list RPC, filtered here as squeue filters them."""
+        from hpclaunch.queue import QUEUE_STATES
+
+        wanted = frozenset((states or QUEUE_STATES).split(","))
+        uid = os.getuid()
+        rows = []
+        for job in self._live_jobs():
+            if me and job.user_id != uid:
+                continue
+            if partition is not None and partition not in (job.partition or "").split(","):
+                continue
+            if account is not None and job.account != account:
+                continue
+            if str(job.state) in wanted:
+                rows.append(_queue_row(job))
+        return rows
+
+    def queue_job(self, job_id: str) -> list[QueueRow]:
+        """The rows of ``squeue --jobs=ID --states=all`` from one job-list RPC: ``123`` is
+        the job or every task of array 123; ``123_4`` that task, started or not."""
+        base, _, task = job_id.partition("_")
+        rows = []
+        for job in self._live_jobs():
+            if base not in (str(job.id), str(job.array_id or "")):
+                continue
+            if not task:
+                rows.append(_queue_row(job))
+            elif job.array_id and job.array_tasks_waiting:
+                if int(task) in _task_ids(job.array_tasks_waiting):
+                    rows.append(_queue_row(job, job_id=job_id))
+            elif job.array_id and str(_task_id(job)) == task:
+                rows.append(_queue_row(job))
+        return rows
+
+    # -- the arbiter's snapshot -----------------------------------------------------------
+
+    def cluster_jobs(self) -> list[ClusterJob]:
+        """The jobs of :func:`hpclaunch.arbiter.snapshot.jobs_argv`, from one job-list RPC."""
+        from hpclaunch.arbiter.snapshot import ClusterJob, expand_hosts
+
+        jobs = []
+        for job in self._live_jobs():
+            state = str(job.state)
+            if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                continue
+            row = _queue_row(job)
+            running = state != "PENDING"
+            jobs.append(
+                ClusterJob(
+                    job_id=row.job_id,
+                    unique_id=str(job.id),
+                    user=row.user,
+                    account=row.account,
+                    qos=row.qos,
+                    state=state,
+                    reason=row.reason,
+                    priority=row.priority or 0,
+                    nodes=row.nodes,
+                    gpus_per_node=row.gpus_per_node,
+                    hosts=expand_hosts(job.allocated_nodes)
+                    if running and job.allocated_nodes
+                    else (),
+                    start=float(job.start_time) if running and job.start_time else None,
+                    partition=row.partition,
+                    command=job.command or None,
+                )
+            )
+        return jobs
+
+    def node_gpus(self) -> list[NodeGpus]:
+        """Every node's GPUs from one node-list RPC (``slurm_load_node``)."""
+        from hpclaunch.arbiter.snapshot import NodeGpus, gres_count, tres_count, usable
+
+        gres = self.site.gres_name
+        nodes = self._rpc(self.pyslurm.Nodes.load, "load the node list")
+        out = []
+        for node in nodes.values():
+            configured = ",".join(f"{k}:{v}" for k, v in (node.configured_gres or {}).items())
+            allocated = ",".join(f"{k}={v}" for k, v in (node.allocated_tres or {}).items())
+            out.append(
+                NodeGpus(
+                    name=node.name,
+                    total=gres_count(configured, gres),
+                    used=tres_count(allocated, gres),
+                    partitions=frozenset(node.partitions or ()),
+                    usable=usable(str(node.state)),
+                )
+            )
+        return out
+
+    def restart_counts(self) -> dict[str, int]:
+        """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
+        return {
+            _live_id(job): int(job.requeue_count or 0)
+            for job in self._live_jobs()
+            if str(job.state) in ("RUNNING", "CONFIGURING")
+        }
+
     # -- cancel ---------------------------------------------------------------------------
 
     def cancel(self, ref: JobRef) -> None:
@@ -439,6 +593,48 @@ def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
         "gpus": _gpus(job.allocated_tres or job.requested_tres, gres),
         "restarts": job.requeue_count,
     }
+
+
+def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
+    """squeue's line for a job-list record (:data:`hpclaunch.queue.QUEUE_FORMAT`): an
+    array's tasks not yet started are one row, ``123_[4-9%2]``, as squeue folds them."""
+    from hpclaunch.queue import QueueRow
+
+    if job_id is None:
+        job_id = _live_id(job)
+        waiting = job.array_tasks_waiting
+        if job.array_id and waiting:
+            limit = f"%{job.array_tasks_parallel}" if job.array_tasks_parallel else ""
+            job_id = f"{job.array_id}_[{waiting}{limit}]"
+    submit = job.submit_time
+    pending = str(job.state) == "PENDING"
+    return QueueRow(
+        job_id=job_id,
+        user=job.user_name or str(job.user_id),
+        account=job.account or None,
+        qos=job.qos or None,
+        state=str(job.state),
+        reason=_reason(job.state_reason),
+        priority=job.priority,
+        # squeue %V: the cluster's local time, ISO 8601 without a zone.
+        submit=None if not submit else datetime.fromtimestamp(submit).isoformat(),
+        nodes=job.num_nodes or 1,
+        gpus_per_node=_gpus_per_node(job.gres_per_node),
+        nice=job.nice or 0,
+        partition=job.partition or None,
+        elapsed=format_elapsed(0 if pending else job.run_time or 0),
+        name=job.name or "",
+    )
+
+
+def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:
+    """GPUs per node from pyslurm's ``gres_per_node`` (``{"gres/gpu": 4}``; with a type,
+    ``{"gres/gpu:a100": 2}``): put back into squeue's %b text (``gres/gpu:4``, seen on
+    25.11) and read by the same rule as squeue's."""
+    from hpclaunch.quota import gpus_of_tres
+
+    asked = (gres_per_node or {}).items()
+    return gpus_of_tres(",".join(f"{name}:{count}" for name, count in asked))
 
 
 def _db_id(record: Any) -> list[str]:

@@ -151,12 +151,13 @@ def _quota_used(app: App, spec: JobSpec) -> int | None:
         return None
     import click
 
-    from hpclaunch.errors import TransportError
+    from hpclaunch.errors import BackendError, TransportError
     from hpclaunch.quota import read_usage
 
     try:
-        return read_usage(app.runner, site, project)
-    except TransportError as exc:  # the plan says "taken as 0"; Slurm's GrpTRES still holds
+        return read_usage(app.backend, site, project)
+    except (BackendError, TransportError) as exc:
+        # The plan says "taken as 0"; Slurm's GrpTRES still holds the guarantee.
         first = exc.message.splitlines()[0]
         click.echo(f"Warning: project {project}'s GPU usage not read ({first})", err=True)
         return None

@@ -95,7 +95,7 @@ def arbiter_command(
         click.echo(describe(event), err=event.get("event") == "action_failed")
 
     arbiter = Arbiter(
-        app.runner,
+        app.backend,
         site,
         log_path or default_log_path(),
         ArbiterOptions(

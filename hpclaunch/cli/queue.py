@@ -11,7 +11,6 @@ from hpclaunch.cli._app import App
 
 if TYPE_CHECKING:
     from hpclaunch.queue import QueueEntry
-    from hpclaunch.transport.base import CommandResult
 
 COLUMNS = (
     "#",
@@ -46,16 +45,14 @@ def queue_command(app: App, as_json: bool, all_users: bool, partition: str | Non
 
     Running jobs first, then pending ones ranked as Slurm considers them: priority (which
     holds the tier's QOS priority and nice), then submit time, then job id; each with why it
-    waits. One squeue call for the whole queue.
+    waits. One squeue call (or one job-list RPC with pyslurm) for the whole queue.
     """
     from hpclaunch.history import recent_submissions
-    from hpclaunch.queue import build_queue, history_tiers, parse_queue, queue_argv
+    from hpclaunch.queue import build_queue, history_tiers
 
-    result = run_slurm(app, queue_argv(me=not all_users, partition=partition))
+    rows = app.backend.queue(me=not all_users, partition=partition)
     records = recent_submissions(limit=10_000)
-    entries = build_queue(
-        parse_queue(result.stdout), app.site, history_tiers(records, app.site.name)
-    )
+    entries = build_queue(rows, app.site, history_tiers(records, app.site.name))
     if as_json:
         import json
 
@@ -67,26 +64,6 @@ def queue_command(app: App, as_json: bool, all_users: bool, partition: str | Non
         )
     else:
         print_table(entries)
-
-
-def run_slurm(app: App, argv: Sequence[str], *, check: bool = True) -> CommandResult:
-    """Run a Slurm command where Slurm is: a missing program is an error, and so is a
-    failure when ``check`` (squeue's "Invalid job id" is an empty answer)."""
-    from hpclaunch.errors import BackendUnavailable, ProgramNotFound, describe_result
-
-    try:
-        result = app.runner.run(argv, timeout=60)
-    except ProgramNotFound as exc:
-        raise BackendUnavailable(
-            f"Slurm's {exc.program!r} command is not found on {app.runner.where}",
-            hint="run hpclaunch on the cluster's login node, or set --remote",
-        ) from exc
-    if check and not result.ok and "Invalid job id" not in result.stderr:
-        raise BackendUnavailable(
-            f"{argv[0]} failed\n{describe_result(result)}",
-            hint="is slurmctld running and reachable? (scontrol ping)",
-        )
-    return result
 
 
 def print_table(entries: Sequence[QueueEntry]) -> None:

@@ -28,13 +28,12 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
     """Move pending job JOB to tier NEWTIER: its QOS and, on a site with quotas, its
     account and nice (in-quota or over-quota is decided again from the project's usage).
 
-    Only a pending job can move; an array job id moves every pending task. One squeue call
-    for the job, one for the project's usage (sites with quotas), one scontrol update.
+    Only a pending job can move; an array job id moves every pending task. One look at the
+    job, one at the project's usage (sites with quotas), one update.
     """
-    from hpclaunch.cli.queue import run_slurm
     from hpclaunch.discover import load_capabilities, max_age_from_env
     from hpclaunch.errors import BackendError, JobNotFound
-    from hpclaunch.queue import job_argv, parse_queue, tier_of
+    from hpclaunch.queue import tier_of
     from hpclaunch.retier import check_allowed, plan_retier
 
     site = app.site
@@ -43,7 +42,7 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",
             param_hint="NEWTIER",
         )
-    rows = parse_queue(run_slurm(app, job_argv(job_id)).stdout)
+    rows = app.backend.queue_job(job_id)
     if not rows:
         raise JobNotFound(
             f"job {job_id} is not in squeue (it ended, or never existed)",
@@ -88,7 +87,7 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
 
 
 def _quota_used(app: App, row: QueueRow, new_tier: str) -> int | None:
-    """The project's in-quota GPUs without this job's own (one squeue), when the new
+    """The project's in-quota GPUs without this job's own (one look at the queue), when the new
     tier's placement depends on them; ``None`` otherwise."""
     from hpclaunch.queue import project_of
     from hpclaunch.quota import read_usage
@@ -100,7 +99,7 @@ def _quota_used(app: App, row: QueueRow, new_tier: str) -> int | None:
         return None
     assert project is not None
     # The usage counts this job too while it is in-quota: moving it must not count it twice.
-    used = read_usage(app.runner, site, project)
+    used = read_usage(app.backend, site, project)
     return max(0, used - counted_gpus(site, row, project))
 
 

@@ -125,6 +125,8 @@ class FakeSlurm:
         return result(argv, out=f"{job_id}\n")
 
     def _squeue(self, argv: tuple[str, ...]) -> CommandResult:
+        if any(a.startswith("--account=") for a in argv):
+            return result(argv, out="")  # a project's usage (its queue): these jobs have none
         if "--me" in argv:  # the user's jobs: %i|%k (comment) or %i|%T|%j
             fmt = _opt(argv, "--format")
             lines = []

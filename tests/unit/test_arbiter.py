@@ -31,6 +31,7 @@ from hpclaunch.arbiter.snapshot import (
     parse_nodes,
     parse_restarts,
 )
+from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.transport.base import CommandResult
 
@@ -459,7 +460,7 @@ def test_a_pass_signals_the_batch_step_then_forces_the_requeue_after_the_grace(
     runner = FakeRunner(cluster)
     now = [START + 600]
     log = tmp_path / "decisions.jsonl"
-    arbiter = Arbiter(runner, local, log, clock=lambda: now[0])
+    arbiter = Arbiter(CliBackend(runner, local), local, log, clock=lambda: now[0])
     (p,) = arbiter.step()
     assert p.victim == "5"
     assert p.checkpoint_first
@@ -493,7 +494,9 @@ def test_a_victim_requeued_in_time_is_released_without_force(
     cluster = Cluster(jobs, nodes)
     runner = FakeRunner(cluster)
     now = [START + 600]
-    arbiter = Arbiter(runner, local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    arbiter = Arbiter(
+        CliBackend(runner, local), local, tmp_path / "log.jsonl", clock=lambda: now[0]
+    )
     arbiter.step()
     # The sidecar requeued it: pending again (the high job waits for the GPUs to free).
     cluster.jobs = jobs.replace("RUNNING|None", "PENDING|BeginTime")
@@ -510,7 +513,9 @@ def test_dry_run_logs_each_decision_once_and_acts_on_nothing(
     runner = FakeRunner(Cluster(*_full_node(tmp_path)))
     now = [START + 600]
     log = tmp_path / "log.jsonl"
-    arbiter = Arbiter(runner, local, log, ArbiterOptions(dry_run=True), clock=lambda: now[0])
+    arbiter = Arbiter(
+        CliBackend(runner, local), local, log, ArbiterOptions(dry_run=True), clock=lambda: now[0]
+    )
     for _ in range(4):
         arbiter.step()
         now[0] += 10
@@ -525,7 +530,7 @@ def test_dry_run_logs_each_decision_once_and_acts_on_nothing(
 def test_a_failed_action_is_logged(tmp_path: Path, local: SiteConfig) -> None:
     cluster = Cluster(*_full_node(tmp_path))
     cluster.fail.add("scancel")
-    arbiter = Arbiter(FakeRunner(cluster), local, tmp_path / "log.jsonl")
+    arbiter = Arbiter(CliBackend(FakeRunner(cluster), local), local, tmp_path / "log.jsonl")
     arbiter.step()
     failed = [e for e in read_log(tmp_path / "log.jsonl") if e["event"] == "action_failed"]
     assert failed
@@ -556,13 +561,15 @@ def test_slurms_restart_count_protects_a_job_a_new_daemon_never_preempted(
     # squeue -O "JobArrayID:|,RestartCnt:|" as 22.05.8 prints it.
     cluster = Cluster(plain + other + waiting, nodes, restarts="5|1|\n4|0|\n")
     now = [START + 10 * 60 + 30]
-    arbiter = Arbiter(FakeRunner(cluster), local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    arbiter = Arbiter(
+        CliBackend(FakeRunner(cluster), local), local, tmp_path / "log.jsonl", clock=lambda: now[0]
+    )
     (chosen,) = arbiter.step()
     assert (chosen.victim, chosen.preemptions) == ("4", 0)
     # Nobody waits any more: a pass costs no restart count query.
     cluster.jobs = plain + other
     runner = FakeRunner(cluster)
-    idle = Arbiter(runner, local, tmp_path / "log2.jsonl", clock=lambda: now[0])
+    idle = Arbiter(CliBackend(runner, local), local, tmp_path / "log2.jsonl", clock=lambda: now[0])
     assert idle.step() == []
     assert len(runner.calls_to("squeue")) == 1
 
@@ -584,7 +591,9 @@ def test_a_plain_job_this_daemon_requeued_is_protected_for_min_run(
     cluster = Cluster(plain + waiting, nodes)
     runner = FakeRunner(cluster)
     now = [START + 600]
-    arbiter = Arbiter(runner, local, tmp_path / "log.jsonl", clock=lambda: now[0])
+    arbiter = Arbiter(
+        CliBackend(runner, local), local, tmp_path / "log.jsonl", clock=lambda: now[0]
+    )
     (first,) = arbiter.step()
     assert (first.victim, first.checkpoint_first) == ("5", False)  # requeued at once
     # Back 60 s later on the same node, job 6 ran and ended, job 7 waits: 5's new run is

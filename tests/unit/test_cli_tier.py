@@ -33,6 +33,15 @@ RUNNING = (
 ARRAY = "7_[1-3]|root|research|normal|PENDING|Priority|5|2026-11-22T14:01:42|1|N/A|0|gpu|0:00|arr\n"
 
 
+def usage(*jobs: tuple[str, int]) -> str:
+    """squeue's lines of a project's running jobs, each (QOS, nodes) with 4 GPUs a node."""
+    return "".join(
+        f"{30 + i}|root|research|{qos}|RUNNING|None|100|2026-11-22T14:20:01|{nodes}|gres:gpu:4|"
+        "0|gpu|0:07|u\n"
+        for i, (qos, nodes) in enumerate(jobs)
+    )
+
+
 class Slurm:
     """squeue for one job or a project's usage, and scontrol update."""
 
@@ -114,7 +123,7 @@ def out(res: Result) -> str:
 
 
 def test_low_to_critical_within_quota_moves_account_and_qos(env: Env, slurm: Slurm) -> None:
-    slurm.usage = "critical|1|gres:gpu:4\nlow|1|gres:gpu:4\n"  # 4 in-quota GPUs of 8
+    slurm.usage = usage(("critical", 1), ("low", 1))  # 4 in-quota GPUs of 8
     remember(env, "100", "low")
     res = run(env, "tier", "100", "critical")
     assert res.exit_code == 0, out(res)
@@ -130,7 +139,7 @@ def test_low_to_critical_within_quota_moves_account_and_qos(env: Env, slurm: Slu
 
 
 def test_over_quota_when_the_project_is_full(env: Env, slurm: Slurm) -> None:
-    slurm.usage = "critical|2|gres:gpu:4\n"
+    slurm.usage = usage(("critical", 2))
     res = run(env, "tier", "100", "medium")
     assert res.exit_code == 0, out(res)
     assert slurm.updates() == [
@@ -141,7 +150,7 @@ def test_over_quota_when_the_project_is_full(env: Env, slurm: Slurm) -> None:
 
 def test_the_job_itself_is_not_counted_twice(env: Env, slurm: Slurm) -> None:
     slurm.job = MEDIUM  # in-quota already: its 4 GPUs are in the usage
-    slurm.usage = "normal|1|gres:gpu:4\ncritical|1|gres:gpu:4\n"
+    slurm.usage = usage(("normal", 1), ("critical", 1))
     res = run(env, "tier", "101", "critical")
     assert res.exit_code == 0, out(res)
     assert slurm.updates() == [("scontrol", "update", "JobId=101", "QOS=critical", "Requeue=0")]

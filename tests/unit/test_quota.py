@@ -6,9 +6,11 @@ from typing import Any
 
 import pytest
 
+from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.errors import CommandFailed, ConfigError, PlanError
-from hpclaunch.quota import classify, gpus_of_tres, in_quota_usage, read_usage, usage_argv
+from hpclaunch.errors import BackendUnavailable, ConfigError, PlanError
+from hpclaunch.queue import parse_queue, queue_argv
+from hpclaunch.quota import USAGE_STATES, classify, gpus_of_tres, in_quota_usage, read_usage
 from hpclaunch.spec import JobSpec
 
 from .fakes import FakeRunner, result
@@ -101,19 +103,28 @@ def test_without_quotas_the_tier_alone_decides(plan_for: PlanFor, site: SiteConf
     assert (low.account, low.qos) == ("research", "low")
 
 
+def queue_line(qos: str, nodes: int, tres: str, job_id: str = "7") -> str:
+    """A line of squeue in :data:`hpclaunch.queue.QUEUE_FORMAT` (only QOS and GPUs vary)."""
+    return (
+        f"{job_id}|alice|research|{qos}|RUNNING|None|100|2026-11-25T10:00:00|{nodes}|{tres}|0|"
+        "gpu|1:00|train"
+    )
+
+
 def test_usage_counts_only_non_preemptible_qos(site: SiteConfig) -> None:
     squeue = "\n".join(
         [
-            "normal|2|gres:gpu:4",  # 8
-            "critical|1|gres:gpu:a100:2",  # 2
-            "high|1|gres/gpu:1",  # 1 (later Slurm spelling)
-            "low|4|gres:gpu:4",  # preemptible: not counted
-            "overquota|1|gres:gpu:4",  # over-quota: not counted
-            "normal|1|N/A",  # no GPUs
+            queue_line("normal", 2, "gres:gpu:4"),  # 8
+            queue_line("critical", 1, "gres:gpu:a100:2"),  # 2
+            queue_line("high", 1, "gres/gpu:1"),  # 1 (later Slurm spelling)
+            queue_line("low", 4, "gres:gpu:4"),  # preemptible: not counted
+            queue_line("overquota", 1, "gres:gpu:4"),  # over-quota: not counted
+            queue_line("normal", 1, "N/A"),  # no GPUs
             "garbage line",
         ]
     )
-    assert in_quota_usage(site, squeue) == 11
+    jobs = [(row.qos, row.gpus) for row in parse_queue(squeue)]
+    assert in_quota_usage(site, jobs) == 11
 
 
 def test_gpus_of_tres() -> None:
@@ -124,19 +135,36 @@ def test_gpus_of_tres() -> None:
     assert gpus_of_tres("gres:gpudirect:1") == 0
 
 
+def usage_argv(project: str) -> list[str]:
+    return queue_argv(account=project, states=USAGE_STATES)
+
+
 def test_read_usage_is_one_squeue_of_the_project(site: SiteConfig) -> None:
-    runner = FakeRunner(lambda argv: result(argv, out="normal|1|gres:gpu:4\nlow|1|gres:gpu:4\n"))
-    assert read_usage(runner, site, "vision") == 4
+    out = queue_line("normal", 1, "gres:gpu:4") + "\n" + queue_line("low", 1, "gres:gpu:4")
+    runner = FakeRunner(lambda argv: result(argv, out=out))
+    assert read_usage(CliBackend(runner, site), site, "vision") == 4
     assert runner.calls == [tuple(usage_argv("vision"))]
     assert "--account=vision" in runner.calls[0]
+    assert (
+        "--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD"
+        in (runner.calls[0])
+    )
 
 
-def test_read_usage_failure_is_a_command_error(site: SiteConfig) -> None:
+def test_read_usage_counts_each_pending_task_of_a_folded_array(site: SiteConfig) -> None:
+    # squeue folds an array's pending tasks into one line (recorded on 25.11: 6_[2-5%2]).
+    out = queue_line("normal", 1, "gres/gpu:1", job_id="6_[2-5,9%2]") + "\n"
+    out += queue_line("normal", 1, "gres/gpu:1", job_id="6_0")
+    runner = FakeRunner(lambda argv: result(argv, out=out))
+    assert read_usage(CliBackend(runner, site), site, "research") == 5 + 1
+
+
+def test_read_usage_failure_is_a_backend_error(site: SiteConfig) -> None:
     runner = FakeRunner(
         lambda argv: result(argv, 1, err="slurm_load_jobs error: Unable to contact")
     )
-    with pytest.raises(CommandFailed):
-        read_usage(runner, site, "research")
+    with pytest.raises(BackendUnavailable, match="Unable to contact"):
+        read_usage(CliBackend(runner, site), site, "research")
 
 
 def test_classify(site: SiteConfig) -> None:
@@ -210,7 +238,7 @@ def _dry_run(
 def test_submit_places_by_live_usage(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full = "normal|2|gres:gpu:4\n"  # research already holds its 8 GPUs
+    full = queue_line("normal", 2, "gres:gpu:4")  # research already holds its 8 GPUs
     res, runner = _dry_run(cli_env, tmp_path, monkeypatch, lambda argv: result(argv, out=full))
     assert res.exit_code == 0, res.output
     assert "--account=research-oq" in res.stdout
@@ -276,7 +304,7 @@ def test_submit_prints_the_warning_and_strict_places_in_quota(
 
     from .test_cli import run
 
-    full = "normal|2|gres:gpu:4\n"  # research already holds its 8 GPUs
+    full = queue_line("normal", 2, "gres:gpu:4")  # research already holds its 8 GPUs
     runner = FakeRunner(lambda argv: result(argv, out=full))
     monkeypatch.setattr(App, "runner", property(lambda self: runner))
     path = tmp_path / "job.yaml"
