@@ -5,11 +5,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.cost import AttemptUsage
     from hpclaunch.observe import Attempt, JobInfo
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.queue import QueueRow
@@ -115,6 +117,15 @@ class Backend(abc.ABC):
         """
         raise self._unsupported("change a job")
 
+    def task_states(
+        self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
+    ) -> dict[str, str]:
+        """The state (Slurm's long name) of each array task of ``wanted`` (``123_4``) of
+        the arrays ``array_ids``, live or ended; a task Slurm knows nothing of is left out.
+        What could not be asked is added to ``problems`` instead of raised (``sweep
+        status`` shows what it has)."""
+        raise self._unsupported("list the states of array tasks")
+
     def queue(
         self,
         *,
@@ -166,6 +177,15 @@ class Backend(abc.ABC):
             BackendUnavailable: Slurm could not be asked, or this backend cannot.
         """
         raise self._unsupported("read restart counts")
+
+    def usage(self, since: datetime, until: datetime, user: str | None) -> list[AttemptUsage]:
+        """Every attempt of every allocation around in [since, until), from accounting:
+        ``user``'s, or (``None``) all users'.
+
+        Raises:
+            BackendUnavailable: No accounting is available through this backend.
+        """
+        raise self._unsupported("read GPU usage from accounting")
 
     def requeue(self, job_id: str) -> None:
         """Put running job ``job_id`` back in the queue (``scontrol requeue``).

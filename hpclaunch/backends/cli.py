@@ -37,7 +37,10 @@ from hpclaunch.observe import Attempt, JobInfo, parse_state
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.cost import AttemptUsage
     from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
 
@@ -281,6 +284,19 @@ class CliBackend(Backend):
         if not result.ok:
             raise UpdateRefused(first_line(result))
 
+    def usage(self, since: datetime, until: datetime, user: str | None) -> list[AttemptUsage]:
+        """One ``sacct -X -D`` (:func:`hpclaunch.cost.cost_argv`)."""
+        from hpclaunch.cost import cost_argv, parse_usage
+
+        argv = cost_argv(since, until, all_users=user is None, user=user)
+        result = self._run(argv, timeout=120)  # a month of a busy site's accounting
+        if not result.ok:
+            raise BackendUnavailable(
+                f"sacct failed\n{describe_result(result)}",
+                hint="is accounting (slurmdbd) enabled and reachable? (sacct -X -S today)",
+            )
+        return parse_usage(result.stdout, self.site.gres_name)
+
     def requeue(self, job_id: str) -> None:
         """``scontrol requeue ID``."""
         self.scontrol("requeue", job_id)
@@ -305,6 +321,14 @@ class CliBackend(Backend):
         result = self._run(["scontrol", verb, job_id])
         if not result.ok:
             raise UpdateRefused(first_line(result))
+
+    def task_states(
+        self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
+    ) -> dict[str, str]:
+        """One ``squeue --array``, and one sacct when squeue does not know every task."""
+        from hpclaunch.sweep.status import ask_task_states
+
+        return ask_task_states(self.runner, list(array_ids), list(wanted), problems)
 
     # -- the queue ------------------------------------------------------------------------
 
@@ -375,10 +399,10 @@ class CliBackend(Backend):
 
     # -- running Slurm's commands ---------------------------------------------------------
 
-    def _run(self, argv: Sequence[str]) -> CommandResult:
+    def _run(self, argv: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> CommandResult:
         """Run a Slurm command; a missing one says how to reach a cluster."""
         try:
-            return self.runner.run(argv, timeout=COMMAND_TIMEOUT)
+            return self.runner.run(argv, timeout=timeout)
         except ProgramNotFound as exc:
             raise BackendUnavailable(
                 f"Slurm's {exc.program!r} command is not found on {self.runner.where}: "

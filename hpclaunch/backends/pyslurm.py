@@ -10,9 +10,9 @@ the cluster's; ``pip install`` refuses any other) and needs that release's libsl
 machine. Over SSH hpclaunch uses the cli backend.
 
 Where pyslurm 25.11 cannot do a step, the cli backend does it, and the method says why:
-``attempts`` (``sacct --duplicates``), ``hold`` (``scontrol uhold``), and the steps that name
-an array task not yet started or change an array (``cancel``, ``update_job``, ``requeue``,
-``release``, ``signal`` of ``123_4``).
+``attempts`` and ``usage`` (``sacct --duplicates``), ``hold`` (``scontrol uhold``), and the
+steps that name an array task not yet started or change an array (``cancel``,
+``update_job``, ``requeue``, ``release``, ``signal`` of ``123_4``).
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ from hpclaunch.errors import (
     SubmissionError,
     UpdateRefused,
 )
-from hpclaunch.observe import Attempt, JobInfo, parse_state
+from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurmtime import format_elapsed
 
 if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.cost import AttemptUsage
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
@@ -271,6 +272,22 @@ class PyslurmBackend(Backend):
         squeue's and sacct's answers."""
         return merge_status(refs, self._live_infos, self._accounted_infos)
 
+    def task_states(
+        self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
+    ) -> dict[str, str]:
+        """:meth:`status` of every task: one job-list RPC and, for the tasks slurmctld no
+        longer knows, one accounting query."""
+        try:
+            found = self.status([JobRef(task) for task in wanted])
+        except HpclaunchError as exc:
+            problems.append(f"pyslurm: {exc.message.splitlines()[0]}")
+            return {}
+        return {
+            ref.job_id: info.state.value
+            for ref, info in found.items()
+            if info.state is not JobState.UNKNOWN
+        }
+
     def _live_infos(self, by_id: Mapping[str, JobRef]) -> dict[JobRef, JobInfo]:
         infos: dict[JobRef, JobInfo] = {}
         gres = self.site.gres_name
@@ -306,6 +323,12 @@ class PyslurmBackend(Backend):
         ``db.JobFilter`` has no duplicates flag, so slurmdbd would return only the last run
         of a requeued job (pyslurm 25.11.2, ``db/job.pyx``)."""
         return self.cli.attempts(ref)
+
+    def usage(self, since: datetime, until: datetime, user: str | None) -> list[AttemptUsage]:
+        """Every attempt from ``sacct -X -D`` (the cli backend): ``hpclaunch cost`` counts
+        each run of a requeued job, and pyslurm's ``db.JobFilter`` has no duplicates flag
+        (see :meth:`attempts`)."""
+        return self.cli.usage(since, until, user)
 
     def find_jobs(self, name: str) -> list[JobInfo]:
         """Your unfinished jobs named exactly ``name``."""

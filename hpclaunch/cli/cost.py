@@ -53,8 +53,8 @@ def cost_command(
     from datetime import datetime
 
     from hpclaunch.cli._app import slurm_user
-    from hpclaunch.cost import cost_argv, parse_usage, report
-    from hpclaunch.errors import BackendUnavailable, CommandFailed, ConfigError
+    from hpclaunch.cost import report
+    from hpclaunch.errors import ConfigError
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
@@ -68,16 +68,8 @@ def cost_command(
             hint="give --since an earlier time than --until",
         )
     user = None if all_users else slurm_user(app)
-    argv = cost_argv(since, until, all_users=all_users, user=user)
-    result = app.backend.runner.run(argv, timeout=120)  # where Slurm runs (or a fake)
-    if not result.ok:
-        raise BackendUnavailable(
-            f"sacct failed: {CommandFailed(result).message}",
-            hint="is accounting (slurmdbd) enabled and reachable? (sacct -X -S today)",
-        )
-    cost = report(
-        parse_usage(result.stdout, app.site.gres_name), app.site, since, until, by or ("project",)
-    )
+    usage = app.backend.usage(since, until, user)
+    cost = report(usage, app.site, since, until, by or ("project",))
     if as_json:
         import json
 

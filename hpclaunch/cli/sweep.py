@@ -248,7 +248,7 @@ def status_command(
     from hpclaunch.sweep.record import find_sweep
     from hpclaunch.sweep.status import sort_tasks, sweep_status
 
-    status = sweep_status(app.runner, find_sweep(sweep_id), metrics=not no_metrics)
+    status = sweep_status(app.backend, find_sweep(sweep_id), metrics=not no_metrics)
     if sort_by:
         name = sort_by.lstrip("-")
         try:

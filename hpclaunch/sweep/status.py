@@ -1,4 +1,5 @@
-"""The state of every task of a sweep, with one squeue and at most one sacct for all arrays.
+"""The state of every task of a sweep, with one squeue and at most one sacct for all arrays
+(the cli backend; pyslurm: one job-list RPC and at most one accounting query).
 
 squeue (``--array``: one line per task, pending ones too) knows the live tasks; sacct the
 ended ones (squeue forgets a job MinJobAge after it ended). A task's final metrics come from
@@ -13,14 +14,24 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import TransportError
 from hpclaunch.sweep.record import SweepRecord
 from hpclaunch.sweep.task import METRICS_NAME
 from hpclaunch.transport.base import Runner
 
-__all__ = ["SweepStatus", "TaskStatus", "parse_task_states", "sort_tasks", "sweep_status"]
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import Backend
+
+__all__ = [
+    "SweepStatus",
+    "TaskStatus",
+    "ask_task_states",
+    "parse_task_states",
+    "sort_tasks",
+    "sweep_status",
+]
 
 _TASK = re.compile(r"^(\d+)_(\d+)$")
 # A pending array in sacct: "123_[0-4,7%2]" (22.05 prints the not yet started tasks so).
@@ -127,18 +138,39 @@ def _expand_ranges(text: str) -> Iterable[int]:
             yield from range(int(low), int(high if high.isdigit() else low) + 1)
 
 
-def sweep_status(runner: Runner, record: SweepRecord, *, metrics: bool = True) -> SweepStatus:
-    """Ask Slurm (one squeue, one sacct when squeue does not know every task) and read the
+def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True) -> SweepStatus:
+    """Ask Slurm for the state of every task (:meth:`Backend.task_states`) and read the
     params file and each ended task's final metrics."""
     problems: list[str] = []
-    ids = ",".join(a.job_id for a in record.arrays)
+    wanted = [f"{a.job_id}_{t}" for a in record.arrays for t in range(a.count)]
+    states = backend.task_states([a.job_id for a in record.arrays], wanted, problems)
+    runner = backend.runner
+    params = _read_params(runner, record, problems)
+    tasks = []
+    for array in record.arrays:
+        for task in range(array.count):
+            point = array.offset + task
+            job_id = f"{array.job_id}_{task}"
+            state = states.get(job_id, "UNKNOWN")
+            found = (
+                _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
+            )
+            tasks.append(TaskStatus(point, job_id, state, params.get(point, {}), found))
+    return SweepStatus(record, tuple(tasks), tuple(problems))
+
+
+def ask_task_states(
+    runner: Runner, array_ids: list[str], wanted: list[str], problems: list[str]
+) -> dict[str, str]:
+    """Task id (``123_4``) → state: one squeue (``--array``), and one sacct when squeue
+    does not know every task of ``wanted``; what failed is added to ``problems``."""
+    ids = ",".join(array_ids)
     states = _ask(
         runner,
         ["squeue", "--noheader", "--array", f"--jobs={ids}", "--states=all", "--format=%i|%T"],
         problems,
     )
-    wanted = {f"{a.job_id}_{t}" for a in record.arrays for t in range(a.count)}
-    if not wanted <= states.keys():
+    if not set(wanted) <= states.keys():
         accounted = _ask(
             runner,
             [
@@ -152,18 +184,7 @@ def sweep_status(runner: Runner, record: SweepRecord, *, metrics: bool = True) -
             problems,
         )
         states = {**accounted, **states}  # squeue's view of live tasks is the newer one
-    params = _read_params(runner, record, problems)
-    tasks = []
-    for array in record.arrays:
-        for task in range(array.count):
-            point = array.offset + task
-            job_id = f"{array.job_id}_{task}"
-            state = states.get(job_id, "UNKNOWN")
-            found = (
-                _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
-            )
-            tasks.append(TaskStatus(point, job_id, state, params.get(point, {}), found))
-    return SweepStatus(record, tuple(tasks), tuple(problems))
+    return states
 
 
 def _ask(runner: Runner, argv: list[str], problems: list[str]) -> dict[str, str]:

@@ -178,6 +178,14 @@ def test_both_backends_report_status_alike(
     found = agree(status, backends)
     assert found[JobRef(f"{mix['array']}_5")].state.name == "PENDING"
 
+    # sweep status: every task of the array, pending ones unfolded.
+    tasks = [ref.job_id for ref in refs[:6]]
+    problems: list[str] = []
+    states = agree(lambda b: b.task_states([mix["array"]], tasks, problems), backends)
+    assert set(states) == set(tasks)
+    assert states[tasks[5]] == "PENDING"
+    assert problems == []
+
 
 def test_hold_release_requeue_and_signal_through_either_backend(
     backends: tuple[Backend, Backend], mix: dict[str, str]

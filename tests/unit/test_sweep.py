@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpclaunch.backends.base import JobRef
+from hpclaunch.backends.cli import CliBackend
+from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
 from hpclaunch.render import render
 from hpclaunch.runtime import report_metrics, sweep_params
@@ -425,7 +427,7 @@ def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
     )
     runner.put_file("/jobs/s/tasks/0/final-metrics.json", '{"metrics": {"loss": 0.5}}', 0o600)
     runner.put_file("/jobs/s/tasks/1/final-metrics.json", "not json", 0o600)
-    status = sweep_status(runner, _record())
+    status = sweep_status(CliBackend(runner, load_site("local")), _record())
     assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
     assert "--jobs=10,11" in runner.calls[0]
     assert status.counts == {"COMPLETED": 2, "FAILED": 1, "RUNNING": 1}
@@ -445,7 +447,8 @@ def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
 
 def test_status_skips_sacct_when_squeue_knows_every_task() -> None:
     runner = FakeRunner(lambda argv: result(argv, out="10_0|RUNNING\n10_1|PENDING\n"))
-    status = sweep_status(runner, _record(points=2, arrays=(SweepArray("10", 0, 2),)))
+    backend = CliBackend(runner, load_site("local"))
+    status = sweep_status(backend, _record(points=2, arrays=(SweepArray("10", 0, 2),)))
     assert [c[0] for c in runner.calls] == ["squeue"]
     assert status.counts == {"RUNNING": 1, "PENDING": 1}
     assert status.problems == ("params file: cannot read /jobs/s/sweep-params.jsonl: no such file",)
