@@ -19,6 +19,9 @@ Why not ``sinfo --json``: it exists in 22.05 (OpenAPI v0.0.38) but its shape cha
 and again in 24.11 (torchx's parser broke on 24.11), and ``scontrol`` has no ``--json`` before
 23.02. The fixed ``-o`` formats and ``Key=Value`` lines above have been stable for many years.
 
+The pyslurm backend reads the same through the library
+(:mod:`hpclaunch.backends.pyslurm_discover`); both end in :func:`assemble`.
+
 The result is cached as JSON in ``$XDG_CACHE_HOME/hpclaunch/<site>.json`` (default
 ``~/.cache``), mode 0600, for :data:`DEFAULT_MAX_AGE` seconds (``$HPCLAUNCH_CAPS_MAX_AGE``).
 """
@@ -33,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpclaunch.errors import CommandFailed, ConfigError, TransportError
 from hpclaunch.slurmtime import parse_time_limit
@@ -44,12 +47,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_AGE",
+    "Accounting",
     "Association",
     "Capabilities",
     "Gres",
     "NodeInfo",
     "PartitionInfo",
     "QosInfo",
+    "assemble",
     "cache_path",
     "discover",
     "load_capabilities",
@@ -59,6 +64,7 @@ __all__ = [
     "parse_partitions",
     "parse_qos",
     "parse_user_assocs",
+    "read_qos",
 ]
 
 #: Seconds a cached discovery stays fresh.
@@ -469,7 +475,7 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         "config": ["scontrol", "show", "config"],
         "partitions": ["scontrol", "show", "partition", "--oneliner"],
         "nodes": ["sinfo", "-h", "-N", "-o", SINFO_FORMAT],
-        "qos": ["sacctmgr", "-n", "-P", "show", "qos", f"format={QOS_FORMAT}"],
+        "qos": qos_argv(),
         "assoc": [
             *("sacctmgr", "-n", "-P", "show", "user", user, "withassoc"),
             f"format={ASSOC_FORMAT}",
@@ -486,11 +492,39 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
     except CommandFailed as exc:
         raise _with_version_hint(exc, client) from None
     cluster = config.get("ClusterName", "")
-    qos, default_account, assocs, problem = _accounting(
-        futures["qos"], futures["assoc"], user, cluster
+    return assemble(
+        config,
+        partitions=parse_partitions(futures["partitions"].result().stdout),
+        nodes=parse_nodes(futures["nodes"].result().stdout),
+        user=user,
+        accounting=_accounting(futures["qos"], futures["assoc"], user, cluster),
+        discovered_at=now(),
+        client=client,
     )
+
+
+#: QOS, the user's default account and associations, and why they are unknown (``None``s).
+Accounting = tuple[
+    tuple["QosInfo", ...] | None, str | None, tuple["Association", ...] | None, str | None
+]
+
+
+def assemble(
+    config: Mapping[str, str],
+    *,
+    partitions: tuple[PartitionInfo, ...],
+    nodes: tuple[NodeInfo, ...],
+    user: str,
+    accounting: Accounting,
+    discovered_at: float,
+    client: str,
+) -> Capabilities:
+    """Capabilities from slurmctld's config as ``scontrol show config`` names and prints it
+    (:func:`parse_config`) and the rest already read (the pyslurm backend builds the same
+    ``config`` from its RPC: one reading of the values for both)."""
+    qos, default_account, assocs, problem = accounting
     return Capabilities(
-        cluster=cluster,
+        cluster=config.get("ClusterName", ""),
         slurm_version=config.get("SLURM_VERSION", "unknown"),
         max_array_size=_int_or_none(config.get("MaxArraySize")),
         min_job_age=_int_or_none(config.get("MinJobAge")),  # "300 sec" in 22.05
@@ -505,16 +539,30 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         priority_weight_qos=_int_or_none(config.get("PriorityWeightQOS")) or 0,
         accounting_storage_enforce=_list(config.get("AccountingStorageEnforce")),
         accounting_storage_tres=_list(config.get("AccountingStorageTRES")),
-        partitions=parse_partitions(futures["partitions"].result().stdout),
-        nodes=parse_nodes(futures["nodes"].result().stdout),
+        partitions=partitions,
+        nodes=nodes,
         user=user,
         qos=qos,
         default_account=default_account,
         associations=assocs,
         accounting_problem=problem,
-        discovered_at=now(),
+        discovered_at=discovered_at,
         client_version=client,
     )
+
+
+def qos_argv() -> list[str]:
+    """The one ``sacctmgr`` call for every QOS (:data:`QOS_FORMAT`)."""
+    return ["sacctmgr", "-n", "-P", "show", "qos", f"format={QOS_FORMAT}"]
+
+
+def read_qos(runner: Runner) -> tuple[QosInfo, ...]:
+    """Every QOS, from one ``sacctmgr``.
+
+    Raises:
+        TransportError: sacctmgr is missing or failed (:class:`CommandFailed`).
+    """
+    return parse_qos(_run(runner, qos_argv()).stdout)
 
 
 def _run(runner: Runner, argv: list[str]) -> CommandResult:
@@ -555,7 +603,7 @@ def _with_version_hint(exc: CommandFailed, client: str) -> CommandFailed:
 
 def _accounting(
     qos: Future[CommandResult], assoc: Future[CommandResult], user: str, cluster: str
-) -> tuple[tuple[QosInfo, ...] | None, str | None, tuple[Association, ...] | None, str | None]:
+) -> Accounting:
     """QOS and associations, or (None, None, None, why) without usable accounting."""
     try:
         qos_out, assoc_out = qos.result().stdout, assoc.result().stdout
@@ -596,8 +644,16 @@ def max_age_from_env(env: Mapping[str, str] | None = None) -> float:
     return max(value, 0.0)
 
 
+class AsksCapabilities(Protocol):
+    """A backend (:meth:`hpclaunch.backends.base.Backend.capabilities`)."""
+
+    def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
+        """What the cluster offers, asked now."""
+        ...
+
+
 def load_capabilities(
-    runner: Runner,
+    source: Runner | AsksCapabilities,
     site: str,
     *,
     max_age: float = DEFAULT_MAX_AGE,
@@ -609,7 +665,8 @@ def load_capabilities(
     them and update the cache (a cache that cannot be written is not an error).
 
     Args:
-        runner: Where Slurm's commands run.
+        source: Where Slurm's commands run, or the backend to ask
+            (:meth:`~hpclaunch.backends.base.Backend.capabilities`).
         site: The site name (names the cache file).
         max_age: Seconds a cache stays fresh.
         refresh: Ignore the cache.
@@ -621,7 +678,11 @@ def load_capabilities(
         cached = read_cache(path)
         if cached is not None and 0 <= now() - cached.discovered_at <= max_age:
             return cached
-    caps = discover(runner, now=now)
+    caps = (
+        discover(source, now=now)
+        if isinstance(source, Runner)
+        else source.capabilities(now=now)  # a backend
+    )
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
         write_cache(path, caps)
     return caps

@@ -27,16 +27,13 @@ made once; ``hpclaunch tier`` or resubmitting re-decides).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from hpclaunch.config.site import SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
 from hpclaunch.spec import JobSpec
-
-if TYPE_CHECKING:
-    from hpclaunch.backends.base import Backend
 
 __all__ = [
     "QUOTA_MODES",
@@ -198,7 +195,16 @@ def _strict_in_quota(
 USAGE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD"
 
 
-def read_usage(backend: Backend, site: SiteConfig, project: str) -> int:
+class ReadsQueue(Protocol):
+    """What :func:`read_usage` needs of a backend (:meth:`hpclaunch.backends.base.Backend.
+    queue`, whose rows are :class:`hpclaunch.queue.QueueRow`)."""
+
+    def queue(self, *, account: str | None = None, states: str | None = None) -> Sequence[Any]:
+        """The queue's rows of ``account`` in ``states``."""
+        ...
+
+
+def read_usage(backend: ReadsQueue, site: SiteConfig, project: str) -> int:
     """The GPUs ``project``'s in-quota jobs (all users') hold or wait for now: one look at
     the queue (one squeue call, or one job-list RPC).
 

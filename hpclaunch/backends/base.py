@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.cost import AttemptUsage
+    from hpclaunch.discover import Capabilities
     from hpclaunch.observe import Attempt, JobInfo
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.queue import QueueRow
@@ -55,6 +56,20 @@ class Backend(abc.ABC):
     def describe(self) -> str:
         """What this backend talks to Slurm with, for ``site check`` (e.g. library versions)."""
         return self.name
+
+    def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
+        """What the cluster offers, asked now (:func:`hpclaunch.discover.discover`: Slurm's
+        commands where :attr:`runner` runs them). :func:`hpclaunch.discover.load_capabilities`
+        caches the answer.
+
+        Raises:
+            HpclaunchError: Slurm could not be asked.
+        """
+        import time
+
+        from hpclaunch.discover import discover
+
+        return discover(self.runner, now=now or time.time)
 
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan`` without submitting anything (``submit --dry-run``)."""

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.cost import AttemptUsage
+    from hpclaunch.discover import Capabilities
     from hpclaunch.plan import SubmissionPlan
     from hpclaunch.queue import QueueRow
     from hpclaunch.render import RenderedJob
@@ -167,6 +168,16 @@ class PyslurmBackend(Backend):
 
     def describe(self) -> str:
         return f"pyslurm {self.pyslurm.__version__}, slurmctld {self.cluster_release}"
+
+    def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
+        """Config, partitions, nodes and the user's associations through pyslurm (three
+        RPCs, one slurmdbd query), the QOS through sacctmgr (:mod:`.pyslurm_discover`)."""
+        from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
+
+        return self._rpc(
+            lambda: discover_with_pyslurm(self.pyslurm, self.runner, now=now or time.time),
+            "read the cluster's configuration",
+        )
 
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan``, and refuse it now if this backend could not submit it."""

@@ -26,7 +26,7 @@ def capabilities(app: App, *, refresh: bool = False) -> Capabilities:
     from hpclaunch.discover import load_capabilities, max_age_from_env
 
     return load_capabilities(
-        app.runner, app.site.name, max_age=max_age_from_env(app.env), refresh=refresh
+        app.backend, app.site.name, max_age=max_age_from_env(app.env), refresh=refresh
     )
 
 
@@ -35,12 +35,12 @@ def check_before_submit(app: App, plan: SubmissionPlan, *, enabled: bool) -> Non
     ``plan``. When the cluster cannot be read, warn and go on: sbatch has the last word."""
     if not enabled:
         return
-    from hpclaunch.errors import TransportError
+    from hpclaunch.errors import BackendError, TransportError
     from hpclaunch.sitecheck import check_plan, raise_for_problems
 
     try:
         caps = capabilities(app)
-    except TransportError as exc:
+    except (BackendError, TransportError) as exc:
         click.echo(
             f"Warning: not checked against the cluster ({exc.message.splitlines()[0]})", err=True
         )

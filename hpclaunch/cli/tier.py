@@ -67,7 +67,7 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
         quota_used=_quota_used(app, row, new_tier),
     )
     check_allowed(
-        retier, load_capabilities(app.runner, site.name, max_age=max_age_from_env(app.env))
+        retier, load_capabilities(app.backend, site.name, max_age=max_age_from_env(app.env))
     )
     _say(retier, started)
     if dry_run:

@@ -224,3 +224,15 @@ def status_of(ref: JobRef) -> Callable[[Backend], JobInfo]:
 
 def restarted(backend: Backend, ref: JobRef, times: int) -> Callable[[], bool]:
     return lambda: (status_of(ref)(backend).restarts or 0) >= times
+
+
+def test_both_backends_discover_the_same_capabilities(
+    backends: tuple[Backend, Backend], mix: dict[str, str]
+) -> None:
+    caps = agree(lambda b: b.capabilities(now=lambda: 0.0), backends)
+    assert caps.cluster == "hpclaunch"
+    assert caps.qos is not None
+    assert {q.name for q in caps.qos} >= {"critical", "high", "normal", "low"}
+    assert caps.associations is not None
+    assert caps.default_account is not None
+    assert {n.state for n in caps.nodes} <= {"idle", "mixed", "allocated"}
