@@ -3,8 +3,9 @@
 * status of 1, 100 and 1,000 jobs (tasks of held arrays): wall time per call and the
   slurmctld RPCs it cost (sdiag before and after; sacct/pyslurm.db talk to slurmdbd and are
   not counted there). Baseline of the same run: the cli backend (one squeue + one sacct).
-* submit of one job (held, cancelled at once): wall time of ``backend.submit`` against a
-  plain ``sbatch --hold --wrap`` process.
+* submit of one job (held, cancelled at once): wall time of ``backend.submit`` and of
+  submitit's ``executor.submit`` (``pip install submitit``) against a plain ``sbatch --hold
+  --wrap`` process.
 * a 1,000-point sweep (held arrays of at most MaxArraySize - 1 tasks each):
   ``hpclaunch sweep`` as a whole process per backend against plain ``sbatch --array --hold
   --wrap`` processes for the same arrays, and ``python -c pass`` (start-up).
@@ -120,8 +121,30 @@ def submit_rows(backends: dict[str, Backend], repeats: int) -> None:
         for name, backend in backends.items():
             wall = timed(via(backend), repeats)
             print(f"  {name:8} backend.submit {wall * 1000:7.1f} ms ({wall / base:.2f}x sbatch)")
+        with tempfile.TemporaryDirectory(dir=home) as folder:
+            wall = timed(submitit_one(Path(folder), submitted), repeats)
+            print(f"  submitit executor.submit {wall * 1000:7.1f} ms ({wall / base:.2f}x sbatch)")
     finally:
         subprocess.run(["scancel", *submitted], check=False)
+
+
+def submitit_one(folder: Path, submitted: list[str]) -> Callable[[], None]:
+    """submitit's ``executor.submit`` of one held job (it pickles the call, writes its
+    script and runs sbatch): ``pip install submitit`` (bench only)."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    executor.update_parameters(
+        timeout_min=1,
+        mem_gb=0.05,
+        slurm_account="research",
+        slurm_additional_parameters={"hold": True},
+    )
+
+    def run() -> None:
+        submitted.append(executor.submit(str, 1).job_id)
+
+    return run
 
 
 def sweep_rows(repeats: int) -> None:

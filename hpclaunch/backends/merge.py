@@ -51,7 +51,7 @@ def merge_status(
                 if tasks:
                     infos[ref] = summarise_array(ref, tasks, problem)
                 else:
-                    reason = problem or "unknown to squeue and sacct"
+                    reason = problem or "unknown to Slurm's queue and accounting"
                     infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
     return {ref: _finished_view(infos[ref]) for ref in refs}
 

@@ -175,7 +175,9 @@ class PyslurmBackend(Backend):
         from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
 
         return self._rpc(
-            lambda: discover_with_pyslurm(self.pyslurm, self.runner, now=now or time.time),
+            lambda: discover_with_pyslurm(
+                self.pyslurm, self.runner, self._commands_version(), now=now or time.time
+            ),
             "read the cluster's configuration",
         )
 

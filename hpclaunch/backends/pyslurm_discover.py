@@ -45,10 +45,12 @@ __all__ = ["discover_with_pyslurm"]
 
 
 def discover_with_pyslurm(
-    pyslurm: ModuleType, runner: Runner, *, now: Callable[[], float] = time.time
+    pyslurm: ModuleType, runner: Runner, client: str, *, now: Callable[[], float] = time.time
 ) -> Capabilities:
     """What :func:`hpclaunch.discover.discover` reads, through pyslurm (and sacctmgr for
-    the QOS).
+    the QOS). ``client``: the release of the Slurm commands here (the backend still runs
+    some: sacctmgr, ``sacct -D``, ``scontrol uhold``; ``site check`` compares it with the
+    controller's).
 
     Raises:
         pyslurm.RPCError: slurmctld could not be asked (the backend turns it into its error).
@@ -62,8 +64,7 @@ def discover_with_pyslurm(
         user=user,
         accounting=_accounting(pyslurm, runner, user, str(config.cluster_name or "")),
         discovered_at=now(),
-        # The library's Slurm is the client here; the backend has checked its release.
-        client=str(config.version),
+        client=client,
     )
 
 

@@ -53,7 +53,7 @@ def cancel_command(
     for name in names:
         found = app.backend.find_jobs(name)
         if not found:
-            click.echo(f"no unfinished job of yours is named {name!r} in squeue", err=True)
+            click.echo(f"no unfinished job of yours is named {name!r}", err=True)
         refs.extend(info.ref for info in found)
     if all_jobs:
         refs.extend(_all_unfinished(app, yes))
@@ -98,7 +98,9 @@ def cancel_jobs(app: App, refs: Sequence[JobRef]) -> bool:
         if info.state.is_finished:
             click.echo(f"{ref.job_id}: already finished ({_state(info)})")
         elif info.source == "none":
-            click.echo(f"{ref.job_id}: not found: unknown to squeue and sacct", err=True)
+            click.echo(
+                f"{ref.job_id}: not found: unknown to Slurm's queue and accounting", err=True
+            )
             ok = False
         else:
             app.backend.cancel(ref)

@@ -45,7 +45,7 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
     rows = app.backend.queue_job(job_id)
     if not rows:
         raise JobNotFound(
-            f"job {job_id} is not in squeue (it ended, or never existed)",
+            f"job {job_id} is not in Slurm's queue (it ended, or never existed)",
             hint="'hpclaunch queue --me' lists your pending and running jobs",
         )
     pending = [r for r in rows if r.pending]

@@ -1,5 +1,9 @@
 """Requeue the job, and decide whether to.
 
+Inside the job, with either backend: the sidecar runs on a compute node, where Slurm's
+commands are (slurmd needs them) and pyslurm, a login-node library, usually is not; it
+asks slurmctld only at the end of an attempt, so a process per call costs nothing there.
+
 ``scontrol requeue <id>`` from inside the job puts it back in the queue; Slurm then ends
 the running attempt (SIGTERM to the batch shell) and starts it again with
 ``SLURM_RESTART_COUNT`` one higher after ``cred_expire + 1`` s (slurm.conf(5), 22.05). For

@@ -14,7 +14,7 @@ import yaml
 from .conftest import REPO, Run
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 
 @pytest.fixture

@@ -223,7 +223,7 @@ def test_status_batches_one_squeue_and_one_sacct() -> None:
     unknown = infos[refs[4]]
     assert (unknown.state, unknown.reason, unknown.source) == (
         JobState.UNKNOWN,
-        "unknown to squeue and sacct",
+        "unknown to Slurm's queue and accounting",
         "none",
     )
 

@@ -173,7 +173,7 @@ def test_status_of_ids(env: dict[str, str], slurm: FakeSlurm) -> None:
     result = run(env, "status", "5", "6", "7")
     # 7 is unknown: the table still shows every job, and the exit code is 1 like cancel's.
     assert result.exit_code == 1, result.output
-    assert result.stderr == "Error: job 7: unknown to squeue and sacct\n"
+    assert result.stderr == "Error: job 7: unknown to Slurm's queue and accounting\n"
     assert run(env, "status", "5", "6").exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0].split() == [

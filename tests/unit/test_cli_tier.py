@@ -180,7 +180,7 @@ def test_unknown_tier_and_bad_id_exit_2(env: Env, slurm: Slurm) -> None:
 
 def test_unknown_job(env: Env, slurm: Slurm) -> None:
     slurm.job = ""
-    assert_clean_error(run(env, "tier", "555", "low"), 1, "job 555 is not in squeue")
+    assert_clean_error(run(env, "tier", "555", "low"), 1, "job 555 is not in Slurm's queue")
 
 
 def test_association_without_the_account_is_refused_with_the_list(env: Env, slurm: Slurm) -> None:
