@@ -7,8 +7,9 @@
   submitit's ``executor.submit`` (``pip install submitit``) against a plain ``sbatch --hold
   --wrap`` process.
 * a 1,000-point sweep (held arrays of at most MaxArraySize - 1 tasks each):
-  ``hpclaunch sweep`` as a whole process per backend against plain ``sbatch --array --hold
-  --wrap`` processes for the same arrays, and ``python -c pass`` (start-up).
+  ``hpclaunch sweep`` as a whole process per backend, and submitit's ``map_array`` from a
+  fresh ``python`` (arrays of 100), against plain ``sbatch --array --hold --wrap`` processes
+  for the same arrays, and ``python -c pass`` (start-up).
 
     .venv/bin/python bench/backends.py [--repeats 7]
 
@@ -206,8 +207,21 @@ def sweep_rows(repeats: int) -> None:
             for name in BACKENDS:
                 wall = timed(sweep(name), repeats, cancel)
                 print(f"  hpclaunch --backend {name:8} sweep {wall * 1000:6.0f} ms")
+            wall = timed(submitit_sweep(Path(tmp), ids), repeats, cancel)
+            print(f"  submitit map_array, fresh python  {wall * 1000:6.0f} ms")
         finally:
             cancel()
+
+
+def submitit_sweep(folder: Path, ids: list[str]) -> Callable[[], None]:
+    """submitit's ``map_array`` of the 1,000 points in arrays of 100, from a fresh
+    ``python`` as a user runs a script (bench/sweep_submit.py's ``submitit_script``)."""
+    from sweep_submit import submitit_script
+
+    def run() -> None:
+        ids.extend(submitit_script(1000, folder, 100))
+
+    return run
 
 
 def main() -> None:
