@@ -1,13 +1,14 @@
-"""What every command needs: the resolved settings, the site, a runner and a backend.
+"""The session: the resolved settings, the site, a runner and a backend, and where
+warnings go. What every use case (and every CLI command) needs.
 
-Each is made on first use, so a command only pays for what it touches.
+Each is made on first use, so a call only pays for what it touches.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from hpclaunch.config.settings import (
@@ -24,24 +25,38 @@ if TYPE_CHECKING:
     from hpclaunch.transport.base import Runner
 
 
-class App:
-    """Lazily resolved state shared by the commands of one ``hpclaunch`` invocation.
+class Session:
+    """Lazily resolved state shared by the calls of one program (or one ``hpclaunch``).
+
+    Settings come in layers, as the CLI's: built-in defaults, the site's ``defaults:``, the
+    user config, ``HPCLAUNCH_*`` variables, then the arguments given here.
 
     Args:
-        cli_values: Global flags as typed (``None``: not typed).
+        site: A site name or a site config's path (default: the settings').
+        backend: ``cli``, ``pyslurm`` or ``auto`` (default: the settings').
+        remote: ``[user@]host[:port]`` of a login node to reach over SSH.
+        quota: ``allow`` or ``strict`` (see ``hpclaunch submit --quota``).
         env: The environment (default: ``os.environ``).
+        accept_new_host_key: With ``remote``: record an unknown host key (never a changed one).
+        warn: Where warnings go (one line each); default: :func:`warnings.warn`.
     """
 
     def __init__(
         self,
-        cli_values: Mapping[str, str | None],
-        env: Mapping[str, str] | None = None,
+        site: str | None = None,
+        backend: str | None = None,
+        remote: str | None = None,
         *,
+        quota: str | None = None,
+        env: Mapping[str, str] | None = None,
         accept_new_host_key: bool = False,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.cli_values = dict(cli_values)
+        typed = {"site": site, "backend": backend, "remote": remote, "quota": quota}
+        self.cli_values: dict[str, str | None] = {k: v for k, v in typed.items() if v}
         self.env = os.environ if env is None else env
         self.accept_new_host_key = accept_new_host_key
+        self.warn: Callable[[str], None] = warn or _warn
         self._sites: dict[str, SiteConfig] = {}
 
     def set_typed(self, name: str, value: str | None) -> None:
@@ -141,7 +156,34 @@ class App:
         return choose_backend(name, self.runner, self.site)
 
 
-def remote_files(app: App) -> RemoteFiles | None:
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+class App(Session):
+    """The CLI's session: the global flags as typed (``None``: not typed), and warnings
+    printed on stderr as ``Warning: ...``."""
+
+    def __init__(
+        self,
+        cli_values: Mapping[str, str | None],
+        env: Mapping[str, str] | None = None,
+        *,
+        accept_new_host_key: bool = False,
+    ) -> None:
+        super().__init__(env=env, accept_new_host_key=accept_new_host_key, warn=_echo_warning)
+        self.cli_values = dict(cli_values)
+
+
+def _echo_warning(message: str) -> None:
+    import sys
+
+    print(f"Warning: {message}", file=sys.stderr)
+
+
+def remote_files(app: Session) -> RemoteFiles | None:
     """How to read the job's files when Slurm is remote (``None``: they are local)."""
     if not app.is_remote:
         return None
@@ -151,7 +193,7 @@ def remote_files(app: App) -> RemoteFiles | None:
     return runner if isinstance(runner, SSHRunner) else None
 
 
-def slurm_user(app: App) -> str:
+def slurm_user(app: Session) -> str:
     """The user Slurm knows this CLI as: the SSH login name when remote, else ours."""
     if app.is_remote:
         from hpclaunch.transport.ssh import SSHRunner
