@@ -33,9 +33,9 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli._jobs import naming, plan_job, require_paths, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
     from hpclaunch.cli.submit import _print_dry_run, _scan_tree, _send_tree, _snapshot_cwd
+    from hpclaunch.ops.jobs import naming, plan_job, require_paths, warn_over_quota
     from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
     from hpclaunch.plan import new_submission_id
 
@@ -103,7 +103,7 @@ def _submit_in_order(
                 + (f"; or cancel the others: hpclaunch cancel {_ids(refs)}" if refs else ""),
             ) from exc
         if existing is None:
-            from hpclaunch.cli._jobs import remember_submission
+            from hpclaunch.ops.jobs import remember_submission
 
             remember_submission(app, plan, ref)
         refs[step.name] = ref

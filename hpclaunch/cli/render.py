@@ -14,7 +14,7 @@ from hpclaunch.cli._app import App
 @click.pass_obj
 def render_command(app: App, spec: str, show_argv: bool, explain: bool) -> None:
     """Print the batch script for SPEC without submitting it."""
-    from hpclaunch.cli._jobs import naming, plan_spec
+    from hpclaunch.ops.jobs import naming, plan_spec
     from hpclaunch.plan import describe
     from hpclaunch.render import render
 

@@ -117,8 +117,8 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._jobs import naming, plan_spec, remember_submission, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
+    from hpclaunch.ops.jobs import naming, plan_spec, remember_submission, warn_over_quota
 
     tree = _scan_tree() if sync else None
     snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None

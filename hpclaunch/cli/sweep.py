@@ -47,9 +47,9 @@ def submit_command(
     app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
-    from hpclaunch.cli._jobs import naming, warn_over_quota
     from hpclaunch.cli.site import check_before_submit
     from hpclaunch.errors import SubmissionError
+    from hpclaunch.ops.jobs import naming, warn_over_quota
     from hpclaunch.sweep.submit import submit_sweep
 
     app.set_typed("quota", quota)
@@ -98,7 +98,7 @@ def _plan(
     sweep_id: str | None = None,
     check_paths: bool = False,
 ) -> SweepPlan:
-    from hpclaunch.cli._jobs import _quota_used, quota_mode, require_paths, require_python
+    from hpclaunch.ops.jobs import _quota_used, quota_mode, require_paths, require_python
     from hpclaunch.plan import new_submission_id
     from hpclaunch.spec import load_spec
     from hpclaunch.sweep.submit import plan_sweep

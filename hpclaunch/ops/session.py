@@ -162,27 +162,6 @@ def _warn(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
-class App(Session):
-    """The CLI's session: the global flags as typed (``None``: not typed), and warnings
-    printed on stderr as ``Warning: ...``."""
-
-    def __init__(
-        self,
-        cli_values: Mapping[str, str | None],
-        env: Mapping[str, str] | None = None,
-        *,
-        accept_new_host_key: bool = False,
-    ) -> None:
-        super().__init__(env=env, accept_new_host_key=accept_new_host_key, warn=_echo_warning)
-        self.cli_values = dict(cli_values)
-
-
-def _echo_warning(message: str) -> None:
-    import sys
-
-    print(f"Warning: {message}", file=sys.stderr)
-
-
 def remote_files(app: Session) -> RemoteFiles | None:
     """How to read the job's files when Slurm is remote (``None``: they are local)."""
     if not app.is_remote:

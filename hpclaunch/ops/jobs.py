@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session as App
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec import JobSpec, load_spec
 
