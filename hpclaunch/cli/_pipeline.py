@@ -54,7 +54,7 @@ def submit_pipeline(
         source = f"{path}: job {step.name}"
         with naming(source):
             plan = plan_job(app, step.spec, ids[step.name], cwd=cwd, live_usage=True)
-            warn_over_quota(plan, source)
+            warn_over_quota(app, plan, source)
             if not no_check and tree is None:
                 require_paths(app, step.spec, plan, source)
             check_before_submit(app, plan, enabled=not no_check)

@@ -132,7 +132,7 @@ def submit_command(
             check_paths=not no_check and tree is None,  # a snapshot is not on the cluster yet
             overrides=overrides,
         )
-        warn_over_quota(plan, spec)
+        warn_over_quota(app, plan, spec)
         check_before_submit(app, plan, enabled=not no_check)
     job = app.backend.dryrun(plan)
     if dry_run:

@@ -55,7 +55,7 @@ def submit_command(
     app.set_typed("quota", quota)
     with naming(spec):
         sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
-        warn_over_quota(sweep.plan, spec)
+        warn_over_quota(app, sweep.plan, spec)
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(app, plan, enabled=not no_check)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from hpclaunch.ops.session import Session as App
+from hpclaunch.ops.session import Session, slurm_user
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec import JobSpec, load_spec
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def plan_spec(
-    app: App,
+    session: Session,
     spec_path: str,
     submission_id: str | None = None,
     *,
@@ -38,20 +38,20 @@ def plan_spec(
     """
     spec = load_spec(spec_path, overrides)
     refuse_sweep(spec, spec_path)
-    plan = plan_job(app, spec, submission_id, cwd=cwd, live_usage=live_usage)
+    plan = plan_job(session, spec, submission_id, cwd=cwd, live_usage=live_usage)
     if check_paths:
-        require_paths(app, spec, plan, spec_path)
+        require_paths(session, spec, plan, spec_path)
     return plan
 
 
-def require_paths(app: App, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
+def require_paths(session: Session, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
     """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.pathcheck`): this
     machine, or the login node over SSH (one command)."""
     from hpclaunch.pathcheck import check_paths
 
-    runner = app.runner if app.is_remote else None
+    runner = session.runner if session.is_remote else None
     where = runner.where if runner is not None else "this machine"
-    check_paths(spec, plan, app.site, app.home, source=source, runner=runner, where=where)
+    check_paths(spec, plan, session.site, session.home, source=source, runner=runner, where=where)
 
 
 @contextlib.contextmanager
@@ -87,7 +87,7 @@ def refuse_sweep(spec: JobSpec, spec_path: str) -> None:
 
 
 def plan_job(
-    app: App,
+    session: Session,
     spec: JobSpec,
     submission_id: str | None = None,
     *,
@@ -95,46 +95,44 @@ def plan_job(
     live_usage: bool = False,
 ) -> SubmissionPlan:
     """Plan a loaded ``spec`` on the app's site (see :func:`plan_spec`)."""
-    require_python(app, spec)
+    require_python(session, spec)
     if cwd is not None and spec.workdir is None:
         spec = spec.model_copy(update={"workdir": cwd})
-    elif cwd is None and not app.is_remote:
+    elif cwd is None and not session.is_remote:
         cwd = os.getcwd()
     return build_plan(
         spec,
-        app.site,
+        session.site,
         submission_id=submission_id or new_submission_id(),
-        home=app.home,
+        home=session.home,
         cwd=cwd,
-        quota_used=_quota_used(app, spec) if live_usage else None,
-        quota_mode=quota_mode(app),
+        quota_used=_quota_used(session, spec) if live_usage else None,
+        quota_mode=quota_mode(session),
     )
 
 
-def quota_mode(app: App) -> str:
+def quota_mode(session: Session) -> str:
     """``allow`` or ``strict`` (settings: --quota, HPCLAUNCH_QUOTA, user and site config)."""
-    return app.settings.quota.value or "allow"
+    return session.settings.quota.value or "allow"
 
 
-def warn_over_quota(plan: SubmissionPlan, source: str) -> None:
-    """One line on stderr when a non-preemptible job was placed over-quota."""
+def warn_over_quota(session: Session, plan: SubmissionPlan, source: str) -> None:
+    """One warning when a non-preemptible job was placed over-quota."""
     if plan.quota_warning:
-        import click
-
-        click.echo(f"Warning: {source}: {plan.quota_warning}", err=True)
+        session.warn(f"{source}: {plan.quota_warning}")
 
 
-def require_python(app: App, spec: JobSpec) -> None:
+def require_python(session: Session, spec: JobSpec) -> None:
     """Over SSH, a job that runs hpclaunch inside needs the site's ``python``: this
     machine's interpreter path means nothing on the cluster."""
     from hpclaunch.plan import needs_python
 
-    if app.is_remote and app.site.python is None and needs_python(spec):
+    if session.is_remote and session.site.python is None and needs_python(spec):
         from hpclaunch.errors import PlanError
 
         what = "sweep" if spec.sweep is not None else f"launcher {spec.launcher}"
         raise PlanError(
-            f"{what}: the job runs hpclaunch on the cluster, and site {app.site.name} does "
+            f"{what}: the job runs hpclaunch on the cluster, and site {session.site.name} does "
             "not say which interpreter has it there (submitting over SSH, this machine's "
             "python means nothing on the compute nodes)",
             hint="set python: in the site config to an environment with hpclaunch on the "
@@ -142,37 +140,32 @@ def require_python(app: App, spec: JobSpec) -> None:
         )
 
 
-def _quota_used(app: App, spec: JobSpec) -> int | None:
+def _quota_used(session: Session, spec: JobSpec) -> int | None:
     """The project's in-quota GPUs now, when the placement depends on them."""
-    site = app.site
+    site = session.site
     project = spec.project or site.default_account
     policy = site.tiers.get(spec.tier)
     if project not in site.quotas or policy is None or policy.preemptible:
         return None
-    import click
-
     from hpclaunch.errors import BackendError, TransportError
     from hpclaunch.quota import read_usage
 
     try:
-        return read_usage(app.backend, site, project)
+        return read_usage(session.backend, site, project)
     except (BackendError, TransportError) as exc:
         # The plan says "taken as 0"; Slurm's GrpTRES still holds the guarantee.
         first = exc.message.splitlines()[0]
-        click.echo(f"Warning: project {project}'s GPU usage not read ({first})", err=True)
+        session.warn(f"project {project}'s GPU usage not read ({first})")
         return None
 
 
 def remember_submission(
-    app: App, plan: SubmissionPlan, ref: JobRef, *, spec_hash: str | None = None
+    session: Session, plan: SubmissionPlan, ref: JobRef, *, spec_hash: str | None = None
 ) -> None:
     """Record a submitted job in the history, with the ``--dependency`` it waits on. A
     failure to write only warns: the job is submitted, failing now would invite a resubmit."""
     from datetime import datetime, timezone
 
-    import click
-
-    from hpclaunch.cli._app import slurm_user
     from hpclaunch.cost import project_of_account
     from hpclaunch.history import SubmissionRecord, record_submission
 
@@ -182,14 +175,14 @@ def remember_submission(
         name=plan.job_name,
         submission_id=plan.submission_id,
         job_dir=plan.job_dir,
-        site=app.site.name,
+        site=session.site.name,
         submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         log_dir=plan.log_dir,
         tier=plan.tier,
         qos=plan.qos,
         quota=plan.quota,
-        user=slurm_user(app),
-        project=project_of_account(app.site, plan.account) if plan.account else None,
+        user=slurm_user(session),
+        project=project_of_account(session.site, plan.account) if plan.account else None,
         account=plan.account,
         spec_hash=spec_hash,
         dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
@@ -197,4 +190,4 @@ def remember_submission(
     try:
         record_submission(record)
     except OSError as exc:
-        click.echo(f"Warning: could not record job {ref.job_id} in the history: {exc}", err=True)
+        session.warn(f"could not record job {ref.job_id} in the history: {exc}")
