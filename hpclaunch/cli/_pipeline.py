@@ -33,9 +33,9 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli.site import check_before_submit
     from hpclaunch.cli.submit import _print_dry_run, _scan_tree, _send_tree, _snapshot_cwd
     from hpclaunch.ops.jobs import naming, plan_job, require_paths, warn_over_quota
+    from hpclaunch.ops.submit import check_before_submit
     from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
     from hpclaunch.plan import new_submission_id
 
@@ -82,15 +82,15 @@ def _submit_in_order(
     *,
     retry: bool,
 ) -> dict[str, JobRef]:
-    from hpclaunch.cli.submit import _existing
     from hpclaunch.errors import HpclaunchError, SubmissionError
+    from hpclaunch.ops.submit import existing_job
     from hpclaunch.pipeline import with_dependencies
 
     refs: dict[str, JobRef] = {}
     for step in steps:
         waits = [(name, kind, refs[name].job_id) for name, kind in step.after]
         plan = with_dependencies(plans[step.name], waits)
-        existing = _existing(app, plan.submission_id) if retry else None
+        existing = existing_job(app, plan.submission_id) if retry else None
         try:
             ref = existing or app.backend.submit(app.backend.dryrun(plan))
         except HpclaunchError as exc:

@@ -14,7 +14,6 @@ from hpclaunch.cli._app import App
 
 if TYPE_CHECKING:
     from hpclaunch.discover import Capabilities
-    from hpclaunch.plan import SubmissionPlan
     from hpclaunch.siteplan import Change
 
 _REFRESH = click.option("--refresh", is_flag=True, help="Ignore the cache; ask the cluster now.")
@@ -28,24 +27,6 @@ def capabilities(app: App, *, refresh: bool = False) -> Capabilities:
     return load_capabilities(
         app.backend, app.site.name, max_age=max_age_from_env(app.env), refresh=refresh
     )
-
-
-def check_before_submit(app: App, plan: SubmissionPlan, *, enabled: bool) -> None:
-    """Raise a :class:`~hpclaunch.errors.PlanError` (exit 2) if the cluster would refuse
-    ``plan``. When the cluster cannot be read, warn and go on: sbatch has the last word."""
-    if not enabled:
-        return
-    from hpclaunch.errors import BackendError, TransportError
-    from hpclaunch.sitecheck import check_plan, raise_for_problems
-
-    try:
-        caps = capabilities(app)
-    except (BackendError, TransportError) as exc:
-        click.echo(
-            f"Warning: not checked against the cluster ({exc.message.splitlines()[0]})", err=True
-        )
-        return
-    raise_for_problems(check_plan(plan, caps), caps)
 
 
 @click.group("site")

@@ -10,7 +10,7 @@ from hpclaunch.cli._app import App, remote_files
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo
@@ -117,47 +117,36 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli.site import check_before_submit
-    from hpclaunch.ops.jobs import naming, plan_spec, remember_submission, warn_over_quota
+    from hpclaunch.ops.submit import submit_spec
 
     tree = _scan_tree() if sync else None
-    snapshot_cwd = _snapshot_cwd(app, tree) if tree is not None else None
-    with naming(spec):
-        plan = plan_spec(
-            app,
-            spec,
-            submission_id,
-            cwd=snapshot_cwd,
-            live_usage=True,
-            check_paths=not no_check and tree is None,  # a snapshot is not on the cluster yet
-            overrides=overrides,
-        )
-        warn_over_quota(app, plan, spec)
-        check_before_submit(app, plan, enabled=not no_check)
-    job = app.backend.dryrun(plan)
+    result = submit_spec(
+        app,
+        spec,
+        overrides=overrides,
+        submission_id=submission_id,
+        check=not no_check,
+        dry_run=dry_run,
+        force=force,
+        cwd=_snapshot_cwd(app, tree) if tree is not None else None,
+        before_submit=(lambda: _send_tree(app, tree)) if tree is not None else None,
+    )
     if dry_run:
         if overrides:
             click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
-        _print_dry_run(job)
+        _print_dry_run(result.job)
         return
-    if submission_id:
-        _refuse_changed_spec(submission_id, spec_hash(spec, overrides), force)
-    if tree is not None:
-        _send_tree(app, tree)
-    existing = _existing(app, submission_id) if submission_id else None
-    if existing is not None:
-        ref = existing
+    ref = result.ref
+    assert ref is not None  # not a dry run
+    if result.existing:
         click.echo(
             f"job {ref.job_id} already carries submission id {submission_id}: not submitted again",
             err=True,
         )
-    else:
-        ref = app.backend.submit(job)
-        remember_submission(app, plan, ref, spec_hash=spec_hash(spec, overrides))
     click.echo(ref.job_id)
-    click.echo(f"logs: {plan.log_dir}/attempt-N.log", err=True)
+    click.echo(f"logs: {result.plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
-        _follow(app, ref, timeout, plan.log_dir if follow else None)
+        _follow(app, ref, timeout, result.plan.log_dir if follow else None)
 
 
 def shlex_join(words: Iterable[str]) -> str:
@@ -177,67 +166,6 @@ def _print_dry_run(job: RenderedJob) -> None:
     click.echo("\n".join(f"#   {line}" for line in describe(job.plan).splitlines()))
     click.echo(f"# script ({job.script_path}):")
     click.echo(job.script, nl=False)
-
-
-def spec_hash(spec_path: str, overrides: Sequence[str] = ()) -> str | None:
-    """sha256 of the spec's canonical JSON (keys sorted, no spaces), with ``--set``
-    ``overrides`` applied: the same for the same job however the file is laid out or
-    commented; ``None`` if it cannot be read."""
-    import hashlib
-    import json
-
-    import yaml
-
-    from hpclaunch._validation import load_yaml
-    from hpclaunch.errors import SpecError
-    from hpclaunch.spec import apply_overrides
-
-    try:
-        with open(spec_path, encoding="utf-8") as fh:
-            data = load_yaml(fh.read())
-        if overrides and isinstance(data, dict):
-            data = apply_overrides(data, overrides)
-    except (OSError, yaml.YAMLError, SpecError):
-        return None
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _refuse_changed_spec(submission_id: str, now: str | None, force: bool) -> None:
-    """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
-    silently keep the old job. Say so and exit 1, unless ``--force``."""
-    from hpclaunch.history import find_record
-
-    record = find_record(submission_id=submission_id)
-    if record is None or not record.spec_hash or now is None or record.spec_hash == now:
-        return
-    message = (
-        f"submission id {submission_id} already names job {record.job_id}, submitted from a "
-        f"different spec (sha256 {record.spec_hash[:12]}, now {now[:12]}): a retry keeps "
-        "that job and would not run this spec"
-    )
-    if force:
-        click.echo(f"Warning: {message}; --force: keeping job {record.job_id}", err=True)
-        return
-    click.echo(f"Error: {message}", err=True)
-    click.echo(
-        "Hint: give a new --submission-id to submit the changed spec, or --force to take "
-        f"job {record.job_id} as the answer anyway",
-        err=True,
-    )
-    raise click.exceptions.Exit(1)
-
-
-def _existing(app: App, submission_id: str) -> JobRef | None:
-    """The job that already carries ``submission_id``: the history first (no Slurm call),
-    then Slurm (the history misses a job whose first try died right after sbatch)."""
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import find_record
-
-    record = find_record(submission_id=submission_id)
-    if record is not None:
-        return JobRef(record.job_id, record.cluster)
-    return app.backend.find_submission(submission_id)
 
 
 def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:

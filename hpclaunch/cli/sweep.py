@@ -47,9 +47,9 @@ def submit_command(
     app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
-    from hpclaunch.cli.site import check_before_submit
     from hpclaunch.errors import SubmissionError
     from hpclaunch.ops.jobs import naming, warn_over_quota
+    from hpclaunch.ops.submit import check_before_submit
     from hpclaunch.sweep.submit import submit_sweep
 
     app.set_typed("quota", quota)

@@ -1,0 +1,216 @@
+"""Submit one job spec: what ``hpclaunch submit SPEC`` and ``hpclaunch.submit`` both do.
+
+Load (a file, a dict or a :class:`~hpclaunch.spec.JobSpec`), plan on the session's site
+with the project's live quota use, refuse what the cluster would refuse (its cached
+capabilities), then, unless a dry run: take the job that already carries the submission id
+(history first, then Slurm), or submit and record it in the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.ops.jobs import (
+    naming,
+    plan_job,
+    refuse_sweep,
+    remember_submission,
+    require_paths,
+    warn_over_quota,
+)
+from hpclaunch.ops.session import Session
+from hpclaunch.spec import JobSpec
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.plan import SubmissionPlan
+    from hpclaunch.render import RenderedJob
+
+__all__ = [
+    "SpecInput",
+    "Submitted",
+    "check_before_submit",
+    "existing_job",
+    "spec_hash",
+    "submit_spec",
+]
+
+#: A spec: a YAML file's path, its mapping, or a validated spec.
+SpecInput = str | Mapping[str, Any] | JobSpec
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission did.
+
+    Attributes:
+        plan: The plan (account, QOS, tier, quota placement, paths).
+        job: The batch script and sbatch argv.
+        ref: The job; ``None`` for a dry run.
+        existing: The submission id already named this job: nothing was submitted.
+        source: How the spec is named in messages (its path, or ``<python>``).
+    """
+
+    plan: SubmissionPlan
+    job: RenderedJob
+    ref: JobRef | None
+    existing: bool
+    source: str
+
+
+def submit_spec(
+    session: Session,
+    spec: SpecInput,
+    *,
+    overrides: Sequence[str] = (),
+    submission_id: str | None = None,
+    check: bool = True,
+    dry_run: bool = False,
+    force: bool = False,
+    cwd: str | None = None,
+    before_submit: Callable[[], None] | None = None,
+) -> Submitted:
+    """Plan ``spec`` and submit it once (see the module docstring).
+
+    Args:
+        overrides: ``KEY=VALUE`` changes (``submit --set``), validated as the file is.
+        submission_id: Your own id: a job that already carries it is taken, not doubled.
+        check: Refuse before sbatch what the cluster would refuse, and missing paths.
+        dry_run: Plan and render only.
+        force: Take the job of ``submission_id`` even if it came from another spec.
+        cwd: Where the job starts when the spec names no workdir (default: here; over
+            SSH, the job directory); a ``--sync`` snapshot's directory.
+        before_submit: Called just before Slurm is asked (``--sync`` uploads then).
+
+    Raises:
+        SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
+        SubmissionError: Slurm refused it, or ``submission_id`` names a job of another spec.
+    """
+    source, loaded = _load(spec, overrides)
+    refuse_sweep(loaded, source)
+    digest = spec_hash(spec, overrides)
+    with naming(source):
+        plan = plan_job(session, loaded, submission_id, cwd=cwd, live_usage=True)
+        if check and cwd is None:  # a snapshot's paths are not on the cluster yet
+            require_paths(session, loaded, plan, source)
+        warn_over_quota(session, plan, source)
+        check_before_submit(session, plan, enabled=check)
+    job = session.backend.dryrun(plan)
+    if dry_run:
+        return Submitted(plan, job, None, False, source)
+    if submission_id:
+        _refuse_changed_spec(session, submission_id, digest, force)
+    if before_submit is not None:
+        before_submit()
+    existing = existing_job(session, submission_id) if submission_id else None
+    if existing is not None:
+        return Submitted(plan, job, existing, True, source)
+    ref = session.backend.submit(job)
+    remember_submission(session, plan, ref, spec_hash=digest)
+    return Submitted(plan, job, ref, False, source)
+
+
+def _load(spec: SpecInput, overrides: Sequence[str]) -> tuple[str, JobSpec]:
+    from hpclaunch.spec import load_spec
+
+    if isinstance(spec, str):
+        return spec, load_spec(spec, overrides)
+    data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec
+    return "<python>", _validate(dict(data), overrides)
+
+
+def _validate(data: dict[str, Any], overrides: Sequence[str]) -> JobSpec:
+    """A spec given as a mapping, validated as a file's is (errors name the fields)."""
+    from hpclaunch._validation import load_model
+    from hpclaunch.errors import SpecError
+    from hpclaunch.spec import apply_overrides
+
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return load_model(JobSpec, data, source="<python>", error_cls=SpecError)
+
+
+def check_before_submit(session: Session, plan: SubmissionPlan, *, enabled: bool) -> None:
+    """Raise a :class:`~hpclaunch.errors.PlanError` if the cluster would refuse ``plan``.
+    When the cluster cannot be read, warn and go on: sbatch has the last word."""
+    if not enabled:
+        return
+    from hpclaunch.discover import load_capabilities, max_age_from_env
+    from hpclaunch.sitecheck import check_plan, raise_for_problems
+
+    try:
+        caps = load_capabilities(
+            session.backend, session.site.name, max_age=max_age_from_env(session.env)
+        )
+    except (BackendError, TransportError) as exc:
+        session.warn(f"not checked against the cluster ({exc.message.splitlines()[0]})")
+        return
+    raise_for_problems(check_plan(plan, caps), caps)
+
+
+def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
+    """sha256 of the spec's canonical JSON (keys sorted, no spaces), with ``overrides``
+    applied: the same for the same job however the file is laid out or commented;
+    ``None`` if it cannot be read."""
+    import yaml
+
+    from hpclaunch._validation import load_yaml
+    from hpclaunch.errors import SpecError
+    from hpclaunch.spec import apply_overrides
+
+    try:
+        if isinstance(spec, str):
+            with open(spec, encoding="utf-8") as fh:
+                data = load_yaml(fh.read())
+        elif isinstance(spec, JobSpec):
+            data = spec.model_dump(mode="json", exclude_unset=True)
+        else:
+            data = dict(spec)
+        if overrides and isinstance(data, dict):
+            data = apply_overrides(data, overrides)
+    except (OSError, yaml.YAMLError, SpecError):
+        return None
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _refuse_changed_spec(
+    session: Session, submission_id: str, now: str | None, force: bool
+) -> None:
+    """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
+    silently keep the old job. Refuse it, unless ``force``."""
+    from hpclaunch.history import find_record
+
+    record = find_record(submission_id=submission_id)
+    if record is None or not record.spec_hash or now is None or record.spec_hash == now:
+        return
+    message = (
+        f"submission id {submission_id} already names job {record.job_id}, submitted from a "
+        f"different spec (sha256 {record.spec_hash[:12]}, now {now[:12]}): a retry keeps "
+        "that job and would not run this spec"
+    )
+    if force:
+        session.warn(f"{message}; --force: keeping job {record.job_id}")
+        return
+    raise SubmissionError(
+        message,
+        hint="give a new --submission-id to submit the changed spec, or --force to take "
+        f"job {record.job_id} as the answer anyway",
+    )
+
+
+def existing_job(session: Session, submission_id: str) -> JobRef | None:
+    """The job that already carries ``submission_id``: the history first (no Slurm call),
+    then Slurm (the history misses a job whose first try died right after sbatch)."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.history import find_record
+
+    record = find_record(submission_id=submission_id)
+    if record is not None:
+        return JobRef(record.job_id, record.cluster)
+    return session.backend.find_submission(submission_id)
