@@ -1,6 +1,16 @@
 """hpclaunch: from a job spec to a validated, submitted and watched Slurm job.
 
-The public API, imported lazily (``import hpclaunch`` loads nothing heavy)::
+The three-line case (what ``hpclaunch submit train.yaml --wait`` does)::
+
+    import hpclaunch
+
+    job = hpclaunch.submit("train.yaml")   # or a dict, or a JobSpec
+    print(job.id, job.wait().state)        # then job.logs(), job.cancel(), job.status()
+
+With settings of your own: ``session = hpclaunch.Session(site="mysite", backend="pyslurm")``,
+``session.submit(...)``, ``session.job("123")``.
+
+The parts, imported lazily (``import hpclaunch`` loads nothing heavy), for other flows::
 
     from hpclaunch import load_spec, load_site, build_plan, new_submission_id
     from hpclaunch import LocalRunner, create_backend, wait_for, check_plan, load_capabilities
@@ -11,7 +21,7 @@ The public API, imported lazily (``import hpclaunch`` loads nothing heavy)::
     backend = create_backend("cli", LocalRunner(), site)
     problems = check_plan(plan, load_capabilities(LocalRunner(), site.name))  # vs the cluster
     job = backend.dryrun(plan)  # the script and sbatch argv, nothing submitted yet
-    ref = backend.submit(job)
+    ref = backend.submit(job)   # no history row, no quota read, no dedupe: Session does those
     final = wait_for(backend, [ref])[ref]
 
 ``render`` itself is ``hpclaunch.render.render``: it is not re-exported here because the
@@ -27,6 +37,9 @@ __version__ = "0.1.0"
 
 # Public name → the module that defines it.
 _EXPORTS = {
+    "Session": "hpclaunch.ops.session",
+    "submit": "hpclaunch.ops.session",
+    "Job": "hpclaunch.ops.job",
     "Backend": "hpclaunch.backends.base",
     "JobRef": "hpclaunch.backends.base",
     "available_backends": "hpclaunch.backends",
@@ -62,6 +75,7 @@ __all__ = [
     "CheckpointPolicy",
     "CommandResult",
     "HpclaunchError",
+    "Job",
     "JobInfo",
     "JobRef",
     "JobSpec",
@@ -71,6 +85,7 @@ __all__ = [
     "RenderedJob",
     "Resources",
     "Runner",
+    "Session",
     "SiteConfig",
     "SubmissionPlan",
     "__version__",
@@ -84,6 +99,7 @@ __all__ = [
     "load_site",
     "load_spec",
     "new_submission_id",
+    "submit",
     "wait_for",
 ]
 
@@ -94,6 +110,8 @@ if TYPE_CHECKING:
     from hpclaunch.discover import Capabilities, discover, load_capabilities
     from hpclaunch.errors import HpclaunchError
     from hpclaunch.observe import JobInfo, JobState, wait_for
+    from hpclaunch.ops.job import Job
+    from hpclaunch.ops.session import Session, submit
     from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
     from hpclaunch.render import RenderedJob
     from hpclaunch.sitecheck import Problem, check_plan, check_site

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.settings import (
     Settings,
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.logs import RemoteFiles
+    from hpclaunch.ops.job import Job
+    from hpclaunch.spec import JobSpec
     from hpclaunch.transport.base import Runner
 
 
@@ -58,6 +60,65 @@ class Session:
         self.accept_new_host_key = accept_new_host_key
         self.warn: Callable[[str], None] = warn or _warn
         self._sites: dict[str, SiteConfig] = {}
+
+    def submit(
+        self,
+        spec: str | Mapping[str, Any] | JobSpec,
+        *,
+        overrides: Sequence[str] = (),
+        submission_id: str | None = None,
+        check: bool = True,
+        dry_run: bool = False,
+    ) -> Job:
+        """Submit ``spec`` (a YAML file's path, a mapping, or a :class:`JobSpec`) as
+        ``hpclaunch submit`` does: the job starts in the current directory, the project's
+        quota use is read live, the plan is checked against the cluster, a known
+        ``submission_id`` is not submitted twice, and the job enters the history
+        (``hpclaunch status``/``logs`` know it). An over-quota placement warns.
+
+        ``dry_run``: plan and render only; the returned job has no Slurm id (``id`` is
+        ``""``) and ``.rendered`` holds the script.
+
+        Raises:
+            SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
+            SubmissionError: Slurm refused it.
+        """
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.job import Job
+        from hpclaunch.ops.submit import submit_spec
+
+        done = submit_spec(
+            self,
+            spec,
+            overrides=overrides,
+            submission_id=submission_id,
+            check=check,
+            dry_run=dry_run,
+        )
+        return Job(
+            self,
+            done.ref or JobRef(""),
+            submission_id=done.plan.submission_id,
+            log_dir=done.plan.log_dir,
+            existing=done.existing,
+            rendered=done.job,
+        )
+
+    def job(self, job_id: str) -> Job:
+        """A job by its Slurm id; its log directory comes from the history, if it is there."""
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.history import find_record
+        from hpclaunch.ops.job import Job
+
+        record = find_record(job_id=job_id)
+        if record is None:
+            return Job(self, JobRef(job_id))
+        return Job(
+            self,
+            JobRef(record.job_id, record.cluster),
+            submission_id=record.submission_id,
+            log_dir=record.log_dir,
+        )
 
     def set_typed(self, name: str, value: str | None) -> None:
         """A command's own flag for a setting (``submit --quota``), typed or ``None``;
@@ -160,6 +221,26 @@ def _warn(message: str) -> None:
     import warnings
 
     warnings.warn(message, UserWarning, stacklevel=3)
+
+
+_DEFAULT: list[Session] = []
+
+
+def submit(
+    spec: str | Mapping[str, Any] | JobSpec,
+    *,
+    overrides: Sequence[str] = (),
+    submission_id: str | None = None,
+    check: bool = True,
+    dry_run: bool = False,
+) -> Job:
+    """:meth:`Session.submit` with a session of the default settings (made once): the site,
+    backend and remote of ``HPCLAUNCH_*``, the user config and the site's ``defaults:``."""
+    if not _DEFAULT:
+        _DEFAULT.append(Session())
+    return _DEFAULT[0].submit(
+        spec, overrides=overrides, submission_id=submission_id, check=check, dry_run=dry_run
+    )
 
 
 def remote_files(app: Session) -> RemoteFiles | None:

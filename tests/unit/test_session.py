@@ -1,0 +1,112 @@
+"""``hpclaunch.Session`` / ``hpclaunch.submit``: the same submission as ``hpclaunch submit``,
+against the fake Slurm of test_cli.py behind the real CliBackend (the cluster test is
+tests/integration/test_session_on_cluster.py)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+import hpclaunch
+from hpclaunch.errors import SpecError
+from hpclaunch.history import find_record, history_path, recent_submissions
+
+from . import test_cli
+from .fakes import FakeSlurm
+from .test_cli import HELLO, run
+
+env = test_cli.env
+slurm = test_cli.slurm
+
+Env = dict[str, str]
+# Fields that differ between any two submissions of one spec.
+PER_SUBMISSION = {"job_id", "submission_id", "job_dir", "log_dir", "submitted_at"}
+
+
+@pytest.fixture
+def session(env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> hpclaunch.Session:
+    """A session of the test's settings; warnings kept in ``session.warned`` (the fake
+    Slurm cannot be discovered: each submit warns that it was not checked)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    warned: list[str] = []
+    made = hpclaunch.Session(warn=warned.append)
+    made.warned = warned  # type: ignore[attr-defined]
+    return made
+
+
+def test_the_api_and_the_cli_make_the_same_job(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    assert run(env, "submit", HELLO).exit_code == 0
+    (by_cli_script,) = (text for text, _ in slurm.scripts.values())
+    job = session.submit(HELLO)
+    assert job.id == "1001"
+    rows = {r.job_id: r for r in recent_submissions(path=history_path(env))}
+    by_cli, by_api = rows["1000"], rows["1001"]
+    assert by_api.submission_id == job.submission_id
+    assert by_api.log_dir == job.log_dir
+    same = {k: v for k, v in asdict(by_cli).items() if k not in PER_SUBMISSION}
+    assert same == {k: v for k, v in asdict(by_api).items() if k not in PER_SUBMISSION}
+    assert same["project"] == "research"
+    assert same["spec_hash"]
+    # The scripts sbatch got are the same but for the submission's own id and directory.
+    assert job.rendered is not None
+    ids = re.compile(r"[0-9a-f]{32}")
+    assert ids.sub("ID", by_cli_script) == ids.sub("ID", job.rendered.script)
+
+
+def test_a_dict_spec_runs_in_the_callers_directory_and_is_known_to_status(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = {"name": "fit", "command": ["python", "fit.py"], "project": "research"}
+    job = session.submit(spec, check=False)
+    (script,) = (text for text, _ in slurm.scripts.values())
+    assert f"#SBATCH --chdir={tmp_path}\n" in script
+    result = run(env, "status", job.id, "--json")
+    assert result.exit_code == 0, result.output
+    assert '"tier": "medium"' in result.stdout  # from the history row the submit wrote
+    record = find_record(job_id=job.id, path=history_path(env))
+    assert record is not None
+    assert (record.name, record.project) == ("fit", "research")
+    assert session.job(job.id).log_dir == job.log_dir
+    assert job.status().state.name == "RUNNING"  # the fake moves on at every look
+
+
+def test_a_retry_with_the_same_submission_id_submits_nothing(
+    slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    first = session.submit(HELLO, submission_id="run-7")
+    again = session.submit(HELLO, submission_id="run-7")
+    assert (again.id, again.existing) == (first.id, True)
+    assert len(slurm.submitted) == 1
+
+
+def test_a_wrong_field_names_it_without_a_traceback(session: hpclaunch.Session) -> None:
+    with pytest.raises(SpecError, match=r"(?s)<python>.*resources.gpus_per_node"):
+        session.submit({"name": "x", "command": ["true"], "resources": {"gpus_per_node": -1}})
+
+
+def test_over_quota_placement_is_a_python_warning(
+    env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    spec = {
+        "name": "big",
+        "command": ["true"],
+        "project": "research",
+        "tier": "critical",
+        "resources": {"nodes": 3, "gpus_per_node": 4, "time": "00:05:00"},
+    }
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        job = hpclaunch.Session().submit(spec, dry_run=True, check=False)
+    assert job.id == ""
+    assert job.rendered is not None
+    assert any("over-quota" in str(w.message) for w in seen)
