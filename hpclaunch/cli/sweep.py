@@ -194,7 +194,7 @@ def _add_array(
     """Record one more submitted array, in the sweep record and the submission history."""
     from dataclasses import replace
 
-    from hpclaunch.history import SubmissionRecord, record_submission
+    from hpclaunch.ops.jobs import remember_submission
     from hpclaunch.sweep.record import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
@@ -206,23 +206,15 @@ def _add_array(
     plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
     try:
         save_sweep(record)
-        record_submission(
-            SubmissionRecord(
-                job_id=ref.job_id,
-                cluster=ref.cluster,
-                name=plan.job_name,
-                submission_id=sweep.array_submission_id(index),
-                job_dir=plan.job_dir,
-                site=app.site.name,
-                submitted_at=record.submitted_at,
-                log_dir=plan.log_dir,
-                tier=plan.tier,
-                qos=plan.qos,
-                quota=plan.quota,
-            )
-        )
     except OSError as exc:  # submitted: failing now would invite a second submission
         click.echo(f"Warning: could not record array {ref.job_id}: {exc}", err=True)
+    remember_submission(
+        app,
+        plan,
+        ref,
+        submission_id=sweep.array_submission_id(index),
+        submitted_at=record.submitted_at,
+    )
     return record
 
 

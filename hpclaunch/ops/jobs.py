@@ -160,10 +160,19 @@ def _quota_used(session: Session, spec: JobSpec) -> int | None:
 
 
 def remember_submission(
-    session: Session, plan: SubmissionPlan, ref: JobRef, *, spec_hash: str | None = None
+    session: Session,
+    plan: SubmissionPlan,
+    ref: JobRef,
+    *,
+    spec_hash: str | None = None,
+    submission_id: str | None = None,
+    submitted_at: str | None = None,
 ) -> None:
-    """Record a submitted job in the history, with the ``--dependency`` it waits on. A
-    failure to write only warns: the job is submitted, failing now would invite a resubmit."""
+    """Record a submitted job in the history (the one writer of its rows: jobs, pipeline
+    steps, a sweep's arrays), with who, which project and account, and the
+    ``--dependency`` it waits on. ``submission_id``/``submitted_at``: a sweep array's own
+    (default: the plan's, now). A failure to write only warns: the job is submitted,
+    failing now would invite a resubmit."""
     from datetime import datetime, timezone
 
     from hpclaunch.cost import project_of_account
@@ -173,10 +182,10 @@ def remember_submission(
         job_id=ref.job_id,
         cluster=ref.cluster,
         name=plan.job_name,
-        submission_id=plan.submission_id,
+        submission_id=submission_id or plan.submission_id,
         job_dir=plan.job_dir,
         site=session.site.name,
-        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        submitted_at=submitted_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         log_dir=plan.log_dir,
         tier=plan.tier,
         qos=plan.qos,

@@ -224,3 +224,21 @@ def test_submit_wait_stores_the_final_state(env: Env, monkeypatch: pytest.Monkey
     record = find_record(job_id="1000", path=history_path(env))
     assert record is not None
     assert (record.state, record.attempts, record.exit_code) == ("COMPLETED", 1, 0)
+
+
+def test_a_sweeps_array_rows_carry_user_project_and_account(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    # One history writer for jobs and sweeps: `history --project P` finds sweep arrays too.
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\ntier: low\n"
+        "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
+    )
+    result = run(env, "--site", env["HPCLAUNCH_SITE"], "sweep", "--no-check", str(spec))
+    assert result.exit_code == 0, result.output
+    [record] = recent_submissions(path=history_path(env))
+    assert record.user
+    assert (record.project, record.account, record.tier) == ("research", "research-oq", "low")
+    found = run(env, "history", "--project", "research", "--json")
+    assert record.job_id in found.stdout

@@ -1,0 +1,85 @@
+"""``hpclaunch.submit`` on the cluster: the README's "From Python" block, run as written, and
+the job it makes known to the CLI as one the CLI made (history row, status, logs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, Run
+
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+
+
+def readme_block(heading: str) -> str:
+    """The first ```python block after ``heading`` in README.md."""
+    text = (REPO / "README.md").read_text()
+    after = text[text.index(heading) :]
+    match = re.search(r"```python\n(.*?)```", after, re.S)
+    assert match is not None, f"no python block under {heading}"
+    return match.group(1)
+
+
+def test_the_readme_python_example_runs_and_the_cli_knows_its_job(hpclaunch: Run) -> None:
+    code = readme_block("## From Python")
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**hpclaunch.env, "HPCLAUNCH_SITE": "local"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    first, *log = out.stdout.splitlines()
+    job_id, state, exit_code = first.split()
+    assert (state, exit_code) == ("COMPLETED", "0")
+    assert any(line.startswith("hello from n") for line in log), out.stdout
+    assert "done" in log
+
+    # The history row the CLI would have written, so the CLI's commands know the job.
+    record = hpclaunch.submitted()[job_id]
+    assert (record["name"], record["project"], record["tier"]) == ("hello", "research", "medium")
+    assert record["spec_hash"]
+    status = hpclaunch("status", job_id, "--json")
+    assert status.returncode == 0, status.stderr
+    assert '"state": "COMPLETED"' in status.stdout
+    logs = hpclaunch("logs", job_id)
+    assert logs.returncode == 0, logs.stderr
+    assert "hello from n" in logs.stdout
+
+
+def test_a_session_runs_the_job_in_the_callers_directory(hpclaunch: Run, tmp_path: Path) -> None:
+    # The repository is on every node (the cluster's shared path); a script in a directory
+    # of its own, run by a relative path, proves the job started where the caller was.
+    work = REPO / ".pytest-session" / tmp_path.name
+    work.mkdir(parents=True)
+    (work / "fit.py").write_text("import os\nprint('cwd', os.getcwd())\n")
+    code = (
+        "import hpclaunch\n"
+        "job = hpclaunch.Session(site='local').submit({'name': 'fit', 'project': 'research',"
+        " 'command': ['python3', 'fit.py'], 'resources': {'time': '00:05:00', 'mem': '100M'}})\n"
+        "print(job.id, job.wait(timeout=120).state.value)\n"
+        "print(job.logs())\n"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=work,
+            env=dict(hpclaunch.env),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split()[1] == "COMPLETED", out.stdout
+        assert f"cwd {os.path.realpath(work)}" in out.stdout
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
