@@ -33,7 +33,7 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli.submit import _print_dry_run, _scan_tree, _send_tree, _snapshot_cwd
+    from hpclaunch.cli._submitting import print_dry_run, scan_tree, send_tree, snapshot_cwd
     from hpclaunch.ops.jobs import naming, plan_job, require_paths, warn_over_quota
     from hpclaunch.ops.submit import check_before_submit
     from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
@@ -47,8 +47,8 @@ def submit_pipeline(
     steps = load_pipeline(path)
     base = submission_id or new_submission_id()
     ids = step_submission_ids(base, [step.name for step in steps])
-    tree = _scan_tree() if sync else None
-    cwd = _snapshot_cwd(app, tree) if tree is not None else None
+    tree = scan_tree() if sync else None
+    cwd = snapshot_cwd(app, tree) if tree is not None else None
     plans: dict[str, SubmissionPlan] = {}
     for step in steps:  # everything is planned, checked and rendered before any sbatch
         source = f"{path}: job {step.name}"
@@ -63,11 +63,11 @@ def submit_pipeline(
         job = app.backend.dryrun(with_dependencies(plan, placeholders))
         if dry_run:
             click.echo(f"# ===== job {step.name} ({len(plans)} of {len(steps)}) =====")
-            _print_dry_run(job)
+            print_dry_run(job)
     if dry_run:
         return
     if tree is not None:
-        _send_tree(app, tree)
+        send_tree(app, tree)
     refs = _submit_in_order(app, path, steps, plans, base, retry=submission_id is not None)
     if wait:
         _wait_all(app, steps, refs, timeout)

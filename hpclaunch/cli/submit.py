@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo
-    from hpclaunch.render import RenderedJob
-    from hpclaunch.sync import Tree
 
 
 @click.command("submit")
@@ -117,9 +115,10 @@ def submit_command(
             sync=sync,
         )
         return
+    from hpclaunch.cli._submitting import print_dry_run, scan_tree, send_tree, snapshot_cwd
     from hpclaunch.ops.submit import submit_spec
 
-    tree = _scan_tree() if sync else None
+    tree = scan_tree() if sync else None
     result = submit_spec(
         app,
         spec,
@@ -128,13 +127,13 @@ def submit_command(
         check=not no_check,
         dry_run=dry_run,
         force=force,
-        cwd=_snapshot_cwd(app, tree) if tree is not None else None,
-        before_submit=(lambda: _send_tree(app, tree)) if tree is not None else None,
+        cwd=snapshot_cwd(app, tree) if tree is not None else None,
+        before_submit=(lambda: send_tree(app, tree)) if tree is not None else None,
     )
     if dry_run:
         if overrides:
             click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
-        _print_dry_run(result.job)
+        print_dry_run(result.job)
         return
     ref = result.ref
     assert ref is not None  # not a dry run
@@ -154,18 +153,6 @@ def shlex_join(words: Iterable[str]) -> str:
     import shlex
 
     return shlex.join(list(words))
-
-
-def _print_dry_run(job: RenderedJob) -> None:
-    import shlex
-
-    from hpclaunch.plan import describe
-
-    click.echo(f"# sbatch argv: {shlex.join(job.sbatch_argv)}")
-    click.echo("# plan:")
-    click.echo("\n".join(f"#   {line}" for line in describe(job.plan).splitlines()))
-    click.echo(f"# script ({job.script_path}):")
-    click.echo(job.script, nl=False)
 
 
 def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:
@@ -211,47 +198,3 @@ def _remember_final(final: JobInfo) -> None:
         return
     if record is not None:
         remember_finished([final], {record.job_id: record})
-
-
-def _scan_tree() -> Tree:
-    from pathlib import Path
-
-    from hpclaunch.sync import find_root, scan
-
-    return scan(find_root(Path.cwd()))
-
-
-def _snapshot_cwd(app: App, tree: Tree) -> str:
-    """The submit directory's place inside the snapshot (the tree root is its top)."""
-    import os
-    import posixpath
-    from pathlib import Path
-
-    from hpclaunch.sync import snapshot_dir, store_dir
-
-    snapshot = snapshot_dir(store_dir(app.site.job_root, app.home), tree)
-    inside = os.path.relpath(Path.cwd(), tree.root).replace(os.sep, "/")
-    return snapshot if inside == "." else posixpath.join(snapshot, inside)
-
-
-def _send_tree(app: App, tree: Tree) -> None:
-    """Upload what the cluster lacks of ``tree`` (a progress bar on a terminal)."""
-    import sys
-
-    from hpclaunch.sync import store_dir, upload
-
-    store = store_dir(app.site.job_root, app.home)
-    if not sys.stderr.isatty():
-        stats = upload(app.runner, tree, store)
-    else:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        with Progress(console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("sync", total=tree.size)
-            stats = upload(app.runner, tree, store, progress=lambda n: bar.advance(task, n))
-    click.echo(
-        f"sync: {stats.files} files, {stats.sent} sent ({stats.bytes_sent} bytes); "
-        f"snapshot {stats.snapshot}",
-        err=True,
-    )
