@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from hpclaunch.ops.session import Session, remote_files, slurm_user
+from hpclaunch.ops.context import remote_files, slurm_user
+from hpclaunch.ops.session import Session
 
 __all__ = ["App", "remote_files", "slurm_user"]
 

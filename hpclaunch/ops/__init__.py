@@ -1,2 +1,3 @@
-"""The use cases, with no click: a :class:`~hpclaunch.ops.session.Session` holds the
-settings, the site, the runner and the backend; the CLI commands call it and print."""
+"""The use cases, with no click: a :class:`~hpclaunch.ops.context.Context` holds the
+settings, the site, the runner and the backend; :class:`~hpclaunch.ops.session.Session`
+offers the use cases as calls; the CLI commands call the same and print."""

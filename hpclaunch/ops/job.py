@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo, JobState
-    from hpclaunch.ops.session import Session
+    from hpclaunch.ops.context import Context
     from hpclaunch.render import RenderedJob
 
 __all__ = ["Job"]
@@ -31,7 +31,7 @@ class Job:
         rendered: The batch script and sbatch argv, when this session submitted it.
     """
 
-    session: Session = field(repr=False)
+    session: Context = field(repr=False)
     ref: JobRef
     submission_id: str | None = None
     log_dir: str | None = None
@@ -70,7 +70,7 @@ class Job:
         """The job's output: every attempt's log in order, or attempt ``attempt`` (1, 2 ...)
         only; ``""`` before the job has written any."""
         from hpclaunch.logs import attempt_logs, attempt_of
-        from hpclaunch.ops.session import remote_files
+        from hpclaunch.ops.context import remote_files
 
         if self.log_dir is None:
             return ""

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from hpclaunch.ops.session import Session, slurm_user
+from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec import JobSpec, load_spec
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def plan_spec(
-    session: Session,
+    session: Context,
     spec_path: str,
     submission_id: str | None = None,
     *,
@@ -44,7 +44,7 @@ def plan_spec(
     return plan
 
 
-def require_paths(session: Session, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
+def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
     """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.pathcheck`): this
     machine, or the login node over SSH (one command)."""
     from hpclaunch.pathcheck import check_paths
@@ -87,7 +87,7 @@ def refuse_sweep(spec: JobSpec, spec_path: str) -> None:
 
 
 def plan_job(
-    session: Session,
+    session: Context,
     spec: JobSpec,
     submission_id: str | None = None,
     *,
@@ -111,18 +111,18 @@ def plan_job(
     )
 
 
-def quota_mode(session: Session) -> str:
+def quota_mode(session: Context) -> str:
     """``allow`` or ``strict`` (settings: --quota, HPCLAUNCH_QUOTA, user and site config)."""
     return session.settings.quota.value or "allow"
 
 
-def warn_over_quota(session: Session, plan: SubmissionPlan, source: str) -> None:
+def warn_over_quota(session: Context, plan: SubmissionPlan, source: str) -> None:
     """One warning when a non-preemptible job was placed over-quota."""
     if plan.quota_warning:
         session.warn(f"{source}: {plan.quota_warning}")
 
 
-def require_python(session: Session, spec: JobSpec) -> None:
+def require_python(session: Context, spec: JobSpec) -> None:
     """Over SSH, a job that runs hpclaunch inside needs the site's ``python``: this
     machine's interpreter path means nothing on the cluster."""
     from hpclaunch.plan import needs_python
@@ -140,7 +140,7 @@ def require_python(session: Session, spec: JobSpec) -> None:
         )
 
 
-def _quota_used(session: Session, spec: JobSpec) -> int | None:
+def _quota_used(session: Context, spec: JobSpec) -> int | None:
     """The project's in-quota GPUs now, when the placement depends on them."""
     site = session.site
     project = spec.project or site.default_account
@@ -160,7 +160,7 @@ def _quota_used(session: Session, spec: JobSpec) -> int | None:
 
 
 def remember_submission(
-    session: Session,
+    session: Context,
     plan: SubmissionPlan,
     ref: JobRef,
     *,

@@ -1,65 +1,26 @@
-"""The session: the resolved settings, the site, a runner and a backend, and where
-warnings go. What every use case (and every CLI command) needs.
+"""``hpclaunch.Session`` and ``hpclaunch.submit``: the library's entry points.
 
-Each is made on first use, so a call only pays for what it touches.
+A session is a :class:`~hpclaunch.ops.context.Context` (settings, site, runner, backend)
+with the use cases as methods; the CLI's commands call the same use cases.
 """
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.settings import (
-    Settings,
-    load_user_config,
-    resolve_settings,
-    user_config_path,
-)
+from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import Backend
-    from hpclaunch.config.site import SiteConfig
-    from hpclaunch.logs import RemoteFiles
     from hpclaunch.ops.job import Job
     from hpclaunch.spec import JobSpec
-    from hpclaunch.transport.base import Runner
+
+__all__ = ["Session", "submit"]
 
 
-class Session:
-    """Lazily resolved state shared by the calls of one program (or one ``hpclaunch``).
-
-    Settings come in layers, as the CLI's: built-in defaults, the site's ``defaults:``, the
-    user config, ``HPCLAUNCH_*`` variables, then the arguments given here.
-
-    Args:
-        site: A site name or a site config's path (default: the settings').
-        backend: ``cli``, ``pyslurm`` or ``auto`` (default: the settings').
-        remote: ``[user@]host[:port]`` of a login node to reach over SSH.
-        quota: ``allow`` or ``strict`` (see ``hpclaunch submit --quota``).
-        env: The environment (default: ``os.environ``).
-        accept_new_host_key: With ``remote``: record an unknown host key (never a changed one).
-        warn: Where warnings go (one line each); default: :func:`warnings.warn`.
-    """
-
-    def __init__(
-        self,
-        site: str | None = None,
-        backend: str | None = None,
-        remote: str | None = None,
-        *,
-        quota: str | None = None,
-        env: Mapping[str, str] | None = None,
-        accept_new_host_key: bool = False,
-        warn: Callable[[str], None] | None = None,
-    ) -> None:
-        typed = {"site": site, "backend": backend, "remote": remote, "quota": quota}
-        self.cli_values: dict[str, str | None] = {k: v for k, v in typed.items() if v}
-        self.env = os.environ if env is None else env
-        self.accept_new_host_key = accept_new_host_key
-        self.warn: Callable[[str], None] = warn or _warn
-        self._sites: dict[str, SiteConfig] = {}
+class Session(Context):
+    """Settings, a site, one way to Slurm and the history, for any number of calls; see
+    :class:`~hpclaunch.ops.context.Context` for the arguments."""
 
     def submit(
         self,
@@ -120,108 +81,6 @@ class Session:
             log_dir=record.log_dir,
         )
 
-    def set_typed(self, name: str, value: str | None) -> None:
-        """A command's own flag for a setting (``submit --quota``), typed or ``None``;
-        called before the settings are first read."""
-        assert "settings" not in self.__dict__, f"{name} set after the settings were read"
-        if value is not None:
-            self.cli_values[name] = value
-
-    @functools.cached_property
-    def settings(self) -> Settings:
-        """Settings from all layers (see :mod:`hpclaunch.config.settings`)."""
-        path = user_config_path(self.env)
-        return resolve_settings(
-            cli=self.cli_values,
-            env=self.env,
-            user=load_user_config(path),
-            user_origin=str(path),
-            site_defaults=self._site_defaults,
-        )
-
-    def _site_defaults(self, name: str) -> dict[str, str | None]:
-        site = self._load_site(name)
-        return {
-            "backend": site.defaults.backend,
-            "remote": site.defaults.remote or site.login,
-            "quota": site.defaults.quota,
-        }
-
-    def _load_site(self, name: str) -> SiteConfig:
-        if name not in self._sites:
-            from hpclaunch.config.site import load_site
-
-            self._sites[name] = load_site(name)
-        return self._sites[name]
-
-    @property
-    def site(self) -> SiteConfig:
-        """The chosen site config."""
-        name = self.settings.site.value
-        assert name is not None  # the built-in default names one
-        return self._load_site(name)
-
-    @property
-    def is_remote(self) -> bool:
-        """Whether Slurm is reached over SSH (a ``remote`` is set)."""
-        return bool(self.settings.remote.value)
-
-    @functools.cached_property
-    def runner(self) -> Runner:
-        """Where Slurm's commands run: this machine, or the ``remote`` login node over SSH
-        (one connection for the whole command, closed at exit)."""
-        remote = self.settings.remote.value
-        runner: Runner
-        if not remote:
-            from hpclaunch.transport.local import LocalRunner
-
-            runner = LocalRunner()
-        else:
-            import atexit
-
-            from hpclaunch.transport.ssh import SSHRunner
-
-            runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
-            atexit.register(runner.close)
-        runner.slurm_bin = self.site.slurm_bin
-        return runner
-
-    @functools.cached_property
-    def home(self) -> str:
-        """The user's home where Slurm runs (asked once over SSH when remote)."""
-        if not self.is_remote:  # no transport.ssh import (and its modules) for local Slurm
-            return os.path.expanduser("~")
-        from hpclaunch.transport.ssh import SSHRunner
-
-        runner = self.runner
-        if isinstance(runner, SSHRunner):
-            return runner.home()
-        return os.path.expanduser("~")
-
-    @functools.cached_property
-    def backend(self) -> Backend:
-        """The chosen backend."""
-        return self._backend_choice[0]
-
-    @property
-    def backend_reason(self) -> str:
-        """Which backend is used and why (``auto`` says what it chose), for ``site check``."""
-        return self._backend_choice[1]
-
-    @functools.cached_property
-    def _backend_choice(self) -> tuple[Backend, str]:
-        from hpclaunch.backends import choose_backend
-
-        name = self.settings.backend.value
-        assert name is not None  # the built-in default names one
-        return choose_backend(name, self.runner, self.site)
-
-
-def _warn(message: str) -> None:
-    import warnings
-
-    warnings.warn(message, UserWarning, stacklevel=3)
-
 
 _DEFAULT: list[Session] = []
 
@@ -241,26 +100,3 @@ def submit(
     return _DEFAULT[0].submit(
         spec, overrides=overrides, submission_id=submission_id, check=check, dry_run=dry_run
     )
-
-
-def remote_files(app: Session) -> RemoteFiles | None:
-    """How to read the job's files when Slurm is remote (``None``: they are local)."""
-    if not app.is_remote:
-        return None
-    from hpclaunch.transport.ssh import SSHRunner
-
-    runner = app.runner
-    return runner if isinstance(runner, SSHRunner) else None
-
-
-def slurm_user(app: Session) -> str:
-    """The user Slurm knows this CLI as: the SSH login name when remote, else ours."""
-    if app.is_remote:
-        from hpclaunch.transport.ssh import SSHRunner
-
-        runner = app.runner
-        if isinstance(runner, SSHRunner):
-            return runner.target.user
-    import getpass
-
-    return getpass.getuser()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.ops.context import Context
 from hpclaunch.ops.jobs import (
     naming,
     plan_job,
@@ -23,7 +24,6 @@ from hpclaunch.ops.jobs import (
     require_paths,
     warn_over_quota,
 )
-from hpclaunch.ops.session import Session
 from hpclaunch.spec import JobSpec
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Submitted:
 
 
 def submit_spec(
-    session: Session,
+    session: Context,
     spec: SpecInput,
     *,
     overrides: Sequence[str] = (),
@@ -135,7 +135,7 @@ def _validate(data: dict[str, Any], overrides: Sequence[str]) -> JobSpec:
     return load_model(JobSpec, data, source="<python>", error_cls=SpecError)
 
 
-def check_before_submit(session: Session, plan: SubmissionPlan, *, enabled: bool) -> None:
+def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:
     """Raise a :class:`~hpclaunch.errors.PlanError` if the cluster would refuse ``plan``.
     When the cluster cannot be read, warn and go on: sbatch has the last word."""
     if not enabled:
@@ -180,7 +180,7 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
 
 
 def _refuse_changed_spec(
-    session: Session, submission_id: str, now: str | None, force: bool
+    session: Context, submission_id: str, now: str | None, force: bool
 ) -> None:
     """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
     silently keep the old job. Refuse it, unless ``force``."""
@@ -204,7 +204,7 @@ def _refuse_changed_spec(
     )
 
 
-def existing_job(session: Session, submission_id: str) -> JobRef | None:
+def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
     from hpclaunch.backends.base import JobRef
