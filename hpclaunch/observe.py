@@ -16,22 +16,52 @@ import enum
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from hpclaunch.errors import WatchTimeout
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import Backend, JobRef
+    from collections.abc import Mapping
+
+    from hpclaunch.config.site import SiteConfig
 
 __all__ = [
     "EXIT_CODE_WAIT",
     "FINISHED_STATES",
+    "AsksStatus",
     "Attempt",
     "JobInfo",
+    "JobRef",
     "JobState",
     "parse_state",
     "wait_for",
 ]
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A submitted job: Slurm's job id, and the cluster when sbatch named one.
+
+    Attributes:
+        job_id: As Slurm prints it (``1234``; ``1234_5`` for an array task).
+        cluster: The cluster from ``sbatch --parsable``'s ``jobid;cluster`` answer, if any.
+    """
+
+    job_id: str
+    cluster: str | None = None
+
+    def __str__(self) -> str:
+        return self.job_id if self.cluster is None else f"{self.job_id};{self.cluster}"
+
+
+class AsksStatus(Protocol):
+    """What :func:`wait_for` needs of a backend (:class:`hpclaunch.backends.base.Backend`)."""
+
+    site: SiteConfig
+
+    def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
+        """The state of every job of ``refs``, asked once."""
+        ...
 
 
 class JobState(str, enum.Enum):
@@ -250,7 +280,7 @@ EXIT_CODE_WAIT = 10.0
 
 
 def wait_for(
-    backend: Backend,
+    backend: AsksStatus,
     refs: Sequence[JobRef],
     *,
     until: Callable[[JobInfo], bool] | None = None,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
+
+from hpclaunch.observe import JobRef
 
 if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
@@ -20,22 +21,6 @@ if TYPE_CHECKING:
     from hpclaunch.transport.base import Runner
 
 __all__ = ["Backend", "JobRef"]
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """A submitted job: Slurm's job id, and the cluster when sbatch named one.
-
-    Attributes:
-        job_id: As Slurm prints it (``1234``; ``1234_5`` for an array task).
-        cluster: The cluster from ``sbatch --parsable``'s ``jobid;cluster`` answer, if any.
-    """
-
-    job_id: str
-    cluster: str | None = None
-
-    def __str__(self) -> str:
-        return self.job_id if self.cluster is None else f"{self.job_id};{self.cluster}"
 
 
 class Backend(abc.ABC):
