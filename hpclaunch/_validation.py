@@ -181,7 +181,8 @@ def load_model(
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
         message, hint = format_validation_error(exc, model, source)
-        raise error_cls(message, hint=hint) from exc
+        # The message names every field: pydantic's own report under it would be noise.
+        raise error_cls(message, hint=hint) from None
 
 
 def format_validation_error(

@@ -76,6 +76,10 @@ class HpclaunchError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # Shown under a Python traceback (3.11+: add_note), for library users.
+        add_note = getattr(self, "add_note", None)
+        if hint and add_note is not None:
+            add_note(f"Hint: {hint}")
 
     def __str__(self) -> str:
         return self.message

@@ -110,3 +110,11 @@ def test_over_quota_placement_is_a_python_warning(
     assert job.id == ""
     assert job.rendered is not None
     assert any("over-quota" in str(w.message) for w in seen)
+
+
+def test_a_python_traceback_shows_the_hint(session: hpclaunch.Session) -> None:
+    with pytest.raises(SpecError) as caught:
+        session.submit({"name": "x", "command": ["true"], "resources": {"gpus": 3}})
+    assert caught.value.__cause__ is None  # no pydantic report under the field list
+    if hasattr(caught.value, "add_note"):  # Python 3.11+
+        assert caught.value.__notes__ == ["Hint: rename or remove 'gpus'; perhaps 'gpus_per_node'"]
