@@ -40,6 +40,7 @@ _EXPORTS = {
     "Session": "hpclaunch.ops.session",
     "submit": "hpclaunch.ops.session",
     "Job": "hpclaunch.ops.job",
+    "SweepRun": "hpclaunch.ops.job",
     "Backend": "hpclaunch.backends.base",
     "JobRef": "hpclaunch.backends.base",
     "available_backends": "hpclaunch.backends",
@@ -88,6 +89,7 @@ __all__ = [
     "Session",
     "SiteConfig",
     "SubmissionPlan",
+    "SweepRun",
     "__version__",
     "available_backends",
     "build_plan",
@@ -110,7 +112,7 @@ if TYPE_CHECKING:
     from hpclaunch.discover import Capabilities, discover, load_capabilities
     from hpclaunch.errors import HpclaunchError
     from hpclaunch.observe import JobInfo, JobState, wait_for
-    from hpclaunch.ops.job import Job
+    from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.ops.session import Session, submit
     from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
     from hpclaunch.render import RenderedJob

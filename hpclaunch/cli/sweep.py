@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -11,8 +10,6 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import quota_option
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.sweep.record import SweepRecord
     from hpclaunch.sweep.status import SweepStatus
     from hpclaunch.sweep.submit import SweepPlan
 
@@ -47,96 +44,24 @@ def submit_command(
     app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
-    from hpclaunch.errors import SubmissionError
-    from hpclaunch.ops.jobs import naming, warn_over_quota
-    from hpclaunch.ops.submit import check_before_submit
-    from hpclaunch.sweep.submit import submit_sweep
+    from hpclaunch.ops.sweep import submit_sweep_spec
 
     app.set_typed("quota", quota)
-    with naming(spec):
-        sweep = _plan(app, spec, refresh=False, check_paths=not no_check)
-        warn_over_quota(app, sweep.plan, spec)
-        for plan in (sweep.plan, sweep.overquota):
-            if plan is not None:
-                check_before_submit(app, plan, enabled=not no_check)
+    swept = submit_sweep_spec(app, spec, check=not no_check, dry_run=dry_run)
+    sweep = swept.sweep
     if dry_run:
         _print_dry_run(app, sweep)
         return
-    record = _record(app, sweep)
-    done: list[JobRef] = []
-
-    def remember(index: int, ref: JobRef) -> None:
-        nonlocal record
-        done.append(ref)
-        record = _add_array(app, record, sweep, index, ref)
-
-    try:
-        submit_sweep(app.backend, app.runner, sweep, on_array=remember)
-    except SubmissionError as exc:
-        if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
-            raise
-        # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
-        sweep = _plan(app, spec, refresh=True, sweep_id=sweep.sweep_id)
-        record = _record(app, sweep)
-        submit_sweep(app.backend, app.runner, sweep, on_array=remember)
     click.echo(sweep.sweep_id)
     arrays = ", ".join(
-        f"{r.job_id} (--array={a.array_spec})" for r, a in zip(done, sweep.arrays, strict=True)
+        f"{r.job_id} (--array={a.array_spec})"
+        for r, a in zip(swept.refs, sweep.arrays, strict=True)
     )
     click.echo(
-        f"sweep {sweep.sweep_id}: {len(sweep.points)} points in {len(done)} array(s): {arrays}; "
-        f"hpclaunch sweep status {sweep.sweep_id}",
+        f"sweep {sweep.sweep_id}: {len(sweep.points)} points in {len(swept.refs)} array(s): "
+        f"{arrays}; hpclaunch sweep status {sweep.sweep_id}",
         err=True,
     )
-
-
-def _plan(
-    app: App,
-    spec_path: str,
-    *,
-    refresh: bool,
-    sweep_id: str | None = None,
-    check_paths: bool = False,
-) -> SweepPlan:
-    from hpclaunch.ops.jobs import _quota_used, quota_mode, require_paths, require_python
-    from hpclaunch.plan import new_submission_id
-    from hpclaunch.spec import load_spec
-    from hpclaunch.sweep.submit import plan_sweep
-
-    spec = load_spec(spec_path)
-    require_python(app, spec)
-    if spec.sweep is not None and "tier" not in spec.model_fields_set:
-        spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
-    sweep = plan_sweep(
-        spec,
-        app.site,
-        submission_id=sweep_id or new_submission_id(),
-        home=app.home,
-        cwd=None if app.is_remote else os.getcwd(),
-        max_array_size=_max_array_size(app, refresh),
-        quota_used=_quota_used(app, spec),
-        quota_mode=quota_mode(app),
-    )
-    if check_paths:
-        require_paths(app, spec, sweep.plan, spec_path)
-    return sweep
-
-
-def _max_array_size(app: App, refresh: bool) -> int:
-    from hpclaunch.cli.site import capabilities
-    from hpclaunch.errors import TransportError
-    from hpclaunch.sweep.submit import DEFAULT_MAX_ARRAY_SIZE
-
-    try:
-        found = capabilities(app, refresh=refresh).max_array_size
-    except TransportError as exc:
-        click.echo(
-            f"Warning: MaxArraySize not read ({exc.message.splitlines()[0]}); assuming "
-            f"Slurm's default {DEFAULT_MAX_ARRAY_SIZE}",
-            err=True,
-        )
-        return DEFAULT_MAX_ARRAY_SIZE
-    return DEFAULT_MAX_ARRAY_SIZE if found is None else found
 
 
 def _print_dry_run(app: App, sweep: SweepPlan) -> None:
@@ -165,57 +90,6 @@ def _print_dry_run(app: App, sweep: SweepPlan) -> None:
         click.echo("\n".join(f"#   {line}" for line in describe(sweep.overquota).splitlines()))
         click.echo(f"# the over-quota part's script ({over.script_path}):")
         click.echo(over.script, nl=False)
-
-
-def _record(app: App, sweep: SweepPlan) -> SweepRecord:
-    from datetime import datetime, timezone
-
-    from hpclaunch.sweep.record import SweepRecord
-
-    plan = sweep.plan
-    return SweepRecord(
-        sweep_id=sweep.sweep_id,
-        name=plan.job_name,
-        site=app.site.name,
-        job_dir=plan.job_dir,
-        log_dir=plan.log_dir,
-        params_file=sweep.params_file,
-        points=len(sweep.points),
-        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        tier=plan.tier,
-        qos=plan.qos,
-        max_concurrent=None if not sweep.arrays else sweep.arrays[0].limit,
-    )
-
-
-def _add_array(
-    app: App, record: SweepRecord, sweep: SweepPlan, index: int, ref: JobRef
-) -> SweepRecord:
-    """Record one more submitted array, in the sweep record and the submission history."""
-    from dataclasses import replace
-
-    from hpclaunch.ops.jobs import remember_submission
-    from hpclaunch.sweep.record import SweepArray, save_sweep
-
-    chunk = sweep.arrays[index]
-    record = replace(
-        record,
-        cluster=ref.cluster,
-        arrays=(*record.arrays, SweepArray(ref.job_id, chunk.offset, chunk.count)),
-    )
-    plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
-    try:
-        save_sweep(record)
-    except OSError as exc:  # submitted: failing now would invite a second submission
-        click.echo(f"Warning: could not record array {ref.job_id}: {exc}", err=True)
-    remember_submission(
-        app,
-        plan,
-        ref,
-        submission_id=sweep.array_submission_id(index),
-        submitted_at=record.submitted_at,
-    )
-    return record
 
 
 @sweep_command.command("status")

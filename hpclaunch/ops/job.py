@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from hpclaunch.observe import JobInfo, JobState
     from hpclaunch.ops.context import Context
     from hpclaunch.render import RenderedJob
+    from hpclaunch.sweep.status import SweepStatus
 
-__all__ = ["Job"]
+__all__ = ["Job", "SweepRun"]
 
 
 @dataclass
@@ -85,3 +86,42 @@ class Job:
     def cancel(self) -> None:
         """Cancel the job (a job already ended is not an error)."""
         self.session.backend.cancel(self.ref)
+
+
+@dataclass
+class SweepRun:
+    """A submitted sweep of a :class:`~hpclaunch.ops.session.Session`: its arrays' jobs.
+
+    Attributes:
+        sweep_id: The id ``hpclaunch sweep`` prints (``hpclaunch sweep status ID``).
+        arrays: The arrays' jobs, in point order.
+        points: How many points (tasks) the sweep has.
+    """
+
+    session: Context = field(repr=False)
+    sweep_id: str
+    arrays: tuple[JobRef, ...]
+    points: int
+
+    def status(self, *, metrics: bool = True) -> SweepStatus:
+        """Every task's state (and, ``metrics``, the final metrics of those that completed)."""
+        from hpclaunch.sweep.record import find_sweep
+        from hpclaunch.sweep.status import sweep_status
+
+        return sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
+
+    def wait(self, timeout: float | None = None) -> SweepStatus:
+        """Block until every task has ended; then :meth:`status`.
+
+        Raises:
+            WatchTimeout: ``timeout`` seconds passed first.
+        """
+        from hpclaunch.observe import wait_for
+
+        wait_for(self.session.backend, list(self.arrays), timeout=timeout)
+        return self.status()
+
+    def cancel(self) -> None:
+        """Cancel every task (finished ones keep their results)."""
+        for ref in self.arrays:
+            self.session.backend.cancel(ref)

@@ -106,7 +106,7 @@ def plan_job(
         submission_id=submission_id or new_submission_id(),
         home=session.home,
         cwd=cwd,
-        quota_used=_quota_used(session, spec) if live_usage else None,
+        quota_used=quota_used(session, spec) if live_usage else None,
         quota_mode=quota_mode(session),
     )
 
@@ -140,7 +140,7 @@ def require_python(session: Context, spec: JobSpec) -> None:
         )
 
 
-def _quota_used(session: Context, spec: JobSpec) -> int | None:
+def quota_used(session: Context, spec: JobSpec) -> int | None:
     """The project's in-quota GPUs now, when the placement depends on them."""
     site = session.site
     project = spec.project or site.default_account

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
-    from hpclaunch.ops.job import Job
+    from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.spec import JobSpec
 
 __all__ = ["Session", "submit"]
@@ -64,6 +64,21 @@ class Session(Context):
             existing=done.existing,
             rendered=done.job,
         )
+
+    def sweep(self, spec: str, *, check: bool = True, dry_run: bool = False) -> SweepRun:
+        """Submit the sweep of the spec file ``spec`` as job arrays, as ``hpclaunch sweep``
+        does (its record and history rows too: ``hpclaunch sweep status`` knows it).
+        ``dry_run``: plan only (no arrays).
+
+        Raises:
+            SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
+            SubmissionError: Slurm refused an array (the ones before it stay, recorded).
+        """
+        from hpclaunch.ops.job import SweepRun
+        from hpclaunch.ops.sweep import submit_sweep_spec
+
+        swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run)
+        return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

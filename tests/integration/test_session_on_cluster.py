@@ -83,3 +83,37 @@ def test_a_session_runs_the_job_in_the_callers_directory(hpclaunch: Run, tmp_pat
         assert f"cwd {os.path.realpath(work)}" in out.stdout
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def test_a_sweep_from_python_runs_every_point(hpclaunch: Run, tmp_path: Path) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: py-sweep\ncommand: [echo, 'x={x}']\nproject: research\n"
+        "resources: {time: '00:05:00', mem: 100M}\n"
+        "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
+    )
+    code = (
+        "import sys, hpclaunch\n"
+        "run = hpclaunch.Session(site='local').sweep(sys.argv[1])\n"
+        "done = run.wait(timeout=240)\n"
+        "print(run.sweep_id, *sorted(t.state for t in done.tasks))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spec)],
+        cwd=REPO,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    sweep_id, *states = out.stdout.split()
+    assert states == ["COMPLETED"] * 3
+    # The CLI knows the sweep and its arrays' history rows carry the project.
+    status = hpclaunch("sweep", "status", sweep_id, "--json")
+    assert status.returncode == 0, status.stderr
+    assert '"COMPLETED": 3' in status.stdout
+    rows = [r for r in hpclaunch.submitted().values() if r["name"] == "py-sweep"]
+    assert rows
+    assert all(r["project"] == "research" for r in rows)

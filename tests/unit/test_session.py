@@ -118,3 +118,21 @@ def test_a_python_traceback_shows_the_hint(session: hpclaunch.Session) -> None:
     assert caught.value.__cause__ is None  # no pydantic report under the field list
     if hasattr(caught.value, "add_note"):  # Python 3.11+
         assert caught.value.__notes__ == ["Hint: rename or remove 'gpus'; perhaps 'gpus_per_node'"]
+
+
+def test_a_sweep_from_python_is_the_clis_sweep(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
+    )
+    run_ = session.sweep(str(spec), check=False)
+    assert (run_.points, [r.job_id for r in run_.arrays]) == (3, ["1000"])
+    listed = run(env, "sweep", "list")
+    assert run_.sweep_id in listed.stdout
+    [record] = recent_submissions(path=history_path(env))
+    assert (record.job_id, record.project, record.tier) == ("1000", "research", "low")
+    run_.cancel()
+    assert slurm.jobs["1000"].states == ["CANCELLED"]

@@ -1,0 +1,183 @@
+"""Submit a spec's sweep as job arrays: what ``hpclaunch sweep SPEC`` and ``Session.sweep``
+both do.
+
+Plan the points (tier ``low`` unless the spec names one; the arrays split at the cluster's
+``MaxArraySize``; an over-quota part when the project's guarantee cannot hold them all),
+check them as ``submit`` does, then submit array after array, recording each at once (the
+sweep record and a history row per array: a later failure must not lose the ones already in
+Slurm).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.ops.context import Context
+from hpclaunch.ops.jobs import (
+    naming,
+    quota_mode,
+    quota_used,
+    remember_submission,
+    require_paths,
+    require_python,
+    warn_over_quota,
+)
+from hpclaunch.ops.submit import check_before_submit
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.sweep.record import SweepRecord
+    from hpclaunch.sweep.submit import SweepPlan
+
+__all__ = ["Swept", "plan_sweep_spec", "submit_sweep_spec"]
+
+
+@dataclass(frozen=True)
+class Swept:
+    """A submitted sweep: its plan, its record, and the arrays in Slurm (none: dry run)."""
+
+    sweep: SweepPlan
+    record: SweepRecord | None
+    refs: tuple[JobRef, ...]
+
+
+def submit_sweep_spec(
+    context: Context, spec_path: str, *, check: bool = True, dry_run: bool = False
+) -> Swept:
+    """Plan ``spec_path``'s sweep and submit its arrays (see the module docstring).
+
+    Raises:
+        SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
+        SubmissionError: Slurm refused an array (the ones before it stay, recorded).
+    """
+    from hpclaunch.sweep.submit import submit_sweep
+
+    with naming(spec_path):
+        sweep = plan_sweep_spec(context, spec_path, refresh=False, check_paths=check)
+        warn_over_quota(context, sweep.plan, spec_path)
+        for plan in (sweep.plan, sweep.overquota):
+            if plan is not None:
+                check_before_submit(context, plan, enabled=check)
+    if dry_run:
+        return Swept(sweep, None, ())
+    record = _record(context, sweep)
+    done: list[JobRef] = []
+
+    def remember(index: int, ref: JobRef) -> None:
+        nonlocal record
+        done.append(ref)
+        record = _add_array(context, record, sweep, index, ref)
+
+    try:
+        submit_sweep(context.backend, context.runner, sweep, on_array=remember)
+    except SubmissionError as exc:
+        if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
+            raise
+        # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
+        sweep = plan_sweep_spec(context, spec_path, refresh=True, sweep_id=sweep.sweep_id)
+        record = _record(context, sweep)
+        submit_sweep(context.backend, context.runner, sweep, on_array=remember)
+    return Swept(sweep, record, tuple(done))
+
+
+def plan_sweep_spec(
+    context: Context,
+    spec_path: str,
+    *,
+    refresh: bool,
+    sweep_id: str | None = None,
+    check_paths: bool = False,
+) -> SweepPlan:
+    """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew)."""
+    from hpclaunch.plan import new_submission_id
+    from hpclaunch.spec import load_spec
+    from hpclaunch.sweep.submit import plan_sweep
+
+    spec = load_spec(spec_path)
+    require_python(context, spec)
+    if spec.sweep is not None and "tier" not in spec.model_fields_set:
+        spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
+    sweep = plan_sweep(
+        spec,
+        context.site,
+        submission_id=sweep_id or new_submission_id(),
+        home=context.home,
+        cwd=None if context.is_remote else os.getcwd(),
+        max_array_size=_max_array_size(context, refresh),
+        quota_used=quota_used(context, spec),
+        quota_mode=quota_mode(context),
+    )
+    if check_paths:
+        require_paths(context, spec, sweep.plan, spec_path)
+    return sweep
+
+
+def _max_array_size(context: Context, refresh: bool) -> int:
+    from hpclaunch.discover import load_capabilities, max_age_from_env
+    from hpclaunch.sweep.submit import DEFAULT_MAX_ARRAY_SIZE
+
+    try:
+        found = load_capabilities(
+            context.backend,
+            context.site.name,
+            max_age=max_age_from_env(context.env),
+            refresh=refresh,
+        ).max_array_size
+    except (BackendError, TransportError) as exc:
+        context.warn(
+            f"MaxArraySize not read ({exc.message.splitlines()[0]}); assuming "
+            f"Slurm's default {DEFAULT_MAX_ARRAY_SIZE}"
+        )
+        return DEFAULT_MAX_ARRAY_SIZE
+    return DEFAULT_MAX_ARRAY_SIZE if found is None else found
+
+
+def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
+    from datetime import datetime, timezone
+
+    from hpclaunch.sweep.record import SweepRecord
+
+    plan = sweep.plan
+    return SweepRecord(
+        sweep_id=sweep.sweep_id,
+        name=plan.job_name,
+        site=context.site.name,
+        job_dir=plan.job_dir,
+        log_dir=plan.log_dir,
+        params_file=sweep.params_file,
+        points=len(sweep.points),
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        tier=plan.tier,
+        qos=plan.qos,
+        max_concurrent=None if not sweep.arrays else sweep.arrays[0].limit,
+    )
+
+
+def _add_array(
+    context: Context, record: SweepRecord, sweep: SweepPlan, index: int, ref: JobRef
+) -> SweepRecord:
+    """Record one more submitted array, in the sweep record and the submission history."""
+    from hpclaunch.sweep.record import SweepArray, save_sweep
+
+    chunk = sweep.arrays[index]
+    record = replace(
+        record,
+        cluster=ref.cluster,
+        arrays=(*record.arrays, SweepArray(ref.job_id, chunk.offset, chunk.count)),
+    )
+    plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
+    try:
+        save_sweep(record)
+    except OSError as exc:  # submitted: failing now would invite a second submission
+        context.warn(f"could not record array {ref.job_id}: {exc}")
+    remember_submission(
+        context,
+        plan,
+        ref,
+        submission_id=sweep.array_submission_id(index),
+        submitted_at=record.submitted_at,
+    )
+    return record
