@@ -17,7 +17,6 @@ from hpclaunch.cli._app import App
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.pipeline import Step
-    from hpclaunch.plan import SubmissionPlan
 
 
 def submit_pipeline(
@@ -34,90 +33,40 @@ def submit_pipeline(
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
     from hpclaunch.cli._submitting import print_dry_run, scan_tree, send_tree, snapshot_cwd
-    from hpclaunch.ops.jobs import naming, plan_job, require_paths, warn_over_quota
-    from hpclaunch.ops.submit import check_before_submit
-    from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
-    from hpclaunch.plan import new_submission_id
+    from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline
 
     if follow:
         raise click.UsageError(
             "--follow streams one job's log; for a multi-job file use --wait, and "
             "'hpclaunch logs -f ID' for a job's log"
         )
-    steps = load_pipeline(path)
-    base = submission_id or new_submission_id()
-    ids = step_submission_ids(base, [step.name for step in steps])
     tree = scan_tree() if sync else None
-    cwd = snapshot_cwd(app, tree) if tree is not None else None
-    plans: dict[str, SubmissionPlan] = {}
-    for step in steps:  # everything is planned, checked and rendered before any sbatch
-        source = f"{path}: job {step.name}"
-        with naming(source):
-            plan = plan_job(app, step.spec, ids[step.name], cwd=cwd, live_usage=True)
-            warn_over_quota(app, plan, source)
-            if not no_check and tree is None:
-                require_paths(app, step.spec, plan, source)
-            check_before_submit(app, plan, enabled=not no_check)
-        plans[step.name] = plan
-        placeholders = [(name, kind, f"<{name}>") for name, kind in step.after]
-        job = app.backend.dryrun(with_dependencies(plan, placeholders))
-        if dry_run:
-            click.echo(f"# ===== job {step.name} ({len(plans)} of {len(steps)}) =====")
-            print_dry_run(job)
+    planned = plan_pipeline(
+        app,
+        path,
+        submission_id=submission_id,
+        check=not no_check,
+        cwd=snapshot_cwd(app, tree) if tree is not None else None,
+    )
     if dry_run:
+        for number, step in enumerate(planned.steps, 1):
+            click.echo(f"# ===== job {step.name} ({number} of {len(planned.steps)}) =====")
+            print_dry_run(planned.rendered[step.name])
         return
     if tree is not None:
         send_tree(app, tree)
-    refs = _submit_in_order(app, path, steps, plans, base, retry=submission_id is not None)
-    if wait:
-        _wait_all(app, steps, refs, timeout)
 
-
-def _submit_in_order(
-    app: App,
-    path: str,
-    steps: tuple[Step, ...],
-    plans: dict[str, SubmissionPlan],
-    base: str,
-    *,
-    retry: bool,
-) -> dict[str, JobRef]:
-    from hpclaunch.errors import HpclaunchError, SubmissionError
-    from hpclaunch.ops.submit import existing_job
-    from hpclaunch.pipeline import with_dependencies
-
-    refs: dict[str, JobRef] = {}
-    for step in steps:
-        waits = [(name, kind, refs[name].job_id) for name, kind in step.after]
-        plan = with_dependencies(plans[step.name], waits)
-        existing = existing_job(app, plan.submission_id) if retry else None
-        try:
-            ref = existing or app.backend.submit(app.backend.dryrun(plan))
-        except HpclaunchError as exc:
-            done = ", ".join(f"{name} → {ref.job_id}" for name, ref in refs.items())
-            raise SubmissionError(
-                f"{path}: job {step.name!r} was not submitted: {exc.message}"
-                + (f"\nalready submitted: {done}" if done else ""),
-                hint=f"fix it, then 'hpclaunch submit --submission-id {base} {path}' submits "
-                "only the jobs not submitted yet"
-                + (f"; or cancel the others: hpclaunch cancel {_ids(refs)}" if refs else ""),
-            ) from exc
-        if existing is None:
-            from hpclaunch.ops.jobs import remember_submission
-
-            remember_submission(app, plan, ref)
-        refs[step.name] = ref
+    def say(step: Step, ref: JobRef, existing: bool) -> None:
         after = ", ".join(f"{kind}:{name}" for name, kind in step.after)
         again = " (already submitted: not submitted again)" if existing else ""
         click.echo(
             f"{step.name} → {ref.job_id}{f'  after {after}' if after else ''}{again}", err=True
         )
         click.echo(ref.job_id)
-    return refs
 
-
-def _ids(refs: dict[str, JobRef]) -> str:
-    return " ".join(ref.job_id for ref in refs.values())
+    refs = submit_pipeline(app, planned, retry=submission_id is not None, on_submitted=say)
+    if wait:
+        _wait_all(app, planned.steps, refs, timeout)
 
 
 def _wait_all(

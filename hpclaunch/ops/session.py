@@ -80,6 +80,33 @@ class Session(Context):
         swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run)
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
 
+    def pipeline(
+        self, path: str, *, submission_id: str | None = None, check: bool = True
+    ) -> list[Job]:
+        """Submit every job of the multi-job file ``path`` (``jobs:`` with ``after:``) in
+        dependency order, as ``hpclaunch submit FILE`` does: all planned and checked
+        before the first is submitted; with your ``submission_id`` a retry submits only
+        the jobs not submitted yet. The jobs in submission order.
+
+        Raises:
+            SpecError, PlanError: A job is wrong, or this site or cluster cannot run it.
+            SubmissionError: A job was refused; the message lists those already submitted.
+        """
+        from hpclaunch.ops.job import Job
+        from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline
+
+        planned = plan_pipeline(self, path, submission_id=submission_id, check=check)
+        refs = submit_pipeline(self, planned, retry=submission_id is not None)
+        return [
+            Job(
+                self,
+                refs[step.name],
+                submission_id=planned.plans[step.name].submission_id,
+                log_dir=planned.plans[step.name].log_dir,
+            )
+            for step in planned.steps
+        ]
+
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
         from hpclaunch.backends.base import JobRef

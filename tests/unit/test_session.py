@@ -136,3 +136,22 @@ def test_a_sweep_from_python_is_the_clis_sweep(
     assert (record.job_id, record.project, record.tier) == ("1000", "research", "low")
     run_.cancel()
     assert slurm.jobs["1000"].states == ["CANCELLED"]
+
+
+def test_a_pipeline_from_python_submits_in_dependency_order(
+    session: hpclaunch.Session, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    path = tmp_path / "pipe.yaml"
+    path.write_text(
+        "defaults: {project: research}\n"
+        "jobs:\n"
+        "  - {name: prep, command: ['true']}\n"
+        "  - {name: train, command: ['true'], after: [prep]}\n"
+    )
+    prep, train = session.pipeline(str(path), check=False)
+    assert (prep.id, train.id) == ("1000", "1001")
+    record = find_record(job_id="1001")
+    assert record is not None
+    assert record.dependency == "afterok:1000"
+    assert train.log_dir
+    assert train.log_dir != prep.log_dir
