@@ -11,12 +11,8 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
     from hpclaunch.queue import QueueRow
     from hpclaunch.retier import Retier
-
-#: States of a job that has started: its QOS and account are fixed.
-_STARTED = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED"})
 
 
 @click.command("tier")
@@ -31,10 +27,7 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
     Only a pending job can move; an array job id moves every pending task. One look at the
     job, one at the project's usage (sites with quotas), one update.
     """
-    from hpclaunch.discover import load_capabilities, max_age_from_env
-    from hpclaunch.errors import BackendError, JobNotFound
-    from hpclaunch.queue import tier_of
-    from hpclaunch.retier import check_allowed, plan_retier
+    from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
 
     site = app.site
     if new_tier not in site.tiers:
@@ -42,85 +35,16 @@ def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",
             param_hint="NEWTIER",
         )
-    rows = app.backend.queue_job(job_id)
-    if not rows:
-        raise JobNotFound(
-            f"job {job_id} is not in Slurm's queue (it ended, or never existed)",
-            hint="'hpclaunch queue --me' lists your pending and running jobs",
-        )
-    pending = [r for r in rows if r.pending]
-    started = [r for r in rows if not r.pending]
-    if not pending and started[0].state not in _STARTED:
-        raise BackendError(
-            f"job {job_id} has ended ({started[0].state}): there is nothing to move",
-            hint="resubmit it with the tier you want",
-        )
-    row = pending[0] if pending else started[0]  # a started job: plan_retier refuses it
-    record = _record(job_id)
-    old_tier = (record.tier if record is not None else None) or tier_of(row, site)
-    retier = plan_retier(
-        row,
-        site,
-        new_tier,
-        job_id=job_id,
-        old_tier=old_tier,
-        quota_used=_quota_used(app, row, new_tier),
-    )
-    check_allowed(
-        retier, load_capabilities(app.backend, site.name, max_age=max_age_from_env(app.env))
-    )
-    _say(retier, started)
+    move = plan_tier_move(app, job_id, new_tier)
+    retier = move.retier
+    _say(retier, move.started)
     if dry_run:
         import shlex
 
         click.echo(f"dry run, nothing changed: {shlex.join(retier.argv)}")
         return
-    _update(app, retier)
+    apply_tier_move(app, move)
     click.echo(f"job {job_id}: moved to tier {new_tier}")
-    if record is not None:
-        from hpclaunch.history import record_amendment
-
-        try:
-            record_amendment(record, tier=new_tier, qos=retier.new_qos, quota=retier.quota)
-        except OSError as exc:  # the job moved: the history is only a convenience
-            click.echo(f"Warning: could not record the new tier in the history: {exc}", err=True)
-
-
-def _quota_used(app: App, row: QueueRow, new_tier: str) -> int | None:
-    """The project's in-quota GPUs without this job's own (one look at the queue), when the new
-    tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.queue import project_of
-    from hpclaunch.quota import read_usage
-    from hpclaunch.retier import counted_gpus
-
-    site = app.site
-    project = project_of(site, row.account)
-    if project not in site.quotas or site.tiers[new_tier].preemptible:  # type: ignore[index]
-        return None
-    assert project is not None
-    # The usage counts this job too while it is in-quota: moving it must not count it twice.
-    used = read_usage(app.backend, site, project)
-    return max(0, used - counted_gpus(site, row, project))
-
-
-def _update(app: App, retier: Retier) -> None:
-    """The one update (``scontrol update`` or its RPC); its refusals become errors with
-    hints."""
-    from hpclaunch.errors import BackendError, JobNotFound, UpdateRefused
-    from hpclaunch.retier import scontrol_hint
-
-    try:
-        app.backend.update_job(retier.job_id, retier.slurm_changes)
-    except UpdateRefused as exc:
-        said = exc.said
-        if "Invalid job id" in said:
-            raise JobNotFound(
-                f"job {retier.job_id} is gone: {said}", hint="it ended meanwhile"
-            ) from None
-        raise BackendError(
-            f"Slurm refused to move job {retier.job_id} to tier {retier.new_tier}: {said}",
-            hint=scontrol_hint(said),
-        ) from None
 
 
 def _say(retier: Retier, started: Sequence[QueueRow]) -> None:
@@ -136,9 +60,3 @@ def _say(retier: Retier, started: Sequence[QueueRow]) -> None:
         what = "this task" if "_" in retier.job_id else f"every pending task of array {base}"
         kept = f"; {len(started)} started task(s) keep their tier" if started else ""
         click.echo(f"  array job: {what} moves{kept}")
-
-
-def _record(job_id: str) -> SubmissionRecord | None:
-    from hpclaunch.history import find_record
-
-    return find_record(job_id=job_id) or find_record(job_id=job_id.split("_")[0])

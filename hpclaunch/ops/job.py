@@ -87,6 +87,18 @@ class Job:
         """Cancel the job (a job already ended is not an error)."""
         self.session.backend.cancel(self.ref)
 
+    def tier(self, new_tier: str) -> None:
+        """Move the pending job to ``new_tier`` (``hpclaunch tier``): its QOS and, on a site
+        with quotas, its account and nice, decided again from the project's usage.
+
+        Raises:
+            PlanError: No such tier here, or the cluster does not allow it.
+            BackendError: The job has started or ended, or Slurm refused.
+        """
+        from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
+
+        apply_tier_move(self.session, plan_tier_move(self.session, self.id, new_tier))
+
 
 @dataclass
 class SweepRun:

@@ -117,3 +117,30 @@ def test_a_sweep_from_python_runs_every_point(hpclaunch: Run, tmp_path: Path) ->
     rows = [r for r in hpclaunch.submitted().values() if r["name"] == "py-sweep"]
     assert rows
     assert all(r["project"] == "research" for r in rows)
+
+
+def test_a_job_from_python_moves_tier_and_cancels(hpclaunch: Run) -> None:
+    code = (
+        "import hpclaunch, subprocess\n"
+        "job = hpclaunch.Session(site='local').submit({'name': 'py-tier', 'project': 'research',"
+        " 'tier': 'low', 'command': ['true'], 'sbatch_extra': {'--hold': None},"
+        " 'resources': {'time': '00:05:00', 'mem': '100M'}})\n"
+        "job.tier('high')\n"
+        "print(subprocess.run(['squeue', '-h', '-j', job.id, '-o', '%q|%a'],"
+        " capture_output=True, text=True).stdout.strip())\n"
+        "job.cancel()\n"
+        "print(job.wait(timeout=60).state.value)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["high|research", "CANCELLED"]
+    (record,) = [r for r in hpclaunch.submitted().values() if r["name"] == "py-tier"]
+    assert (record["tier"], record["qos"]) == ("high", "high")
