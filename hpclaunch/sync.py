@@ -23,9 +23,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from hpclaunch.errors import CommandFailed, ConfigError, TransportError
+from hpclaunch.errors import CommandFailed, ConfigError
 from hpclaunch.transport.base import Runner
 
 __all__ = [
@@ -86,10 +85,6 @@ class SyncStats:
     bytes_sent: int
     snapshot: str
     built: bool = True
-
-
-class _BytesWriter(Protocol):
-    def put_bytes(self, path: str, data: bytes, mode: int) -> None: ...
 
 
 def find_root(cwd: Path) -> Path:
@@ -211,11 +206,10 @@ def upload(
     missing, exists = missing_objects(runner, store, sorted(by_hash), snapshot)
     if exists:  # the same tree was sent before: nothing to send or build
         return SyncStats(len(tree.files), 0, 0, snapshot, built=False)
-    writer = _writer(runner)
     sent_bytes = 0
     for digest in sorted(missing):
         data = (tree.root / by_hash[digest].path).read_bytes()
-        writer.put_bytes(posixpath.join(store, "objects", digest), data, 0o444)
+        runner.put_bytes(posixpath.join(store, "objects", digest), data, 0o444)
         sent_bytes += len(data)
         if progress is not None:
             progress(len(data))
@@ -250,28 +244,3 @@ def materialise_script(tree: Tree, store: str) -> str:
     # Another --sync of the same tree may have won the race: keep its copy.
     lines += ["cd /", 'mv -T "$tmp" "$snap" 2>/dev/null || rm -rf "$tmp"', ""]
     return "\n".join(lines)
-
-
-def _writer(runner: Runner) -> _BytesWriter:
-    """Something that writes binary files where ``runner`` runs."""
-    if hasattr(runner, "put_bytes"):
-        return runner  # SSHRunner
-    from hpclaunch.transport.local import LocalRunner
-
-    if isinstance(runner, LocalRunner):
-        return _LocalWriter()
-    raise TransportError(f"--sync cannot send files through {type(runner).__name__}")
-
-
-class _LocalWriter:
-    def put_bytes(self, path: str, data: bytes, mode: int) -> None:
-        target = Path(path)
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(data)
-            tmp.chmod(mode)
-            os.replace(tmp, target)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise TransportError(f"cannot write {path}: {exc.strerror or exc}") from exc

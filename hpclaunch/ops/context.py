@@ -128,14 +128,9 @@ class Context:
     @functools.cached_property
     def home(self) -> str:
         """The user's home where Slurm runs (asked once over SSH when remote)."""
-        if not self.is_remote:  # no transport.ssh import (and its modules) for local Slurm
+        if not self.is_remote:  # no runner needed for local Slurm
             return os.path.expanduser("~")
-        from hpclaunch.transport.ssh import SSHRunner
-
-        runner = self.runner
-        if isinstance(runner, SSHRunner):
-            return runner.home()
-        return os.path.expanduser("~")
+        return self.runner.home()
 
     @functools.cached_property
     def backend(self) -> Backend:
@@ -164,22 +159,13 @@ def _warn(message: str) -> None:
 
 def remote_files(app: Context) -> RemoteFiles | None:
     """How to read the job's files when Slurm is remote (``None``: they are local)."""
-    if not app.is_remote:
-        return None
-    from hpclaunch.transport.ssh import SSHRunner
-
-    runner = app.runner
-    return runner if isinstance(runner, SSHRunner) else None
+    return app.runner if app.is_remote else None
 
 
 def slurm_user(app: Context) -> str:
     """The user Slurm knows this CLI as: the SSH login name when remote, else ours."""
     if app.is_remote:
-        from hpclaunch.transport.ssh import SSHRunner
-
-        runner = app.runner
-        if isinstance(runner, SSHRunner):
-            return runner.target.user
+        return app.runner.user()
     import getpass
 
     return getpass.getuser()

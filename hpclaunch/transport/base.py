@@ -106,3 +106,40 @@ class Runner(abc.ABC):
         Raises:
             TransportError: The file does not exist or cannot be read.
         """
+
+    @abc.abstractmethod
+    def put_bytes(self, path: str, data: bytes, mode: int) -> None:
+        """Write ``data`` to ``path`` atomically with mode ``mode`` (parents made 0700).
+
+        Raises:
+            TransportError: The file cannot be written.
+        """
+
+    @abc.abstractmethod
+    def read_bytes(self, path: str, offset: int = 0) -> bytes:
+        """The bytes of ``path`` from ``offset`` on.
+
+        Raises:
+            TransportError: The file does not exist or cannot be read.
+        """
+
+    @abc.abstractmethod
+    def listdir(self, path: str) -> list[str]:
+        """Names in the directory ``path``.
+
+        Raises:
+            FileNotFoundError: It does not exist.
+            TransportError: It cannot be listed.
+        """
+
+    def home(self) -> str:
+        """The user's home directory there (this machine's unless overridden)."""
+        import os
+
+        return os.path.expanduser("~")
+
+    def user(self) -> str:
+        """The login name commands run as there (Slurm knows the user so)."""
+        import getpass
+
+        return getpass.getuser()

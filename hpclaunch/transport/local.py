@@ -85,6 +85,40 @@ class LocalRunner(Runner):
         except OSError as exc:
             raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
+    def put_bytes(self, path: str, data: bytes, mode: int) -> None:
+        """See :meth:`Runner.put_bytes`. Writes a temporary file, then renames it."""
+        target = Path(path)
+        try:
+            _make_private_dirs(target.parent)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                tmp.write_bytes(data)
+                tmp.chmod(mode)
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise TransportError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes:
+        """See :meth:`Runner.read_bytes`."""
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read()
+        except OSError as exc:
+            raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def listdir(self, path: str) -> list[str]:
+        """See :meth:`Runner.listdir`."""
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise TransportError(f"cannot list {path}: {exc.strerror or exc}") from exc
+
 
 def _make_private_dirs(directory: Path) -> None:
     """``mkdir -p`` where every directory created gets mode 0o700 (existing ones are kept).

@@ -354,6 +354,10 @@ class SSHRunner(Runner):
             duration=time.monotonic() - start,
         )
 
+    def user(self) -> str:
+        """The login name on the login node (``user@`` of the target, or ~/.ssh/config's)."""
+        return self.target.user
+
     def home(self) -> str:
         """The remote user's home directory (asked once per runner)."""
         if self._home is None:

@@ -50,6 +50,19 @@ class FakeRunner(Runner):
         except KeyError:
             raise TransportError(f"cannot read {path}: no such file") from None
 
+    def put_bytes(self, path: str, data: bytes, mode: int) -> None:
+        self.files[path] = (data.decode("utf-8", "replace"), mode)
+
+    def read_bytes(self, path: str, offset: int = 0) -> bytes:
+        return self.read_file(path).encode()[offset:]
+
+    def listdir(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix) :].split("/")[0] for p in self.files if p.startswith(prefix)}
+        if not names:
+            raise FileNotFoundError(path)
+        return sorted(names)
+
     def calls_to(self, program: str) -> list[tuple[str, ...]]:
         """The calls whose argv[0] is ``program``."""
         return [c for c in self.calls if c[0] == program]
