@@ -61,22 +61,8 @@ class LocalRunner(Runner):
         )
 
     def put_file(self, path: str, content: str, mode: int) -> None:
-        """See :meth:`Runner.put_file`. Writes a temporary file, then renames it."""
-        target = Path(path)
-        try:
-            _make_private_dirs(target.parent)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(content)
-                os.chmod(tmp, mode)  # os.open's mode is filtered by the umask
-                os.replace(tmp, target)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-        except OSError as exc:
-            raise TransportError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        """See :meth:`Runner.put_file`."""
+        self.put_bytes(path, content.encode("utf-8"), mode)
 
     def read_file(self, path: str) -> str:
         """See :meth:`Runner.read_file`."""
@@ -91,9 +77,11 @@ class LocalRunner(Runner):
         try:
             _make_private_dirs(target.parent)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             try:
-                tmp.write_bytes(data)
-                tmp.chmod(mode)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.chmod(tmp, mode)  # os.open's mode is filtered by the umask
                 os.replace(tmp, target)
             except BaseException:
                 tmp.unlink(missing_ok=True)

@@ -16,6 +16,21 @@ from .conftest import REPO, Run
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 
+def run_python(
+    hpclaunch: Run, code: str, *args: str, cwd: Path = REPO, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh python (this venv's), with the test's private history."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def readme_block(heading: str) -> str:
     """The first ```python block after ``heading`` in README.md."""
     text = (REPO / "README.md").read_text()
@@ -27,15 +42,7 @@ def readme_block(heading: str) -> str:
 
 def test_the_readme_python_example_runs_and_the_cli_knows_its_job(hpclaunch: Run) -> None:
     code = readme_block("## From Python")
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env={**hpclaunch.env, "HPCLAUNCH_SITE": "local"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    out = run_python(hpclaunch, code)
     assert out.returncode == 0, out.stderr
     first, *log = out.stdout.splitlines()
     job_id, state, exit_code = first.split()
@@ -69,15 +76,7 @@ def test_a_session_runs_the_job_in_the_callers_directory(hpclaunch: Run, tmp_pat
         "print(job.logs())\n"
     )
     try:
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=work,
-            env=dict(hpclaunch.env),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        out = run_python(hpclaunch, code, cwd=work)
         assert out.returncode == 0, out.stderr
         assert out.stdout.split()[1] == "COMPLETED", out.stdout
         assert f"cwd {os.path.realpath(work)}" in out.stdout
@@ -98,15 +97,7 @@ def test_a_sweep_from_python_runs_every_point(hpclaunch: Run, tmp_path: Path) ->
         "done = run.wait(timeout=240)\n"
         "print(run.sweep_id, *sorted(t.state for t in done.tasks))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(spec)],
-        cwd=REPO,
-        env=dict(hpclaunch.env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    out = run_python(hpclaunch, code, str(spec), timeout=300)
     assert out.returncode == 0, out.stderr
     sweep_id, *states = out.stdout.split()
     assert states == ["COMPLETED"] * 3
@@ -131,15 +122,7 @@ def test_a_job_from_python_moves_tier_and_cancels(hpclaunch: Run) -> None:
         "job.cancel()\n"
         "print(job.wait(timeout=60).state.value)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=dict(hpclaunch.env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    out = run_python(hpclaunch, code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["high|research", "CANCELLED"]
     (record,) = [r for r in hpclaunch.submitted().values() if r["name"] == "py-tier"]
