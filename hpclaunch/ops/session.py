@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
+    from hpclaunch.history import SubmissionRecord
     from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.spec import JobSpec
 
@@ -107,6 +108,35 @@ class Session(Context):
             for step in planned.steps
         ]
 
+    def jobs(
+        self,
+        *,
+        project: str | None = None,
+        tier: str | None = None,
+        state: str | None = None,
+        limit: int | None = 20,
+    ) -> list[Job]:
+        """Your jobs from the history (``hpclaunch history``), oldest first: the newest
+        ``limit`` (``None``: all) that match every filter given. ``state`` is the last
+        state hpclaunch saw; ask :meth:`Job.status` for the state now."""
+        from hpclaunch.history import query_submissions
+
+        return [
+            self._job_of(record)
+            for record in query_submissions(project=project, tier=tier, state=state, limit=limit)
+        ]
+
+    def _job_of(self, record: SubmissionRecord) -> Job:
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.job import Job
+
+        return Job(
+            self,
+            JobRef(record.job_id, record.cluster),
+            submission_id=record.submission_id,
+            log_dir=record.log_dir,
+        )
+
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
         from hpclaunch.backends.base import JobRef
@@ -114,14 +144,7 @@ class Session(Context):
         from hpclaunch.ops.job import Job
 
         record = find_record(job_id=job_id)
-        if record is None:
-            return Job(self, JobRef(job_id))
-        return Job(
-            self,
-            JobRef(record.job_id, record.cluster),
-            submission_id=record.submission_id,
-            log_dir=record.log_dir,
-        )
+        return Job(self, JobRef(job_id)) if record is None else self._job_of(record)
 
 
 _DEFAULT: list[Session] = []

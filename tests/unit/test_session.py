@@ -155,3 +155,11 @@ def test_a_pipeline_from_python_submits_in_dependency_order(
     assert record.dependency == "afterok:1000"
     assert train.log_dir
     assert train.log_dir != prep.log_dir
+
+
+def test_jobs_lists_the_history_with_its_filters(session: hpclaunch.Session) -> None:
+    session.submit(HELLO)
+    session.submit({"name": "v", "command": ["true"], "project": "vision"}, check=False)
+    assert [j.id for j in session.jobs()] == ["1000", "1001"]
+    assert [j.id for j in session.jobs(project="vision")] == ["1001"]
+    assert session.jobs(project="vision")[0].log_dir
