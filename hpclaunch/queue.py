@@ -30,6 +30,7 @@ from typing import Any
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.quota import TIER_ORDER, classify, gpus_of_tres
 from hpclaunch.slurmtime import format_elapsed, parse_elapsed
+from hpclaunch.task_ids import task_ids
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -103,11 +104,10 @@ class QueueRow:
         folded = re.search(r"_\[([^%\]]*)", self.job_id)
         if folded is None:
             return 1
-        count = 0
-        for part in folded.group(1).split(","):
-            low, _, high = part.partition("-")
-            count += int(high) - int(low) + 1 if high.isdigit() and low.isdigit() else 1
-        return count
+        try:
+            return len(task_ids(folded.group(1))) or 1
+        except ValueError:  # not a task list: count the row once, as an unfolded one
+            return 1
 
     @property
     def reason_code(self) -> str | None:

@@ -47,6 +47,7 @@ from hpclaunch.errors import (
 )
 from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurmtime import format_elapsed
+from hpclaunch.task_ids import task_ids
 
 if TYPE_CHECKING:
     from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
@@ -463,7 +464,7 @@ class PyslurmBackend(Backend):
             if not task:
                 rows.append(_queue_row(job))
             elif job.array_id and job.array_tasks_waiting:
-                if int(task) in _task_ids(job.array_tasks_waiting):
+                if int(task) in task_ids(job.array_tasks_waiting):
                     rows.append(_queue_row(job, job_id=job_id))
             elif job.array_id and str(_task_id(job)) == task:
                 rows.append(_queue_row(job))
@@ -592,21 +593,7 @@ def _live_ids(job: Any) -> list[tuple[str, bool]]:
     waiting = job.array_tasks_waiting
     if not job.array_id or not waiting:
         return [(_live_id(job), False)]
-    return [(f"{job.array_id}_{task}", True) for task in _task_ids(waiting)]
-
-
-def _task_ids(text: str) -> list[int]:
-    """``0-3,7`` (``-4:2`` steps too) → the task ids. slurmdbd keeps them as a bitmap in
-    hex, ``0xF`` for tasks 0-3 (sacct turns it into ranges; pyslurm 25.11 does not)."""
-    if text.lower().startswith("0x"):
-        bits = int(text, 16)
-        return [task for task in range(bits.bit_length()) if bits >> task & 1]
-    ids: list[int] = []
-    for part in text.split(","):
-        span, _, step = part.partition(":")
-        low, _, high = span.partition("-")
-        ids.extend(range(int(low), int(high or low) + 1, int(step or 1)))
-    return ids
+    return [(f"{job.array_id}_{task}", True) for task in task_ids(waiting)]
 
 
 def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
@@ -680,7 +667,7 @@ def _db_id(record: Any) -> list[str]:
         return [str(record.id)]
     waiting = record.array_tasks_waiting
     if waiting:
-        return [f"{record.array_id}_{task}" for task in _task_ids(waiting)]
+        return [f"{record.array_id}_{task}" for task in task_ids(waiting)]
     return [f"{record.array_id}_{_task_id(record)}"]
 
 

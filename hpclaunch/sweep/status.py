@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.errors import TransportError
 from hpclaunch.sweep.record import SweepRecord
 from hpclaunch.sweep.task import METRICS_NAME
+from hpclaunch.task_ids import task_ids
 from hpclaunch.transport.base import Runner
 
 if TYPE_CHECKING:
@@ -126,16 +127,9 @@ def parse_task_states(text: str) -> dict[str, str]:
             continue
         folded = _FOLDED.match(job)
         if folded:
-            for task in _expand_ranges(folded.group(2)):
+            for task in task_ids(folded.group(2)):
                 states[f"{folded.group(1)}_{task}"] = state
     return states
-
-
-def _expand_ranges(text: str) -> Iterable[int]:
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit():
-            yield from range(int(low), int(high if high.isdigit() else low) + 1)
 
 
 def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True) -> SweepStatus:
