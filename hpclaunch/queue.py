@@ -99,6 +99,11 @@ class QueueRow:
         return self.nodes * self.gpus_per_node
 
     @property
+    def gpus_of_all_tasks(self) -> int:
+        """GPUs every job of the row holds or asks for (each task of a folded line)."""
+        return self.gpus * self.tasks
+
+    @property
     def tasks(self) -> int:
         """How many jobs the row stands for: ``123_[2-5,8%2]`` is 5 pending tasks."""
         folded = re.search(r"_\[([^%\]]*)", self.job_id)

@@ -213,7 +213,7 @@ def read_usage(backend: ReadsQueue, site: SiteConfig, project: str) -> int:
     """
     rows = backend.queue(account=project, states=USAGE_STATES)
     # An array's pending tasks are one folded row: each asks for its GPUs.
-    return in_quota_usage(site, ((row.qos, row.gpus * row.tasks) for row in rows))
+    return in_quota_usage(site, ((row.qos, row.gpus_of_all_tasks) for row in rows))
 
 
 def in_quota_usage(site: SiteConfig, jobs: Iterable[tuple[str | None, int]]) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpclaunch.queue import QueueRow, project_of
+from hpclaunch.quota import in_quota_usage
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
@@ -98,9 +99,11 @@ class Retier:
 
 
 def counted_gpus(site: SiteConfig, row: QueueRow, project: str) -> int:
-    """GPUs of ``row`` that :func:`hpclaunch.quota.in_quota_usage` counts for ``project``."""
-    counted = {p.qos for p in site.tiers.values() if not p.preemptible}
-    return row.gpus if row.account == project and row.qos in counted else 0
+    """GPUs of ``row`` that :func:`hpclaunch.quota.read_usage` counts for ``project`` (by
+    the same rule: :func:`hpclaunch.quota.in_quota_usage`, every task of a folded line)."""
+    if row.account != project:
+        return 0
+    return in_quota_usage(site, [(row.qos, row.gpus_of_all_tasks)])
 
 
 def plan_retier(

@@ -327,3 +327,15 @@ def test_submit_prints_the_warning_and_strict_places_in_quota(
         assert "#SBATCH --account=research\n" in res.stdout
         assert "#SBATCH --qos=critical\n" in res.stdout
         assert "Warning:" not in res.stderr
+
+
+def test_tier_takes_a_jobs_own_gpus_out_as_the_usage_counted_them(site: SiteConfig) -> None:
+    # `hpclaunch tier` subtracts the moving job from its project's usage: every pending task
+    # of a folded array line, as read_usage counted them (4 tasks x 2 GPUs).
+    from hpclaunch.retier import counted_gpus
+
+    (row,) = parse_queue(queue_line("normal", 1, "gres/gpu:2", job_id="6_[2-5%2]"))
+    assert counted_gpus(site, row, "research") == 8
+    assert counted_gpus(site, row, "vision") == 0
+    (low,) = parse_queue(queue_line("low", 1, "gres/gpu:2"))
+    assert counted_gpus(site, low, "research") == 0  # preemptible: never counted
