@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
@@ -15,9 +15,34 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
 
 
+#: A spec: a YAML file's path, its mapping, or a validated spec.
+SpecInput = str | Mapping[str, Any] | JobSpec
+
+
+def spec_source(spec: SpecInput) -> str:
+    """How ``spec`` is named in messages: its file's path, or ``<python>``."""
+    return spec if isinstance(spec, str) else "<python>"
+
+
+def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
+    """``spec`` validated, with ``overrides`` applied, as a spec file is (errors name the
+    fields and :func:`spec_source`)."""
+    from hpclaunch._validation import load_model
+    from hpclaunch.errors import SpecError
+    from hpclaunch.spec import apply_overrides
+
+    if isinstance(spec, str):
+        return load_spec(spec, overrides)
+    data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec
+    data = dict(data)
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return load_model(JobSpec, data, source=spec_source(spec), error_cls=SpecError)
+
+
 def plan_spec(
     session: Context,
-    spec_path: str,
+    spec: SpecInput,
     submission_id: str | None = None,
     *,
     cwd: str | None = None,
@@ -25,7 +50,7 @@ def plan_spec(
     check_paths: bool = False,
     overrides: Sequence[str] = (),
 ) -> SubmissionPlan:
-    """Load ``spec_path`` and plan it on the app's site.
+    """Load ``spec`` (:data:`SpecInput`) and plan it on the session's site.
 
     ``submission_id``: the caller's own (``submit --submission-id``); default: a new one.
     ``cwd``: where the job starts when the spec names no workdir, and where relative paths
@@ -36,11 +61,12 @@ def plan_spec(
     ``check_paths``: refuse the spec if a path it needs is missing (:func:`require_paths`).
     ``overrides``: ``KEY=VALUE`` changes to the spec (``submit --set``).
     """
-    spec = load_spec(spec_path, overrides)
-    refuse_sweep(spec, spec_path)
-    plan = plan_job(session, spec, submission_id, cwd=cwd, live_usage=live_usage)
+    source = spec_source(spec)
+    loaded = load_spec_input(spec, overrides)
+    refuse_sweep(loaded, source)
+    plan = plan_job(session, loaded, submission_id, cwd=cwd, live_usage=live_usage)
     if check_paths:
-        require_paths(session, spec, plan, spec_path)
+        require_paths(session, loaded, plan, source)
     return plan
 
 

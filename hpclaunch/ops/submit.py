@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.jobs import (
+    SpecInput,
     naming,
-    plan_job,
-    refuse_sweep,
+    plan_spec,
     remember_submission,
-    require_paths,
+    spec_source,
     warn_over_quota,
 )
 from hpclaunch.spec import JobSpec
@@ -32,16 +32,12 @@ if TYPE_CHECKING:
     from hpclaunch.render import RenderedJob
 
 __all__ = [
-    "SpecInput",
     "Submitted",
     "check_before_submit",
     "existing_job",
     "spec_hash",
     "submit_spec",
 ]
-
-#: A spec: a YAML file's path, its mapping, or a validated spec.
-SpecInput = str | Mapping[str, Any] | JobSpec
 
 
 @dataclass(frozen=True)
@@ -91,13 +87,18 @@ def submit_spec(
         SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
         SubmissionError: Slurm refused it, or ``submission_id`` names a job of another spec.
     """
-    source, loaded = _load(spec, overrides)
-    refuse_sweep(loaded, source)
+    source = spec_source(spec)
     digest = spec_hash(spec, overrides)
     with naming(source):
-        plan = plan_job(session, loaded, submission_id, cwd=cwd, live_usage=True)
-        if check and cwd is None:  # a snapshot's paths are not on the cluster yet
-            require_paths(session, loaded, plan, source)
+        plan = plan_spec(
+            session,
+            spec,
+            submission_id,
+            cwd=cwd,
+            live_usage=True,
+            check_paths=check and cwd is None,  # a snapshot's paths are not on the cluster yet
+            overrides=overrides,
+        )
         warn_over_quota(session, plan, source)
         check_before_submit(session, plan, enabled=check)
     job = session.backend.dryrun(plan)
@@ -113,26 +114,6 @@ def submit_spec(
     ref = session.backend.submit(job)
     remember_submission(session, plan, ref, spec_hash=digest)
     return Submitted(plan, job, ref, False, source)
-
-
-def _load(spec: SpecInput, overrides: Sequence[str]) -> tuple[str, JobSpec]:
-    from hpclaunch.spec import load_spec
-
-    if isinstance(spec, str):
-        return spec, load_spec(spec, overrides)
-    data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec
-    return "<python>", _validate(dict(data), overrides)
-
-
-def _validate(data: dict[str, Any], overrides: Sequence[str]) -> JobSpec:
-    """A spec given as a mapping, validated as a file's is (errors name the fields)."""
-    from hpclaunch._validation import load_model
-    from hpclaunch.errors import SpecError
-    from hpclaunch.spec import apply_overrides
-
-    if overrides:
-        data = apply_overrides(data, overrides)
-    return load_model(JobSpec, data, source="<python>", error_cls=SpecError)
 
 
 def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:
