@@ -212,9 +212,9 @@ class Arbiter:
             return
         self.preempted[p.victim] = self.preempted.get(p.victim, 0) + 1
         if p.checkpoint_first:
-            self._command(f"signal {self.options.signal}", p.victim)
+            self._command(p.victim, signal=self.options.signal)
         else:
-            self._command("requeue", p.victim)
+            self._command(p.victim)
 
     def _follow(self, snapshot: Snapshot) -> None:
         """Drop the victims that are gone; requeue by force those past their grace."""
@@ -245,22 +245,22 @@ class Arbiter:
                     after=round(now - flight.signalled_at, 3),
                     why="still running after its grace time",
                 )
-                self._command("requeue", victim)
+                self._command(victim)
                 # Once more at most: the next check comes after another grace period.
                 self.in_flight[victim] = replace(flight, deadline=float("inf"))
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _command(self, action: str, victim: str) -> None:
-        """``requeue`` or ``signal SIG`` ``victim``; a refusal is logged, not raised (the
-        victim may have ended meanwhile)."""
-        verb, _, signal = action.partition(" ")
+    def _command(self, victim: str, *, signal: str | None = None) -> None:
+        """Send ``signal`` to ``victim``'s batch step, or (none) requeue it; a refusal is
+        logged, not raised (the victim may have ended meanwhile)."""
         try:
-            if verb == "signal":
+            if signal is not None:
                 self.backend.signal(victim, signal)
             else:
                 self.backend.requeue(victim)
         except (BackendError, TransportError) as exc:
+            action = "requeue" if signal is None else f"signal {signal}"
             self.log("action_failed", victim=victim, action=action, why=exc.message)
 
     def log(self, event: str, **fields: Any) -> dict[str, Any]:
