@@ -24,6 +24,8 @@ from hpclaunch.quota import gpus_of_tres
 
 __all__ = [
     "JOB_FIELDS",
+    "JOB_STATES",
+    "RUNNING_STATES",
     "ClusterJob",
     "NodeGpus",
     "Snapshot",
@@ -46,7 +48,9 @@ __all__ = [
 #: of a pending job, ``N/A`` if unknown), partition; the command (``%o``: the batch script's
 #: path and arguments, which may hold ``|``) last.
 JOB_FIELDS = ("%i", "%A", "%u", "%a", "%q", "%T", "%r", "%Q", "%D", "%b", "%N", "%S", "%P", "%o")
-_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING"
+#: The states the arbiter reads (pending and running work), and those of running jobs.
+JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+RUNNING_STATES = ("RUNNING", "CONFIGURING")
 _EMPTY = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
 _DOWN = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "MAINT", "RESERVED")
 
@@ -81,7 +85,7 @@ class ClusterJob:
 
     @property
     def running(self) -> bool:
-        return self.state in ("RUNNING", "CONFIGURING")
+        return self.state in RUNNING_STATES
 
     @property
     def pending(self) -> bool:
@@ -128,7 +132,7 @@ def jobs_argv() -> list[str]:
     return [
         "squeue",
         "--noheader",
-        f"--states={_STATES}",
+        f"--states={','.join(JOB_STATES)}",
         f"--format={'|'.join(JOB_FIELDS)}",
     ]
 
@@ -142,7 +146,7 @@ def restarts_argv() -> list[str]:
     return [
         "squeue",
         "--noheader",
-        "--states=RUNNING,CONFIGURING",
+        f"--states={','.join(RUNNING_STATES)}",
         "--Format=JobArrayID:|,RestartCnt:|",
     ]
 

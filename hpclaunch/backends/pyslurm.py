@@ -402,10 +402,10 @@ class PyslurmBackend(Backend):
 
     def signal(self, job_id: str, signal: str) -> None:
         """One signal RPC to the batch step (``slurm_signal_job``)."""
-        name = signal if signal.isdigit() or signal.startswith("SIG") else f"SIG{signal}"
         if "_" in job_id:
             self.cli.signal(job_id, signal)
             return
+        name = signal if signal.isdigit() or signal.startswith("SIG") else f"SIG{signal}"
         try:
             self.pyslurm.Job(int(job_id)).send_signal(
                 int(name) if name.isdigit() else name, steps="batch"
@@ -474,12 +474,12 @@ class PyslurmBackend(Backend):
 
     def cluster_jobs(self) -> list[ClusterJob]:
         """The jobs of :func:`hpclaunch.arbiter.snapshot.jobs_argv`, from one job-list RPC."""
-        from hpclaunch.arbiter.snapshot import ClusterJob, expand_hosts
+        from hpclaunch.arbiter.snapshot import JOB_STATES, ClusterJob, expand_hosts
 
         jobs = []
         for job in self._live_jobs():
             state = str(job.state)
-            if state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+            if state not in JOB_STATES:
                 continue
             row = _queue_row(job)
             running = state != "PENDING"
@@ -528,10 +528,12 @@ class PyslurmBackend(Backend):
 
     def restart_counts(self) -> dict[str, int]:
         """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
+        from hpclaunch.arbiter.snapshot import RUNNING_STATES
+
         return {
             _live_id(job): int(job.requeue_count or 0)
             for job in self._live_jobs()
-            if str(job.state) in ("RUNNING", "CONFIGURING")
+            if str(job.state) in RUNNING_STATES
         }
 
     # -- cancel ---------------------------------------------------------------------------
