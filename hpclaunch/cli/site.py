@@ -20,15 +20,6 @@ _REFRESH = click.option("--refresh", is_flag=True, help="Ignore the cache; ask t
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def capabilities(app: App, *, refresh: bool = False) -> Capabilities:
-    """The site's cluster capabilities, from the cache when fresh."""
-    from hpclaunch.discover import load_capabilities, max_age_from_env
-
-    return load_capabilities(
-        app.backend, app.site.name, max_age=max_age_from_env(app.env), refresh=refresh
-    )
-
-
 @click.group("site")
 def site_command() -> None:
     """The site config and the live cluster."""
@@ -40,7 +31,7 @@ def site_command() -> None:
 @click.pass_obj
 def show_command(app: App, refresh: bool, as_json: bool) -> None:
     """Print what the cluster offers (cached for a few minutes)."""
-    caps = capabilities(app, refresh=refresh)
+    caps = app.capabilities(refresh=refresh)
     if as_json:
         click.echo(json.dumps(caps.to_dict(), indent=2))
         return
@@ -57,7 +48,7 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
     from hpclaunch.sitecheck import check_site
 
-    caps = capabilities(app, refresh=refresh)
+    caps = app.capabilities(refresh=refresh)
     problems = check_site(app.site, caps)
     if caps.accounting_problem is None:
         from hpclaunch.errors import TransportError
@@ -136,7 +127,7 @@ def print_changes(changes: Sequence[Change]) -> None:
 def plan_command(app: App, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
     and accounts match the site config; nothing when they already do."""
-    caps = capabilities(app, refresh=True)
+    caps = app.capabilities(refresh=True)
     changes = _plan(app, caps)
     if as_json:
         data = {
@@ -160,7 +151,7 @@ def apply_command(app: App, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
     from hpclaunch.siteplan import apply
 
-    caps = capabilities(app, refresh=True)
+    caps = app.capabilities(refresh=True)
     changes = _plan(app, caps)
     if not changes:
         click.echo(_in_sync(app, caps))
@@ -181,7 +172,7 @@ def apply_command(app: App, yes: bool) -> None:
     try:
         apply(changes, app.runner, progress=lambda c: click.echo(f"+ {c.command}", err=True))
     finally:
-        caps = capabilities(app, refresh=True)  # the cached QOS and accounts are stale now
+        caps = app.capabilities(refresh=True)  # the cached QOS and accounts are stale now
     left = _plan(app, caps)
     if not left:
         click.echo(f"site {app.site.name} matches cluster {caps.cluster}: {len(steps)} applied")

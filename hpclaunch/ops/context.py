@@ -21,6 +21,7 @@ from hpclaunch.config.settings import (
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.discover import Capabilities
     from hpclaunch.logs import RemoteFiles
     from hpclaunch.transport.base import Runner
 
@@ -131,6 +132,19 @@ class Context:
         if not self.is_remote:  # no runner needed for local Slurm
             return os.path.expanduser("~")
         return self.runner.home()
+
+    def capabilities(self, *, refresh: bool = False) -> Capabilities:
+        """The site's cluster capabilities through the backend, from the cache when fresh
+        (``$HPCLAUNCH_CAPS_MAX_AGE``); ``refresh``: ask the cluster now.
+
+        Raises:
+            HpclaunchError: The cluster could not be asked.
+        """
+        from hpclaunch.discover import load_capabilities, max_age_from_env
+
+        return load_capabilities(
+            self.backend, self.site.name, max_age=max_age_from_env(self.env), refresh=refresh
+        )
 
     @functools.cached_property
     def backend(self) -> Backend:

@@ -121,13 +121,10 @@ def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool
     When the cluster cannot be read, warn and go on: sbatch has the last word."""
     if not enabled:
         return
-    from hpclaunch.discover import load_capabilities, max_age_from_env
     from hpclaunch.sitecheck import check_plan, raise_for_problems
 
     try:
-        caps = load_capabilities(
-            session.backend, session.site.name, max_age=max_age_from_env(session.env)
-        )
+        caps = session.capabilities()
     except (BackendError, TransportError) as exc:
         session.warn(f"not checked against the cluster ({exc.message.splitlines()[0]})")
         return

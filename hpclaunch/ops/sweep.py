@@ -116,16 +116,10 @@ def plan_sweep_spec(
 
 
 def _max_array_size(context: Context, refresh: bool) -> int:
-    from hpclaunch.discover import load_capabilities, max_age_from_env
     from hpclaunch.sweep.submit import DEFAULT_MAX_ARRAY_SIZE
 
     try:
-        found = load_capabilities(
-            context.backend,
-            context.site.name,
-            max_age=max_age_from_env(context.env),
-            refresh=refresh,
-        ).max_array_size
+        found = context.capabilities(refresh=refresh).max_array_size
     except (BackendError, TransportError) as exc:
         context.warn(
             f"MaxArraySize not read ({exc.message.splitlines()[0]}); assuming "

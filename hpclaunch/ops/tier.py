@@ -39,7 +39,6 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         PlanError: The site has no such tier, or the cluster does not allow it.
         JobNotFound, BackendError: The job is gone or has ended.
     """
-    from hpclaunch.discover import load_capabilities, max_age_from_env
     from hpclaunch.errors import BackendError, JobNotFound, PlanError
     from hpclaunch.queue import tier_of
     from hpclaunch.retier import check_allowed, plan_retier
@@ -74,8 +73,7 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         old_tier=old_tier,
         quota_used=_quota_used(context, row, new_tier),
     )
-    caps = load_capabilities(context.backend, site.name, max_age=max_age_from_env(context.env))
-    check_allowed(retier, caps)
+    check_allowed(retier, context.capabilities())
     return TierMove(retier, tuple(started), record)
 
 
