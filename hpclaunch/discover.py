@@ -34,7 +34,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -540,7 +540,7 @@ def assemble(
         accounting_storage_enforce=_list(config.get("AccountingStorageEnforce")),
         accounting_storage_tres=_list(config.get("AccountingStorageTRES")),
         partitions=partitions,
-        nodes=nodes,
+        nodes=_in_partition_order(nodes, partitions),
         user=user,
         qos=qos,
         default_account=default_account,
@@ -548,6 +548,21 @@ def assemble(
         accounting_problem=problem,
         discovered_at=discovered_at,
         client_version=client,
+    )
+
+
+def _in_partition_order(
+    nodes: tuple[NodeInfo, ...], partitions: tuple[PartitionInfo, ...]
+) -> tuple[NodeInfo, ...]:
+    """Each node's partitions in slurm.conf's order of partitions. Neither source keeps one:
+    ``sinfo -N`` lists a node's lines in whichever order it merged them (seen to change from
+    one call to the next on 25.11.7), and pyslurm's node record in its own."""
+    rank = {p.name: i for i, p in enumerate(partitions)}
+    return tuple(
+        replace(
+            n, partitions=tuple(sorted(n.partitions, key=lambda p: (rank.get(p, len(rank)), p)))
+        )
+        for n in nodes
     )
 
 

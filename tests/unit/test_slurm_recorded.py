@@ -100,6 +100,9 @@ def test_discovery(rec: Recording) -> None:
         ("debug", False, 600),
     ]
     assert {n.name for n in caps.nodes} == {"n1", "n2", "n3", "n4"}
+    # sinfo -N lists a node's partitions in no fixed order (22.05's recording: n1 debug
+    # first, n2 gpu first); discovery puts them in slurm.conf's partition order.
+    assert {n.partitions for n in caps.nodes} == {("gpu", "debug")}
     assert all(g.count == 4 for n in caps.nodes for g in n.gres)
     assert caps.accounting_problem is None
     assert {"low", "normal", "high", "critical", "overquota"} <= {q.name for q in caps.qos or ()}
