@@ -247,9 +247,9 @@ def project_of_account(site: SiteConfig, account: str) -> str:
 
 def tier_of_qos(site: SiteConfig, qos: str) -> str:
     """The tier of a QOS (``over-quota`` for the over-quota QOS, else ``qos:<name>``)."""
-    found = [str(name) for name, policy in site.tiers.items() if policy.qos == qos]
-    if len(found) == 1:
-        return found[0]
+    tier = site.tier_of_qos(qos)
+    if tier is not None:
+        return tier
     if site.has_quotas and qos == site.overquota.qos:
         return "over-quota"
     return f"qos:{qos}"

@@ -1,17 +1,16 @@
-"""Job-id arguments shared by the commands: validation, shell completion, the job's
-submission record, and how a followed job's end is reported."""
+"""Job-id arguments shared by the commands: validation, shell completion, and how a
+followed job's end is reported."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import JobInfo
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
@@ -54,53 +53,6 @@ def complete_job_ids(
         if record.job_id.startswith(incomplete) and record.job_id not in seen:
             seen[record.job_id] = record.name
     return [CompletionItem(job_id, help=name) for job_id, name in seen.items()]
-
-
-def submission_record(job_id: str, command: str, extra_hint: str = "") -> SubmissionRecord:
-    """The history's record of ``job_id``, or JobNotFound naming ``hpclaunch <command>``."""
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.history import find_record, history_path
-
-    record = find_record(job_id=job_id) or _sweep_task(job_id)
-    if record is None:
-        raise JobNotFound(
-            f"job {job_id} is not in the hpclaunch history ({history_path()})",
-            hint=f"'hpclaunch {command}' knows the jobs submitted with 'hpclaunch submit' by "
-            f"this user on this machine ('hpclaunch status' lists them){extra_hint}",
-        )
-    return record
-
-
-def _sweep_task(job_id: str) -> SubmissionRecord | None:
-    """A sweep's array task (``123_4``), pointed at its own directories."""
-    if "_" not in job_id:
-        return None
-    from hpclaunch.sweep.record import task_submission
-
-    return task_submission(job_id)
-
-
-def find_job_record(job_id: str) -> SubmissionRecord | None:
-    """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
-    from hpclaunch.history import find_record
-
-    return find_record(job_id=job_id) or _sweep_task(job_id)
-
-
-def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
-    """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
-    ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
-    import posixpath
-
-    from hpclaunch.errors import TransportError
-    from hpclaunch.plan import SCRIPT_NAME
-
-    try:
-        script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
-    except (TransportError, OSError):
-        return None
-    # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).
-    return "-m hpclaunch.supervise run " in script
 
 
 def exit_unless_completed(final: JobInfo) -> None:

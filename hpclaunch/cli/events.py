@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, find_job_record, runs_sidecar
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.records import find_job_record, runs_sidecar
 
 if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord

@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
 
 COLUMNS = ("ID", "NAME", "PROJECT", "TIER", "QUOTA", "STATE", "ATTEMPTS", "SUBMITTED")
-#: At most this many unfinished jobs are asked about (one squeue + one sacct).
-REFRESH_MAX = 1000
 _STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
 
 
@@ -66,6 +64,7 @@ def history_command(
     the ones that finished are stored with their final state, attempts and exit code.
     """
     from hpclaunch.history import history_path, query_submissions
+    from hpclaunch.ops.status import refresh_records
 
     records = query_submissions(
         project=project,
@@ -73,7 +72,7 @@ def history_command(
         since=since.astimezone() if since else None,
         until=until.astimezone() if until else None,
     )
-    records = _refresh(app, records)
+    records = refresh_records(app, records)
     if state is not None:
         records = [r for r in records if (r.state or "").upper() == state.upper()]
     if limit > 0:
@@ -87,52 +86,6 @@ def history_command(
         click.echo(f"No matching submissions in {history_path()}.")
     else:
         print_table(records)
-
-
-def _refresh(app: App, records: list[SubmissionRecord]) -> list[SubmissionRecord]:
-    """The records with Slurm's state for this site's unfinished jobs (final ones stored)."""
-    from dataclasses import replace
-
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.cli.status import remember_finished
-    from hpclaunch.errors import HpclaunchError
-    from hpclaunch.observe import JobState
-
-    unfinished = [r for r in records if r.site == app.site.name and not _settled(r)][-REFRESH_MAX:]
-    if not unfinished:
-        return records
-    try:
-        infos = app.backend.status([JobRef(r.job_id, r.cluster) for r in unfinished])
-    except HpclaunchError as exc:
-        click.echo(f"Warning: states not refreshed from Slurm: {exc.message}", err=True)
-        return records
-    by_id = {r.job_id: r for r in unfinished}
-    remember_finished(infos.values(), by_id)
-    live = {
-        ref.job_id: info
-        for ref, info in infos.items()
-        if info.state is not JobState.UNKNOWN and info.name in (None, by_id[ref.job_id].name)
-    }
-
-    def now(record: SubmissionRecord) -> SubmissionRecord:
-        info = live.get(record.job_id) if by_id.get(record.job_id) is record else None
-        if info is None:
-            return record
-        attempts = record.attempts if info.restarts is None else info.restarts + 1
-        exit_code = info.exit_code if info.exit_code is not None else record.exit_code
-        return replace(record, state=info.state.value, attempts=attempts, exit_code=exit_code)
-
-    return [now(r) for r in records]
-
-
-def _settled(record: SubmissionRecord) -> bool:
-    """Whether the record has its job's final state and exit code (squeue can see a job
-    finished before sacct has its exit code: such a record is asked about again)."""
-    from hpclaunch.observe import parse_state
-
-    if record.state is None or not parse_state(record.state).is_finished:
-        return False
-    return record.exit_code is not None
 
 
 def print_table(records: Sequence[SubmissionRecord]) -> None:

@@ -7,12 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._app import App, remote_files
-from hpclaunch.cli._jobargs import (
-    check_job_id,
-    complete_job_ids,
-    exit_unless_completed,
-    submission_record,
-)
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
+from hpclaunch.ops.records import submission_record
 
 if TYPE_CHECKING:
     from hpclaunch.logs import LogTail, RemoteFiles

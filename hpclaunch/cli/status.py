@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -12,9 +11,6 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.config.site import SiteConfig
-    from hpclaunch.history import SubmissionRecord
     from hpclaunch.observe import JobInfo
 
 _STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
@@ -51,113 +47,26 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import recent_submissions
+    from hpclaunch.observe import JobState
+    from hpclaunch.ops.status import job_statuses, recent_job_ids
 
-    records = {r.job_id: r for r in recent_submissions(limit=10_000)}
     if not job_ids:
-        job_ids = list(records)[-limit:] if limit > 0 else []
+        job_ids = recent_job_ids(limit)
         if not job_ids:
             click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
             return
-    refs = [JobRef(job_id) for job_id in dict.fromkeys(job_ids)]
-    # The jobs they wait for ride along in the same squeue/sacct calls, to say why they wait.
-    waited_for = [JobRef(i) for i in dependency_ids(refs, records) if i not in job_ids]
-    infos = app.backend.status([*refs, *waited_for])
-    remember_finished(infos.values(), records)
-    rows = [
-        explain_dependency(annotate(infos[ref], records.get(ref.job_id), app.site), infos, records)
-        for ref in refs
-    ]
+    rows = job_statuses(app, job_ids)
     if as_json:
         import json
 
         click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
     else:
         print_table(rows)
-    from hpclaunch.observe import JobState
-
     unknown = [i for i in rows if i.state is JobState.UNKNOWN]
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         for info in unknown:
             click.echo(f"Error: job {info.ref.job_id}: {info.reason or 'unknown'}", err=True)
         raise click.exceptions.Exit(1)
-
-
-def annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
-    """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
-    job Slurm forgot)."""
-    from hpclaunch.quota import classify
-
-    tier = record.tier if record is not None else None
-    quota = record.quota if record is not None and record.quota != "none" else None
-    return dataclasses.replace(
-        info,
-        name=info.name or (record.name if record is not None else None),
-        tier=tier or tier_of_qos(info.qos, site),
-        quota=quota or classify(site, None, info.qos),
-    )
-
-
-def remember_finished(infos: Iterable[JobInfo], records: Mapping[str, SubmissionRecord]) -> None:
-    """Store the final state, attempts and exit code of the recorded jobs that Slurm's
-    answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
-    from hpclaunch.history import record_state
-
-    for info in infos:
-        record = records.get(info.ref.job_id)
-        if record is None or not info.state.is_finished:
-            continue
-        if info.name and info.name != record.name:
-            continue  # the id is another job's now (a reset cluster reuses ids)
-        attempts = None if info.restarts is None else info.restarts + 1
-        seen = (info.state.value, attempts, info.exit_code)
-        if (record.state, record.attempts, record.exit_code) == seen:
-            continue
-        try:
-            record_state(
-                record.job_id, state=info.state.value, attempts=attempts, exit_code=info.exit_code
-            )
-        except OSError as exc:  # the history is a convenience: the answer is still shown
-            click.echo(f"Warning: could not update the history: {exc}", err=True)
-            return
-
-
-def dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionRecord]) -> list[str]:
-    """The ids of the jobs that ``refs`` were submitted to wait for (from the history)."""
-    found: list[str] = []
-    for ref in refs:
-        record = records.get(ref.job_id)
-        if record is not None and record.dependency:
-            from hpclaunch.pipeline import parse_dependency
-
-            found += [job_id for _, job_id in parse_dependency(record.dependency)]
-    return list(dict.fromkeys(found))
-
-
-def explain_dependency(
-    info: JobInfo, infos: Mapping[JobRef, JobInfo], records: Mapping[str, SubmissionRecord]
-) -> JobInfo:
-    """``info`` with a REASON in words when it waits for, or never ran because of, the
-    jobs it depends on ("never ran: train (job 123) FAILED" rather than Slurm's bare
-    DependencyNeverSatisfied)."""
-    record = records.get(info.ref.job_id)
-    if record is None or not record.dependency:
-        return info
-    from hpclaunch.pipeline import explain_wait
-
-    states = {ref.job_id: found for ref, found in infos.items()}
-    names = {job_id: rec.name for job_id, rec in records.items()}
-    why = explain_wait(info, record.dependency, states, names)
-    return info if why is None else dataclasses.replace(info, reason=why)
-
-
-def tier_of_qos(qos: str | None, site: SiteConfig) -> str | None:
-    """The site's tier whose QOS is ``qos``, if exactly one has it."""
-    if qos is None:
-        return None
-    found = [str(name) for name, policy in site.tiers.items() if policy.qos == qos]
-    return found[0] if len(found) == 1 else None
 
 
 def print_table(rows: Sequence[JobInfo]) -> None:

@@ -183,18 +183,18 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
         )
         raise click.exceptions.Exit(130) from None
     print_new_lines(final=True)
-    _remember_final(final)
+    _remember_final(app, final)
     exit_unless_completed(final)
 
 
-def _remember_final(final: JobInfo) -> None:
+def _remember_final(app: App, final: JobInfo) -> None:
     """Store the job's final state in the history (what the watcher saw: no extra call)."""
-    from hpclaunch.cli.status import remember_finished
     from hpclaunch.history import find_record
+    from hpclaunch.ops.records import remember_finished
 
     try:
         record = find_record(job_id=final.ref.job_id)
     except OSError:
         return
     if record is not None:
-        remember_finished([final], {record.job_id: record})
+        remember_finished(app, [final], {record.job_id: record})

@@ -12,12 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpclaunch.cli._app import App
-from hpclaunch.cli._jobargs import (
-    check_job_id,
-    complete_job_ids,
-    runs_sidecar,
-    submission_record,
-)
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.records import runs_sidecar, submission_record
 
 if TYPE_CHECKING:
     pass

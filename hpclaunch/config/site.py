@@ -334,6 +334,11 @@ class SiteConfig(_Model):
         """Whether guaranteed quotas are on (``quotas`` is not empty)."""
         return bool(self.quotas)
 
+    def tier_of_qos(self, qos: str | None) -> str | None:
+        """The tier whose QOS is ``qos``, if exactly one tier has it."""
+        found = [str(name) for name, policy in self.tiers.items() if policy.qos == qos]
+        return found[0] if qos is not None and len(found) == 1 else None
+
     def partition(self, name: str) -> Partition:
         """Return the partition called ``name`` (``KeyError`` if there is none)."""
         for part in self.partitions:

@@ -1,0 +1,107 @@
+"""A job's record in the history (or its sweep's), the files in its job directory, and
+storing a final state Slurm's answer showed: what the job commands (status, logs, events,
+top, history) share."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpclaunch.history import SubmissionRecord
+    from hpclaunch.observe import JobInfo
+    from hpclaunch.ops.context import Context
+
+__all__ = [
+    "find_job_record",
+    "read_job_file",
+    "remember_finished",
+    "runs_sidecar",
+    "submission_record",
+]
+
+
+def submission_record(job_id: str, command: str, extra_hint: str = "") -> SubmissionRecord:
+    """The history's record of ``job_id`` (or of the sweep task it names).
+
+    Raises:
+        JobNotFound: Not in the history; the hint names ``hpclaunch <command>``.
+    """
+    from hpclaunch.errors import JobNotFound
+    from hpclaunch.history import history_path
+
+    record = find_job_record(job_id)
+    if record is None:
+        raise JobNotFound(
+            f"job {job_id} is not in the hpclaunch history ({history_path()})",
+            hint=f"'hpclaunch {command}' knows the jobs submitted with 'hpclaunch submit' by "
+            f"this user on this machine ('hpclaunch status' lists them){extra_hint}",
+        )
+    return record
+
+
+def find_job_record(job_id: str) -> SubmissionRecord | None:
+    """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
+    from hpclaunch.history import find_record
+
+    return find_record(job_id=job_id) or _sweep_task(job_id)
+
+
+def _sweep_task(job_id: str) -> SubmissionRecord | None:
+    """A sweep's array task (``123_4``), pointed at its own directories."""
+    if "_" not in job_id:
+        return None
+    from hpclaunch.sweep.record import task_submission
+
+    return task_submission(job_id)
+
+
+def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str:
+    """``name`` in the job's directory, read where the job runs; ``""`` if it cannot be."""
+    from hpclaunch.errors import TransportError
+
+    try:
+        return ctx.runner.read_file(posixpath.join(record.job_dir, name))
+    except TransportError:
+        return ""
+
+
+def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
+    """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
+    ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
+    from hpclaunch.errors import TransportError
+    from hpclaunch.plan import SCRIPT_NAME
+
+    try:
+        script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
+    except (TransportError, OSError):
+        return None
+    # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).
+    return "-m hpclaunch.supervise run " in script
+
+
+def remember_finished(
+    ctx: Context, infos: Iterable[JobInfo], records: Mapping[str, SubmissionRecord]
+) -> None:
+    """Store the final state, attempts and exit code of the recorded jobs that Slurm's
+    answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
+    from hpclaunch.history import record_state
+
+    for info in infos:
+        record = records.get(info.ref.job_id)
+        if record is None or not info.state.is_finished:
+            continue
+        if info.name and info.name != record.name:
+            continue  # the id is another job's now (a reset cluster reuses ids)
+        attempts = None if info.restarts is None else info.restarts + 1
+        seen = (info.state.value, attempts, info.exit_code)
+        if (record.state, record.attempts, record.exit_code) == seen:
+            continue
+        try:
+            record_state(
+                record.job_id, state=info.state.value, attempts=attempts, exit_code=info.exit_code
+            )
+        except OSError as exc:  # the history is a convenience: the answer is still shown
+            ctx.warn(f"could not update the history: {exc}")
+            return

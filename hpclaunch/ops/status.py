@@ -1,0 +1,148 @@
+"""Jobs' state now (``hpclaunch status``, ``Session.status``, ``Job.status``) and the
+history brought up to date (``hpclaunch history``, ``Session.history``).
+
+One status call to the backend answers for all jobs (squeue, plus sacct for the jobs squeue
+forgot); what Slurm does not know comes from the history: the tier, in-quota or over-quota,
+and why a job waits for the jobs it depends on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from hpclaunch.ops.records import remember_finished
+
+if TYPE_CHECKING:
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.config.site import SiteConfig
+    from hpclaunch.history import SubmissionRecord
+    from hpclaunch.observe import JobInfo
+    from hpclaunch.ops.context import Context
+
+__all__ = ["REFRESH_MAX", "job_statuses", "recent_job_ids", "refresh_records"]
+
+#: At most this many unfinished history rows are asked about in one ``history`` call.
+REFRESH_MAX = 1000
+
+
+def recent_job_ids(limit: int) -> list[str]:
+    """The ids of the newest ``limit`` jobs of the history, oldest first."""
+    from hpclaunch.history import recent_submissions
+
+    if limit <= 0:
+        return []
+    return list(dict.fromkeys(r.job_id for r in recent_submissions(limit=10_000)))[-limit:]
+
+
+def job_statuses(ctx: Context, job_ids: Sequence[str]) -> list[JobInfo]:
+    """The state of each job of ``job_ids`` now, in that order (a job Slurm does not know
+    is ``UNKNOWN``, with the reason); the final states seen are stored in the history."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.history import recent_submissions
+
+    records = {r.job_id: r for r in recent_submissions(limit=10_000)}
+    ids = list(dict.fromkeys(job_ids))
+    refs = [JobRef(job_id) for job_id in ids]
+    # The jobs they wait for ride along in the same status call, to say why they wait.
+    waited_for = [JobRef(i) for i in _dependency_ids(refs, records) if i not in ids]
+    infos = ctx.backend.status([*refs, *waited_for])
+    remember_finished(ctx, infos.values(), records)
+    return [
+        _explain_dependency(
+            _annotate(infos[ref], records.get(ref.job_id), ctx.site), infos, records
+        )
+        for ref in refs
+    ]
+
+
+def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
+    """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
+    job Slurm forgot)."""
+    from hpclaunch.quota import classify
+
+    tier = record.tier if record is not None else None
+    quota = record.quota if record is not None and record.quota != "none" else None
+    return dataclasses.replace(
+        info,
+        name=info.name or (record.name if record is not None else None),
+        tier=tier or site.tier_of_qos(info.qos),
+        quota=quota or classify(site, None, info.qos),
+    )
+
+
+def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionRecord]) -> list[str]:
+    """The ids of the jobs that ``refs`` were submitted to wait for (from the history)."""
+    from hpclaunch.pipeline import parse_dependency
+
+    found: list[str] = []
+    for ref in refs:
+        record = records.get(ref.job_id)
+        if record is not None and record.dependency:
+            found += [job_id for _, job_id in parse_dependency(record.dependency)]
+    return list(dict.fromkeys(found))
+
+
+def _explain_dependency(
+    info: JobInfo, infos: Mapping[JobRef, JobInfo], records: Mapping[str, SubmissionRecord]
+) -> JobInfo:
+    """``info`` with a REASON in words when it waits for, or never ran because of, the
+    jobs it depends on ("never ran: train (job 123) FAILED" rather than Slurm's bare
+    DependencyNeverSatisfied)."""
+    record = records.get(info.ref.job_id)
+    if record is None or not record.dependency:
+        return info
+    from hpclaunch.pipeline import explain_wait
+
+    states = {ref.job_id: found for ref, found in infos.items()}
+    names = {job_id: rec.name for job_id, rec in records.items()}
+    why = explain_wait(info, record.dependency, states, names)
+    return info if why is None else dataclasses.replace(info, reason=why)
+
+
+def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[SubmissionRecord]:
+    """``records`` with Slurm's state now for this site's unfinished jobs (the newest
+    :data:`REFRESH_MAX`, in one status call); the final ones are stored. When Slurm cannot
+    be asked, the records as they are, with a warning."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.errors import HpclaunchError
+    from hpclaunch.observe import JobState
+
+    unfinished = [r for r in records if r.site == ctx.site.name and not _settled(r)][-REFRESH_MAX:]
+    if not unfinished:
+        return records
+    try:
+        infos = ctx.backend.status([JobRef(r.job_id, r.cluster) for r in unfinished])
+    except HpclaunchError as exc:
+        ctx.warn(f"states not refreshed from Slurm: {exc.message}")
+        return records
+    by_id = {r.job_id: r for r in unfinished}
+    remember_finished(ctx, infos.values(), by_id)
+    live = {
+        ref.job_id: info
+        for ref, info in infos.items()
+        if info.state is not JobState.UNKNOWN and info.name in (None, by_id[ref.job_id].name)
+    }
+
+    def now(record: SubmissionRecord) -> SubmissionRecord:
+        info = live.get(record.job_id) if by_id.get(record.job_id) is record else None
+        if info is None:
+            return record
+        attempts = record.attempts if info.restarts is None else info.restarts + 1
+        exit_code = info.exit_code if info.exit_code is not None else record.exit_code
+        return dataclasses.replace(
+            record, state=info.state.value, attempts=attempts, exit_code=exit_code
+        )
+
+    return [now(r) for r in records]
+
+
+def _settled(record: SubmissionRecord) -> bool:
+    """Whether the record has its job's final state and exit code (squeue can see a job
+    finished before sacct has its exit code: such a record is asked about again)."""
+    from hpclaunch.observe import parse_state
+
+    if record.state is None or not parse_state(record.state).is_finished:
+        return False
+    return record.exit_code is not None
