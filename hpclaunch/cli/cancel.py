@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -12,7 +11,7 @@ from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.ops.cancel import Cancelled
 
 
 @click.command("cancel")
@@ -46,35 +45,34 @@ def cancel_command(
     sbatch, so a name with quotes or spaces must be typed the same way (quote it).
     """
     from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.cancel import cancel_jobs, jobs_named
 
     if not (job_ids or names or all_jobs):
         raise click.UsageError("name the jobs: IDS, --name NAME or --all")
     refs = [JobRef(job_id) for job_id in job_ids]
     for name in names:
-        found = app.backend.find_jobs(name)
+        found = jobs_named(app, name)
         if not found:
             click.echo(f"no unfinished job of yours is named {name!r}", err=True)
-        refs.extend(info.ref for info in found)
+        refs.extend(found)
     if all_jobs:
         refs.extend(_all_unfinished(app, yes))
-    refs = list(dict.fromkeys(refs))
-    if refs and not cancel_jobs(app, refs):
+    done = cancel_jobs(app, refs)
+    for job in done:
+        _print(job)
+    if not all(job.ok for job in done):
         raise click.exceptions.Exit(1)
 
 
 def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.history import recent_submissions
+    from hpclaunch.ops.cancel import unfinished_jobs
 
-    records = [r for r in recent_submissions(limit=10_000) if r.site == app.site.name]
-    refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))
-    if not refs:
+    if not any(r.site == app.site.name for r in recent_submissions(limit=10_000)):
         click.echo("no hpclaunch jobs recorded for this site", err=True)
         return []
-    infos = app.backend.status(refs)
-    live = [infos[ref] for ref in refs if not infos[ref].state.is_finished]
-    live = [info for info in live if info.source != "none"]  # UNKNOWN to Slurm: gone
+    live = unfinished_jobs(app)
     if not live:
         click.echo("none of your hpclaunch jobs is unfinished: nothing to cancel", err=True)
         return []
@@ -85,29 +83,13 @@ def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
     return [info.ref for info in live]
 
 
-def cancel_jobs(app: App, refs: Sequence[JobRef]) -> bool:
-    """Cancel ``refs`` (one status call first, to say which had already finished).
-
-    Returns:
-        Whether every job is now cancelled or finished.
-    """
-    infos = app.backend.status(refs)
-    ok = True
-    for ref in refs:
-        info = infos[ref]
-        if info.state.is_finished:
-            click.echo(f"{ref.job_id}: already finished ({_state(info)})")
-        elif info.source == "none":
-            click.echo(
-                f"{ref.job_id}: not found: unknown to Slurm's queue and accounting", err=True
-            )
-            ok = False
-        else:
-            app.backend.cancel(ref)
-            click.echo(f"{ref.job_id}: cancelled ({info.name or 'no name'}, was {info.state})")
-    return ok
-
-
-def _state(info: JobInfo) -> str:
-    code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
-    return f"{info.state}{code}"
+def _print(job: Cancelled) -> None:
+    info = job.info
+    job_id = info.ref.job_id
+    if job.outcome == "finished":
+        code = f", exit code {info.exit_code}" if info.exit_code is not None else ""
+        click.echo(f"{job_id}: already finished ({info.state}{code})")
+    elif job.outcome == "unknown":
+        click.echo(f"{job_id}: not found: unknown to Slurm's queue and accounting", err=True)
+    else:
+        click.echo(f"{job_id}: cancelled ({info.name or 'no name'}, was {info.state})")

@@ -1,9 +1,5 @@
-"""``hpclaunch events JOB``: what is known about a job's life so far.
-
-The submission record, Slurm's accounting of each attempt (``sacct -D``), and the sidecar's
-ledger (``<job dir>/events.jsonl``: signals, checkpoint requests and commits, requeue
-decisions, why each attempt ended, steps lost), merged by attempt.
-"""
+"""``hpclaunch events JOB``: what is known about a job's life so far
+(:func:`hpclaunch.ops.events.job_events`), merged by attempt."""
 
 from __future__ import annotations
 
@@ -13,17 +9,9 @@ import click
 
 from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
-from hpclaunch.ops.records import find_job_record, runs_sidecar
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.observe import Attempt
-
-LEDGER_NOTE = "no sidecar ledger (events.jsonl) yet: the job has not started"
-NO_SIDECAR_NOTE = (
-    "the job runs without the sidecar (launcher: none): Slurm's accounting above is all "
-    "there is; a launcher (srun, torchrun, ...) adds signals, checkpoints and requeues here"
-)
+    from hpclaunch.ops.events import JobEvents
 
 
 @click.command("events")
@@ -32,59 +20,15 @@ NO_SIDECAR_NOTE = (
 @click.pass_obj
 def events_command(app: App, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""
-    from dataclasses import asdict
+    from hpclaunch.ops.events import job_events
 
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import BackendError
-
-    record = find_job_record(job_id)
-    problem = None
-    try:
-        attempts = app.backend.attempts(JobRef(job_id))
-    except BackendError as exc:
-        attempts, problem = [], exc.message.splitlines()[0]
-    if record is None and not attempts and problem is None:
-        from hpclaunch.errors import JobNotFound
-
-        raise JobNotFound(
-            f"job {job_id} is neither in the hpclaunch history nor in Slurm's accounting",
-            hint="check the id with 'hpclaunch status'",
-        )
-    ledger = _ledger(app, record)
-    note = None
-    if ledger is None:
-        plain = record is not None and runs_sidecar(app.runner.read_file, record) is False
-        note = NO_SIDECAR_NOTE if plain else LEDGER_NOTE
+    events = job_events(app, job_id)
     if as_json:
         import json
 
-        data = {
-            "job_id": job_id,
-            "submission": asdict(record) if record is not None else None,
-            "attempts": [a.to_dict() for a in attempts],
-            "accounting_problem": problem,
-            "ledger": ledger,
-            "note": note,
-        }
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(events.to_dict(), indent=2))
         return
-    _print(job_id, record, attempts, problem, ledger, note)
-
-
-def _ledger(app: App, record: SubmissionRecord | None) -> list[dict[str, Any]] | None:
-    """The sidecar's events, read where the job directory is (through the runner)."""
-    if record is None:
-        return None
-    import posixpath
-
-    from hpclaunch.errors import TransportError
-    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
-
-    try:
-        text = app.runner.read_file(posixpath.join(record.job_dir, LEDGER_NAME))
-    except TransportError:
-        return None
-    return parse_ledger(text)
+    _print(events)
 
 
 def local_iso(stamp: str) -> str:
@@ -101,16 +45,11 @@ def local_iso(stamp: str) -> str:
     return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
 
 
-def _print(
-    job_id: str,
-    record: SubmissionRecord | None,
-    attempts: list[Attempt],
-    problem: str | None,
-    ledger: list[dict[str, Any]] | None,
-    note: str | None,
-) -> None:
+def _print(events: JobEvents) -> None:
     from hpclaunch.supervise.ledger import describe_event
 
+    job_id, record, attempts = events.job_id, events.submission, events.attempts
+    problem, ledger, note = events.accounting_problem, events.ledger, events.note
     if record is None:
         click.echo(f"job {job_id}: not submitted through hpclaunch here (no history record)")
     else:
