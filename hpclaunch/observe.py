@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -35,6 +35,7 @@ __all__ = [
     "JobState",
     "parse_state",
     "wait_for",
+    "watch",
 ]
 
 
@@ -291,7 +292,48 @@ def wait_for(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[JobRef, JobInfo]:
-    """Poll ``refs`` until ``until`` holds for every one of them.
+    """Poll ``refs`` until ``until`` holds for every one of them (:func:`watch` to the end).
+
+    Args:
+        backend, refs, until, timeout, interval, on_change, clock, sleep: As :func:`watch`.
+        on_round: Called after every round (e.g. to print new log lines).
+
+    Returns:
+        The last info of every job.
+
+    Raises:
+        WatchTimeout: ``timeout`` passed first; the message lists the jobs still waiting.
+    """
+    last: dict[JobRef, JobInfo] = {}
+    rounds = watch(
+        backend,
+        refs,
+        until=until,
+        timeout=timeout,
+        interval=interval,
+        on_change=on_change,
+        clock=clock,
+        sleep=sleep,
+    )
+    for last in rounds:  # noqa: B007 (the last round is the answer)
+        if on_round is not None:
+            on_round()
+    return last
+
+
+def watch(
+    backend: AsksStatus,
+    refs: Sequence[JobRef],
+    *,
+    until: Callable[[JobInfo], bool] | None = None,
+    timeout: float | None = None,
+    interval: float | None = None,
+    on_change: Callable[[JobInfo], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[dict[JobRef, JobInfo]]:
+    """Poll ``refs`` until ``until`` holds for every one of them, yielding each round's
+    answer (the last one yielded is the round in which every job was done).
 
     Each round is **one** ``backend.status(refs)`` call for all jobs; rounds are at least
     ``backend.site.poll_min_interval`` seconds apart, whatever ``interval`` asks.
@@ -305,11 +347,7 @@ def wait_for(
         interval: Seconds between rounds (raised to the site's minimum).
         on_change: Called with a job's info whenever its state or reason changes (and on
             the first round).
-        on_round: Called after every round (e.g. to print new log lines).
         clock, sleep: Injected for tests.
-
-    Returns:
-        The last info of every job.
 
     Raises:
         WatchTimeout: ``timeout`` passed first; the message lists the jobs still waiting.
@@ -338,11 +376,10 @@ def wait_for(
             if on_change is not None and seen.get(ref) != key:
                 on_change(info)
             seen[ref] = key
-        if on_round is not None:
-            on_round()
+        yield infos
         waiting = [ref for ref in refs if not done(infos[ref])]
         if not waiting:
-            return infos
+            return
         if deadline is not None and clock() + pause > deadline:
             listed = ", ".join(f"{r.job_id} ({infos[r].state})" for r in waiting)
             raise WatchTimeout(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App, remote_files
+from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 
 if TYPE_CHECKING:
@@ -156,24 +156,16 @@ def shlex_join(words: Iterable[str]) -> str:
 
 
 def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:
-    from hpclaunch.logs import LogTail
-    from hpclaunch.observe import wait_for
-
-    tail = LogTail(log_dir, files=remote_files(app)) if log_dir is not None else None
+    from hpclaunch.ops.logs import LogFollower
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{info.ref.job_id}: {info.state}{reason}", err=True)
 
-    def print_new_lines(final: bool = False) -> None:
-        if tail is not None:
-            for line in tail.read_new(final=final):
-                click.echo(line)
-
+    follower = LogFollower(app, ref, log_dir, timeout=timeout, on_change=show)
     try:
-        final = wait_for(
-            app.backend, [ref], timeout=timeout, on_change=show, on_round=print_new_lines
-        )[ref]
+        for _, line in follower:
+            click.echo(line)
     except KeyboardInterrupt:
         # Ctrl-C stops the following, not the job: say so, and how to stop the job.
         click.echo(
@@ -182,7 +174,8 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
             err=True,
         )
         raise click.exceptions.Exit(130) from None
-    print_new_lines(final=True)
+    final = follower.final
+    assert final is not None
     _remember_final(app, final)
     exit_unless_completed(final)
 

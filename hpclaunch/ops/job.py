@@ -7,13 +7,15 @@ print(job.logs())           # every attempt's log, oldest first
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.observe import JobInfo, JobState
     from hpclaunch.ops.context import Context
+    from hpclaunch.ops.events import JobEvents
     from hpclaunch.render import RenderedJob
     from hpclaunch.sweep.status import SweepStatus
 
@@ -45,8 +47,12 @@ class Job:
         return self.ref.job_id
 
     def status(self) -> JobInfo:
-        """The job now: one look at Slurm's queue and, once it ended, its accounting."""
-        return self.session.backend.status([self.ref])[self.ref]
+        """The job now, as ``hpclaunch status`` shows it: one look at Slurm's queue and,
+        once it ended, its accounting; its tier, quota and why it waits for the jobs it
+        depends on from the history (which learns its final state)."""
+        from hpclaunch.ops.status import job_statuses
+
+        return job_statuses(self.session, [self.id])[0]
 
     @property
     def state(self) -> JobState:
@@ -67,21 +73,47 @@ class Job:
 
         return wait_for(self.session.backend, [self.ref], timeout=timeout)[self.ref]
 
-    def logs(self, attempt: int | None = None) -> str:
-        """The job's output: every attempt's log in order, or attempt ``attempt`` (1, 2 ...)
-        only; ``""`` before the job has written any."""
-        from hpclaunch.logs import attempt_logs, attempt_of
-        from hpclaunch.ops.context import remote_files
+    @overload
+    def logs(
+        self,
+        follow: Literal[False] = False,
+        attempt: int | None = None,
+        timeout: float | None = None,
+    ) -> str: ...
 
+    @overload
+    def logs(
+        self, follow: Literal[True], attempt: int | None = None, timeout: float | None = None
+    ) -> Iterator[str]: ...
+
+    def logs(
+        self, follow: bool = False, attempt: int | None = None, timeout: float | None = None
+    ) -> str | Iterator[str]:
+        """The job's output: every attempt's log in order, or attempt ``attempt`` (0 is the
+        first) only; ``""`` before the job has written any.
+
+        ``follow=True``: an iterator over the lines (without their newline) as the job
+        writes them, across requeues, that ends when the job ends (as ``hpclaunch logs
+        -f``); ``timeout`` seconds at most (then :class:`WatchTimeout`).
+        """
+        from hpclaunch.ops.logs import LogFollower, read_logs
+
+        if follow:
+            follower = LogFollower(
+                self.session, self.ref, self.log_dir, attempt=attempt, timeout=timeout
+            )
+            return (line for _, line in follower)
         if self.log_dir is None:
             return ""
-        files = remote_files(self.session)
-        texts = []
-        for path in attempt_logs(self.log_dir, files):
-            if attempt is None or attempt_of(path) == attempt:
-                data = path.read_bytes() if files is None else files.read_bytes(str(path))
-                texts.append(data.decode("utf-8", errors="replace"))
-        return "".join(texts)
+        return "".join(f"{line}\n" for _, line in read_logs(self.session, self.log_dir, attempt))
+
+    def events(self) -> JobEvents:
+        """What is known about the job's life (``hpclaunch events``): its submission,
+        Slurm's accounting of each attempt, and the sidecar's ledger (signals, checkpoints,
+        requeues, why each attempt ended)."""
+        from hpclaunch.ops.events import job_events
+
+        return job_events(self.session, self.id)
 
     def cancel(self) -> None:
         """Cancel the job (a job already ended is not an error)."""

@@ -13,6 +13,8 @@ from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
+    from hpclaunch.observe import JobInfo
+    from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.spec import JobSpec
 
@@ -136,6 +138,26 @@ class Session(Context):
             submission_id=record.submission_id,
             log_dir=record.log_dir,
         )
+
+    def status(self, job_ids: Sequence[str] = (), *, limit: int = 20) -> list[JobInfo]:
+        """Jobs' state now, as ``hpclaunch status`` shows it (one status call for all):
+        ``job_ids``, or the newest ``limit`` jobs of the history. The final states seen
+        are stored in the history."""
+        from hpclaunch.ops.status import job_statuses, recent_job_ids
+
+        return job_statuses(self, list(job_ids) or recent_job_ids(limit))
+
+    def cancel(self, job_ids: Sequence[str] = (), *, name: str | None = None) -> list[Cancelled]:
+        """Cancel jobs by id and, with ``name``, your unfinished jobs of that exact name, as
+        ``hpclaunch cancel`` does: what became of each (a job already ended is left alone,
+        an id unknown to Slurm is reported, not raised)."""
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.cancel import cancel_jobs, jobs_named
+
+        refs = [JobRef(job_id) for job_id in job_ids]
+        if name is not None:
+            refs += jobs_named(self, name)
+        return cancel_jobs(self, refs)
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

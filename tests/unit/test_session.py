@@ -163,3 +163,52 @@ def test_jobs_lists_the_history_with_its_filters(session: hpclaunch.Session) -> 
     assert [j.id for j in session.jobs()] == ["1000", "1001"]
     assert [j.id for j in session.jobs(project="vision")] == ["1001"]
     assert session.jobs(project="vision")[0].log_dir
+
+
+def test_logs_follow_yields_every_attempts_lines_until_the_job_ends(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    job = session.submit(HELLO)
+    assert job.log_dir is not None
+    logs = Path(job.log_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "attempt-0.log").write_text("step 1\nstep 2\n")
+    (logs / "attempt-1.log").write_text("resumed at 2\ndone")  # no newline yet
+    assert job.logs() == "step 1\nstep 2\nresumed at 2\ndone\n"
+    assert job.logs(attempt=1) == "resumed at 2\ndone\n"
+    lines = list(job.logs(follow=True))
+    assert lines == ["step 1", "step 2", "resumed at 2", "done"]
+    assert slurm.jobs[job.id].states == ["COMPLETED"]  # followed until it ended
+    assert list(job.logs(follow=True, attempt=0)) == ["step 1", "step 2"]
+
+
+def test_status_and_cancel_from_python_are_the_clis(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    slurm.new_job_states = ["PENDING"]  # they stay pending until cancelled
+    first = session.submit(HELLO)
+    second = session.submit({"name": "v", "command": ["true"], "project": "vision"}, check=False)
+    rows = session.status()
+    assert [(r.ref.job_id, r.tier, r.state.name) for r in rows] == [
+        ("1000", "medium", "PENDING"),
+        ("1001", "medium", "PENDING"),
+    ]
+    done = session.cancel([first.id, "404"], name="job")  # the fake names every job "job"
+    outcomes = {c.info.ref.job_id: c.outcome for c in done}
+    assert outcomes == {"1000": "cancelled", "404": "unknown", "1001": "cancelled"}
+    assert slurm.jobs[second.id].states == ["CANCELLED"]
+    assert [c.info.ref.job_id for c in session.cancel([first.id])] == ["1000"]
+    assert session.cancel([first.id])[0].outcome == "finished"  # safe to repeat
+
+
+def test_job_events_from_python_are_the_clis(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    import json
+
+    job = session.submit(HELLO)
+    events = job.events()
+    assert events.submission is not None
+    assert events.submission.submission_id == job.submission_id
+    cli_data = json.loads(run(env, "events", job.id, "--json").stdout)
+    assert cli_data == json.loads(json.dumps(events.to_dict()))
