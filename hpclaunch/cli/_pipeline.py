@@ -32,21 +32,22 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli._submitting import print_dry_run, scan_tree, send_tree, snapshot_cwd
+    from hpclaunch.cli._submitting import print_dry_run, send_tree
     from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline
+    from hpclaunch.ops.snapshot import Snapshot
 
     if follow:
         raise click.UsageError(
             "--follow streams one job's log; for a multi-job file use --wait, and "
             "'hpclaunch logs -f ID' for a job's log"
         )
-    tree = scan_tree() if sync else None
+    tree = Snapshot.of_cwd(app) if sync else None
     planned = plan_pipeline(
         app,
         path,
         submission_id=submission_id,
         check=not no_check,
-        cwd=snapshot_cwd(app, tree) if tree is not None else None,
+        cwd=tree.cwd if tree is not None else None,
     )
     if dry_run:
         for number, step in enumerate(planned.steps, 1):
@@ -54,7 +55,7 @@ def submit_pipeline(
             print_dry_run(planned.rendered[step.name])
         return
     if tree is not None:
-        send_tree(app, tree)
+        send_tree(tree)
 
     def say(step: Step, ref: JobRef, existing: bool) -> None:
         after = ", ".join(f"{kind}:{name}" for name, kind in step.after)

@@ -115,10 +115,11 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._submitting import print_dry_run, scan_tree, send_tree, snapshot_cwd
+    from hpclaunch.cli._submitting import print_dry_run, send_tree
+    from hpclaunch.ops.snapshot import Snapshot
     from hpclaunch.ops.submit import submit_spec
 
-    tree = scan_tree() if sync else None
+    tree = Snapshot.of_cwd(app) if sync else None
     result = submit_spec(
         app,
         spec,
@@ -127,8 +128,8 @@ def submit_command(
         check=not no_check,
         dry_run=dry_run,
         force=force,
-        cwd=snapshot_cwd(app, tree) if tree is not None else None,
-        before_submit=(lambda: send_tree(app, tree)) if tree is not None else None,
+        cwd=tree.cwd if tree is not None else None,
+        before_submit=(lambda: send_tree(tree)) if tree is not None else None,
     )
     if dry_run:
         if overrides:

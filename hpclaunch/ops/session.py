@@ -33,6 +33,7 @@ class Session(Context):
         submission_id: str | None = None,
         check: bool = True,
         dry_run: bool = False,
+        sync: bool = False,
     ) -> Job:
         """Submit ``spec`` (a YAML file's path, a mapping, or a :class:`JobSpec`) as
         ``hpclaunch submit`` does: the job starts in the current directory, the project's
@@ -43,14 +44,20 @@ class Session(Context):
         ``dry_run``: plan and render only; the returned job has no Slurm id (``id`` is
         ``""``) and ``.rendered`` holds the script.
 
+        ``sync`` (``submit --sync``): send the code tree around the current directory to
+        the cluster (what it lacks) just before submitting, and start the job in that
+        snapshot, which later edits here do not change.
+
         Raises:
             SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
             SubmissionError: Slurm refused it.
         """
         from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.job import Job
+        from hpclaunch.ops.snapshot import Snapshot
         from hpclaunch.ops.submit import submit_spec
 
+        tree = Snapshot.of_cwd(self) if sync else None
         done = submit_spec(
             self,
             spec,
@@ -58,6 +65,8 @@ class Session(Context):
             submission_id=submission_id,
             check=check,
             dry_run=dry_run,
+            cwd=tree.cwd if tree is not None else None,
+            before_submit=tree.send if tree is not None else None,
         )
         return Job(
             self,

@@ -69,7 +69,7 @@ def submit_spec(
     dry_run: bool = False,
     force: bool = False,
     cwd: str | None = None,
-    before_submit: Callable[[], None] | None = None,
+    before_submit: Callable[[], object] | None = None,
 ) -> Submitted:
     """Plan ``spec`` and submit it once (see the module docstring).
 

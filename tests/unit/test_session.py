@@ -212,3 +212,20 @@ def test_job_events_from_python_are_the_clis(
     assert events.submission.submission_id == job.submission_id
     cli_data = json.loads(run(env, "events", job.id, "--json").stdout)
     assert cli_data == json.loads(json.dumps(events.to_dict()))
+
+
+def test_sync_runs_the_job_in_a_snapshot_later_edits_do_not_reach(
+    session: hpclaunch.Session, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = tmp_path / "code"
+    (code / "sub").mkdir(parents=True)
+    (code / "sub" / "fit.py").write_text("print('v1')\n")
+    monkeypatch.chdir(code / "sub")
+    spec = {"name": "fit", "command": ["python", "fit.py"], "project": "research"}
+    session.submit(spec, sync=True, check=False)
+    (script,) = (text for text, _ in slurm.scripts.values())
+    chdir = next(line for line in script.splitlines() if line.startswith("#SBATCH --chdir="))
+    snapshot_cwd = Path(chdir.split("=", 1)[1])
+    assert snapshot_cwd != code / "sub"
+    (code / "sub" / "fit.py").write_text("print('v2')\n")  # an edit after submitting
+    assert (snapshot_cwd / "fit.py").read_text() == "print('v1')\n"

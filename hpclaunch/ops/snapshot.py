@@ -1,0 +1,58 @@
+"""``--sync`` / ``Session.submit(sync=True)``: run the job in a snapshot of your code.
+
+The tree around the current directory (its git top level, else the directory) is sent to
+the cluster's content store, only what the store lacks, and the job starts in the
+snapshot's copy of the current directory, so edits made after submitting never reach a
+job that is still pending (see :mod:`hpclaunch.sync`).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.context import Context
+    from hpclaunch.sync import SyncStats, Tree
+
+__all__ = ["Snapshot"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The code tree of the current directory, to be sent before the job is submitted.
+
+    Attributes:
+        ctx: The session (its runner sends, its site's job root holds the store).
+        tree: Every file of the tree, hashed.
+        cwd: This directory as seen by the job: its place inside the snapshot.
+    """
+
+    ctx: Context
+    tree: Tree
+    cwd: str
+
+    @classmethod
+    def of_cwd(cls, ctx: Context) -> Snapshot:
+        """Scan the tree around the current directory (nothing is sent yet)."""
+        from hpclaunch.sync import find_root, scan, snapshot_dir, store_dir
+
+        tree = scan(find_root(Path.cwd()))
+        snapshot = snapshot_dir(store_dir(ctx.site.job_root, ctx.home), tree)
+        inside = os.path.relpath(Path.cwd(), tree.root).replace(os.sep, "/")
+        return cls(ctx, tree, snapshot if inside == "." else posixpath.join(snapshot, inside))
+
+    def send(self, progress: Callable[[int], None] | None = None) -> SyncStats:
+        """Upload what the cluster's store lacks and build the snapshot there.
+
+        Args:
+            progress: Called with the bytes of each object sent.
+        """
+        from hpclaunch.sync import store_dir, upload
+
+        store = store_dir(self.ctx.site.job_root, self.ctx.home)
+        return upload(self.ctx.runner, self.tree, store, progress=progress)
