@@ -43,6 +43,34 @@ COMMANDS = {
 }
 
 
+#: Command name → its one-line help, for ``hpclaunch --help`` without importing every
+#: command's module (each is its docstring's first sentence: tests/unit/test_cli.py checks).
+SUMMARIES = {
+    "arbiter": "Preempt the running jobs that lose least, when a job of a preempting tier waits.",
+    "cancel": "Cancel jobs IDS, jobs named NAME, or --all of your hpclaunch jobs.",
+    "completion": "Print the completion script for SHELL (commands, options and job ids).",
+    "config": "Show hpclaunch's own settings.",
+    "cost": "GPU-hours used in a period, from sacct's allocated TRES, and their price.",
+    "events": "Show what is known about JOB: its submission and each attempt Slurm accounted.",
+    "history": "List the jobs submitted from here (the local history), oldest first.",
+    "logs": "Print the logs of JOB, a job submitted with hpclaunch.",
+    "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
+    "queue": "Show pending and running jobs as the scheduler will take them.",
+    "render": "Print the batch script for SPEC without submitting it.",
+    "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
+    "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "
+    "slowdowns, waits, lost GPU-hours, preemptions and utilisation, mean ± 95 % CI over "
+    "the seeds.",
+    "site": "The site config and the live cluster.",
+    "status": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
+    "submit": "Submit SPEC to Slurm and print the job id.",
+    "sweep": "Run a spec once per point of its sweep, as Slurm job arrays.",
+    "tier": "Move pending job JOB to tier NEWTIER: its QOS and, on a site with quotas, its "
+    "account and nice (in-quota or over-quota is decided again from the project's usage).",
+    "top": "Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl).",
+}
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported when used, and which turns
     :class:`~hpclaunch.errors.HpclaunchError` into ``Error:``/``Hint:`` and an exit code."""
@@ -62,6 +90,19 @@ class LazyGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their one-line help (:data:`SUMMARIES`: no command imported)."""
+        rows = [(name, SUMMARIES[name]) for name in self.list_commands(ctx)]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl(
+                    [
+                        (name, click.utils.make_default_short_help(text, limit))
+                        for name, text in rows
+                    ]
+                )
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

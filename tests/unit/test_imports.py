@@ -33,6 +33,29 @@ def test_help_is_light() -> None:
     assert loaded_after(body) == []
 
 
+def test_help_imports_no_command_module() -> None:
+    # --help prints each command's one line from hpclaunch.cli.SUMMARIES.
+    body = (
+        "from hpclaunch.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    )
+    code = PROBE.format(body=body, heavy=("hpclaunch.cli.",))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_help_summaries_are_the_commands_own() -> None:
+    import click
+
+    from hpclaunch.cli import COMMANDS, SUMMARIES, cli
+
+    ctx = click.Context(cli)
+    assert sorted(SUMMARIES) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert SUMMARIES[name] == command.get_short_help_str(limit=1000), name
+
+
 def test_site_subcommands_help_is_light() -> None:
     body = (
         "from hpclaunch.cli import main\n"
