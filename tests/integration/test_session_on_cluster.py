@@ -130,17 +130,18 @@ def test_a_job_from_python_moves_tier_and_cancels(hpclaunch: Run) -> None:
 
 
 def test_following_a_job_from_python_crosses_its_requeue(hpclaunch: Run) -> None:
-    # The first attempt requeues itself; logs(follow=True) yields both attempts' lines
-    # and ends with the job, and events() shows both attempts, as 'hpclaunch events' does.
+    # The first attempt requeues itself (tier low: preemptible, so --requeue);
+    # logs(follow=True) yields both attempts' lines and ends with the job, and events()
+    # shows both attempts, as 'hpclaunch events' does.
     script = (
-        'echo "attempt ${SLURM_RESTART_COUNT:-0}"; '
+        'echo "out: attempt ${SLURM_RESTART_COUNT:-0}"; '
         'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then scontrol requeue "$SLURM_JOB_ID"; '
-        "sleep 120; fi; echo finished"
+        "sleep 120; fi; echo out: finished"
     )
     code = (
         "import sys, hpclaunch\n"
         "job = hpclaunch.Session(site='local').submit({'name': 'py-follow',"
-        " 'project': 'research', 'command': ['bash', '-c', sys.argv[1]],"
+        " 'project': 'research', 'tier': 'low', 'command': ['bash', '-c', sys.argv[1]],"
         " 'resources': {'time': '00:05:00', 'mem': '100M'}})\n"
         "for line in job.logs(follow=True, timeout=200):\n"
         "    print('line', line)\n"
@@ -150,10 +151,10 @@ def test_following_a_job_from_python_crosses_its_requeue(hpclaunch: Run) -> None
     out = run_python(hpclaunch, code, script, timeout=260)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert [line for line in lines if line.startswith("line ")] == [
-        "line attempt 0",
-        "line attempt 1",
-        "line finished",
+    assert [line for line in lines if line.startswith("line out: ")] == [
+        "line out: attempt 0",
+        "line out: attempt 1",
+        "line out: finished",
     ], out.stdout
     assert "end COMPLETED" in lines
     attempts = next(line for line in lines if line.startswith("attempts ")).split()[1:]
