@@ -97,12 +97,7 @@ class LazyGroup(click.Group):
         if rows:
             limit = formatter.width - 6 - max(len(name) for name, _ in rows)
             with formatter.section("Commands"):
-                formatter.write_dl(
-                    [
-                        (name, click.utils.make_default_short_help(text, limit))
-                        for name, text in rows
-                    ]
-                )
+                formatter.write_dl([(name, _shorten(text, limit)) for name, text in rows])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -110,6 +105,20 @@ class LazyGroup(click.Group):
         except HpclaunchError as exc:
             report_error(exc)
             ctx.exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` characters, with ``...`` (as click does)."""
+    if len(text) <= limit:
+        return text
+    words: list[str] = []
+    used = 3
+    for word in text.split():
+        if used + len(word) + bool(words) > limit:
+            break
+        words.append(word)
+        used += len(word) + (len(words) > 1)
+    return " ".join(words) + "..."
 
 
 def report_error(exc: HpclaunchError) -> None:

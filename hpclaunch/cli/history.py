@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from hpclaunch.history import SubmissionRecord
 
 COLUMNS = ("ID", "NAME", "PROJECT", "TIER", "QUOTA", "STATE", "ATTEMPTS", "SUBMITTED")
-_STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
 
 
 def parse_time_option(
@@ -89,26 +88,22 @@ def history_command(
 
 
 def print_table(records: Sequence[SubmissionRecord]) -> None:
-    """The history table (rich; wide enough not to fold when piped)."""
-    import sys
+    """The history table (the state coloured on a terminal)."""
+    from hpclaunch.cli._table import print_table as print_rows
+    from hpclaunch.cli._table import state_colour
 
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold")
-    for r in records:
-        state = r.state or ""
-        style = _STATE_STYLE.get(state, "red" if state else "")
-        table.add_row(
+    cells = [
+        (
             r.job_id,
             r.name,
             r.project or r.account or "",
             r.tier or "",
             r.quota or "",
-            f"[{style}]{state}[/]" if style else state,
+            r.state or "",
             "" if r.attempts is None else str(r.attempts),
             r.submitted_at.replace("+00:00", "Z"),
         )
-    Console(width=None if sys.stdout.isatty() else 250).print(table)
+        for r in records
+    ]
+    colours = [state_colour(r.state, True) if r.state else None for r in records]
+    print_rows(COLUMNS, cells, colours={COLUMNS.index("STATE"): colours})

@@ -13,7 +13,6 @@ from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 if TYPE_CHECKING:
     from hpclaunch.observe import JobInfo
 
-_STATE_STYLE = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
 COLUMNS = (
     "ID",
     "NAME",
@@ -70,25 +69,18 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
 
 
 def print_table(rows: Sequence[JobInfo]) -> None:
-    """The status table (rich; wide enough not to fold when piped)."""
-    import sys
+    """The status table (the state coloured on a terminal)."""
+    from hpclaunch.cli._table import print_table as print_rows
+    from hpclaunch.cli._table import state_colour
 
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold")
-    for info in rows:
-        state = info.state.value
-        style = _STATE_STYLE.get(state, "red" if info.state.is_finished else "")
-        table.add_row(
+    cells = [
+        (
             info.ref.job_id,
             info.name or "",
             info.tier or "",
             info.quota or "",
             info.qos or "",
-            f"[{style}]{state}[/]" if style else state,
+            info.state.value,
             info.reason or "",
             info.nodes or (f"({info.node_count})" if info.node_count else ""),
             _text(info.gpus),
@@ -96,7 +88,11 @@ def print_table(rows: Sequence[JobInfo]) -> None:
             _text(info.restarts),
             exit_text(info),
         )
-    Console(width=None if sys.stdout.isatty() else 250).print(table)
+        for info in rows
+    ]
+    state = COLUMNS.index("STATE")
+    colours = [state_colour(info.state.value, info.state.is_finished) for info in rows]
+    print_rows(COLUMNS, cells, colours={state: colours})
 
 
 def exit_text(info: JobInfo) -> str:

@@ -74,12 +74,12 @@ def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) 
 
 def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionRecord]) -> list[str]:
     """The ids of the jobs that ``refs`` were submitted to wait for (from the history)."""
-    from hpclaunch.pipeline import parse_dependency
-
     found: list[str] = []
     for ref in refs:
         record = records.get(ref.job_id)
         if record is not None and record.dependency:
+            from hpclaunch.pipeline import parse_dependency  # pydantic: only when needed
+
             found += [job_id for _, job_id in parse_dependency(record.dependency)]
     return list(dict.fromkeys(found))
 
