@@ -110,7 +110,13 @@ def main() -> None:
     rows: dict[str, list[float]] = {}
     live: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, XDG_STATE_HOME=tmp, XDG_CACHE_HOME=tmp, HPCLAUNCH_SITE="local")
+        env = dict(
+            os.environ,
+            XDG_DATA_HOME=tmp,
+            XDG_STATE_HOME=tmp,
+            XDG_CACHE_HOME=tmp,
+            HPCLAUNCH_SITE="local",
+        )
         try:
             remember(finished_jobs(20), env, state="COMPLETED")
             live = held_jobs(max(SIZES))

@@ -48,6 +48,7 @@ from pydantic import (
 from hpclaunch import sbatch_options
 from hpclaunch.errors import SpecError
 from hpclaunch.slurmtime import format_time, parse_time
+from hpclaunch.tiers import Tier
 
 __all__ = [
     "CheckpointPolicy",
@@ -61,7 +62,6 @@ __all__ = [
     "load_spec",
 ]
 
-Tier = Literal["critical", "high", "medium", "low"]
 Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
 DependencyType = Literal["afterok", "afterany", "afternotok", "after"]
 

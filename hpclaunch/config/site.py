@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
 from hpclaunch.slurmtime import format_time, parse_time_limit
-from hpclaunch.spec import Tier
+from hpclaunch.tiers import Tier
 
 __all__ = [
     "OverQuota",
