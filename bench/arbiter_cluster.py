@@ -6,7 +6,8 @@ and how far the simulator's prediction of each is from what was measured (issue 
 Needs the running local cluster (16 GPUs: 4 nodes x 4) and nothing else on it. One
 workload, run twice on the cluster, each run then replayed by the simulator:
 
-* **Workload**: the simulator's synthetic generator (``hpclaunch/simulate/workload.py``, 16
+* **Workload**: the simulator's synthetic generator (``hpclaunch/scheduling/simulate/workload.py``,
+16
   GPUs, 4 per node, offered load ``--load``), time-compressed by ``--compress`` (TE
   median 10 min -> 10 s, BE 2 h -> 2 min at 60) and clamped (TE 10-60 s, BE 15-300 s; the
   arrivals are rescaled so that the offered load is still ``--load``). TE jobs are tier
@@ -72,11 +73,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpclaunch.simulate.engine import SimConfig, simulate  # noqa: E402
-from hpclaunch.simulate.metrics import percentile  # noqa: E402
-from hpclaunch.simulate.model import BE, TE, Job  # noqa: E402
-from hpclaunch.simulate.policies import MIN_RUN, Ours, Policy, SlurmNative  # noqa: E402
-from hpclaunch.simulate.workload import WorkloadParams, generate  # noqa: E402
+from hpclaunch.scheduling.simulate.engine import SimConfig, simulate  # noqa: E402
+from hpclaunch.scheduling.simulate.metrics import percentile  # noqa: E402
+from hpclaunch.scheduling.simulate.model import BE, TE, Job  # noqa: E402
+from hpclaunch.scheduling.simulate.policies import MIN_RUN, Ours, Policy, SlurmNative  # noqa: E402
+from hpclaunch.scheduling.simulate.workload import WorkloadParams, generate  # noqa: E402
 from tests.integration.conftest import CLUSTER_LOCK, HPCLAUNCH, Cli  # noqa: E402
 
 VENV = str(REPO / ".venv")

@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from status_rpcs import measure
 
-from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions
 from hpclaunch.backends import create_backend
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import load_site
+from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
 from hpclaunch.transport.local import LocalRunner
 
 BACKENDS = ("cli", "pyslurm")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from hpclaunch.simulate.engine import simulate
-from hpclaunch.simulate.policies import POLICIES, make_policy
-from hpclaunch.simulate.workload import WorkloadParams, copy_jobs, generate
+from hpclaunch.scheduling.simulate.engine import simulate
+from hpclaunch.scheduling.simulate.policies import POLICIES, make_policy
+from hpclaunch.scheduling.simulate.workload import WorkloadParams, copy_jobs, generate
 
 
 def main() -> None:

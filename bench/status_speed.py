@@ -92,7 +92,7 @@ def remember(ids: list[str], env: dict[str, str], *, state: str | None) -> None:
     """History rows for ``ids``, as ``hpclaunch submit`` writes them."""
     code = (
         "import sys\n"
-        "from hpclaunch.history import SubmissionRecord, record_submission\n"
+        "from hpclaunch.store.history import SubmissionRecord, record_submission\n"
         "state = sys.argv[1] or None\n"
         "for job_id in sys.argv[2:]:\n"
         "    record_submission(SubmissionRecord(job_id=job_id, cluster=None, name='bench',\n"

@@ -10,15 +10,15 @@ repetition. Measured, from the call to the last job id:
 
 * ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
   imports, plan, render, params file, one sbatch per array);
-* ``hpclaunch lib``: :func:`hpclaunch.sweep.submit.plan_sweep` + ``submit_sweep`` in this
+* ``hpclaunch lib``: :func:`hpclaunch.planning.sweep.plan_sweep` + ``submit_sweep`` in this
   process (like submitit, which runs in the caller's process). Both libraries are imported
   before any timing (a script or notebook imports once, then submits): their import times are
   printed apart;
 * ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it
   submits (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
   ``CLI dry run, no cache``: the same as the first call after the capability cache
-  (``hpclaunch/discover.py``: MaxArraySize, QOS, GRES; kept 300 s) expired, which reads them
-  from Slurm again. Every other hpclaunch call runs with the cache filled (it is refilled
+  (``hpclaunch/slurm/capabilities.py``: MaxArraySize, QOS, GRES; kept 300 s) expired, which reads
+  them from Slurm again. Every other hpclaunch call runs with the cache filled (it is refilled
   after the wait between repetitions, which outlasts it);
 * ``sbatch loop``: one ``sbatch --wrap`` per point, from this process;
 * ``submitit``: ``executor.map_array`` (it writes one pickle per point, then one sbatch per
@@ -137,9 +137,9 @@ def hpclaunch_cli(spec: Path, env: dict[str, str]) -> list[str]:
 def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
     from hpclaunch.backends.cli import CliBackend
     from hpclaunch.config.site import load_site
-    from hpclaunch.plan import new_submission_id
-    from hpclaunch.spec import load_spec
-    from hpclaunch.sweep.submit import plan_sweep, submit_sweep
+    from hpclaunch.planning.plan import new_submission_id
+    from hpclaunch.planning.sweep import plan_sweep, submit_sweep
+    from hpclaunch.spec.job import load_spec
     from hpclaunch.transport.local import LocalRunner
 
     site = load_site("local")
@@ -157,7 +157,8 @@ def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
 
 def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) -> list[str]:
     """``hpclaunch sweep --dry-run``; ``drop_cache``: as the first call after the
-    capability cache expired (``hpclaunch/discover.py``, 300 s), which asks Slurm again."""
+    capability cache expired (``hpclaunch/slurm/capabilities.py``, 300 s), which asks Slurm
+    again."""
     if drop_cache:
         for path in (Path(env["XDG_CACHE_HOME"]) / "hpclaunch").glob("*.json"):
             path.unlink()
@@ -174,10 +175,10 @@ def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) ->
 def import_seconds() -> dict[str, float]:
     """Import both libraries before any timing; return how long each import took."""
     t0 = time.perf_counter()
-    import hpclaunch.sweep.submit  # noqa: F401
+    import hpclaunch.planning.sweep  # noqa: F401
     from hpclaunch.backends.cli import CliBackend  # noqa: F401
     from hpclaunch.config.site import load_site  # noqa: F401
-    from hpclaunch.spec import load_spec  # noqa: F401
+    from hpclaunch.spec.job import load_spec  # noqa: F401
 
     t1 = time.perf_counter()
     import submitit  # noqa: F401

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from _sshbench import ssh_runner
 
-from hpclaunch.sync import materialise_script, scan, upload
+from hpclaunch.transport.sync import materialise_script, scan, upload
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ The parts, imported lazily (``import hpclaunch`` loads nothing heavy), for other
     ref = backend.submit(job)   # no history row, no quota read, no dedupe: Session does those
     final = wait_for(backend, [ref])[ref]
 
-``render`` itself is ``hpclaunch.render.render``: it is not re-exported here because the
+``render`` itself is ``hpclaunch.planning.render.render``: it is not re-exported here because the
 submodule of the same name would shadow it.
 """
 
@@ -47,27 +47,27 @@ _EXPORTS = {
     "create_backend": "hpclaunch.backends",
     "SiteConfig": "hpclaunch.config.site",
     "load_site": "hpclaunch.config.site",
-    "CheckpointPolicy": "hpclaunch.spec",
-    "JobSpec": "hpclaunch.spec",
-    "Resources": "hpclaunch.spec",
-    "load_spec": "hpclaunch.spec",
-    "SubmissionPlan": "hpclaunch.plan",
-    "build_plan": "hpclaunch.plan",
-    "new_submission_id": "hpclaunch.plan",
-    "RenderedJob": "hpclaunch.render",
-    "JobInfo": "hpclaunch.observe",
-    "JobState": "hpclaunch.observe",
-    "wait_for": "hpclaunch.observe",
+    "CheckpointPolicy": "hpclaunch.spec.job",
+    "JobSpec": "hpclaunch.spec.job",
+    "Resources": "hpclaunch.spec.job",
+    "load_spec": "hpclaunch.spec.job",
+    "SubmissionPlan": "hpclaunch.planning.plan",
+    "build_plan": "hpclaunch.planning.plan",
+    "new_submission_id": "hpclaunch.planning.plan",
+    "RenderedJob": "hpclaunch.planning.render",
+    "JobInfo": "hpclaunch.slurm.jobs",
+    "JobState": "hpclaunch.slurm.jobs",
+    "wait_for": "hpclaunch.slurm.jobs",
     "CommandResult": "hpclaunch.transport.base",
     "Runner": "hpclaunch.transport.base",
     "LocalRunner": "hpclaunch.transport.local",
     "HpclaunchError": "hpclaunch.errors",
-    "Capabilities": "hpclaunch.discover",
-    "discover": "hpclaunch.discover",
-    "load_capabilities": "hpclaunch.discover",
-    "Problem": "hpclaunch.sitecheck",
-    "check_plan": "hpclaunch.sitecheck",
-    "check_site": "hpclaunch.sitecheck",
+    "Capabilities": "hpclaunch.slurm.capabilities",
+    "discover": "hpclaunch.slurm.capabilities",
+    "load_capabilities": "hpclaunch.slurm.capabilities",
+    "Problem": "hpclaunch.planning.checks",
+    "check_plan": "hpclaunch.planning.checks",
+    "check_site": "hpclaunch.planning.checks",
 }
 
 __all__ = [
@@ -109,15 +109,15 @@ if TYPE_CHECKING:
     from hpclaunch.backends import available_backends, create_backend
     from hpclaunch.backends.base import Backend, JobRef
     from hpclaunch.config.site import SiteConfig, load_site
-    from hpclaunch.discover import Capabilities, discover, load_capabilities
     from hpclaunch.errors import HpclaunchError
-    from hpclaunch.observe import JobInfo, JobState, wait_for
     from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.ops.session import Session, submit
-    from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
-    from hpclaunch.render import RenderedJob
-    from hpclaunch.sitecheck import Problem, check_plan, check_site
-    from hpclaunch.spec import CheckpointPolicy, JobSpec, Resources, load_spec
+    from hpclaunch.planning.checks import Problem, check_plan, check_site
+    from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
+    from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.slurm.capabilities import Capabilities, discover, load_capabilities
+    from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
+    from hpclaunch.spec.job import CheckpointPolicy, JobSpec, Resources, load_spec
     from hpclaunch.transport.base import CommandResult, Runner
     from hpclaunch.transport.local import LocalRunner
 

@@ -1,4 +1,4 @@
-"""One :class:`~hpclaunch.observe.JobInfo` for a whole job array, from its tasks' infos.
+"""One :class:`~hpclaunch.slurm.jobs.JobInfo` for a whole job array, from its tasks' infos.
 
 ``hpclaunch status 123`` for an array ``123`` gets one line per task from squeue (``--array``)
 and sacct (``123_0``, ``123_1``, ...; never a line ``123``). :func:`summarise_array` folds
@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hpclaunch.backends.base import JobRef
-from hpclaunch.observe import JobInfo, JobState
+from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["ACTIVE_STATES", "WORST_FIRST", "summarise_array", "task_index"]
 

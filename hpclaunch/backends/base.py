@@ -7,17 +7,17 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from hpclaunch.observe import JobRef
+from hpclaunch.slurm.jobs import JobRef
 
 if TYPE_CHECKING:
-    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
-    from hpclaunch.cost import AttemptUsage
-    from hpclaunch.discover import Capabilities
-    from hpclaunch.observe import Attempt, JobInfo
-    from hpclaunch.plan import SubmissionPlan
-    from hpclaunch.queue import QueueRow
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.slurm.capabilities import Capabilities
+    from hpclaunch.slurm.jobs import Attempt, JobInfo
+    from hpclaunch.slurm.queue import QueueRow
+    from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
 
 __all__ = ["Backend", "JobRef"]
@@ -43,22 +43,22 @@ class Backend(abc.ABC):
         return self.name
 
     def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
-        """What the cluster offers, asked now (:func:`hpclaunch.discover.discover`: Slurm's
-        commands where :attr:`runner` runs them). :func:`hpclaunch.discover.load_capabilities`
-        caches the answer.
+        """What the cluster offers, asked now (:func:`hpclaunch.slurm.capabilities.discover`:
+        Slurm's commands where :attr:`runner` runs them).
+        :func:`hpclaunch.slurm.capabilities.load_capabilities` caches the answer.
 
         Raises:
             HpclaunchError: Slurm could not be asked.
         """
         import time
 
-        from hpclaunch.discover import discover
+        from hpclaunch.slurm.capabilities import discover
 
         return discover(self.runner, now=now or time.time)
 
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan`` without submitting anything (``submit --dry-run``)."""
-        from hpclaunch.render import render
+        from hpclaunch.planning.render import render
 
         return render(plan)
 
@@ -137,7 +137,7 @@ class Backend(abc.ABC):
         """The cluster's pending and running jobs as squeue lists them (pending tasks of an
         array folded into one row, ``123_[4-9%2]``), asking Slurm once: yours only (``me``),
         one partition's, one account's; ``states`` (comma-separated, squeue's names)
-        instead of :data:`hpclaunch.queue.QUEUE_STATES`.
+        instead of :data:`hpclaunch.slurm.queue.QUEUE_STATES`.
 
         Raises:
             BackendUnavailable: Slurm could not be asked, or this backend cannot.

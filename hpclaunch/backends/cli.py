@@ -33,16 +33,16 @@ from hpclaunch.errors import (
     UpdateRefused,
     describe_result,
 )
-from hpclaunch.observe import Attempt, JobInfo, parse_state
+from hpclaunch.slurm.jobs import Attempt, JobInfo, parse_state
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
-    from hpclaunch.cost import AttemptUsage
-    from hpclaunch.queue import QueueRow
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.slurm.queue import QueueRow
+    from hpclaunch.slurm.usage import AttemptUsage
 
 __all__ = [
     "GONE",
@@ -156,7 +156,7 @@ class CliBackend(Backend):
         the script path, ``<job_root>/<submission_id>/job.sbatch``. A site without sacct can
         only find jobs still in squeue (MinJobAge, 300 s by default).
         """
-        from hpclaunch.plan import SCRIPT_NAME
+        from hpclaunch.planning.plan import SCRIPT_NAME
 
         tag = f"hpclaunch:{submission_id}"
         argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%i|%k"]
@@ -285,8 +285,8 @@ class CliBackend(Backend):
             raise UpdateRefused(first_line(result))
 
     def usage(self, since: datetime, until: datetime, user: str | None) -> list[AttemptUsage]:
-        """One ``sacct -X -D`` (:func:`hpclaunch.cost.cost_argv`)."""
-        from hpclaunch.cost import cost_argv, parse_usage
+        """One ``sacct -X -D`` (:func:`hpclaunch.slurm.usage.cost_argv`)."""
+        from hpclaunch.slurm.usage import cost_argv, parse_usage
 
         argv = cost_argv(since, until, all_users=user is None, user=user)
         result = self._run(argv, timeout=120)  # a month of a busy site's accounting
@@ -326,7 +326,7 @@ class CliBackend(Backend):
         self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
     ) -> dict[str, str]:
         """One ``squeue --array``, and one sacct when squeue does not know every task."""
-        from hpclaunch.sweep.status import ask_task_states
+        from hpclaunch.ops.sweep_status import ask_task_states
 
         return ask_task_states(self.runner, list(array_ids), list(wanted), problems)
 
@@ -340,8 +340,8 @@ class CliBackend(Backend):
         account: str | None = None,
         states: str | None = None,
     ) -> list[QueueRow]:
-        """One ``squeue`` (:func:`hpclaunch.queue.queue_argv`)."""
-        from hpclaunch.queue import QUEUE_STATES, parse_queue, queue_argv
+        """One ``squeue`` (:func:`hpclaunch.slurm.queue.queue_argv`)."""
+        from hpclaunch.slurm.queue import QUEUE_STATES, parse_queue, queue_argv
 
         argv = queue_argv(
             me=me, partition=partition, account=account, states=states or QUEUE_STATES
@@ -349,20 +349,20 @@ class CliBackend(Backend):
         return parse_queue(self._squeue_stdout(argv))
 
     def queue_job(self, job_id: str) -> list[QueueRow]:
-        """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.queue.job_argv`)."""
-        from hpclaunch.queue import job_argv, parse_queue
+        """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.slurm.queue.job_argv`)."""
+        from hpclaunch.slurm.queue import job_argv, parse_queue
 
         return parse_queue(self._squeue_stdout(job_argv(job_id)))
 
     def cluster_jobs(self) -> list[ClusterJob]:
-        """One ``squeue`` (:func:`hpclaunch.arbiter.snapshot.jobs_argv`)."""
-        from hpclaunch.arbiter.snapshot import jobs_argv, parse_jobs
+        """One ``squeue`` (:func:`hpclaunch.scheduling.arbiter.snapshot.jobs_argv`)."""
+        from hpclaunch.scheduling.arbiter.snapshot import jobs_argv, parse_jobs
 
         return parse_jobs(self._squeue_stdout(jobs_argv()))
 
     def node_gpus(self) -> list[NodeGpus]:
         """One ``scontrol show nodes --oneliner``."""
-        from hpclaunch.arbiter.snapshot import nodes_argv, parse_nodes
+        from hpclaunch.scheduling.arbiter.snapshot import nodes_argv, parse_nodes
 
         result = self._run(nodes_argv())
         if not result.ok:
@@ -373,8 +373,9 @@ class CliBackend(Backend):
         return parse_nodes(result.stdout, self.site.gres_name)
 
     def restart_counts(self) -> dict[str, int]:
-        """One ``squeue -O RestartCnt`` (:func:`hpclaunch.arbiter.snapshot.restarts_argv`)."""
-        from hpclaunch.arbiter.snapshot import parse_restarts, restarts_argv
+        """One ``squeue -O RestartCnt``
+        (:func:`hpclaunch.scheduling.arbiter.snapshot.restarts_argv`)."""
+        from hpclaunch.scheduling.arbiter.snapshot import parse_restarts, restarts_argv
 
         return parse_restarts(self._squeue_stdout(restarts_argv()))
 

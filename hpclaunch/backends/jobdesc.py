@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpclaunch.errors import PlanError
-from hpclaunch.sbatch_options import normalise_flag
-from hpclaunch.slurmtime import parse_time
+from hpclaunch.slurm.sbatch_options import normalise_flag
+from hpclaunch.slurm.times import parse_time
 
 __all__ = ["JobDescription", "describe_job", "merged_options"]
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.slurm_text import is_waiting_reason
-from hpclaunch.observe import JobInfo, JobState
+from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Accounting", "Live", "merge_status"]
 

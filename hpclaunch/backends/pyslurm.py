@@ -2,7 +2,7 @@
 
 No command is started per call: ``status`` of any number of jobs is one slurmctld RPC (the
 job list) and, for the jobs it no longer knows or saw end, one slurmdbd query; ``submit``
-and ``cancel`` are one RPC each. Answers become the same :class:`~hpclaunch.observe.JobInfo`
+and ``cancel`` are one RPC each. Answers become the same :class:`~hpclaunch.slurm.jobs.JobInfo`
 as the cli backend's and are merged the same way (:mod:`hpclaunch.backends.merge`).
 
 A login-node library: pyslurm is built against one Slurm release (its major.minor must be
@@ -45,18 +45,18 @@ from hpclaunch.errors import (
     SubmissionError,
     UpdateRefused,
 )
-from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
-from hpclaunch.slurmtime import format_elapsed
-from hpclaunch.task_ids import task_ids
+from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurm.task_ids import task_ids
+from hpclaunch.slurm.times import format_elapsed
 
 if TYPE_CHECKING:
-    from hpclaunch.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.config.site import SiteConfig
-    from hpclaunch.cost import AttemptUsage
-    from hpclaunch.discover import Capabilities
-    from hpclaunch.plan import SubmissionPlan
-    from hpclaunch.queue import QueueRow
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.slurm.capabilities import Capabilities
+    from hpclaunch.slurm.queue import QueueRow
+    from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
 
 __all__ = ["INSTALL_HINT", "PyslurmBackend", "load_pyslurm", "pyslurm_release"]
@@ -159,7 +159,7 @@ class PyslurmBackend(Backend):
 
     def _commands_version(self) -> str:
         """The release of the Slurm commands (``scontrol --version``), or ``unknown``."""
-        from hpclaunch.discover import version_said
+        from hpclaunch.slurm.capabilities import version_said
 
         try:
             result = self.runner.run(["scontrol", "--version"], timeout=30)
@@ -435,9 +435,9 @@ class PyslurmBackend(Backend):
         account: str | None = None,
         states: str | None = None,
     ) -> list[QueueRow]:
-        """The rows squeue would print (:func:`hpclaunch.queue.queue_argv`), from one
+        """The rows squeue would print (:func:`hpclaunch.slurm.queue.queue_argv`), from one
         job-list RPC, filtered here as squeue filters them."""
-        from hpclaunch.queue import QUEUE_STATES
+        from hpclaunch.slurm.queue import QUEUE_STATES
 
         wanted = frozenset((states or QUEUE_STATES).split(","))
         uid = os.getuid()
@@ -473,8 +473,9 @@ class PyslurmBackend(Backend):
     # -- the arbiter's snapshot -----------------------------------------------------------
 
     def cluster_jobs(self) -> list[ClusterJob]:
-        """The jobs of :func:`hpclaunch.arbiter.snapshot.jobs_argv`, from one job-list RPC."""
-        from hpclaunch.arbiter.snapshot import JOB_STATES, ClusterJob, expand_hosts
+        """The jobs of :func:`hpclaunch.scheduling.arbiter.snapshot.jobs_argv`, from one job-list
+        RPC."""
+        from hpclaunch.scheduling.arbiter.snapshot import JOB_STATES, ClusterJob, expand_hosts
 
         jobs = []
         for job in self._live_jobs():
@@ -507,7 +508,7 @@ class PyslurmBackend(Backend):
 
     def node_gpus(self) -> list[NodeGpus]:
         """Every node's GPUs from one node-list RPC (``slurm_load_node``)."""
-        from hpclaunch.arbiter.snapshot import NodeGpus, gres_count, tres_count, usable
+        from hpclaunch.scheduling.arbiter.snapshot import NodeGpus, gres_count, tres_count, usable
 
         gres = self.site.gres_name
         nodes = self._rpc(self.pyslurm.Nodes.load, "load the node list")
@@ -528,7 +529,7 @@ class PyslurmBackend(Backend):
 
     def restart_counts(self) -> dict[str, int]:
         """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
-        from hpclaunch.arbiter.snapshot import RUNNING_STATES
+        from hpclaunch.scheduling.arbiter.snapshot import RUNNING_STATES
 
         return {
             _live_id(job): int(job.requeue_count or 0)
@@ -621,9 +622,9 @@ def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
 
 
 def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
-    """squeue's line for a job-list record (:data:`hpclaunch.queue.QUEUE_FORMAT`): an
+    """squeue's line for a job-list record (:data:`hpclaunch.slurm.queue.QUEUE_FORMAT`): an
     array's tasks not yet started are one row, ``123_[4-9%2]``, as squeue folds them."""
-    from hpclaunch.queue import QueueRow
+    from hpclaunch.slurm.queue import QueueRow
 
     if job_id is None:
         job_id = _live_id(job)
@@ -656,7 +657,7 @@ def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:
     """GPUs per node from pyslurm's ``gres_per_node`` (``{"gres/gpu": 4}``; with a type,
     ``{"gres/gpu:a100": 2}``): put back into squeue's %b text (``gres/gpu:4``, seen on
     25.11) and read by the same rule as squeue's."""
-    from hpclaunch.quota import gpus_of_tres
+    from hpclaunch.planning.quota import gpus_of_tres
 
     asked = (gres_per_node or {}).items()
     return gpus_of_tres(",".join(f"{name}:{count}" for name, count in asked))

@@ -1,9 +1,10 @@
-"""Capability discovery through pyslurm: the same :class:`~hpclaunch.discover.Capabilities`
-as the six commands of :func:`hpclaunch.discover.discover`, from three RPCs and two
-accounting queries in this process.
+"""Capability discovery through pyslurm: the same
+:class:`~hpclaunch.slurm.capabilities.Capabilities` as the six commands of
+:func:`hpclaunch.slurm.capabilities.discover`, from three RPCs and two accounting queries in
+this process.
 
 * slurmctld's config (``Config.load``) is put back into ``scontrol show config``'s names and
-  text, so :func:`hpclaunch.discover.assemble` reads its values by the one rule for both;
+  text, so :func:`hpclaunch.slurm.capabilities.assemble` reads its values by the one rule for both;
 * partitions (``Partitions.load``) and nodes (``Nodes.load``) as ``scontrol show
   partition`` and ``sinfo -N`` report them;
 * the user's associations from slurmdbd (``db.Associations``);
@@ -28,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-from hpclaunch.discover import (
+from hpclaunch.errors import TransportError
+from hpclaunch.slurm.capabilities import (
     Accounting,
     Association,
     Capabilities,
@@ -38,7 +40,6 @@ from hpclaunch.discover import (
     assemble,
     read_qos,
 )
-from hpclaunch.errors import TransportError
 from hpclaunch.transport.base import Runner
 
 __all__ = ["discover_with_pyslurm"]
@@ -47,7 +48,7 @@ __all__ = ["discover_with_pyslurm"]
 def discover_with_pyslurm(
     pyslurm: ModuleType, runner: Runner, client: str, *, now: Callable[[], float] = time.time
 ) -> Capabilities:
-    """What :func:`hpclaunch.discover.discover` reads, through pyslurm (and sacctmgr for
+    """What :func:`hpclaunch.slurm.capabilities.discover` reads, through pyslurm (and sacctmgr for
     the QOS). ``client``: the release of the Slurm commands here (the backend still runs
     some: sacctmgr, ``sacct -D``, ``scontrol uhold``; ``site check`` compares it with the
     controller's).
@@ -69,7 +70,7 @@ def discover_with_pyslurm(
 
 
 def config_text(config: Any) -> dict[str, str]:
-    """The values :func:`hpclaunch.discover.assemble` reads, as ``scontrol show config``
+    """The values :func:`hpclaunch.slurm.capabilities.assemble` reads, as ``scontrol show config``
     prints them."""
     return {
         "ClusterName": str(config.cluster_name or ""),

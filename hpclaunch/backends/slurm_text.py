@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from hpclaunch.backends.base import JobRef
-from hpclaunch.observe import Attempt, JobInfo, JobState, parse_state
-from hpclaunch.slurmtime import format_elapsed, parse_elapsed
+from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurm.times import format_elapsed, parse_elapsed
 from hpclaunch.transport.base import CommandResult
 
 __all__ = [

@@ -11,7 +11,7 @@ import click
 from click.shell_completion import CompletionItem
 
 if TYPE_CHECKING:
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.slurm.jobs import JobInfo
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 
@@ -45,7 +45,7 @@ def complete_job_ids(
 ) -> list[CompletionItem]:
     """Shell completion: the job ids of the submission history, newest first (no Slurm
     call: completion must be instant)."""
-    from hpclaunch.history import recent_submissions
+    from hpclaunch.store.history import recent_submissions
 
     records = reversed(recent_submissions(limit=200))
     seen: dict[str, str] = {}

@@ -1,4 +1,5 @@
-"""``hpclaunch submit FILE`` for a multi-job file (``jobs:``): see :mod:`hpclaunch.pipeline`.
+"""``hpclaunch submit FILE`` for a multi-job file (``jobs:``): see
+:mod:`hpclaunch.planning.pipeline`.
 
 Every job is planned (and rendered) before the first one is submitted, so a mistake in the
 last job submits nothing. Then each job is submitted in dependency order with
@@ -16,7 +17,7 @@ from hpclaunch.cli._app import App
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.pipeline import Step
+    from hpclaunch.planning.pipeline import Step
 
 
 def submit_pipeline(
@@ -74,7 +75,7 @@ def _wait_all(
     app: App, steps: tuple[Step, ...], refs: dict[str, JobRef], timeout: float | None
 ) -> None:
     """Follow every job to its end; exit 1 unless all COMPLETED."""
-    from hpclaunch.observe import JobInfo, wait_for
+    from hpclaunch.slurm.jobs import JobInfo, wait_for
 
     names = {ref.job_id: name for name, ref in refs.items()}
 

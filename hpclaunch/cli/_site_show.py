@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from hpclaunch.discover import Capabilities, Gres
-from hpclaunch.slurmtime import format_time
+from hpclaunch.slurm.capabilities import Capabilities, Gres
+from hpclaunch.slurm.times import format_time
 
 
 def _time(seconds: int | None) -> str:

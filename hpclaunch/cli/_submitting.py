@@ -8,7 +8,7 @@ import click
 
 if TYPE_CHECKING:
     from hpclaunch.ops.snapshot import Snapshot
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.render import RenderedJob
 
 __all__ = ["print_dry_run", "send_tree"]
 
@@ -16,7 +16,7 @@ __all__ = ["print_dry_run", "send_tree"]
 def print_dry_run(job: RenderedJob) -> None:
     import shlex
 
-    from hpclaunch.plan import describe
+    from hpclaunch.planning.plan import describe
 
     click.echo(f"# sbatch argv: {shlex.join(job.sbatch_argv)}")
     click.echo("# plan:")

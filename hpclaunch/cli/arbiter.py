@@ -32,7 +32,8 @@ from hpclaunch.cli._app import App
 @click.option(
     "--min-run",
     type=click.FloatRange(min=0),
-    default=300.0,  # hpclaunch.simulate.policies.MIN_RUN (not imported: --help stays light)
+    # hpclaunch.scheduling.simulate.policies.MIN_RUN (not imported: --help stays light)
+    default=300.0,
     show_default=True,
     help="Seconds a job preempted before runs again before it may be chosen again "
     "(set it above the restart cost: every run then makes progress).",
@@ -78,7 +79,12 @@ def arbiter_command(
     config; `hpclaunch site plan` then clears the QOS Preempt lists). Every decision goes
     to the decision log with its reason. Stops on Ctrl-C or SIGTERM.
     """
-    from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions, default_log_path, describe
+    from hpclaunch.scheduling.arbiter.daemon import (
+        Arbiter,
+        ArbiterOptions,
+        default_log_path,
+        describe,
+    )
 
     site = app.site
     if site.preemption != "arbiter" and not dry_run:

@@ -66,8 +66,8 @@ def cancel_command(
 
 def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
-    from hpclaunch.history import recent_submissions
     from hpclaunch.ops.cancel import unfinished_jobs
+    from hpclaunch.store.history import recent_submissions
 
     if not any(r.site == app.site.name for r in recent_submissions(limit=10_000)):
         click.echo("no hpclaunch jobs recorded for this site", err=True)

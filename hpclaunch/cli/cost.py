@@ -12,7 +12,7 @@ from hpclaunch.cli.history import parse_time_option
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hpclaunch.cost import CostReport
+    from hpclaunch.slurm.usage import CostReport
 
 
 @click.command("cost")
@@ -53,8 +53,8 @@ def cost_command(
     from datetime import datetime
 
     from hpclaunch.cli._app import slurm_user
-    from hpclaunch.cost import report
     from hpclaunch.errors import ConfigError
+    from hpclaunch.slurm.usage import report
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")

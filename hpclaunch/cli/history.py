@@ -12,7 +12,7 @@ from hpclaunch.cli._app import App
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hpclaunch.history import SubmissionRecord
+    from hpclaunch.store.history import SubmissionRecord
 
 COLUMNS = ("ID", "NAME", "PROJECT", "TIER", "QUOTA", "STATE", "ATTEMPTS", "SUBMITTED")
 
@@ -25,7 +25,7 @@ def parse_time_option(
         return None
     from datetime import datetime
 
-    from hpclaunch.cost import parse_when
+    from hpclaunch.slurm.usage import parse_when
 
     try:
         return parse_when(value, datetime.now())
@@ -62,8 +62,8 @@ def history_command(
     Unfinished jobs of this site are asked about in one squeue (+ one sacct) call, and
     the ones that finished are stored with their final state, attempts and exit code.
     """
-    from hpclaunch.history import history_path, query_submissions
     from hpclaunch.ops.status import refresh_records
+    from hpclaunch.store.history import history_path, query_submissions
 
     records = query_submissions(
         project=project,

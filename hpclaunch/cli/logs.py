@@ -12,7 +12,7 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
 
 if TYPE_CHECKING:
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.slurm.jobs import JobInfo
 
 
 @click.command("logs")

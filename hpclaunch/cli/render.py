@@ -15,8 +15,8 @@ from hpclaunch.cli._app import App
 def render_command(app: App, spec: str, show_argv: bool, explain: bool) -> None:
     """Print the batch script for SPEC without submitting it."""
     from hpclaunch.ops.jobs import naming, plan_spec
-    from hpclaunch.plan import describe
-    from hpclaunch.render import render
+    from hpclaunch.planning.plan import describe
+    from hpclaunch.planning.render import render
 
     with naming(spec):
         plan = plan_spec(app, spec)

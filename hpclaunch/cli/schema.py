@@ -9,7 +9,7 @@ SCHEMA_ID = "https://json-schema.org/draft/2020-12/schema"
 
 def spec_schema() -> dict[str, object]:
     """The job spec's JSON schema (draft 2020-12), from the pydantic model."""
-    from hpclaunch.spec import JobSpec
+    from hpclaunch.spec.job import JobSpec
 
     schema: dict[str, object] = {"$schema": SCHEMA_ID, "title": "hpclaunch job spec"}
     schema.update(JobSpec.model_json_schema())
@@ -18,8 +18,9 @@ def spec_schema() -> dict[str, object]:
 
 
 def pipeline_schema() -> dict[str, object]:
-    """The JSON schema of a multi-job file (``jobs:``, ``defaults:``; see hpclaunch.pipeline)."""
-    from hpclaunch.pipeline import Pipeline
+    """The JSON schema of a multi-job file (``jobs:``, ``defaults:``; see
+    hpclaunch.planning.pipeline)."""
+    from hpclaunch.planning.pipeline import Pipeline
 
     schema: dict[str, object] = {"$schema": SCHEMA_ID}
     schema.update(Pipeline.model_json_schema())

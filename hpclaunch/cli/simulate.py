@@ -58,10 +58,10 @@ def simulate_command(
     Policies: fifo, fifo-backfill, priority (no preemption), slurm-native (preempt/qos,
     REQUEUE), random (random victims), ours. See docs/simulator.md.
     """
-    from hpclaunch.simulate import workload
-    from hpclaunch.simulate.engine import SimConfig
-    from hpclaunch.simulate.policies import POLICIES
-    from hpclaunch.simulate.report import plot_cdfs, run_experiment, table
+    from hpclaunch.scheduling.simulate import workload
+    from hpclaunch.scheduling.simulate.engine import SimConfig
+    from hpclaunch.scheduling.simulate.policies import POLICIES
+    from hpclaunch.scheduling.simulate.report import plot_cdfs, run_experiment, table
 
     for name in policies:
         if name not in POLICIES:
@@ -82,7 +82,7 @@ def simulate_command(
         click.echo(f"wrote {jobs} jobs (seed 1, load {load}) to {write_trace}")
         return
     if sample:
-        trace = Path(__file__).resolve().parent.parent / "simulate" / "data" / "sample-trace.csv"
+        trace = Path(__file__).resolve().parents[1] / "scheduling/simulate/data/sample-trace.csv"
     trace_jobs = None
     if trace is not None:
         try:

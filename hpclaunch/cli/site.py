@@ -13,8 +13,8 @@ import click
 from hpclaunch.cli._app import App
 
 if TYPE_CHECKING:
-    from hpclaunch.discover import Capabilities
-    from hpclaunch.siteplan import Change
+    from hpclaunch.planning.siteplan import Change
+    from hpclaunch.slurm.capabilities import Capabilities
 
 _REFRESH = click.option("--refresh", is_flag=True, help="Ignore the cache; ask the cluster now.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -46,13 +46,13 @@ def show_command(app: App, refresh: bool, as_json: bool) -> None:
 @click.pass_obj
 def check_command(app: App, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
-    from hpclaunch.sitecheck import check_site
+    from hpclaunch.planning.checks import check_site
 
     caps = app.capabilities(refresh=refresh)
     problems = check_site(app.site, caps)
     if caps.accounting_problem is None:
         from hpclaunch.errors import TransportError
-        from hpclaunch.sitecheck import pending_problems
+        from hpclaunch.planning.checks import pending_problems
 
         # The accounting state is not cached: read now (three sacctmgr calls).
         try:
@@ -93,8 +93,8 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
 
 
 def _plan(app: App, caps: Capabilities) -> list[Change]:
-    from hpclaunch.accounting import read_live
-    from hpclaunch.siteplan import plan_site
+    from hpclaunch.planning.siteplan import plan_site
+    from hpclaunch.slurm.accounting import read_live
 
     return plan_site(app.site, read_live(app.runner, caps.cluster), caps)
 
@@ -149,7 +149,7 @@ def plan_command(app: App, as_json: bool) -> None:
 @click.pass_obj
 def apply_command(app: App, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
-    from hpclaunch.siteplan import apply
+    from hpclaunch.planning.siteplan import apply
 
     caps = app.capabilities(refresh=True)
     changes = _plan(app, caps)

@@ -11,7 +11,7 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 
 if TYPE_CHECKING:
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.slurm.jobs import JobInfo
 
 COLUMNS = (
     "ID",
@@ -46,8 +46,8 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
-    from hpclaunch.observe import JobState
     from hpclaunch.ops.status import job_statuses, recent_job_ids
+    from hpclaunch.slurm.jobs import JobState
 
     if not job_ids:
         job_ids = recent_job_ids(limit)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.slurm.jobs import JobInfo
 
 
 @click.command("submit")
@@ -90,7 +90,7 @@ def submit_command(
     Every job is tagged --comment=hpclaunch:<submission id>. If sbatch's reply is lost
     (timeout), the job is looked up by that tag instead of being submitted twice.
     """
-    from hpclaunch.pipeline import is_pipeline_file
+    from hpclaunch.planning.pipeline import is_pipeline_file
 
     app.set_typed("quota", quota)
     if partition is not None:
@@ -183,8 +183,8 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
 
 def _remember_final(app: App, final: JobInfo) -> None:
     """Store the job's final state in the history (what the watcher saw: no extra call)."""
-    from hpclaunch.history import find_record
     from hpclaunch.ops.records import remember_finished
+    from hpclaunch.store.history import find_record
 
     try:
         record = find_record(job_id=final.ref.job_id)

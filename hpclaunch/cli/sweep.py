@@ -10,8 +10,8 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import quota_option
 
 if TYPE_CHECKING:
-    from hpclaunch.sweep.status import SweepStatus
-    from hpclaunch.sweep.submit import SweepPlan
+    from hpclaunch.ops.sweep_status import SweepStatus
+    from hpclaunch.planning.sweep import SweepPlan
 
 
 class _SweepGroup(click.Group):
@@ -68,7 +68,7 @@ def _print_dry_run(app: App, sweep: SweepPlan) -> None:
     import json
     import shlex
 
-    from hpclaunch.plan import describe
+    from hpclaunch.planning.plan import describe
 
     job = app.backend.dryrun(sweep.plan)
     click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
@@ -111,8 +111,8 @@ def status_command(
     'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
     import dataclasses
 
-    from hpclaunch.sweep.record import find_sweep
-    from hpclaunch.sweep.status import sort_tasks, sweep_status
+    from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
+    from hpclaunch.store.sweeps import find_sweep
 
     status = sweep_status(app.backend, find_sweep(sweep_id), metrics=not no_metrics)
     if sort_by:
@@ -166,7 +166,7 @@ def _print_status(status: SweepStatus) -> None:
 def _cell(value: Any) -> str:
     from rich.markup import escape
 
-    from hpclaunch.sweep.task import format_value
+    from hpclaunch.supervise.sweep_task import format_value
 
     if value is None:
         return "-"
@@ -179,7 +179,7 @@ def _cell(value: Any) -> str:
 @click.pass_obj
 def list_command(app: App) -> None:
     """The sweeps submitted from here (no Slurm call)."""
-    from hpclaunch.sweep.record import list_sweeps
+    from hpclaunch.store.sweeps import list_sweeps
 
     sweeps = list_sweeps()
     if not sweeps:
@@ -205,7 +205,7 @@ def list_command(app: App) -> None:
 def cancel_command(app: App, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.sweep.record import find_sweep
+    from hpclaunch.store.sweeps import find_sweep
 
     record = find_sweep(sweep_id)
     for array in record.arrays:

@@ -11,8 +11,8 @@ from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
 
 if TYPE_CHECKING:
-    from hpclaunch.queue import QueueRow
-    from hpclaunch.retier import Retier
+    from hpclaunch.planning.retier import Retier
+    from hpclaunch.slurm.queue import QueueRow
 
 
 @click.command("tier")

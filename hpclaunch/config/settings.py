@@ -74,7 +74,7 @@ class Settings:
         backend: Backend name (see :func:`hpclaunch.backends.available_backends`).
         remote: ``[user@]host[:port]`` (or an ssh config alias) to reach the cluster through.
         quota: ``allow`` (a job beyond its project's free guarantee runs over-quota,
-            preemptible) or ``strict`` (it waits in-quota); see :mod:`hpclaunch.quota`.
+            preemptible) or ``strict`` (it waits in-quota); see :mod:`hpclaunch.planning.quota`.
     """
 
     site: Sourced

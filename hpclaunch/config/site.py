@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
-from hpclaunch.slurmtime import format_time, parse_time_limit
-from hpclaunch.tiers import Tier
+from hpclaunch.slurm.times import format_time, parse_time_limit
+from hpclaunch.spec.tiers import Tier
 
 __all__ = [
     "OverQuota",
@@ -254,7 +254,7 @@ class SiteConfig(_Model):
             compute nodes (e.g. ``$PSCRATCH`` on Perlmutter).
         node_only_paths: Absolute paths (or ``~/...``) mounted on the compute nodes only,
             such as node-local disks: ``submit`` does not check that paths under them exist
-            (:mod:`hpclaunch.pathcheck`).
+            (:mod:`hpclaunch.planning.paths`).
         login: ``[user@]host[:port]`` of the login node, reached over SSH when hpclaunch
             runs elsewhere (same as ``defaults: {remote: ...}``, which wins).
         prices: What a GPU-hour costs, for ``hpclaunch cost``; ``None``: no money column.

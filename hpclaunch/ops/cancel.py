@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.observe import JobInfo
     from hpclaunch.ops.context import Context
+    from hpclaunch.slurm.jobs import JobInfo
 
 __all__ = ["Cancelled", "cancel_jobs", "jobs_named", "unfinished_jobs"]
 
@@ -44,7 +44,7 @@ def unfinished_jobs(ctx: Context) -> list[JobInfo]:
     """The jobs of the history submitted to this site that have not ended (and that Slurm
     still knows), in one status call."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import recent_submissions
+    from hpclaunch.store.history import recent_submissions
 
     records = [r for r in recent_submissions(limit=10_000) if r.site == ctx.site.name]
     refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))

@@ -21,8 +21,8 @@ from hpclaunch.config.settings import (
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
-    from hpclaunch.discover import Capabilities
-    from hpclaunch.logs import RemoteFiles
+    from hpclaunch.ops.logtail import RemoteFiles
+    from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.transport.base import Runner
 
 
@@ -140,7 +140,7 @@ class Context:
         Raises:
             HpclaunchError: The cluster could not be asked.
         """
-        from hpclaunch.discover import load_capabilities, max_age_from_env
+        from hpclaunch.slurm.capabilities import load_capabilities, max_age_from_env
 
         return load_capabilities(
             self.backend, self.site.name, max_age=max_age_from_env(self.env), refresh=refresh

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.ops.records import find_job_record, read_job_file, runs_sidecar, submission_record
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.observe import Attempt
     from hpclaunch.ops.context import Context
+    from hpclaunch.slurm.jobs import Attempt
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["GpuSamples", "JobEvents", "gpu_samples", "job_events"]
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Literal, overload
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.observe import JobInfo, JobState
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import JobEvents
-    from hpclaunch.render import RenderedJob
-    from hpclaunch.sweep.status import SweepStatus
+    from hpclaunch.ops.sweep_status import SweepStatus
+    from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Job", "SweepRun"]
 
@@ -69,7 +69,7 @@ class Job:
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.observe import wait_for
+        from hpclaunch.slurm.jobs import wait_for
 
         return wait_for(self.session.backend, [self.ref], timeout=timeout)[self.ref]
 
@@ -149,8 +149,8 @@ class SweepRun:
 
     def status(self, *, metrics: bool = True) -> SweepStatus:
         """Every task's state (and, ``metrics``, the final metrics of those that completed)."""
-        from hpclaunch.sweep.record import find_sweep
-        from hpclaunch.sweep.status import sweep_status
+        from hpclaunch.ops.sweep_status import sweep_status
+        from hpclaunch.store.sweeps import find_sweep
 
         return sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
 
@@ -160,7 +160,7 @@ class SweepRun:
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.observe import wait_for
+        from hpclaunch.slurm.jobs import wait_for
 
         wait_for(self.session.backend, list(self.arrays), timeout=timeout)
         return self.status()

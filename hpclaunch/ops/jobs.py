@@ -8,8 +8,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context, slurm_user
-from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
-from hpclaunch.spec import JobSpec, load_spec
+from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
+from hpclaunch.spec.job import JobSpec, load_spec
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -29,7 +29,7 @@ def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     fields and :func:`spec_source`)."""
     from hpclaunch._validation import load_model
     from hpclaunch.errors import SpecError
-    from hpclaunch.spec import apply_overrides
+    from hpclaunch.spec.job import apply_overrides
 
     if isinstance(spec, str):
         return load_spec(spec, overrides)
@@ -71,9 +71,9 @@ def plan_spec(
 
 
 def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
-    """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.pathcheck`): this
+    """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.planning.paths`): this
     machine, or the login node over SSH (one command)."""
-    from hpclaunch.pathcheck import check_paths
+    from hpclaunch.planning.paths import check_paths
 
     runner = session.runner if session.is_remote else None
     where = runner.where if runner is not None else "this machine"
@@ -100,7 +100,7 @@ def refuse_sweep(spec: JobSpec, spec_path: str) -> None:
     if spec.sweep is None:
         return
     from hpclaunch.errors import SpecError
-    from hpclaunch.sweep.points import expand
+    from hpclaunch.planning.points import expand
 
     count = sum(1 for _ in expand(spec.sweep))
     names = ", ".join(sorted(spec.sweep.parameters)) or "-"
@@ -151,7 +151,7 @@ def warn_over_quota(session: Context, plan: SubmissionPlan, source: str) -> None
 def require_python(session: Context, spec: JobSpec) -> None:
     """Over SSH, a job that runs hpclaunch inside needs the site's ``python``: this
     machine's interpreter path means nothing on the cluster."""
-    from hpclaunch.plan import needs_python
+    from hpclaunch.planning.plan import needs_python
 
     if session.is_remote and session.site.python is None and needs_python(spec):
         from hpclaunch.errors import PlanError
@@ -174,7 +174,7 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
     if project not in site.quotas or policy is None or policy.preemptible:
         return None
     from hpclaunch.errors import BackendError, TransportError
-    from hpclaunch.quota import read_usage
+    from hpclaunch.planning.quota import read_usage
 
     try:
         return read_usage(session.backend, site, project)
@@ -201,8 +201,8 @@ def remember_submission(
     failing now would invite a resubmit."""
     from datetime import datetime, timezone
 
-    from hpclaunch.cost import project_of_account
-    from hpclaunch.history import SubmissionRecord, record_submission
+    from hpclaunch.slurm.usage import project_of_account
+    from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
         job_id=ref.job_id,

@@ -15,10 +15,10 @@ from hpclaunch.ops.records import submission_record
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.logs import LogTail
-    from hpclaunch.observe import JobInfo
     from hpclaunch.ops.context import Context
+    from hpclaunch.ops.logtail import LogTail
+    from hpclaunch.slurm.jobs import JobInfo
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["LogFollower", "attempts_written", "log_record", "read_logs", "slurm_lines"]
 
@@ -41,7 +41,7 @@ def _refuse_array(job_id: str) -> None:
     if "_" in job_id:
         return
     from hpclaunch.errors import HpclaunchError
-    from hpclaunch.sweep.record import list_sweeps
+    from hpclaunch.store.sweeps import list_sweeps
 
     for sweep in list_sweeps():
         for array in sweep.arrays:
@@ -56,7 +56,7 @@ def _refuse_array(job_id: str) -> None:
 
 def tail_of(ctx: Context, log_dir: str, attempt: int | None = None) -> LogTail:
     """A reader of the attempt logs in ``log_dir`` (over SSH when Slurm is remote)."""
-    from hpclaunch.logs import LogTail
+    from hpclaunch.ops.logtail import LogTail
 
     return LogTail(log_dir, attempt=attempt, files=remote_files(ctx))
 
@@ -70,14 +70,14 @@ def read_logs(ctx: Context, log_dir: str, attempt: int | None = None) -> list[tu
 
 def attempts_written(ctx: Context, log_dir: str) -> list[int]:
     """The attempts that have a log in ``log_dir``."""
-    from hpclaunch.logs import attempt_logs, attempt_of
+    from hpclaunch.ops.logtail import attempt_logs, attempt_of
 
     return [attempt_of(p) for p in attempt_logs(log_dir, remote_files(ctx))]
 
 
 def slurm_lines(ctx: Context, record: SubmissionRecord) -> list[str]:
     """What Slurm itself wrote for the job (``slurm-<id>.out``): none if nothing."""
-    from hpclaunch.logs import slurm_messages
+    from hpclaunch.ops.logtail import slurm_messages
 
     return slurm_messages(record.job_dir, record.job_id, remote_files(ctx))
 
@@ -115,7 +115,7 @@ class LogFollower:
         self.final: JobInfo | None = None
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        from hpclaunch.observe import watch
+        from hpclaunch.slurm.jobs import watch
 
         rounds = watch(self.ctx.backend, [self.ref], timeout=self.timeout, on_change=self.on_change)
         for infos in rounds:

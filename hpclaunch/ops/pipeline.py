@@ -1,4 +1,4 @@
-"""Submit a multi-job file (``jobs:``, see :mod:`hpclaunch.pipeline`): what ``hpclaunch
+"""Submit a multi-job file (``jobs:``, see :mod:`hpclaunch.planning.pipeline`): what ``hpclaunch
 submit FILE`` and ``Session.pipeline`` both do.
 
 Every job is planned, checked and rendered before the first is submitted, so a mistake in
@@ -20,9 +20,9 @@ from hpclaunch.ops.submit import check_before_submit, existing_job
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.pipeline import Step
-    from hpclaunch.plan import SubmissionPlan
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.pipeline import Step
+    from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.render import RenderedJob
 
 __all__ = ["PlannedPipeline", "plan_pipeline", "submit_pipeline"]
 
@@ -53,8 +53,8 @@ def plan_pipeline(
     Raises:
         SpecError, PlanError: A job is wrong, or this site or cluster cannot run it.
     """
-    from hpclaunch.pipeline import load_pipeline, step_submission_ids, with_dependencies
-    from hpclaunch.plan import new_submission_id
+    from hpclaunch.planning.pipeline import load_pipeline, step_submission_ids, with_dependencies
+    from hpclaunch.planning.plan import new_submission_id
 
     steps = load_pipeline(path)
     base = submission_id or new_submission_id()
@@ -89,7 +89,7 @@ def submit_pipeline(
     Raises:
         SubmissionError: A job was refused; the message lists those already submitted.
     """
-    from hpclaunch.pipeline import with_dependencies
+    from hpclaunch.planning.pipeline import with_dependencies
 
     refs: dict[str, JobRef] = {}
     path, base = planned.path, planned.base

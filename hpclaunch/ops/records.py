@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.observe import JobInfo
     from hpclaunch.ops.context import Context
+    from hpclaunch.slurm.jobs import JobInfo
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = [
     "find_job_record",
@@ -29,7 +29,7 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
         JobNotFound: Not in the history; the hint names ``hpclaunch <command>``.
     """
     from hpclaunch.errors import JobNotFound
-    from hpclaunch.history import history_path
+    from hpclaunch.store.history import history_path
 
     record = find_job_record(job_id)
     if record is None:
@@ -43,7 +43,7 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
 
 def find_job_record(job_id: str) -> SubmissionRecord | None:
     """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
-    from hpclaunch.history import find_record
+    from hpclaunch.store.history import find_record
 
     return find_record(job_id=job_id) or _sweep_task(job_id)
 
@@ -52,7 +52,7 @@ def _sweep_task(job_id: str) -> SubmissionRecord | None:
     """A sweep's array task (``123_4``), pointed at its own directories."""
     if "_" not in job_id:
         return None
-    from hpclaunch.sweep.record import task_submission
+    from hpclaunch.store.sweeps import task_submission
 
     return task_submission(job_id)
 
@@ -71,7 +71,7 @@ def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool |
     """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
     from hpclaunch.errors import TransportError
-    from hpclaunch.plan import SCRIPT_NAME
+    from hpclaunch.planning.plan import SCRIPT_NAME
 
     try:
         script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
@@ -86,7 +86,7 @@ def remember_finished(
 ) -> None:
     """Store the final state, attempts and exit code of the recorded jobs that Slurm's
     answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
-    from hpclaunch.history import record_state
+    from hpclaunch.store.history import record_state
 
     for info in infos:
         record = records.get(info.ref.job_id)

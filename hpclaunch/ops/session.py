@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.observe import JobInfo
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.job import Job, SweepRun
-    from hpclaunch.spec import JobSpec
+    from hpclaunch.slurm.jobs import JobInfo
+    from hpclaunch.spec.job import JobSpec
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["Session", "submit"]
 
@@ -130,7 +130,7 @@ class Session(Context):
         """Your jobs from the history (``hpclaunch history``), oldest first: the newest
         ``limit`` (``None``: all) that match every filter given. ``state`` is the last
         state hpclaunch saw; ask :meth:`Job.status` for the state now."""
-        from hpclaunch.history import query_submissions
+        from hpclaunch.store.history import query_submissions
 
         return [
             self._job_of(record)
@@ -171,8 +171,8 @@ class Session(Context):
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
         from hpclaunch.backends.base import JobRef
-        from hpclaunch.history import find_record
         from hpclaunch.ops.job import Job
+        from hpclaunch.store.history import find_record
 
         record = find_record(job_id=job_id)
         return Job(self, JobRef(job_id)) if record is None else self._job_of(record)

@@ -3,7 +3,7 @@
 The tree around the current directory (its git top level, else the directory) is sent to
 the cluster's content store, only what the store lacks, and the job starts in the
 snapshot's copy of the current directory, so edits made after submitting never reach a
-job that is still pending (see :mod:`hpclaunch.sync`).
+job that is still pending (see :mod:`hpclaunch.transport.sync`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
-    from hpclaunch.sync import SyncStats, Tree
+    from hpclaunch.transport.sync import SyncStats, Tree
 
 __all__ = ["Snapshot"]
 
@@ -39,7 +39,7 @@ class Snapshot:
     @classmethod
     def of_cwd(cls, ctx: Context) -> Snapshot:
         """Scan the tree around the current directory (nothing is sent yet)."""
-        from hpclaunch.sync import find_root, scan, snapshot_dir, store_dir
+        from hpclaunch.transport.sync import find_root, scan, snapshot_dir, store_dir
 
         tree = scan(find_root(Path.cwd()))
         snapshot = snapshot_dir(store_dir(ctx.site.job_root, ctx.home), tree)
@@ -52,7 +52,7 @@ class Snapshot:
         Args:
             progress: Called with the bytes of each object sent.
         """
-        from hpclaunch.sync import store_dir, upload
+        from hpclaunch.transport.sync import store_dir, upload
 
         store = store_dir(self.ctx.site.job_root, self.ctx.home)
         return upload(self.ctx.runner, self.tree, store, progress=progress)

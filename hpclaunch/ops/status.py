@@ -17,9 +17,9 @@ from hpclaunch.ops.records import remember_finished
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.config.site import SiteConfig
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.observe import JobInfo
     from hpclaunch.ops.context import Context
+    from hpclaunch.slurm.jobs import JobInfo
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["REFRESH_MAX", "job_statuses", "recent_job_ids", "refresh_records"]
 
@@ -29,7 +29,7 @@ REFRESH_MAX = 1000
 
 def recent_job_ids(limit: int) -> list[str]:
     """The ids of the newest ``limit`` jobs of the history, oldest first."""
-    from hpclaunch.history import recent_submissions
+    from hpclaunch.store.history import recent_submissions
 
     if limit <= 0:
         return []
@@ -40,7 +40,7 @@ def job_statuses(ctx: Context, job_ids: Sequence[str]) -> list[JobInfo]:
     """The state of each job of ``job_ids`` now, in that order (a job Slurm does not know
     is ``UNKNOWN``, with the reason); the final states seen are stored in the history."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import recent_submissions
+    from hpclaunch.store.history import recent_submissions
 
     records = {r.job_id: r for r in recent_submissions(limit=10_000)}
     ids = list(dict.fromkeys(job_ids))
@@ -60,7 +60,7 @@ def job_statuses(ctx: Context, job_ids: Sequence[str]) -> list[JobInfo]:
 def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
     """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
     job Slurm forgot)."""
-    from hpclaunch.quota import classify
+    from hpclaunch.planning.quota import classify
 
     tier = record.tier if record is not None else None
     quota = record.quota if record is not None and record.quota != "none" else None
@@ -78,7 +78,7 @@ def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionReco
     for ref in refs:
         record = records.get(ref.job_id)
         if record is not None and record.dependency:
-            from hpclaunch.pipeline import parse_dependency  # pydantic: only when needed
+            from hpclaunch.planning.pipeline import parse_dependency  # pydantic: only when needed
 
             found += [job_id for _, job_id in parse_dependency(record.dependency)]
     return list(dict.fromkeys(found))
@@ -93,7 +93,7 @@ def _explain_dependency(
     record = records.get(info.ref.job_id)
     if record is None or not record.dependency:
         return info
-    from hpclaunch.pipeline import explain_wait
+    from hpclaunch.planning.pipeline import explain_wait
 
     states = {ref.job_id: found for ref, found in infos.items()}
     names = {job_id: rec.name for job_id, rec in records.items()}
@@ -107,7 +107,7 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     be asked, the records as they are, with a warning."""
     from hpclaunch.backends.base import JobRef
     from hpclaunch.errors import HpclaunchError
-    from hpclaunch.observe import JobState
+    from hpclaunch.slurm.jobs import JobState
 
     unfinished = [r for r in records if r.site == ctx.site.name and not _settled(r)][-REFRESH_MAX:]
     if not unfinished:
@@ -141,7 +141,7 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
 def _settled(record: SubmissionRecord) -> bool:
     """Whether the record has its job's final state and exit code (squeue can see a job
     finished before sacct has its exit code: such a record is asked about again)."""
-    from hpclaunch.observe import parse_state
+    from hpclaunch.slurm.jobs import parse_state
 
     if record.state is None or not parse_state(record.state).is_finished:
         return False

@@ -1,6 +1,6 @@
 """Submit one job spec: what ``hpclaunch submit SPEC`` and ``hpclaunch.submit`` both do.
 
-Load (a file, a dict or a :class:`~hpclaunch.spec.JobSpec`), plan on the session's site
+Load (a file, a dict or a :class:`~hpclaunch.spec.job.JobSpec`), plan on the session's site
 with the project's live quota use, refuse what the cluster would refuse (its cached
 capabilities), then, unless a dry run: take the job that already carries the submission id
 (history first, then Slurm), or submit and record it in the history.
@@ -24,12 +24,12 @@ from hpclaunch.ops.jobs import (
     spec_source,
     warn_over_quota,
 )
-from hpclaunch.spec import JobSpec
+from hpclaunch.spec.job import JobSpec
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.plan import SubmissionPlan
-    from hpclaunch.render import RenderedJob
+    from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.render import RenderedJob
 
 __all__ = [
     "Submitted",
@@ -121,7 +121,7 @@ def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool
     When the cluster cannot be read, warn and go on: sbatch has the last word."""
     if not enabled:
         return
-    from hpclaunch.sitecheck import check_plan, raise_for_problems
+    from hpclaunch.planning.checks import check_plan, raise_for_problems
 
     try:
         caps = session.capabilities()
@@ -139,7 +139,7 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
 
     from hpclaunch._validation import load_yaml
     from hpclaunch.errors import SpecError
-    from hpclaunch.spec import apply_overrides
+    from hpclaunch.spec.job import apply_overrides
 
     try:
         if isinstance(spec, str):
@@ -162,7 +162,7 @@ def _refuse_changed_spec(
 ) -> None:
     """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
     silently keep the old job. Refuse it, unless ``force``."""
-    from hpclaunch.history import find_record
+    from hpclaunch.store.history import find_record
 
     record = find_record(submission_id=submission_id)
     if record is None or not record.spec_hash or now is None or record.spec_hash == now:
@@ -186,7 +186,7 @@ def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.history import find_record
+    from hpclaunch.store.history import find_record
 
     record = find_record(submission_id=submission_id)
     if record is not None:

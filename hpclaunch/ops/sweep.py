@@ -29,8 +29,8 @@ from hpclaunch.ops.submit import check_before_submit
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.sweep.record import SweepRecord
-    from hpclaunch.sweep.submit import SweepPlan
+    from hpclaunch.planning.sweep import SweepPlan
+    from hpclaunch.store.sweeps import SweepRecord
 
 __all__ = ["Swept", "plan_sweep_spec", "submit_sweep_spec"]
 
@@ -53,7 +53,7 @@ def submit_sweep_spec(
         SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
         SubmissionError: Slurm refused an array (the ones before it stay, recorded).
     """
-    from hpclaunch.sweep.submit import submit_sweep
+    from hpclaunch.planning.sweep import submit_sweep
 
     with naming(spec_path):
         sweep = plan_sweep_spec(context, spec_path, refresh=False, check_paths=check)
@@ -92,9 +92,9 @@ def plan_sweep_spec(
     check_paths: bool = False,
 ) -> SweepPlan:
     """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew)."""
-    from hpclaunch.plan import new_submission_id
-    from hpclaunch.spec import load_spec
-    from hpclaunch.sweep.submit import plan_sweep
+    from hpclaunch.planning.plan import new_submission_id
+    from hpclaunch.planning.sweep import plan_sweep
+    from hpclaunch.spec.job import load_spec
 
     spec = load_spec(spec_path)
     require_python(context, spec)
@@ -116,7 +116,7 @@ def plan_sweep_spec(
 
 
 def _max_array_size(context: Context, refresh: bool) -> int:
-    from hpclaunch.sweep.submit import DEFAULT_MAX_ARRAY_SIZE
+    from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE
 
     try:
         found = context.capabilities(refresh=refresh).max_array_size
@@ -132,7 +132,7 @@ def _max_array_size(context: Context, refresh: bool) -> int:
 def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
     from datetime import datetime, timezone
 
-    from hpclaunch.sweep.record import SweepRecord
+    from hpclaunch.store.sweeps import SweepRecord
 
     plan = sweep.plan
     return SweepRecord(
@@ -154,7 +154,7 @@ def _add_array(
     context: Context, record: SweepRecord, sweep: SweepPlan, index: int, ref: JobRef
 ) -> SweepRecord:
     """Record one more submitted array, in the sweep record and the submission history."""
-    from hpclaunch.sweep.record import SweepArray, save_sweep
+    from hpclaunch.store.sweeps import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
     record = replace(

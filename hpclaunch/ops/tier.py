@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
-    from hpclaunch.history import SubmissionRecord
-    from hpclaunch.queue import QueueRow
-    from hpclaunch.retier import Retier
+    from hpclaunch.planning.retier import Retier
+    from hpclaunch.slurm.queue import QueueRow
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["TierMove", "apply_tier_move", "plan_tier_move"]
 
@@ -40,8 +40,8 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         JobNotFound, BackendError: The job is gone or has ended.
     """
     from hpclaunch.errors import BackendError, JobNotFound, PlanError
-    from hpclaunch.queue import tier_of
-    from hpclaunch.retier import check_allowed, plan_retier
+    from hpclaunch.planning.retier import check_allowed, plan_retier
+    from hpclaunch.slurm.queue import tier_of
 
     site = context.site
     if new_tier not in site.tiers:
@@ -84,7 +84,7 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
         JobNotFound: The job ended meanwhile.
         BackendError: Slurm refused the change (its answer and a hint).
     """
-    from hpclaunch.history import record_amendment
+    from hpclaunch.store.history import record_amendment
 
     retier = move.retier
     _update(context, retier)
@@ -100,9 +100,9 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
 def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     """The project's in-quota GPUs without this job's own (one look at the queue), when the new
     tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.queue import project_of
-    from hpclaunch.quota import read_usage
-    from hpclaunch.retier import counted_gpus
+    from hpclaunch.planning.quota import read_usage
+    from hpclaunch.planning.retier import counted_gpus
+    from hpclaunch.slurm.queue import project_of
 
     site = context.site
     project = project_of(site, row.account)
@@ -118,7 +118,7 @@ def _update(context: Context, retier: Retier) -> None:
     """The one update (``scontrol update`` or its RPC); its refusals become errors with
     hints."""
     from hpclaunch.errors import BackendError, JobNotFound, UpdateRefused
-    from hpclaunch.retier import scontrol_hint
+    from hpclaunch.planning.retier import scontrol_hint
 
     try:
         context.backend.update_job(retier.job_id, retier.slurm_changes)
@@ -135,6 +135,6 @@ def _update(context: Context, retier: Retier) -> None:
 
 
 def _record(job_id: str) -> SubmissionRecord | None:
-    from hpclaunch.history import find_record
+    from hpclaunch.store.history import find_record
 
     return find_record(job_id=job_id) or find_record(job_id=job_id.split("_")[0])

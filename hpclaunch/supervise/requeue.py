@@ -150,7 +150,7 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
     """Whether Slurm will requeue the job itself when it exits now: Slurm is preempting
     it (``PreemptTime`` set) and the release is one that requeues a job exiting in its
     grace time (see the module docstring). ``False`` when unsure (then scontrol requeue)."""
-    from hpclaunch.discover import slurm_release, version_said
+    from hpclaunch.slurm.capabilities import slurm_release, version_said
 
     try:
         version = runner.run(["scontrol", "--version"], timeout=timeout)

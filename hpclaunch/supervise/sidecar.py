@@ -375,7 +375,7 @@ class Sidecar:
         if not job:
             return None
         from hpclaunch.errors import TransportError
-        from hpclaunch.slurmtime import parse_time
+        from hpclaunch.slurm.times import parse_time
 
         try:
             result = self.runner.run(["squeue", "-h", "-j", job, "-o", "%L"], timeout=10)

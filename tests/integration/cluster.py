@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from hpclaunch.discover import slurm_release, version_said
 from hpclaunch.errors import TransportError
+from hpclaunch.slurm.capabilities import slurm_release, version_said
 from hpclaunch.transport.base import Runner
 
 NO_CLUSTER = "no Slurm cluster reachable: start one with docker/slurm-cluster/cluster.sh up"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hpclaunch.history import history_path, recent_submissions
+from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster, require_cluster
@@ -131,13 +131,13 @@ class Cli:
         )
 
     def submitted(self) -> dict[str, dict[str, Any]]:
-        """The history's records by job id (read through :mod:`hpclaunch.history`)."""
+        """The history's records by job id (read through :mod:`hpclaunch.store.history`)."""
         records = recent_submissions(limit=sys.maxsize, path=self.history)
         return {record.job_id: asdict(record) for record in records}
 
     def log(self, job_id: str) -> str:
         """The text of every attempt log of a job, oldest attempt first."""
-        from hpclaunch.logs import attempt_logs
+        from hpclaunch.ops.logtail import attempt_logs
 
         job_dir = self.submitted()[job_id]["job_dir"]
         logs = attempt_logs(job_dir)

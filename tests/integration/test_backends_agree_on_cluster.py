@@ -26,8 +26,8 @@ import pytest
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
-from hpclaunch.observe import JobInfo
-from hpclaunch.quota import USAGE_STATES, read_usage
+from hpclaunch.planning.quota import USAGE_STATES, read_usage
+from hpclaunch.slurm.jobs import JobInfo
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.history import find_record, history_path, recent_submissions
+from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from .conftest import HPCLAUNCH, REPO
 from .sshd import Sshd, fingerprint_of, keygen, public_dir

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import TransportError
-from hpclaunch.observe import JobInfo, JobState
-from hpclaunch.render import RenderedJob
+from hpclaunch.planning.render import RenderedJob
+from hpclaunch.slurm.jobs import JobInfo, JobState
 from hpclaunch.transport.base import CommandResult, Runner
 
 Answer = Callable[[tuple[str, ...]], CommandResult]

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.arbiter.daemon import Arbiter, ArbiterOptions, read_log
-from hpclaunch.arbiter.decide import InFlight, Roles, decide, roles_of
-from hpclaunch.arbiter.progress import (
+from hpclaunch.backends.cli import CliBackend
+from hpclaunch.config.site import SiteConfig, load_site
+from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions, read_log
+from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, decide, roles_of
+from hpclaunch.scheduling.arbiter.progress import (
     DEFAULT_CKPT_WRITE,
     JobProgress,
     job_dir_of,
     read_progress,
 )
-from hpclaunch.arbiter.snapshot import (
+from hpclaunch.scheduling.arbiter.snapshot import (
     ClusterJob,
     NodeGpus,
     Snapshot,
@@ -31,8 +33,6 @@ from hpclaunch.arbiter.snapshot import (
     parse_nodes,
     parse_restarts,
 )
-from hpclaunch.backends.cli import CliBackend
-from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.transport.base import CommandResult
 
 from .fakes import FakeRunner, result

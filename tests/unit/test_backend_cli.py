@@ -15,9 +15,9 @@ from hpclaunch.errors import (
     ProgramNotFound,
     SubmissionError,
 )
-from hpclaunch.observe import JobState
-from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import RenderedJob, render
+from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.render import RenderedJob, render
+from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import make_site, make_spec
@@ -246,7 +246,7 @@ def test_a_completed_job_sacct_does_not_know_yet_has_exit_code_zero() -> None:
     # squeue lists it COMPLETED, slurmdbd has not recorded it yet (seen on the cluster, CI
     # 2026-11-24): COMPLETED means exit code 0.
     from hpclaunch.backends.merge import _completed_exit
-    from hpclaunch.observe import JobInfo
+    from hpclaunch.slurm.jobs import JobInfo
 
     done = JobInfo(JobRef("7"), JobState.COMPLETED, source="squeue")
     assert _completed_exit(done).exit_code == 0
@@ -614,7 +614,7 @@ def test_array_summary_without_sacct_says_why() -> None:
 )
 def test_array_state_order(states: list[str], summary: JobState, exit_code: int | None) -> None:
     from hpclaunch.backends.arrays import summarise_array
-    from hpclaunch.observe import JobInfo, parse_state
+    from hpclaunch.slurm.jobs import JobInfo, parse_state
 
     codes = {"FAILED": 2, "TIMEOUT": 0, "CANCELLED": 0, "COMPLETED": 0}
     tasks = [

@@ -13,7 +13,7 @@ from hpclaunch import backends
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.cli import cli
 from hpclaunch.config.site import SiteConfig
-from hpclaunch.history import history_path, recent_submissions
+from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.transport.base import Runner
 
 from .fakes import FakeJob, FakeRunner, FakeSlurm

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpclaunch.cli import cli
-from hpclaunch.history import SubmissionRecord, history_path, record_submission
+from hpclaunch.store.history import SubmissionRecord, history_path, record_submission
 from hpclaunch.transport.base import CommandResult
 
 from . import test_cli
@@ -114,7 +114,7 @@ def test_logs_end_with_what_slurm_wrote_and_a_missing_attempt_is_an_error(
 
 
 def test_logs_of_a_sweeps_array_id_names_its_tasks(env: Env, tmp_path: Path) -> None:
-    from hpclaunch.sweep.record import SweepArray, SweepRecord, save_sweep
+    from hpclaunch.store.sweeps import SweepArray, SweepRecord, save_sweep
 
     sweep = SweepRecord(
         sweep_id="abcd1234",

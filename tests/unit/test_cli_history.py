@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch import backends
-from hpclaunch.history import (
+from hpclaunch.store.history import (
     SubmissionRecord,
     find_record,
     history_path,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hpclaunch.history import history_path, recent_submissions
+from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.transport.base import CommandResult
 
 from . import test_cli

@@ -1,4 +1,4 @@
-"""hpclaunch.cost and ``hpclaunch cost``: sacct lines (recorded on the local Slurm 22.05
+"""hpclaunch.slurm.usage and ``hpclaunch cost``: sacct lines (recorded on the local Slurm 22.05
 cluster, plus a running, a pending and a typed-GPU line), requeued attempts, clipping to the
 period, grouping, prices, and the table, JSON and CSV output."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from hpclaunch import backends
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.cost import (
+from hpclaunch.slurm.usage import (
     COST_FIELDS,
     cost_argv,
     parse_usage,

@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from hpclaunch.cli import cli
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.discover import (
+from hpclaunch.errors import ConfigError, PlanError, ProgramNotFound
+from hpclaunch.planning.checks import Problem, check_plan, check_site, raise_for_problems
+from hpclaunch.slurm.capabilities import (
     Capabilities,
     Gres,
     cache_path,
@@ -22,8 +24,6 @@ from hpclaunch.discover import (
     max_age_from_env,
     parse_gres,
 )
-from hpclaunch.errors import ConfigError, PlanError, ProgramNotFound
-from hpclaunch.sitecheck import Problem, check_plan, check_site, raise_for_problems
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import CWD, HOME, SUBMISSION_ID, make_spec
@@ -187,7 +187,7 @@ def test_cache_path_and_max_age_from_env(tmp_path: Path) -> None:
 
 
 def plan_for(site: SiteConfig, **spec: object):  # type: ignore[no-untyped-def]
-    from hpclaunch.plan import build_plan
+    from hpclaunch.planning.plan import build_plan
 
     return build_plan(make_spec(**spec), site, submission_id=SUBMISSION_ID, home=HOME, cwd=CWD)
 
@@ -322,7 +322,7 @@ def _cached(tmp_path: Path, caps: Capabilities) -> dict[str, str]:
     import time
     from dataclasses import replace
 
-    from hpclaunch.discover import write_cache
+    from hpclaunch.slurm.capabilities import write_cache
 
     write_cache(tmp_path / "hpclaunch" / "hpclaunch.json", replace(caps, discovered_at=time.time()))
     return {"XDG_CACHE_HOME": str(tmp_path), "HPCLAUNCH_CAPS_MAX_AGE": "3600"}

@@ -1,4 +1,4 @@
-"""hpclaunch.history over SQLite: the one-time import of the JSON-lines record, filters,
+"""hpclaunch.store.history over SQLite: the one-time import of the JSON-lines record, filters,
 state updates, permissions, and concurrent writers and readers in separate processes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.history import (
+from hpclaunch.store.history import (
     SCHEMA_VERSION,
     SubmissionRecord,
     find_record,
@@ -189,7 +189,7 @@ def test_fields_without_a_column_survive(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 from pathlib import Path
-from hpclaunch.history import SubmissionRecord, record_submission
+from hpclaunch.store.history import SubmissionRecord, record_submission
 path, worker, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 while not go.exists():
     time.sleep(0.001)

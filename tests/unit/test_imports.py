@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.render")
+HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.planning.render")
 
 PROBE = """
 import json, sys
@@ -67,7 +67,7 @@ def test_site_subcommands_help_is_light() -> None:
 
 def test_discovery_and_checks_are_light() -> None:
     # Checked before every submit: they must not pull in rich, jinja2 or yaml.
-    body = "import hpclaunch.discover, hpclaunch.sitecheck"
+    body = "import hpclaunch.slurm.capabilities, hpclaunch.planning.checks"
     assert loaded_after(body) == []
 
 

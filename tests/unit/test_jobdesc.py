@@ -10,8 +10,8 @@ import pytest
 
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.errors import PlanError
-from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import render
+from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.render import render
 
 from .conftest import make_spec
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpclaunch.logs import LogTail, attempt_logs
+from hpclaunch.ops.logtail import LogTail, attempt_logs
 
 
 def test_attempt_logs_in_attempt_order_not_name_order(tmp_path: Path) -> None:

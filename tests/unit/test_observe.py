@@ -6,7 +6,7 @@ import pytest
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import WatchTimeout
-from hpclaunch.observe import (
+from hpclaunch.slurm.jobs import (
     EXIT_CODE_WAIT,
     FINISHED_STATES,
     JobInfo,

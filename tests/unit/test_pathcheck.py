@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hpclaunch.errors import SpecError
-from hpclaunch.pathcheck import check_paths, missing_paths, needed_paths
-from hpclaunch.plan import build_plan
+from hpclaunch.planning.paths import check_paths, missing_paths, needed_paths
+from hpclaunch.planning.plan import build_plan
 from hpclaunch.transport.local import LocalRunner
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site, make_spec

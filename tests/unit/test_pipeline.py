@@ -1,5 +1,5 @@
-"""Multi-job files (hpclaunch.pipeline): validation errors, order, derived ids, sbatch options,
-and the words status uses for a job that waits or never ran."""
+"""Multi-job files (hpclaunch.planning.pipeline): validation errors, order, derived ids, sbatch
+options, and the words status uses for a job that waits or never ran."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import yaml
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import SpecError
-from hpclaunch.observe import JobInfo, JobState
-from hpclaunch.pipeline import (
+from hpclaunch.planning.pipeline import (
     explain_wait,
     is_pipeline_file,
     load_pipeline,
@@ -22,9 +21,10 @@ from hpclaunch.pipeline import (
     step_submission_ids,
     with_dependencies,
 )
-from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import render
-from hpclaunch.spec import load_spec
+from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.render import render
+from hpclaunch.slurm.jobs import JobInfo, JobState
+from hpclaunch.spec.job import load_spec
 
 from .conftest import make_spec
 

@@ -8,7 +8,7 @@ import pytest
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
-from hpclaunch.plan import SubmissionPlan, build_plan, new_submission_id
+from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
 
 from .conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
 
@@ -500,7 +500,7 @@ def test_srun_launcher_cpus_count_per_task(plan_for: PlanFor) -> None:
 def test_the_sites_python_runs_the_sidecar_with_home_expanded() -> None:
     import sys
 
-    from hpclaunch.plan import job_python
+    from hpclaunch.planning.plan import job_python
 
     site = make_site(python="~/venvs/hpc/bin/python")
     spec = make_spec(launcher="torchrun")

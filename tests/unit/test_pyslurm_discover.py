@@ -5,7 +5,7 @@ typed GPUs, a real deny list, a parameter switched off."""
 from __future__ import annotations
 
 from hpclaunch.backends.pyslurm_discover import _denied, _gres, _text
-from hpclaunch.discover import Gres, parse_gres
+from hpclaunch.slurm.capabilities import Gres, parse_gres
 
 
 def test_config_values_print_as_scontrol_prints_them() -> None:

@@ -1,4 +1,4 @@
-"""hpclaunch.queue: parsing squeue lines, the scheduler's order, reasons in words, tiers and
+"""hpclaunch.slurm.queue: parsing squeue lines, the scheduler's order, reasons in words, tiers and
 quota classes; and the history's tier amendments."""
 
 from __future__ import annotations
@@ -9,14 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.history import (
-    SubmissionRecord,
-    find_record,
-    recent_submissions,
-    record_amendment,
-    record_submission,
-)
-from hpclaunch.queue import (
+from hpclaunch.slurm.queue import (
     QUEUE_FORMAT,
     QueueRow,
     build_queue,
@@ -26,6 +19,13 @@ from hpclaunch.queue import (
     parse_queue,
     queue_argv,
     tier_of,
+)
+from hpclaunch.store.history import (
+    SubmissionRecord,
+    find_record,
+    recent_submissions,
+    record_amendment,
+    record_submission,
 )
 
 # Recorded on the local cluster (Slurm 22.05) with --format=QUEUE_FORMAT, then odd values.

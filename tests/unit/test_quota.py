@@ -9,9 +9,15 @@ import pytest
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import BackendUnavailable, ConfigError, PlanError
-from hpclaunch.queue import parse_queue, queue_argv
-from hpclaunch.quota import USAGE_STATES, classify, gpus_of_tres, in_quota_usage, read_usage
-from hpclaunch.spec import JobSpec
+from hpclaunch.planning.quota import (
+    USAGE_STATES,
+    classify,
+    gpus_of_tres,
+    in_quota_usage,
+    read_usage,
+)
+from hpclaunch.slurm.queue import parse_queue, queue_argv
+from hpclaunch.spec.job import JobSpec
 
 from .fakes import FakeRunner, result
 
@@ -104,7 +110,7 @@ def test_without_quotas_the_tier_alone_decides(plan_for: PlanFor, site: SiteConf
 
 
 def queue_line(qos: str, nodes: int, tres: str, job_id: str = "7") -> str:
-    """A line of squeue in :data:`hpclaunch.queue.QUEUE_FORMAT` (only QOS and GPUs vary)."""
+    """A line of squeue in :data:`hpclaunch.slurm.queue.QUEUE_FORMAT` (only QOS and GPUs vary)."""
     return (
         f"{job_id}|alice|research|{qos}|RUNNING|None|100|2026-11-25T10:00:00|{nodes}|{tres}|0|"
         "gpu|1:00|train"
@@ -332,7 +338,7 @@ def test_submit_prints_the_warning_and_strict_places_in_quota(
 def test_tier_takes_a_jobs_own_gpus_out_as_the_usage_counted_them(site: SiteConfig) -> None:
     # `hpclaunch tier` subtracts the moving job from its project's usage: every pending task
     # of a folded array line, as read_usage counted them (4 tasks x 2 GPUs).
-    from hpclaunch.retier import counted_gpus
+    from hpclaunch.planning.retier import counted_gpus
 
     (row,) = parse_queue(queue_line("normal", 1, "gres/gpu:2", job_id="6_[2-5%2]"))
     assert counted_gpus(site, row, "research") == 8

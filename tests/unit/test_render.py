@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.errors import RenderError
-from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import RenderedJob, render, render_command_section, sbatch_quote
+from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.render import RenderedJob, render, render_command_section, sbatch_quote
 
 from .conftest import make_site, make_spec
 

@@ -10,7 +10,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.merge import _finished_view
 from hpclaunch.backends.slurm_text import is_waiting_reason, parse_sacct
 from hpclaunch.cli.status import exit_text
-from hpclaunch.observe import JobInfo, JobState
+from hpclaunch.slurm.jobs import JobInfo, JobState
 
 DATA = Path(__file__).parent / "data" / "cluster-22.05" / "sacct_status_steps.txt"
 IDS = ("17", "26", "54", "65", "66", "67", "91")

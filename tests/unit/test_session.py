@@ -13,7 +13,7 @@ import pytest
 
 import hpclaunch
 from hpclaunch.errors import SpecError
-from hpclaunch.history import find_record, history_path, recent_submissions
+from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from . import test_cli
 from .fakes import FakeSlurm

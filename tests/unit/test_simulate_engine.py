@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpclaunch.simulate.engine import SimConfig, simulate
-from hpclaunch.simulate.model import BE, TE, Cluster, Job
-from hpclaunch.simulate.policies import Ours, make_policy
+from hpclaunch.scheduling.simulate.engine import SimConfig, simulate
+from hpclaunch.scheduling.simulate.model import BE, TE, Cluster, Job
+from hpclaunch.scheduling.simulate.policies import Ours, make_policy
 
 
 def job(i: int, submit: float, gpus: int, duration: float, cls: str = BE, **kw: float) -> Job:

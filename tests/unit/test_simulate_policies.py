@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hpclaunch.simulate.policies import (
+from hpclaunch.scheduling.simulate.policies import (
     Candidate,
     Ours,
     Request,

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from hpclaunch.cli import cli
-from hpclaunch.simulate.engine import simulate
-from hpclaunch.simulate.metrics import percentile, run_metrics, summarize
-from hpclaunch.simulate.model import BE, TE
-from hpclaunch.simulate.policies import make_policy
-from hpclaunch.simulate.workload import (
+from hpclaunch.scheduling.simulate.engine import simulate
+from hpclaunch.scheduling.simulate.metrics import percentile, run_metrics, summarize
+from hpclaunch.scheduling.simulate.model import BE, TE
+from hpclaunch.scheduling.simulate.policies import make_policy
+from hpclaunch.scheduling.simulate.workload import (
     WorkloadParams,
     copy_jobs,
     generate,
@@ -24,7 +24,14 @@ from hpclaunch.simulate.workload import (
 )
 from tests.unit.test_imports import loaded_after
 
-SAMPLE = Path(__file__).parents[2] / "hpclaunch" / "simulate" / "data" / "sample-trace.csv"
+SAMPLE = (
+    Path(__file__).parents[2]
+    / "hpclaunch"
+    / "scheduling"
+    / "simulate"
+    / "data"
+    / "sample-trace.csv"
+)
 
 
 def fields(jobs: list) -> list[tuple]:  # type: ignore[type-arg]
@@ -137,7 +144,7 @@ def test_simulate_help_and_engine_are_light() -> None:
     body = (
         "from hpclaunch.cli import main\n"
         "try:\n    main(['simulate', '--help'])\nexcept SystemExit:\n    pass\n"
-        "import hpclaunch.simulate.report, hpclaunch.simulate.engine\n"
+        "import hpclaunch.scheduling.simulate.report, hpclaunch.scheduling.simulate.engine\n"
         "assert 'matplotlib' not in sys.modules\n"
     )
     assert loaded_after(body) == []

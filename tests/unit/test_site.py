@@ -9,7 +9,7 @@ import yaml
 
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import ConfigError
-from hpclaunch.plan import SubmissionPlan, build_plan
+from hpclaunch.planning.plan import SubmissionPlan, build_plan
 
 from .conftest import make_site, make_spec
 

@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from hpclaunch.accounting import (
+from hpclaunch.config.site import SiteConfig, load_site
+from hpclaunch.errors import CommandFailed
+from hpclaunch.planning.checks import pending_problems
+from hpclaunch.planning.siteplan import Change, apply, plan_site
+from hpclaunch.slurm.accounting import (
     ACCOUNT_FORMAT,
     ASSOC_FORMAT,
     QOS_FORMAT,
@@ -18,12 +22,8 @@ from hpclaunch.accounting import (
     parse_live,
     read_live,
 )
-from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.discover import Capabilities, discover
-from hpclaunch.errors import CommandFailed
-from hpclaunch.sitecheck import pending_problems
-from hpclaunch.siteplan import Change, apply, plan_site
-from hpclaunch.slurmtime import format_time
+from hpclaunch.slurm.capabilities import Capabilities, discover
+from hpclaunch.slurm.times import format_time
 from hpclaunch.transport.base import CommandResult
 
 from .fakes import FakeRunner, result
@@ -77,7 +77,7 @@ def commands(changes: list[Change]) -> list[str]:
 
 class FakeAccounting:
     """QOS, accounts and associations of one cluster, changed by the argv forms
-    :func:`plan_site` emits and shown in :mod:`hpclaunch.accounting`'s formats. An
+    :func:`plan_site` emits and shown in :mod:`hpclaunch.slurm.accounting`'s formats. An
     association's QOS list and default QOS are ``None`` when inherited from its parent
     (the user's account, the account's parent), as slurmdbd does."""
 
@@ -139,7 +139,7 @@ class FakeAccounting:
         self.qos[name] = dataclasses.asdict(LiveQos(name, desc))
 
     def modify_qos(self, where: dict[str, str], sets: list[tuple[str, str, str]]) -> None:
-        from hpclaunch.accounting import _seconds
+        from hpclaunch.slurm.accounting import _seconds
 
         q = self.qos[where["name"]]
         for key, _, value in sets:

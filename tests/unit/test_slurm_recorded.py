@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-from hpclaunch.accounting import read_live
-from hpclaunch.arbiter.snapshot import (
+from hpclaunch.backends.base import JobRef
+from hpclaunch.backends.cli import CliBackend
+from hpclaunch.config.site import load_site
+from hpclaunch.scheduling.arbiter.snapshot import (
     jobs_argv,
     nodes_argv,
     parse_jobs,
@@ -29,13 +31,11 @@ from hpclaunch.arbiter.snapshot import (
     parse_restarts,
     restarts_argv,
 )
-from hpclaunch.backends.base import JobRef
-from hpclaunch.backends.cli import CliBackend
-from hpclaunch.config.site import load_site
-from hpclaunch.cost import cost_argv, parse_usage
-from hpclaunch.discover import discover, slurm_release
-from hpclaunch.observe import JobState
-from hpclaunch.queue import parse_queue, queue_argv
+from hpclaunch.slurm.accounting import read_live
+from hpclaunch.slurm.capabilities import discover, slurm_release
+from hpclaunch.slurm.jobs import JobState
+from hpclaunch.slurm.queue import parse_queue, queue_argv
+from hpclaunch.slurm.usage import cost_argv, parse_usage
 from hpclaunch.transport.base import CommandResult
 
 from .fakes import FakeRunner, result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpclaunch.slurmtime import format_time, parse_time, parse_time_limit
+from hpclaunch.slurm.times import format_time, parse_time, parse_time_limit
 
 
 @pytest.mark.parametrize(

@@ -19,11 +19,13 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
-from hpclaunch.render import render
+from hpclaunch.ops.sweep_status import parse_task_states, sweep_status
+from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
+from hpclaunch.planning.render import render
+from hpclaunch.planning.sweep import plan_sweep, submit_sweep
 from hpclaunch.runtime import report_metrics, sweep_params
-from hpclaunch.spec import JobSpec, Sweep
-from hpclaunch.sweep.points import ArrayChunk, expand, params_lines, split_arrays
-from hpclaunch.sweep.record import (
+from hpclaunch.spec.job import JobSpec, Sweep
+from hpclaunch.store.sweeps import (
     SweepArray,
     SweepRecord,
     find_sweep,
@@ -31,9 +33,7 @@ from hpclaunch.sweep.record import (
     list_sweeps,
     save_sweep,
 )
-from hpclaunch.sweep.status import parse_task_states, sweep_status
-from hpclaunch.sweep.submit import plan_sweep, submit_sweep
-from hpclaunch.sweep.task import read_point, substitute, task_env
+from hpclaunch.supervise.sweep_task import read_point, substitute, task_env
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
 from .fakes import FakeRunner, result
@@ -110,7 +110,7 @@ def test_list_is_as_written() -> None:
     ],
 )
 def test_bad_sweeps_name_the_field(fields: dict[str, Any], message: str, tmp_path: Path) -> None:
-    from hpclaunch.spec import load_spec
+    from hpclaunch.spec.job import load_spec
 
     path = tmp_path / "s.yaml"
     path.write_text(json.dumps({"name": "x", "command": ["echo"], "sweep": fields}))
@@ -248,7 +248,7 @@ def test_params_file_round_trip_with_newlines(tmp_path: Path) -> None:
     path.write_text(params_lines(points))
     assert len(path.read_text().splitlines()) == 3
     assert [read_point(str(path), i) for i in range(3)] == points
-    from hpclaunch.sweep.task import TaskError
+    from hpclaunch.supervise.sweep_task import TaskError
 
     with pytest.raises(TaskError, match="no point 3"):
         read_point(str(path), 3)
@@ -294,7 +294,7 @@ values = st.one_of(
 def test_hostile_values_reach_the_task_exactly(a: list[Any], words: list[str]) -> None:
     """The whole rendered batch script under bash, as array task 1 of the array at offset
     ``len(a) - 1``: the last point's values replace ``{a}`` inside words, and nothing runs."""
-    from hpclaunch.sweep.task import format_value
+    from hpclaunch.supervise.sweep_task import format_value
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -577,7 +577,7 @@ def test_a_split_sweep_submits_each_part_with_its_own_script() -> None:
 
 
 def test_sort_tasks_by_metric_missing_last_and_unknown_names_the_known() -> None:
-    from hpclaunch.sweep.status import TaskStatus, sort_tasks
+    from hpclaunch.ops.sweep_status import TaskStatus, sort_tasks
 
     tasks = [
         TaskStatus(0, "1_0", "COMPLETED", {"lr": 0.1}, {"loss": 0.5}),

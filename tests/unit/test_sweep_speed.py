@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from hpclaunch.sweep.points import params_lines
-from hpclaunch.sweep.submit import plan_sweep, submit_sweep
+from hpclaunch.planning.points import params_lines
+from hpclaunch.planning.sweep import plan_sweep, submit_sweep
 
 from .conftest import HOME, SUBMISSION_ID
 from .fakes import FakeRunner, result
@@ -79,7 +79,7 @@ class _CountingRunner(FakeRunner):
 
 def test_a_sweep_writes_its_script_once_and_every_array_runs_it() -> None:
     from hpclaunch.backends.cli import CliBackend
-    from hpclaunch.render import render
+    from hpclaunch.planning.render import render
 
     spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
@@ -98,7 +98,7 @@ def test_a_sweep_writes_its_script_once_and_every_array_runs_it() -> None:
 
 def test_a_single_submit_still_writes_its_script() -> None:
     from hpclaunch.backends.cli import CliBackend
-    from hpclaunch.render import render
+    from hpclaunch.planning.render import render
 
     spec = _spec(sweep={"method": "list", "points": [{"i": 0}]})
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
@@ -115,7 +115,7 @@ def test_a_single_submit_still_writes_its_script() -> None:
 
 @pytest.fixture
 def template_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    from hpclaunch import render as render_module
+    from hpclaunch.planning import render as render_module
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     render_module._environment.cache_clear()
@@ -124,7 +124,7 @@ def template_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 def _fresh_render(plan: Any, **kwargs: Any) -> str:
-    from hpclaunch import render as render_module
+    from hpclaunch.planning import render as render_module
 
     render_module._environment.cache_clear()  # a new process: compile or load from disk
     return render_module.render(plan, **kwargs).script
@@ -160,7 +160,7 @@ def test_an_edited_template_is_compiled_again(template_cache: Path, tmp_path: Pa
 
 
 def test_a_cache_others_can_write_is_not_used(template_cache: Path) -> None:
-    from hpclaunch.render import _template_cache
+    from hpclaunch.planning.render import _template_cache
 
     template_cache.mkdir(parents=True)
     template_cache.chmod(0o777)

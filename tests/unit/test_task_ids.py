@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpclaunch.task_ids import task_ids
+from hpclaunch.slurm.task_ids import task_ids
 
 
 def test_ranges_steps_and_slurmdbds_hex_bitmap() -> None:

@@ -10,7 +10,6 @@ import paramiko
 import pytest
 
 from hpclaunch.errors import ConfigError, ConnectError
-from hpclaunch.sync import materialise_script, scan, store_dir
 from hpclaunch.transport.hostkeys import (
     HostKeyStatus,
     accept_host_key,
@@ -19,6 +18,7 @@ from hpclaunch.transport.hostkeys import (
 )
 from hpclaunch.transport.ssh import SSHRunner
 from hpclaunch.transport.sshconfig import SSHTarget, parse_destination, resolve_target
+from hpclaunch.transport.sync import materialise_script, scan, store_dir
 
 # A fixed ed25519 public key and its fingerprint as `ssh-keygen -lf` printed it.
 PUB = "AAAAC3NzaC1lZDI1NTE5AAAAIPhWDNYfxNaBAN6ZJoSTR3asEct+Pspf5DJcXf1UGzPu"

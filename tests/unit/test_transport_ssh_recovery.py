@@ -9,8 +9,8 @@ import pytest
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.errors import ConnectionDropped, SubmissionError
-from hpclaunch.plan import SubmissionPlan
-from hpclaunch.render import render
+from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.render import render
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import make_site, make_spec

@@ -11,9 +11,9 @@ import pytest
 from hpclaunch.config.settings import load_user_config
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import ConfigError, SpecError
-from hpclaunch.pipeline import load_pipeline
-from hpclaunch.render import render
-from hpclaunch.spec import load_spec
+from hpclaunch.planning.pipeline import load_pipeline
+from hpclaunch.planning.render import render
+from hpclaunch.spec.job import load_spec
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
 
@@ -48,7 +48,7 @@ def test_every_slurm_time_format_quoted_or_not(
     site = make_site(
         partitions=[{"name": "p", "gpus_per_node": 4, "cpus_per_node": 8, "max_time": "7-00"}]
     )
-    from hpclaunch.plan import build_plan
+    from hpclaunch.planning.plan import build_plan
 
     plan = build_plan(spec, site, submission_id=SUBMISSION_ID, home=HOME, cwd="/tmp", python=PYTHON)
     job = render(plan)

@@ -1,0 +1,406 @@
+"""Plan a sweep and submit it as one or more job arrays.
+
+A sweep's way through hpclaunch: ``hpclaunch sweep SPEC`` expands the spec's ``sweep:``
+section into points (:mod:`hpclaunch.planning.points`: grid, seeded random draw, or an
+explicit list), writes them to ``<job dir>/sweep-params.jsonl`` (line *i* = point *i*) and
+submits one batch script as one or more arrays (this module); the sweep is remembered in
+:mod:`hpclaunch.store.sweeps`. Inside the job, :mod:`hpclaunch.supervise.sweep_task` finds
+the task's point (offset + ``SLURM_ARRAY_TASK_ID``), gives it its own directory
+``<job dir>/tasks/<point>/`` and execs the command with ``{name}`` replaced by the point's
+values. ``hpclaunch sweep status ID`` (:mod:`hpclaunch.ops.sweep_status`) counts the tasks
+by state and shows the final metrics reported with :func:`hpclaunch.runtime.report_metrics`.
+
+:func:`plan_sweep` is pure (like :func:`hpclaunch.planning.plan.build_plan`): it expands the points,
+plans the batch script once (tier ``low`` unless the spec sets ``tier``), puts the task step
+(:mod:`hpclaunch.supervise.sweep_task`) in front of the launch, and splits the points into arrays
+whose indices stay below ``MaxArraySize``. :func:`submit_sweep` writes the params file and runs one
+``sbatch`` per array.
+
+``max_concurrent`` (``%N``) holds over the whole sweep: with one array it is that array's
+``%N``; with several, each array gets ``%N`` and starts only after the one before it ended
+(``--dependency=afterany:<previous array>``), so at most N tasks ever run at once. Without
+``max_concurrent`` the arrays are independent and may all run at once.
+
+Quotas: a sweep of a non-preemptible tier is placed on the GPUs it can hold at once. When
+its project's free guarantee holds some but not all of its concurrent tasks, it is split
+(Run:AI's in-quota / over-quota): one part in-quota with ``%fits`` (never preempted), the
+other over-quota with the rest of the concurrency (its own script ``job-overquota.sbatch``:
+account ``P-oq``, the over-quota QOS, requeued at preemption), the points shared in the same
+ratio. The parts run side by side; ``max_concurrent`` still holds over the whole sweep.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.errors import PlanError
+from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
+from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
+from hpclaunch.planning.render import RenderedJob
+from hpclaunch.spec.job import JobSpec, SweepValue
+from hpclaunch.supervise.sweep_task import PARAMS_NAME, placeholders
+from hpclaunch.transport.base import Runner
+
+__all__ = ["SweepPlan", "plan_sweep", "submit_sweep"]
+
+#: Slurm's default MaxArraySize (slurm.conf(5)), used when the cluster cannot be asked.
+DEFAULT_MAX_ARRAY_SIZE = 1001
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A planned sweep.
+
+    Attributes:
+        plan: The batch script's plan (``sweep_params`` set; the task step first in
+            ``launch_prefix``); its submission id is the sweep id.
+        points: The expanded points, in index order.
+        arrays: How the points are split into arrays.
+        chained: Each array waits for the one before of the same part (``max_concurrent``
+            over several).
+        overquota: A sweep split at its project's quota (:func:`plan_sweep`): the plan of
+            the part that runs over-quota (its own script, account, QOS); ``None``: one part.
+        parts: Per array, ``0`` (``plan``) or ``1`` (``overquota``); empty: all ``0``.
+    """
+
+    plan: SubmissionPlan
+    points: tuple[dict[str, SweepValue], ...]
+    arrays: tuple[ArrayChunk, ...]
+    chained: bool
+    overquota: SubmissionPlan | None = None
+    parts: tuple[int, ...] = ()
+
+    def part_of(self, index: int) -> int:
+        """``0`` or ``1``: which plan array ``index`` runs."""
+        return self.parts[index] if self.parts else 0
+
+    def plan_of(self, index: int) -> SubmissionPlan:
+        """The plan (script, account, QOS) of array ``index``."""
+        if self.part_of(index) == 1 and self.overquota is not None:
+            return self.overquota
+        return self.plan
+
+    @property
+    def sweep_id(self) -> str:
+        """The sweep's id (the plan's submission id; names the job directory)."""
+        return self.plan.submission_id
+
+    @property
+    def params_file(self) -> str:
+        """Where the points are written (``<job dir>/sweep-params.jsonl``)."""
+        assert self.plan.sweep_params is not None
+        return self.plan.sweep_params
+
+    def sbatch_argv(self, index: int, previous: str | None) -> tuple[str, ...]:
+        """The sbatch argv of array ``index`` (``previous``: the job id it waits for)."""
+        chunk = self.arrays[index]
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--array={chunk.array_spec}",
+            f"--comment=hpclaunch:{self.array_submission_id(index)}",
+        ]
+        plan = self.plan_of(index)
+        if self.chained and previous is not None:
+            try:  # on the command line, --dependency replaces the script's: keep both
+                own = plan.option("--dependency")
+            except KeyError:
+                own = None
+            argv.append(f"--dependency={own + ',' if own else ''}afterany:{previous}")
+        return (*argv, plan.script_path, str(chunk.offset))
+
+    def array_submission_id(self, index: int) -> str:
+        """Each array's own tag (``<sweep id>-a<index>``), so that a lost sbatch reply is
+        matched to the right array."""
+        return f"{self.sweep_id}-a{index}"
+
+
+def plan_sweep(
+    spec: JobSpec,
+    site: SiteConfig,
+    *,
+    submission_id: str,
+    home: str,
+    max_array_size: int,
+    cwd: str | None = None,
+    python: str | None = None,
+    quota_used: int | None = None,
+    quota_mode: str = "allow",
+) -> SweepPlan:
+    """Plan ``spec``'s sweep on ``site`` (pure; see the module docstring).
+
+    On a site with quotas the sweep is placed as a whole (one script for all its tasks) on
+    the GPUs it can hold at once: ``min(points, max_concurrent)`` tasks' GPUs. A sweep
+    judged task by task was placed in-quota and then had tasks wait at the quota
+    (``AssocGrpGRES``) beside idle GPUs.
+
+    Raises:
+        PlanError: The spec has no ``sweep``, the cluster has no arrays, or
+            :func:`~hpclaunch.planning.plan.build_plan` refuses the job.
+    """
+    sweep = spec.sweep
+    if sweep is None:
+        raise PlanError(
+            "sweep: the spec has no sweep section",
+            hint="add sweep: {method: grid, parameters: {lr: [0.1, 0.01]}}, or submit it "
+            "with 'hpclaunch submit'",
+        )
+    if "tier" not in spec.model_fields_set:
+        spec = spec.model_copy(update={"tier": "low"})
+    python = job_python(site, home, python)
+    points = tuple(expand(sweep))
+    try:
+        arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)
+    except ValueError as exc:
+        raise PlanError(
+            f"sweep: {exc}", hint="ask the admins for MaxArraySize > 0 in slurm.conf"
+        ) from exc
+    per_task = spec.resources.nodes * spec.resources.gpus_per_node
+    at_once = min(len(points), sweep.max_concurrent or len(points))
+
+    def plan_for(used: int | None, gpus: int) -> SubmissionPlan:  # the spec on this site
+        return build_plan(
+            spec,
+            site,
+            submission_id=submission_id,
+            home=home,
+            cwd=cwd,
+            python=python,
+            quota_used=used,
+            quota_mode=quota_mode,
+            quota_gpus=gpus,
+        )
+
+    whole = plan_for(quota_used, at_once * per_task)
+    fits = _tasks_in_quota(spec, site, whole, quota_used, per_task, at_once)
+    if fits:
+        parts = _split(
+            plan_for, len(points), fits, at_once, per_task, quota_used or 0, max_array_size
+        )
+    else:
+        parts = [_Part(whole, arrays, None, 0)]
+    chained = any(len(p.arrays) > 1 and p.arrays[0].limit for p in parts)
+    params_file = posixpath.join(whole.job_dir, PARAMS_NAME)
+    task_step = (
+        python,
+        "-m",
+        "hpclaunch.supervise.sweep_task",
+        "--params",
+        params_file,
+        f"--keep={len(whole.launch_prefix)}",
+        "--",
+    )
+    split = _split_note(spec, site, parts, at_once, per_task, len(points)) if fits else None
+    plans = []
+    for part in parts:
+        plan = part.plan
+        notes = plan.notes + tuple(_notes(spec, points, part.arrays, chained, max_array_size, plan))
+        if split:
+            notes += (split,)
+            plan = replace(plan, quota_warning=_split_warning(spec, site, fits, at_once, per_task))
+        else:
+            notes += _quota_notes(spec, site, plan, at_once, per_task, quota_used)
+        script = posixpath.join(plan.job_dir, part.script) if part.script else plan.script_path
+        prefix = task_step + plan.launch_prefix
+        plans.append(
+            replace(
+                plan,
+                launch_prefix=prefix,
+                sweep_params=params_file,
+                script_path=script,
+                notes=notes,
+            )
+        )
+    return SweepPlan(
+        plan=plans[0],
+        points=points,
+        arrays=tuple(a for part in parts for a in part.arrays),
+        chained=chained,
+        overquota=plans[1] if len(plans) > 1 else None,
+        parts=tuple(i for i, part in enumerate(parts) for _ in part.arrays) if fits else (),
+    )
+
+
+#: The over-quota part's script, beside the in-quota part's ``job.sbatch``.
+OVERQUOTA_SCRIPT = "job-overquota.sbatch"
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of a sweep: its plan, arrays (offsets from ``first``) and script name."""
+
+    plan: SubmissionPlan
+    arrays: list[ArrayChunk]
+    script: str | None
+    first: int
+
+
+def _arrays(count: int, max_array_size: int, cap: int, first: int) -> list[ArrayChunk]:
+    return [replace(a, offset=a.offset + first) for a in split_arrays(count, max_array_size, cap)]
+
+
+def _split(
+    plan_for: Callable[[int, int], SubmissionPlan],
+    count: int,
+    fits: int,
+    at_once: int,
+    per_task: int,
+    used: int,
+    max_array_size: int,
+) -> list[_Part]:
+    """Run:AI's split of a sweep at its project's quota: ``fits`` tasks at a time in-quota
+    (never preempted), the other ``at_once - fits`` over-quota on idle GPUs (preemptible).
+    The points are shared in the same ratio, so that both parts end about together; the
+    points keep their indices (the over-quota part's arrays start at its first point)."""
+    inside = min(count - 1, max(fits, round(count * fits / at_once)))
+    in_plan = plan_for(used, fits * per_task)
+    over_plan = plan_for(used + fits * per_task, (at_once - fits) * per_task)
+    assert (in_plan.quota, over_plan.quota) == ("in-quota", "over-quota")
+    over_arrays = _arrays(count - inside, max_array_size, at_once - fits, inside)
+    return [
+        _Part(in_plan, _arrays(inside, max_array_size, fits, 0), None, 0),
+        _Part(over_plan, over_arrays, OVERQUOTA_SCRIPT, inside),
+    ]
+
+
+def _split_note(
+    spec: JobSpec, site: SiteConfig, parts: list[_Part], at_once: int, per_task: int, count: int
+) -> str:
+    inside, over = parts
+    project = spec.project or site.default_account
+    cap_in, cap_over = inside.arrays[0].limit, over.arrays[0].limit
+    return (
+        f"quota judged for the whole sweep: {at_once} tasks can run at once x {per_task} "
+        f"GPUs; project {project} has {(cap_in or 0) * per_task} guaranteed GPUs free: split "
+        f"in two, points 0-{over.first - 1} in-quota ({cap_in} at a time, never preempted), "
+        f"points {over.first}-{count - 1} over-quota ({cap_over} at a time, on idle GPUs, "
+        f"preemptible; script {OVERQUOTA_SCRIPT})"
+    )
+
+
+def _split_warning(spec: JobSpec, site: SiteConfig, fits: int, at_once: int, per_task: int) -> str:
+    project = spec.project or site.default_account
+    return (
+        f"project {project} has {fits * per_task} of its guaranteed GPUs free; this sweep runs "
+        f"{at_once} tasks at once: {fits} in-quota, {at_once - fits} over-quota on idle GPUs, "
+        "which may be preempted (--quota=strict waits in-quota instead)"
+    )
+
+
+def _tasks_in_quota(
+    spec: JobSpec,
+    site: SiteConfig,
+    plan: SubmissionPlan,
+    quota_used: int | None,
+    per_task: int,
+    at_once: int,
+) -> int:
+    """How many of the sweep's concurrent tasks fit in its project's free guarantee, when
+    that is some but not all of them (then the sweep is split); else 0."""
+    if plan.quota != "over-quota" or plan.quota_warning is None or per_task == 0:
+        return 0  # in-quota as a whole, no quotas, a preemptible tier, or --quota=strict
+    project = spec.project or site.default_account
+    if project not in site.quotas:
+        return 0
+    fits = max(0, site.quotas[project] - (quota_used or 0)) // per_task
+    return fits if 0 < fits < at_once else 0
+
+
+def _notes(
+    spec: JobSpec,
+    points: Sequence[dict[str, SweepValue]],
+    arrays: Sequence[ArrayChunk],
+    chained: bool,
+    max_array_size: int,
+    plan: SubmissionPlan,
+) -> list[str]:
+    assert spec.sweep is not None
+    names = sorted({name for point in points for name in point})
+    notes = [
+        f"sweep ({spec.sweep.method}): {len(points)} points over {', '.join(names) or '-'}; "
+        f"each task gets {plan.job_dir}/tasks/<point>/ (control, ledger, checkpoints, logs)",
+        f"{len(arrays)} array(s) of at most {max_array_size} tasks (indices stay below "
+        f"MaxArraySize {max_array_size}): "
+        + ", ".join(f"--array={a.array_spec} from point {a.offset}" for a in arrays),
+    ]
+    if chained:
+        notes.append(
+            f"max_concurrent {spec.sweep.max_concurrent}: each array starts after the one "
+            "before ended (--dependency=afterany), so the cap holds over the whole sweep"
+        )
+    unknown = sorted(placeholders(plan.command) - set(names))
+    if unknown:
+        notes.append(
+            "not sweep parameters, passed as written: " + ", ".join(f"{{{n}}}" for n in unknown)
+        )
+    return notes
+
+
+def _quota_notes(
+    spec: JobSpec,
+    site: SiteConfig,
+    plan: SubmissionPlan,
+    at_once: int,
+    per_task: int,
+    quota_used: int | None,
+) -> tuple[str, ...]:
+    """How the sweep's quota placement was judged, and how to keep it in-quota."""
+    if plan.quota == "none" or (plan.quota == "over-quota" and plan.quota_warning is None):
+        return ()  # no quotas; or a preemptible tier, over-quota by design
+    assert spec.sweep is not None
+    limit = spec.sweep.max_concurrent
+    cap = f"max_concurrent {limit}" if limit else "no max_concurrent"
+    notes = [
+        f"quota judged for the whole sweep: {at_once} tasks can run at once ({cap}) x "
+        f"{per_task} GPUs = {at_once * per_task} GPUs, {plan.quota}"
+    ]
+    project = spec.project or site.default_account
+    if plan.quota == "over-quota" and plan.quota_warning and project in site.quotas and per_task:
+        free = site.quotas[project] - (quota_used or 0)
+        fits = max(0, free) // per_task
+        if fits:
+            notes.append(
+                f"max_concurrent: {fits} would keep the sweep in-quota (never preempted), "
+                f"{fits} tasks at a time"
+            )
+    return tuple(notes)
+
+
+def submit_sweep(
+    backend: Backend,
+    runner: Runner,
+    sweep: SweepPlan,
+    *,
+    on_array: Callable[[int, JobRef], None] | None = None,
+) -> list[JobRef]:
+    """Write the params file, then submit each array (one sbatch each).
+
+    The batch script is rendered once and written with the first array; the others run the
+    same file (only their sbatch argv differs), so it is not written again: one file
+    transfer per sweep, not per array, when Slurm is reached over SSH.
+
+    ``on_array(index, ref)`` is called after each array is submitted (to record it at
+    once: a later failure must not lose the ones already in Slurm).
+    """
+    jobs: dict[int, RenderedJob] = {0: backend.dryrun(sweep.plan)}
+    if sweep.overquota is not None:
+        jobs[1] = backend.dryrun(sweep.overquota)
+    runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
+    refs: list[JobRef] = []
+    last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
+    for index in range(len(sweep.arrays)):
+        part = sweep.part_of(index)
+        tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
+        ref = backend.submit(
+            replace(jobs[part], sbatch_argv=sweep.sbatch_argv(index, last.get(part)), plan=tagged),
+            script_written=part in last,
+        )
+        last[part] = ref.job_id
+        refs.append(ref)
+        if on_array is not None:
+            on_array(index, ref)
+    return refs

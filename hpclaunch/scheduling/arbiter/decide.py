@@ -1,0 +1,289 @@
+"""One pass of the arbiter's policy over a snapshot: which running jobs to preempt, for whom.
+
+Pure: :func:`decide` sees the cluster (:class:`~hpclaunch.scheduling.arbiter.snapshot.Snapshot`),
+what each running preemptible job has at stake
+(:class:`~hpclaunch.scheduling.arbiter.progress.JobProgress`) and the preemptions already
+under way, and returns new :class:`Preemption` s. The victim choice is the simulator's
+:func:`hpclaunch.scheduling.simulate.policies.choose_victims`, the same function the simulated
+``ours`` policy uses, called with the live cluster's state.
+
+Who may preempt whom comes from the site config, as for Slurm's own preemption
+(``hpclaunch site plan``): a pending job whose QOS is a preempting tier's (``may_preempt``)
+may take GPUs from running jobs whose QOS is a preemptible tier's or the over-quota QOS.
+
+The pass goes through the pending preempting jobs in Slurm's order (priority, then submit
+time) on a copy of the free GPUs per node:
+
+1. a job whose victims are still stopping gets their GPUs as they come free (nothing new is
+   chosen for it);
+2. a job that fits in what is free is left to Slurm (it starts on the next scheduling pass);
+   its GPUs are taken off the copy, so a later job does not count on them;
+3. otherwise :func:`choose_victims` picks the cheapest set among the candidates not chosen
+   already; the freed GPUs go to this job on the copy.
+
+Only jobs Slurm holds for ``Resources`` or ``Priority`` are considered: one waiting for its
+quota (``AssocGrpGRES``), a dependency or a begin time would not start if GPUs came free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hpclaunch.config.site import SiteConfig
+from hpclaunch.scheduling.arbiter.progress import JobProgress
+from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus, Snapshot
+from hpclaunch.scheduling.simulate.model import best_fit
+from hpclaunch.scheduling.simulate.policies import MIN_RUN, Candidate, Request, choose_victims
+
+__all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of", "waits_to_preempt"]
+
+#: squeue reasons of a job that would start if GPUs were free.
+WAITS_FOR_GPUS = frozenset({"Resources", "Priority"})
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Which QOS preempt, which are preemptible, and the grace time of each preemptible."""
+
+    preempting: frozenset[str]
+    grace: Mapping[str, float]  # preemptible QOS -> seconds
+
+    @property
+    def preemptible(self) -> frozenset[str]:
+        return frozenset(self.grace)
+
+
+def roles_of(site: SiteConfig) -> Roles:
+    """The QOS roles the site config gives (the same ones ``site plan`` makes in Slurm)."""
+    preempting = frozenset(p.qos for p in site.tiers.values() if p.may_preempt)
+    grace = {p.qos: float(p.grace) for p in site.tiers.values() if p.preemptible}
+    if site.quotas:
+        grace[site.overquota.qos] = float(site.overquota.grace)
+    return Roles(preempting=preempting, grace=grace)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A victim signalled earlier and not yet gone.
+
+    Attributes:
+        victim: Its job id.
+        for_job: The pending job it makes room for.
+        signalled_at: When it was asked to checkpoint (or requeued).
+        deadline: When its grace ends: still running then, it is requeued by force.
+        run_start: Its run's start when signalled (a new start means it was requeued).
+        placement: Node name -> GPUs it holds.
+    """
+
+    victim: str
+    for_job: str
+    signalled_at: float
+    deadline: float
+    run_start: float | None
+    placement: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A decision: preempt ``victim`` so that ``for_job`` can start.
+
+    Attributes:
+        checkpoint_first: The victim runs under the sidecar: ask it to checkpoint (it
+            requeues itself once committed); else requeue it at once.
+        cost: GPU-seconds its preemption wastes, as :func:`choose_victims` counted them.
+        since_commit: Seconds of work since its last committed checkpoint.
+        grace: Seconds it has before it is requeued by force.
+    """
+
+    victim: str
+    for_job: str
+    checkpoint_first: bool
+    gpus: int
+    cost: float
+    since_commit: float
+    ckpt_write: float
+    preemptions: int
+    grace: float
+    placement: Mapping[str, int]
+    run_start: float | None
+
+    def why(self) -> str:
+        lost = (
+            f"checkpoint on request (~{self.ckpt_write:.0f} s)"
+            if self.checkpoint_first
+            else f"loses {self.since_commit:.0f} s since its last checkpoint"
+        )
+        return (
+            f"{self.victim} ({self.gpus} GPU, {lost}, preempted {self.preemptions}x) "
+            f"for {self.for_job}: cost {self.cost:.0f} GPU-s"
+        )
+
+
+def decide(
+    snapshot: Snapshot,
+    roles: Roles,
+    progress: Mapping[str, JobProgress],
+    in_flight: Sequence[InFlight],
+    *,
+    min_run: float = MIN_RUN,
+    max_preemptions: int | None = None,
+    restart_cost: float = 30.0,
+) -> list[Preemption]:
+    """The new preemptions for this pass (see the module docstring)."""
+    busy = {f.victim for f in in_flight}
+    coming: dict[str, list[InFlight]] = {}
+    for f in in_flight:
+        coming.setdefault(f.for_job, []).append(f)
+    pending = sorted(
+        (j for j in snapshot.jobs if waits_to_preempt(j, roles)),
+        key=lambda j: (-j.priority, j.unique_id.zfill(12)),
+    )
+    free = {n.name: n.free for n in snapshot.nodes}
+    chosen: list[Preemption] = []
+    for job in pending:
+        nodes = [n for n in snapshot.nodes if n.usable and _serves(n, job)]
+        if not nodes:
+            continue
+        names = [n.name for n in nodes]
+        avail = [free[name] for name in names]
+        if job.job_id in coming:
+            for f in coming[job.job_id]:
+                for host, gpus in f.placement.items():
+                    if host in names:
+                        avail[names.index(host)] += gpus
+            _take(free, names, avail, job)
+            continue
+        if best_fit(list(avail), job.gpus_per_node, job.nodes) is not None:
+            _take(free, names, avail, job)
+            continue
+        candidates = _candidates(snapshot, roles, progress, names, busy)
+        request = Request(gpus_per_node=job.gpus_per_node, nodes=job.nodes)
+        by_index = dict(enumerate(candidates))
+        victims = choose_victims(
+            request,
+            [_as_candidate(i, c, names, roles, restart_cost) for i, c in by_index.items()],
+            avail,
+            min_run=min_run,
+            max_preemptions=max_preemptions,
+        )
+        if not victims:
+            continue  # () cannot happen here (it did not fit); None: nobody to preempt
+        for index in victims:
+            victim = by_index[index]
+            busy.add(victim.job.job_id)
+            for host, gpus in victim.placement.items():
+                if host in names:
+                    avail[names.index(host)] += gpus
+            chosen.append(_preemption(victim, job, roles, restart_cost))
+        _take(free, names, avail, job)
+    return chosen
+
+
+def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:
+    """A pending job of a preempting QOS that Slurm holds for GPUs (a decision is due)."""
+    return (
+        job.pending
+        and job.qos in roles.preempting
+        and job.gpus_per_node > 0
+        and job.reason in WAITS_FOR_GPUS
+    )
+
+
+@dataclass(frozen=True)
+class _Victim:
+    job: ClusterJob
+    progress: JobProgress
+    since_commit: float
+    ran: float  # seconds its current run has lasted
+    placement: Mapping[str, int]
+
+
+def _candidates(
+    snapshot: Snapshot,
+    roles: Roles,
+    progress: Mapping[str, JobProgress],
+    names: Sequence[str],
+    busy: set[str],
+) -> list[_Victim]:
+    """The running preemptible jobs on ``names`` not chosen already (the per-job caps are
+    :func:`choose_victims`'s)."""
+    out = []
+    for job in snapshot.jobs:
+        if not job.running or job.qos not in roles.preemptible or job.job_id in busy:
+            continue
+        if job.gpus_per_node == 0 or not set(job.hosts) & set(names):
+            continue
+        prog = progress.get(job.job_id, JobProgress())
+        placement = dict.fromkeys(job.hosts, job.gpus_per_node)
+        ran = snapshot.taken - job.start if job.start is not None else math.inf
+        since = prog.since_commit(snapshot.taken, job.start)
+        out.append(_Victim(job, prog, since, ran, placement))
+    out.sort(key=lambda v: v.job.unique_id.zfill(12))
+    return out
+
+
+def _as_candidate(
+    index: int, victim: _Victim, names: Sequence[str], roles: Roles, restart_cost: float
+) -> Candidate:
+    prog = victim.progress
+    return Candidate(
+        job_id=index,
+        placement={names.index(h): g for h, g in victim.placement.items() if h in names},
+        since_commit=victim.since_commit,
+        ckpt_write=prog.ckpt_write,
+        restart_cost=restart_cost,
+        preemptions=prog.preemptions,
+        honours_request=_honours(victim, roles),
+        ran=victim.ran,
+    )
+
+
+def _preemption(victim: _Victim, job: ClusterJob, roles: Roles, restart: float) -> Preemption:
+    prog = victim.progress
+    grace = roles.grace.get(victim.job.qos or "", 0.0)
+    honours = _honours(victim, roles)
+    lost = prog.ckpt_write if honours else victim.since_commit
+    gpus = sum(victim.placement.values())
+    return Preemption(
+        victim=victim.job.job_id,
+        for_job=job.job_id,
+        checkpoint_first=honours,
+        gpus=gpus,
+        cost=gpus * (lost + restart),
+        since_commit=victim.since_commit,
+        ckpt_write=prog.ckpt_write,
+        preemptions=prog.preemptions,
+        grace=grace,
+        placement=dict(victim.placement),
+        run_start=victim.job.start,
+    )
+
+
+def _honours(victim: _Victim, roles: Roles) -> bool:
+    """Whether the victim can answer a checkpoint request within its grace time: it runs
+    under the sidecar, and its last write (when it made one) took no longer than the grace.
+
+    A job that has not committed yet is asked too (its cost still counts the default write
+    time): requeued at once it would lose its whole run, and one preempted again and again
+    before its first periodic checkpoint would never make progress (seen on the cluster,
+    2026-11-24: a 16-GPU job requeued 4 times, 3-22 s into each run, always from step 0).
+    If it cannot write in time, it is requeued by force when its grace ends."""
+    grace = roles.grace.get(victim.job.qos or "", 0.0)
+    prog = victim.progress
+    return prog.supervised and (not prog.write_measured or prog.ckpt_write <= grace)
+
+
+def _serves(node: NodeGpus, job: ClusterJob) -> bool:
+    """Whether ``job`` may run on ``node`` (one of its partitions; any when unknown)."""
+    return not job.partitions or bool(node.partitions & job.partitions)
+
+
+def _take(free: dict[str, int], names: Sequence[str], avail: list[int], job: ClusterJob) -> None:
+    """Give ``job`` its GPUs out of ``avail`` (best fit) and write what is left to ``free``."""
+    placement = best_fit(list(avail), job.gpus_per_node, job.nodes)
+    if placement is None:
+        return
+    for index, gpus in placement.items():
+        free[names[index]] = max(0, avail[index] - gpus)

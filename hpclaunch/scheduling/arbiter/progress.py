@@ -1,0 +1,161 @@
+"""How much a running job would lose if preempted now, read from its own job directory.
+
+hpclaunch's jobs leave what the arbiter needs on the shared filesystem, next to the batch
+script (``<job dir>/job.sbatch``, which ``squeue %o`` names):
+
+* ``events.jsonl``, the sidecar's ledger: an ``attempt_start`` line per attempt (so the job
+  runs under the sidecar and will answer a checkpoint request), the reason each earlier
+  attempt ended (how often it was preempted already);
+* ``control/checkpoint-done.json``: the newest committed checkpoint, when it was committed
+  and how long the write took (the runtime writes it at every commit, periodic ones too).
+  The sidecar removes it when a new attempt starts (after recording it in the ledger as a
+  ``stale_control_file``): until the new attempt's first commit, the ledger's newest
+  commit (that record, or a ``checkpoint_committed`` on request) gives the write time.
+
+A sweep's array task has its own directory ``<job dir>/tasks/<point>/`` (see
+:func:`job_dir_of`). A job without these files (not hpclaunch's, or unreadable) is
+taken as one that would lose everything since it started, and that cannot checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.planning.plan import SCRIPT_NAME
+from hpclaunch.runtime.control import DONE_FILE
+from hpclaunch.supervise.ledger import read_ledger
+
+__all__ = ["JobProgress", "job_dir_of", "read_progress"]
+
+#: Attempt end reasons that count as a preemption against the per-job cap.
+PREEMPTED_REASONS = frozenset({"preempted", "requeued"})
+#: Seconds assumed for a checkpoint write never measured.
+DEFAULT_CKPT_WRITE = 30.0
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """What a running job has at stake.
+
+    Attributes:
+        supervised: Its current attempt runs under the sidecar (it answers a checkpoint
+            request: the arbiter signals it instead of requeueing it at once).
+        committed_at: When its newest checkpoint of the current attempt was committed.
+        ckpt_write: Seconds its last checkpoint write took (a default when never seen).
+        write_measured: ``ckpt_write`` was measured (the job committed a checkpoint).
+        preemptions: Attempts that ended preempted or requeued so far.
+        directory: Where this was read, ``None`` when not found.
+    """
+
+    supervised: bool = False
+    committed_at: float | None = None
+    ckpt_write: float = DEFAULT_CKPT_WRITE
+    write_measured: bool = False
+    preemptions: int = 0
+    directory: str | None = None
+
+    def since_commit(self, now: float, run_start: float | None) -> float:
+        """Seconds of the current run a kill at ``now`` would throw away."""
+        base = run_start if run_start is not None else now
+        if self.committed_at is not None and self.committed_at >= base:
+            base = self.committed_at
+        return max(0.0, now - base)
+
+
+def job_dir_of(command: str | None, job_id: str) -> Path | None:
+    """The job (or array task) directory of job ``job_id`` whose ``squeue %o`` is ``command``.
+
+    ``%o`` is the batch script's path and its arguments, joined by spaces without quotes
+    (22.05: ``/home/a/.hpclaunch/jobs/<id>/job.sbatch 101``), so the path is cut at
+    hpclaunch's script name, not at the first space. A sweep's script gets its array's
+    offset as first argument: task ``<array>_<K>`` runs point ``offset + K``, in
+    ``<job dir>/tasks/<point>``.
+    """
+    if not command or not command.startswith("/"):
+        return None
+    marker = "/" + SCRIPT_NAME
+    cut = command.find(marker + " ")
+    if cut < 0:
+        if not command.endswith(marker):
+            return None  # not an hpclaunch script
+        cut = len(command) - len(marker)
+    directory = Path(command[:cut])
+    args = command[cut + len(marker) :].split()
+    _, _, task = job_id.partition("_")
+    if task.isdigit() and args and args[0].isdigit():
+        return directory / "tasks" / str(int(args[0]) + int(task))
+    return directory
+
+
+def read_progress(directory: Path | None, attempt_start: float | None) -> JobProgress:
+    """Read ``directory``'s ledger and newest commit (missing files: the defaults).
+
+    ``attempt_start``: the start of the current run (squeue ``%S``); a commit before it
+    belongs to an earlier attempt and still counts (it is what the job resumes from), but
+    the time lost is measured from the later of the two.
+    """
+    if directory is None:
+        return JobProgress()
+    try:
+        events = read_ledger(directory)
+        done = _read_json(directory / "control" / DONE_FILE)
+    except OSError:
+        return JobProgress()
+    starts = [e for e in events if e.get("event") == "attempt_start"]
+    supervised = bool(starts) and (
+        attempt_start is None or float(starts[-1].get("time", 0)) >= attempt_start - 5
+    )
+    preemptions = sum(
+        1
+        for e in events
+        if e.get("event") == "attempt_end" and e.get("reason") in PREEMPTED_REASONS
+    )
+    if done is None:
+        done = _last_commit_in(events)
+    committed_at = _float(done.get("committed_at")) if done else None
+    write = _float(done.get("seconds")) if done else None
+    return JobProgress(
+        supervised=supervised,
+        committed_at=committed_at,
+        ckpt_write=write if write is not None else DEFAULT_CKPT_WRITE,
+        write_measured=write is not None,
+        preemptions=preemptions,
+        directory=str(directory),
+    )
+
+
+def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest commit the ledger records (``seconds`` and, when known, ``committed_at``).
+
+    Without this, a job that has just been requeued looked as if it had never measured a
+    write (the default, 30 s) until its first commit in the new attempt, and cost more than
+    a plain job preempted after less than 30 s of work (seen on the cluster, 2026-11-24).
+    """
+    for event in reversed(events):
+        kind = event.get("event")
+        if kind == "stale_control_file" and event.get("file") == DONE_FILE:
+            content = event.get("content")
+            if isinstance(content, dict) and "seconds" in content:
+                return content
+        elif kind == "checkpoint_committed" and event.get("seconds") is not None:
+            return {"seconds": event.get("seconds"), "committed_at": event.get("time")}
+    return None
+
+
+def _read_json(path: Path) -> dict[str, object] | None:
+    try:
+        value = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return None  # torn by a crash: the atomic writer makes this rare
+    return value if isinstance(value, dict) else None
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None

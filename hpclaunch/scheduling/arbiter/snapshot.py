@@ -1,0 +1,290 @@
+"""What the arbiter reads of the live cluster, in two calls per pass.
+
+* :func:`jobs_argv` / :func:`parse_jobs`: ONE ``squeue`` for every pending and running job
+  (id, unique id, user, account, QOS, state, reason, priority, node count, GPUs per node,
+  node list, start time, partition, the batch script's path).
+* :func:`nodes_argv` / :func:`parse_nodes`: ONE ``scontrol show nodes --oneliner``: each
+  node's GPUs (``Gres=gpu:4``), the ones allocated (``AllocTRES=...,gres/gpu=3``), its
+  partitions and state.
+* :func:`restarts_argv` / :func:`parse_restarts`: only in a pass where a job waits for GPUs
+  it may take by preemption, one more ``squeue`` for Slurm's restart count of each running
+  job.
+
+Both are pure parsers over Slurm 22.05's text, tested on lines recorded from the local
+cluster. ``squeue`` prints times in the cluster's local time (ISO 8601, no zone).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from hpclaunch.planning.quota import gpus_of_tres
+
+__all__ = [
+    "JOB_FIELDS",
+    "JOB_STATES",
+    "RUNNING_STATES",
+    "ClusterJob",
+    "NodeGpus",
+    "Snapshot",
+    "expand_hosts",
+    "gres_count",
+    "jobs_argv",
+    "nodes_argv",
+    "parse_jobs",
+    "parse_nodes",
+    "parse_restarts",
+    "restarts_argv",
+    "tres_count",
+    "usable",
+]
+
+#: squeue ``--format`` letters (22.05): ``%i`` the id to act on (``123``, ``123_4`` for an
+#: array task; a folded pending line ``123_[5-9]`` too), ``%A`` the unique job id, user,
+#: account, QOS, state (long), reason, priority (``%Q``), node count, tres-per-node (``%b``:
+#: ``gres:gpu:4``), node list (``%N``, compressed), start time (``%S``: the expected start
+#: of a pending job, ``N/A`` if unknown), partition; the command (``%o``: the batch script's
+#: path and arguments, which may hold ``|``) last.
+JOB_FIELDS = ("%i", "%A", "%u", "%a", "%q", "%T", "%r", "%Q", "%D", "%b", "%N", "%S", "%P", "%o")
+#: The states the arbiter reads (pending and running work), and those of running jobs.
+JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+RUNNING_STATES = ("RUNNING", "CONFIGURING")
+_EMPTY = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
+_DOWN = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "MAINT", "RESERVED")
+
+
+@dataclass(frozen=True)
+class ClusterJob:
+    """A pending or running job as the arbiter sees it.
+
+    Attributes:
+        job_id: ``%i``: what ``scancel``/``scontrol requeue`` get (one task of an array).
+        unique_id: ``%A``: Slurm's own id of this job (of this array task).
+        gpus_per_node: GPUs per node asked for (0: none).
+        hosts: The expanded node list (running jobs); ``()`` while pending.
+        start: The start of the current run (running jobs; epoch seconds), else ``None``.
+        command: ``%o``: the batch script's path and its arguments, joined by spaces.
+    """
+
+    job_id: str
+    unique_id: str
+    user: str
+    account: str | None
+    qos: str | None
+    state: str
+    reason: str | None
+    priority: int
+    nodes: int
+    gpus_per_node: int
+    hosts: tuple[str, ...]
+    start: float | None
+    partition: str | None
+    command: str | None
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def partitions(self) -> frozenset[str]:
+        return frozenset(p for p in (self.partition or "").split(",") if p)
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """One node's GPUs: ``total`` configured, ``used`` allocated; ``usable`` for new jobs."""
+
+    name: str
+    total: int
+    used: int
+    partitions: frozenset[str]
+    usable: bool
+
+    @property
+    def free(self) -> int:
+        return max(0, self.total - self.used) if self.usable else 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster at one instant (``taken``: epoch seconds)."""
+
+    jobs: tuple[ClusterJob, ...]
+    nodes: tuple[NodeGpus, ...]
+    taken: float
+
+    def job(self, job_id: str) -> ClusterJob | None:
+        return next((j for j in self.jobs if j.job_id == job_id), None)
+
+
+def jobs_argv() -> list[str]:
+    """The one squeue call for every pending and running job of the cluster."""
+    return [
+        "squeue",
+        "--noheader",
+        f"--states={','.join(JOB_STATES)}",
+        f"--format={'|'.join(JOB_FIELDS)}",
+    ]
+
+
+def restarts_argv() -> list[str]:
+    """How often each running job has been restarted (requeued), by Slurm's count.
+
+    ``squeue -o`` has no letter for it; ``-O RestartCnt`` does (22.05). ``Field:|`` prints
+    the field unpadded with ``|`` after it; ``JobArrayID`` is ``-o %i`` (``123_4``).
+    """
+    return [
+        "squeue",
+        "--noheader",
+        f"--states={','.join(RUNNING_STATES)}",
+        "--Format=JobArrayID:|,RestartCnt:|",
+    ]
+
+
+def parse_restarts(stdout: str) -> dict[str, int]:
+    """Job id -> restarts, from :func:`restarts_argv`'s lines (``6692|2|``)."""
+    out = {}
+    for line in stdout.splitlines():
+        job_id, _, rest = line.strip().partition("|")
+        count = _int(rest.split("|", 1)[0])
+        if job_id[:1].isdigit() and count is not None:
+            out[job_id] = count
+    return out
+
+
+def nodes_argv() -> list[str]:
+    """The one call for every node's GPUs (``scontrol`` has no ``--json`` in 22.05)."""
+    return ["scontrol", "show", "nodes", "--oneliner"]
+
+
+def parse_jobs(stdout: str) -> list[ClusterJob]:
+    """Parse :func:`jobs_argv`'s lines; lines that do not fit are skipped."""
+    width = len(JOB_FIELDS)
+    jobs = []
+    for line in stdout.splitlines():
+        cols = [c.strip() for c in line.split("|", width - 1)]
+        if len(cols) != width or not cols[0][:1].isdigit():
+            continue
+        job_id, unique, user, account, qos, state, reason, prio, nodes, tres, hosts = cols[:11]
+        start, partition, command = cols[11:]
+        state = state.split()[0].upper() if state else "UNKNOWN"
+        running = state in ("RUNNING", "CONFIGURING", "COMPLETING")
+        jobs.append(
+            ClusterJob(
+                job_id=job_id,
+                unique_id=unique,
+                user=user,
+                account=_field(account),
+                qos=_field(qos),
+                state=state,
+                reason=_field(reason),
+                priority=_int(prio) or 0,
+                nodes=_int(nodes) or 1,
+                gpus_per_node=gpus_of_tres(tres) if _field(tres) else 0,
+                hosts=expand_hosts(hosts) if running and _field(hosts) else (),
+                start=_epoch(start) if running else None,
+                partition=_field(partition),
+                command=_field(command),
+            )
+        )
+    return jobs
+
+
+def parse_nodes(stdout: str, gres: str = "gpu") -> list[NodeGpus]:
+    """Parse ``scontrol show nodes --oneliner``: one node per line, ``Key=Value`` words."""
+    nodes = []
+    for line in stdout.splitlines():
+        fields = _key_values(line)
+        name = fields.get("NodeName")
+        if not name:
+            continue
+        state = fields.get("State", "")
+        nodes.append(
+            NodeGpus(
+                name=name,
+                total=gres_count(fields.get("Gres", ""), gres),
+                used=tres_count(fields.get("AllocTRES", ""), gres),
+                partitions=frozenset(p for p in fields.get("Partitions", "").split(",") if p),
+                usable=usable(state),
+            )
+        )
+    return nodes
+
+
+def usable(state: str) -> bool:
+    """Whether a node in ``state`` (``MIXED``, ``IDLE+DRAIN``, ``DOWN*``) takes new jobs."""
+    return not any(flag in state.upper() for flag in _DOWN)
+
+
+def expand_hosts(compressed: str) -> tuple[str, ...]:
+    """``n[1-3],n5`` → ``("n1", "n2", "n3", "n5")`` (python-hostlist, never by hand)."""
+    import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
+
+    return tuple(hostlist.expand_hostlist(compressed))
+
+
+# Values may hold spaces only in fields we do not read (Reason=..., OS=...): a word that
+# starts with Key= opens a field, any other word continues the one before.
+_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9_/]*)=(.*)$")
+
+
+def _key_values(line: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    last = None
+    for word in line.split():
+        match = _KEY.match(word)
+        if match:
+            last = match.group(1)
+            out[last] = match.group(2)
+        elif last is not None:
+            out[last] += " " + word
+    return out
+
+
+def gres_count(text: str, gres: str) -> int:
+    """``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2`` → GPUs of ``gres``."""
+    total = 0
+    for item in text.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == gres and parts[-1].isdigit() and len(parts) > 1:
+            total += int(parts[-1])
+    return total
+
+
+def tres_count(text: str, gres: str) -> int:
+    """``cpu=2,mem=100M,gres/gpu=3`` → 3 (the untyped count; typed ones repeat it)."""
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        if key == f"gres/{gres}" and value.isdigit():
+            return int(value)
+    return 0
+
+
+def _field(text: str) -> str | None:
+    return None if text in _EMPTY else text
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _epoch(text: str) -> float | None:
+    if text in _EMPTY:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

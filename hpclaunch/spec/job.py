@@ -1,0 +1,706 @@
+"""The job spec: what a researcher writes to describe one training job.
+
+A spec is a YAML file validated into :class:`JobSpec` (pydantic v2, frozen, unknown keys
+forbidden)::
+
+    name: resnet50 baseline
+    command: [python, train.py, --epochs, "90"]
+    env: {OMP_NUM_THREADS: "4"}
+    resources: {nodes: 1, gpus_per_node: 2, time: "04:00:00", mem: 32G}
+    tier: medium
+    project: vision
+    checkpoint: {dir: /scratch/me/ckpt, signal_lead_time: 120}
+
+or, with a script instead of a command, modules, a conda environment, a dependency and a
+raw sbatch option::
+
+    name: eval
+    script: scripts/eval.sh
+    args: [--split, test]
+    modules: [cuda/12.1]
+    conda: torch
+    dependencies: [{job: "1234", type: afterok}]
+    sbatch_extra: {--nice: 10}
+
+Values are checked here for form only; whether the site can run the job is
+:func:`hpclaunch.planning.plan.build_plan`'s business.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from hpclaunch.errors import SpecError
+from hpclaunch.slurm import sbatch_options
+from hpclaunch.slurm.times import format_time, parse_time
+from hpclaunch.spec.tiers import Tier
+
+__all__ = [
+    "CheckpointPolicy",
+    "Dependency",
+    "JobSpec",
+    "Launcher",
+    "Resources",
+    "Sweep",
+    "SweepRange",
+    "Tier",
+    "load_spec",
+]
+
+Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
+DependencyType = Literal["afterok", "afterany", "afternotok", "after"]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MEM = re.compile(r"^(\d+)\s*([KMGT]?)B?$", re.IGNORECASE)
+_MEM_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+# Env names that belong to Slurm or hpclaunch inside the job; overriding them breaks srun
+# or the sidecar, so a spec may not set them.
+_RESERVED_ENV_PREFIXES = ("SLURM_", "SBATCH_", "HPCLAUNCH_")
+# Older sbatch versions (20.x src/sbatch/opt.c, _opt_batch_script) take any "#SBATCH" line
+# containing "packjob" (later also "hetjob"), in any case, as a heterogeneous-job separator.
+# 22.05 does not (checked on the test cluster), but sites run older versions.
+_HETJOB_WORDS = ("hetjob", "packjob")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _argv_word(value: Any) -> Any:
+    """Accept YAML ints in argv/env (``--epochs, 10``); refuse floats and booleans."""
+    if isinstance(value, bool):
+        raise ValueError(f"YAML read {value!r} as a boolean; quote it (e.g. 'yes', 'true', 'on')")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        raise ValueError(f"YAML read {value!r} as a number; quote it to keep it exactly as written")
+    return value
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains a NUL character, which no program can receive")
+    return value
+
+
+ArgvWord = Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)]
+# YAML users write `mem: 1000` and `time: 30`: the schema accepts numbers where we do.
+_STR_OR_INT = WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
+# Module names (cuda/12.1, gcc@11.2, PrgEnv-gnu) and conda environments (names or paths):
+# one word of printable text, no blanks (they are shell-quoted anyway).
+_WORD = r"^[^\s'\"`$;&|<>(){}\\]+$"
+
+
+class Resources(_Model):
+    """What the job asks Slurm for, per node.
+
+    Attributes:
+        nodes: Number of nodes (``--nodes``).
+        gpus_per_node: GPUs on each node; 0 for a CPU-only job.
+        gpu_type: A GPU type known to the site (e.g. ``a100``); needs ``gpus_per_node`` > 0.
+        cpus_per_task: CPUs for each task (``--cpus-per-task``); one task per node for now.
+        cpus_per_gpu: CPUs for each GPU (``--cpus-per-gpu``), instead of ``cpus_per_task``.
+        mem: Memory per node, e.g. ``8G`` or ``500M`` (``--mem``); normalised to ``<n><unit>``.
+        time: Time limit in a Slurm format (``MM``, ``HH:MM:SS``, ``D-HH:MM:SS``, ...),
+            normalised to ``HH:MM:SS`` / ``D-HH:MM:SS``. ``None``: the partition's default.
+        constraint: Node features (``--constraint``), e.g. ``ib&a100_80g``.
+        exclusive: Whole nodes only, shared with no other job (``--exclusive``).
+        partition: A partition of the site to run in (``--partition``); ``None``: the
+            default partition, or the first that fits.
+    """
+
+    nodes: int = Field(1, ge=1, description="Number of nodes (--nodes).")
+    gpus_per_node: int = Field(0, ge=0, description="GPUs on each node; 0: CPU only.")
+    gpu_type: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="A GPU type of the site (any case), e.g. a100.",
+        examples=["a100"],
+    )
+    cpus_per_task: int = Field(1, ge=1, description="CPUs per task (--cpus-per-task).")
+    cpus_per_gpu: int | None = Field(
+        None, ge=1, description="CPUs per GPU (--cpus-per-gpu), instead of cpus_per_task."
+    )
+    mem: Annotated[str | None, _STR_OR_INT] = Field(
+        None, description="Memory per node (--mem), e.g. 8G or 500M.", examples=["16G"]
+    )
+    time: Annotated[str | None, _STR_OR_INT] = Field(
+        None,
+        description="Time limit: minutes, HH:MM:SS or D-HH:MM:SS (--time).",
+        examples=["04:00:00"],
+    )
+    constraint: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:\-&|\[\]*()!]+$",
+        description="Node features (--constraint), e.g. 'ib&a100'.",
+    )
+    exclusive: bool = Field(False, description="Whole nodes, shared with no job (--exclusive).")
+    partition: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="A partition of the site (--partition); default: the site's default "
+        "partition, or the first that fits.",
+        examples=["debug"],
+    )
+
+    @field_validator("mem", mode="before")
+    @classmethod
+    def _normalise_mem(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        match = _MEM.match(str(value).strip())
+        if not match or isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a memory size; write e.g. 500M, 8G or 1T")
+        number, unit = match.groups()
+        if int(number) == 0:
+            raise ValueError("mem must be more than zero (Slurm reads 0 as 'all of the node')")
+        return f"{int(number)}{(unit or 'M').upper()}"
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _normalise_time(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, (str, int)):
+            raise ValueError(f"expected a time such as '04:00:00' or 30 (minutes), got {value!r}")
+        return format_time(parse_time(value))
+
+    @model_validator(mode="after")
+    def _gpu_type_needs_gpus(self) -> Resources:
+        if self.gpu_type is not None and self.gpus_per_node == 0:
+            raise ValueError("gpu_type is set but gpus_per_node is 0; ask for at least one GPU")
+        if self.cpus_per_gpu is not None:
+            if self.gpus_per_node == 0:
+                raise ValueError("cpus_per_gpu is set but gpus_per_node is 0; use cpus_per_task")
+            # sbatch(1): --cpus-per-gpu is not compatible with --cpus-per-task.
+            if "cpus_per_task" in self.model_fields_set:
+                raise ValueError(
+                    "give cpus_per_task or cpus_per_gpu, not both (Slurm refuses the pair)"
+                )
+        return self
+
+    @property
+    def cpus_per_node(self) -> int:
+        """CPUs the job asks for on each node (one task per node)."""
+        if self.cpus_per_gpu is not None:
+            return self.cpus_per_gpu * self.gpus_per_node
+        return self.cpus_per_task
+
+    @property
+    def time_seconds(self) -> int | None:
+        """The time limit in seconds, or ``None`` for the partition's default."""
+        return None if self.time is None else parse_time(self.time)
+
+    @property
+    def mem_mb(self) -> int | None:
+        """Memory per node in MiB (rounded up), or ``None``."""
+        if self.mem is None:
+            return None
+        number, unit = int(self.mem[:-1]), self.mem[-1]
+        return max(1, math.ceil(number * _MEM_MB[unit]))
+
+
+class CheckpointPolicy(_Model):
+    """How the job is warned before it must stop, and how often it may come back.
+
+    Attributes:
+        dir: Where the trainer keeps checkpoints (exported as ``HPCLAUNCH_CHECKPOINT_DIR``).
+        signal: The signal sent to the batch shell ahead of the end (``--signal=B:SIG@T``).
+            USR1 by default; USR2 avoids clashes with NCCL's own USR1 handling.
+        signal_lead_time: Seconds before the time limit to send it (sbatch allows 0-65535;
+            Slurm may send it up to 60 s early).
+        max_requeues: How many times the job may be requeued; 0 means never (``--no-requeue``).
+    """
+
+    dir: str | None = Field(
+        None,
+        min_length=1,
+        description="Where the trainer keeps checkpoints (HPCLAUNCH_CHECKPOINT_DIR); default: "
+        "<job dir>/checkpoints.",
+        examples=["/scratch/me/ckpt"],
+    )
+    signal: Literal["USR1", "USR2"] = Field(
+        "USR1",
+        description="The warning signal sent before the end (--signal=B:SIG@T); USR2 avoids "
+        "NCCL's own USR1 handling.",
+    )
+    signal_lead_time: int = Field(
+        120,
+        ge=0,
+        le=65535,
+        description="Seconds before the time limit to warn (Slurm may warn up to 60 s early).",
+    )
+    max_requeues: int = Field(
+        5,
+        ge=0,
+        description="How many times the job may be requeued (preemption, time limit); 0: "
+        "never (--no-requeue).",
+    )
+
+
+class Dependency(_Model):
+    """Start only after another job reached a state (``--dependency=<type>:<job>``).
+
+    Attributes:
+        job: The Slurm job id (``1234``, or ``1234_5`` for one array task).
+        type: ``afterok`` (it completed), ``afternotok`` (it failed), ``afterany`` (it
+            ended either way) or ``after`` (it started).
+    """
+
+    job: Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)] = Field(
+        pattern=r"^[0-9]+(_[0-9]+)?$", description="A Slurm job id.", examples=["1234"]
+    )
+    type: DependencyType = Field("afterok", description="When this job may start.")
+
+
+#: A sweep parameter's value: what YAML gives (``0.1``, ``64``, ``adam``, ``true``).
+SweepValue = bool | int | float | str
+_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Most points one sweep may expand to (a bigger grid is almost surely a typo).
+MAX_SWEEP_POINTS = 100_000
+
+
+class SweepRange(_Model):
+    """A random sweep parameter drawn between ``min`` and ``max``.
+
+    Attributes:
+        min, max: The bounds (``min < max``).
+        log: Draw uniformly in log space (learning rates); needs ``min > 0``.
+        integer: Round to an integer (written ``int: true`` in YAML).
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    min: float = Field(description="Lower bound.")
+    max: float = Field(description="Upper bound.")
+    log: bool = Field(False, description="Uniform in log space (needs min > 0).")
+    integer: bool = Field(False, alias="int", description="Round to an integer.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SweepRange:
+        if not self.min < self.max:
+            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
+        if self.log and self.min <= 0:
+            raise ValueError(f"log: true needs min > 0 (got {self.min:g})")
+        return self
+
+
+class Sweep(_Model):
+    """Many runs of one job with different parameters (``hpclaunch sweep``).
+
+    Attributes:
+        method: ``grid`` (every combination of ``parameters``' lists), ``random`` (``count``
+            points drawn with ``seed``: a list is a set of choices, ``{min, max, log, int}``
+            a range) or ``list`` (the ``points`` as written).
+        parameters: Name → values (grid, random) or a range (random).
+        count: How many points to draw (random only).
+        seed: The random generator's seed (random only): the same spec gives the same points.
+        points: The points (list only), each a mapping name → value.
+        max_concurrent: At most this many tasks run at once (``--array=...%N``), over the
+            whole sweep.
+    """
+
+    method: Literal["grid", "random", "list"] = Field(description="grid, random or list.")
+    parameters: dict[str, tuple[SweepValue, ...] | SweepRange] = Field(
+        default_factory=dict,
+        description="Name -> list of values, or (random) {min, max, log, int}.",
+        examples=[{"lr": [0.1, 0.01], "batch": [32, 64]}],
+    )
+    count: int | None = Field(None, ge=1, description="Points to draw (random).")
+    seed: int = Field(0, description="Seed of the random draw (random).")
+    points: tuple[dict[str, SweepValue], ...] = Field(
+        (), description="The points (list): [{lr: 0.1, batch: 32}, ...]."
+    )
+    max_concurrent: int | None = Field(
+        None, ge=1, description="At most this many tasks at once (%N), over the whole sweep."
+    )
+
+    @field_validator("parameters", mode="before")
+    @classmethod
+    def _lists_or_ranges(cls, value: Any) -> Any:
+        # Sorted out here, so that a mistake gets one clear message, not one per union member.
+        if not isinstance(value, dict):
+            return value
+        return {str(name): _list_or_range(str(name), values) for name, values in value.items()}
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid_parameters(
+        cls, value: dict[str, tuple[SweepValue, ...] | SweepRange]
+    ) -> dict[str, tuple[SweepValue, ...] | SweepRange]:
+        for name, values in value.items():
+            _check_param_name(name)
+            if isinstance(values, tuple):
+                if not values:
+                    raise ValueError(f"{name}: the list of values is empty")
+                _no_nul_values(name, values)
+        return value
+
+    @field_validator("points")
+    @classmethod
+    def _valid_points(
+        cls, value: tuple[dict[str, SweepValue], ...]
+    ) -> tuple[dict[str, SweepValue], ...]:
+        first = set(value[0]) if value else set()
+        for index, point in enumerate(value):
+            for name in point:
+                _check_param_name(name)
+            _no_nul_values(f"point {index}", tuple(point.values()))
+            if set(point) != first:
+                raise ValueError(
+                    f"point {index} has parameters {sorted(point)}, point 0 has {sorted(first)}: "
+                    "every point must name the same parameters"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _fits_method(self) -> Sweep:
+        given = self.model_fields_set
+        wrong = {
+            "grid": {"count", "seed", "points"},
+            "random": {"points"},
+            "list": {"parameters", "count", "seed"},
+        }[self.method] & given
+        if wrong:
+            raise ValueError(f"{', '.join(sorted(wrong))}: not used by method {self.method}")
+        if self.method == "list":
+            if not self.points:
+                raise ValueError("method list needs points: [{name: value, ...}, ...]")
+            return self
+        if not self.parameters:
+            raise ValueError(f"method {self.method} needs parameters: {{name: [values]}}")
+        if self.method == "grid":
+            ranges = [n for n, v in self.parameters.items() if isinstance(v, SweepRange)]
+            if ranges:
+                raise ValueError(
+                    f"{', '.join(ranges)}: a grid takes lists of values; min/max ranges are "
+                    "for method random"
+                )
+            size = math.prod([len(v) for v in self.parameters.values() if isinstance(v, tuple)])
+            if size > MAX_SWEEP_POINTS:
+                raise ValueError(f"the grid has {size} points, more than {MAX_SWEEP_POINTS}")
+        elif self.count is None:
+            raise ValueError("method random needs count: how many points to draw")
+        elif self.count > MAX_SWEEP_POINTS:
+            raise ValueError(f"count {self.count} is more than {MAX_SWEEP_POINTS}")
+        return self
+
+
+def _list_or_range(name: str, values: Any) -> Any:
+    if isinstance(values, SweepRange):
+        return values
+    if isinstance(values, dict):
+        unknown = sorted(set(map(str, values)) - {"min", "max", "log", "int"})
+        if unknown:
+            raise ValueError(f"{name}: unknown key {unknown[0]!r}; a range has min, max, log, int")
+        try:
+            return SweepRange.model_validate(values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(part) for part in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"{name}{'.' + where if where else ''}: {msg}") from None
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(
+            f"{name}: give a list of values (e.g. [0.1, 0.01]) or, for random, "
+            f"{{min: ..., max: ...}}; got {values!r}"
+        )
+    for value in values:
+        if not isinstance(value, (bool, int, float, str)):
+            raise ValueError(
+                f"{name}: {value!r} is not a single value (a number, text or true/false)"
+            )
+    return tuple(values)
+
+
+def _check_param_name(name: str) -> None:
+    if not _PARAM_NAME.match(name):
+        raise ValueError(
+            f"{name!r} is not a parameter name (letters, digits and _, not starting with a "
+            "digit): it is written {name} in command and args"
+        )
+
+
+def _no_nul_values(where: str, values: tuple[SweepValue, ...]) -> None:
+    for value in values:
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError(f"{where}: {value!r} contains a NUL character")
+
+
+class JobSpec(_Model):
+    """One job, as the researcher describes it.
+
+    Attributes:
+        name: Job name; any printable text (it is quoted wherever it is used).
+        command: The program and its arguments as a list (an argv); never a shell line.
+        script: Instead of ``command``: a script to run (its shebang picks the
+            interpreter; it must be executable); relative paths start from the workdir.
+        args: The script's arguments (only with ``script``); each reaches it exactly.
+        workdir: Directory to start in; relative paths start from the submit directory.
+        env: Extra environment variables for the job.
+        launcher: How the command is started: ``none`` (directly, no sidecar), or under the
+            sidecar (hpclaunch.supervise): ``srun`` (one task per GPU, or per node without
+            GPUs), ``torchrun``, ``deepspeed`` or ``accelerate`` (one launcher per node).
+        resources: What to ask Slurm for.
+        tier: Priority tier; the site maps it to a QOS and says whether it is preemptible.
+        project: The project to charge (Slurm account); default: the site's default account.
+        checkpoint: Signal and requeue policy.
+        output_dir: Where per-attempt logs go; default: the job directory.
+        venv: A Python virtual environment to activate before the command (its directory;
+            relative paths start from the workdir). It must be visible on the compute nodes.
+        conda: A conda environment (name or path) to activate, instead of ``venv``.
+        modules: Environment modules to load, after the site's own.
+        dependencies: Jobs that must reach a state before this one starts.
+        sbatch_extra: Raw sbatch options (``{--nice: 10}``; ``null`` for a flag without
+            value). Options hpclaunch sets itself are refused, naming the field to use.
+        sweep: Run the job once per point of a sweep (``hpclaunch sweep``); ``{name}`` in
+            ``command``/``args`` becomes the point's value in each run.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["command"]}, {"required": ["script"]}]}
+    )
+
+    name: str = Field(min_length=1, max_length=200, description="Job name (--job-name).")
+    command: tuple[ArgvWord, ...] | None = Field(
+        None,
+        min_length=1,
+        description="The program and its arguments, as a list (never a shell line).",
+        examples=[["python", "train.py", "--lr", "0.1"]],
+    )
+    script: str | None = Field(
+        None, min_length=1, description="A script to run instead of command (executable)."
+    )
+    args: tuple[ArgvWord, ...] = Field((), description="The script's arguments.")
+    workdir: str | None = Field(None, min_length=1, description="Directory to start in.")
+    env: dict[str, ArgvWord] = Field(default_factory=dict, description="Environment variables.")
+    launcher: Launcher = Field("none", description="How the command is started.")
+    resources: Resources = Field(
+        default_factory=Resources, description="What to ask Slurm for, per node."
+    )
+    tier: Tier = Field("medium", description="Priority tier; the site maps it to a QOS.")
+    project: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$", description="Account to charge (--account)."
+    )
+    checkpoint: CheckpointPolicy = Field(
+        default_factory=CheckpointPolicy,
+        description="The warning before the job must stop, and how often it may come back.",
+    )
+    output_dir: str | None = Field(None, min_length=1, description="Where attempt logs go.")
+    venv: str | None = Field(None, min_length=1, description="Virtualenv directory to activate.")
+    conda: str | None = Field(
+        None, min_length=1, pattern=_WORD, description="Conda environment (name or path)."
+    )
+    modules: tuple[Annotated[str, Field(min_length=1, pattern=_WORD)], ...] = Field(
+        (), description="Environment modules to load (after the site's).", examples=[["cuda/12.1"]]
+    )
+    dependencies: tuple[Dependency, ...] = Field(
+        (), description="Jobs this one waits for (--dependency)."
+    )
+    sbatch_extra: dict[str, ArgvWord | None] = Field(
+        default_factory=dict,
+        description="Raw sbatch options, e.g. {--nice: 10, --begin: now}; null: no value. "
+        "Options hpclaunch sets itself are refused.",
+        examples=[{"--nice": 10, "--mail-type": "END"}],
+    )
+    sweep: Sweep | None = Field(None, description="A parameter sweep (hpclaunch sweep).")
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """What runs: ``command``, or ``script`` followed by ``args``."""
+        if self.command is not None:
+            return self.command
+        assert self.script is not None  # the validator makes sure one of them is set
+        return (self.script, *self.args)
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        if not value.isprintable():
+            raise ValueError("must be printable text on one line (no newlines, tabs or controls)")
+        lowered = value.lower()
+        for word in _HETJOB_WORDS:
+            if word in lowered:
+                raise ValueError(
+                    f"must not contain {word!r}: older sbatch versions read any #SBATCH line "
+                    "containing it as a heterogeneous-job separator"
+                )
+        return value
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_not_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "must be a list of arguments, e.g. [python, train.py, --lr, '0.1'], "
+                "not one shell line: hpclaunch never runs your command through a shell"
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _valid_argv(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        if not value[0]:
+            raise ValueError("the program (first element) must not be empty")
+        if value[0].startswith("-"):
+            raise ValueError(f"the first element must be the program, not an option: {value[0]!r}")
+        for arg in value:
+            _no_nul(arg)
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _valid_env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            if not _ENV_NAME.match(key):
+                raise ValueError(
+                    f"{key!r} is not a valid environment variable name "
+                    "(letters, digits and _, not starting with a digit)"
+                )
+            if key.upper().startswith(_RESERVED_ENV_PREFIXES):
+                raise ValueError(
+                    f"{key!r}: SLURM_*, SBATCH_* and HPCLAUNCH_* are set by "
+                    "Slurm and hpclaunch inside the job"
+                )
+            _no_nul(val)
+        return value
+
+    @field_validator("script", "args")
+    @classmethod
+    def _no_nul_in_script(cls, value: Any) -> Any:
+        for word in (value,) if isinstance(value, str) else value:
+            _no_nul(word)
+        return value
+
+    @field_validator("sbatch_extra")
+    @classmethod
+    def _extra_not_ours(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        seen: dict[str, str] = {}
+        for key, val in value.items():
+            flag, inline = sbatch_options.normalise_flag(key)
+            owner = sbatch_options.owner_of(flag)
+            if owner is not None:
+                name, use = owner
+                same = "" if name == key else f" (sbatch reads {key!r} as {name})"
+                raise ValueError(f"{key!r}{same} is set by hpclaunch: use {use} instead")
+            if inline is not None and val is not None:
+                raise ValueError(f"{key!r}: the value is given twice (in the key and as {val!r})")
+            if flag in seen:
+                raise ValueError(f"{key!r} repeats {seen[flag]!r}")
+            seen[flag] = key
+            _no_nul(val or inline or "")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> JobSpec:
+        if (self.command is None) == (self.script is None):
+            raise ValueError(
+                "give either command (an argv list) or script (a path, with args), not "
+                + ("both" if self.command is not None else "neither")
+            )
+        if self.args and self.script is None:
+            raise ValueError("args go with script; with command, put them in the list")
+        if self.conda and self.venv:
+            raise ValueError("give venv or conda, not both: one environment is activated")
+        return self
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
+    """Read and validate a job spec YAML file.
+
+    Args:
+        path: The spec file.
+        overrides: ``KEY=VALUE`` changes on top of the file (``submit --set``):
+            ``resources.nodes=2``, ``tier=high``; the value is read as YAML (``2`` is a
+            number, ``[a, b]`` a list) and the result is validated exactly as the file is.
+
+    Returns:
+        The validated, frozen :class:`JobSpec`.
+
+    Raises:
+        SpecError: The file is missing or not YAML, or a field is wrong. The message names
+            the file, each field path (``resources.gpus_per_node``) and what is wrong;
+            unknown keys list the valid keys at their level.
+    """
+    from hpclaunch._validation import load_model, read_yaml_mapping
+
+    path = Path(path)
+    data = read_yaml_mapping(path, SpecError, "job spec")
+    if "jobs" in data:
+        raise SpecError(
+            f"{path} is a multi-job file (jobs:), not a single job spec",
+            hint="hpclaunch submit runs it (every job, in dependency order)",
+        )
+    if "after" in data:
+        raise SpecError(
+            f"{path}: after: names other jobs of a multi-job file; a single job spec has none",
+            hint="put this job and the ones it waits for in one file under jobs: [...] (see "
+            "examples/pipeline.yaml), or wait for a submitted job by its id with "
+            "dependencies: [{job: '1234', type: afterok}]",
+        )
+    source = str(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+        source += f" (with --set {' '.join(overrides)})"
+    return load_model(JobSpec, data, source=source, error_cls=SpecError)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``a.b.c=VALUE`` of ``overrides`` set (a deep copy).
+
+    Raises:
+        SpecError: An override is not ``KEY=VALUE``, its value is not YAML, or a key on its
+            path holds a value that is not a mapping.
+    """
+    import copy
+
+    import yaml
+
+    from hpclaunch._validation import load_yaml
+
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        parts = key.strip().split(".")
+        if not sep or not all(p.strip() for p in parts):
+            raise SpecError(
+                f"--set {item!r}: expected KEY=VALUE",
+                hint="e.g. --set resources.nodes=2 --set tier=high",
+            )
+        try:
+            value = load_yaml(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise SpecError(
+                f"--set {item!r}: the value is not YAML ({exc})", hint="quote it: KEY='VALUE'"
+            ) from exc
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(f"--set {item!r}: {where} is not a mapping in the spec")
+            node = child
+        node[parts[-1]] = value
+    return out

@@ -1,0 +1,1 @@
+"""What hpclaunch remembers on this machine: the submission history (SQLite) and sweep records."""

@@ -1,0 +1,175 @@
+"""The local record of a sweep: its arrays' job ids, offsets and files, so that
+``hpclaunch sweep status ID`` finds them.
+
+One JSON file per sweep, ``$XDG_STATE_HOME/hpclaunch/sweeps/<sweep id>.json`` (private,
+written atomically). Each array is also in the submission history (:mod:`hpclaunch.store.history`,
+through its public functions only), so ``hpclaunch status``, ``cancel`` and ``logs`` know it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.errors import JobNotFound
+
+if TYPE_CHECKING:
+    from hpclaunch.store.history import SubmissionRecord
+
+__all__ = [
+    "SweepArray",
+    "SweepRecord",
+    "find_sweep",
+    "find_task",
+    "list_sweeps",
+    "save_sweep",
+    "sweeps_dir",
+    "task_submission",
+]
+
+
+@dataclass(frozen=True)
+class SweepArray:
+    """One array of a sweep: Slurm job ``job_id`` runs points ``offset`` .. ``+ count - 1``."""
+
+    job_id: str
+    offset: int
+    count: int
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A submitted sweep."""
+
+    sweep_id: str
+    name: str
+    site: str
+    job_dir: str
+    log_dir: str
+    params_file: str
+    points: int
+    submitted_at: str
+    tier: str
+    qos: str
+    max_concurrent: int | None = None
+    cluster: str | None = None
+    arrays: tuple[SweepArray, ...] = field(default=())
+
+    def task_of(self, job_id: str, task: int) -> int | None:
+        """The point that task ``task`` of array ``job_id`` runs, or ``None``."""
+        for array in self.arrays:
+            if array.job_id == job_id and 0 <= task < array.count:
+                return array.offset + task
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepRecord:
+        """From :meth:`to_dict` (unknown keys ignored)."""
+        known = {f for f in cls.__dataclass_fields__ if f != "arrays"}
+        arrays = tuple(SweepArray(**a) for a in data.get("arrays", ()))
+        return cls(**{k: v for k, v in data.items() if k in known}, arrays=arrays)
+
+
+def sweeps_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/hpclaunch/sweeps`` (``~/.local/state/...`` by default)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "hpclaunch" / "sweeps"
+
+
+def save_sweep(record: SweepRecord, directory: Path | None = None) -> Path:
+    """Write ``record`` (atomically, mode 0600); returns the file."""
+    directory = directory or sweeps_dir()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / f"{record.sweep_id}.json"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(record.to_dict(), fh, indent=1)
+    os.replace(tmp, path)
+    return path
+
+
+def list_sweeps(directory: Path | None = None) -> list[SweepRecord]:
+    """Every recorded sweep, oldest first; unreadable files are skipped."""
+    directory = directory or sweeps_dir()
+    records = []
+    for path in directory.glob("*.json") if directory.is_dir() else ():
+        try:
+            records.append(SweepRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return sorted(records, key=lambda r: r.submitted_at)
+
+
+def find_sweep(sweep_id: str, directory: Path | None = None) -> SweepRecord:
+    """The sweep with this id, a unique prefix of it (4+ characters), or one of its arrays'
+    job ids.
+
+    Raises:
+        JobNotFound: No such sweep, or the prefix is ambiguous.
+    """
+    directory = directory or sweeps_dir()
+    exact = directory / f"{sweep_id}.json"
+    if sweep_id.isalnum() and exact.is_file():
+        return SweepRecord.from_dict(json.loads(exact.read_text(encoding="utf-8")))
+    records = list_sweeps(directory)
+    found = [r for r in records if any(a.job_id == sweep_id for a in r.arrays)]
+    if not found and len(sweep_id) >= 4:
+        found = [r for r in records if r.sweep_id.startswith(sweep_id)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise JobNotFound(
+            f"{sweep_id!r} names {len(found)} sweeps",
+            hint="give more characters of the sweep id",
+        )
+    raise JobNotFound(
+        f"no sweep {sweep_id!r} in {directory}",
+        hint="'hpclaunch sweep SPEC' prints the sweep id; 'hpclaunch sweep list' lists them",
+    )
+
+
+def find_task(job_id: str, directory: Path | None = None) -> tuple[SweepRecord, int] | None:
+    """For ``<array job id>_<task id>``: the sweep and the point that task runs."""
+    array, _, task = job_id.partition("_")
+    if not task.isdigit():
+        return None
+    for record in reversed(list_sweeps(directory)):
+        point = record.task_of(array, int(task))
+        if point is not None:
+            return record, point
+    return None
+
+
+def task_submission(job_id: str) -> SubmissionRecord | None:
+    """The history's record of the array that runs ``<array job id>_<task id>``, pointed
+    at the task's own directories (``tasks/<point>/``: ledger, attempt logs), or ``None``
+    when ``job_id`` is not a task of a recorded sweep."""
+    import posixpath
+    from dataclasses import replace
+
+    from hpclaunch.store.history import find_record
+
+    found = find_task(job_id)
+    if found is None:
+        return None
+    record, point = found
+    array = find_record(job_id=job_id.partition("_")[0])
+    if array is None:
+        return None
+    task = posixpath.join("tasks", str(point))
+    return replace(
+        array,
+        job_id=job_id,
+        job_dir=posixpath.join(record.job_dir, task),
+        log_dir=posixpath.join(record.log_dir, task),
+    )

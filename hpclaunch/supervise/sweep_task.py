@@ -1,0 +1,167 @@
+"""One task of a sweep, inside the job: find its point, give it its own directory, exec.
+
+The batch script of a sweep execs::
+
+    <python> -m hpclaunch.supervise.sweep_task --params <job dir>/sweep-params.jsonl \
+        --keep N -- ARGV...
+
+with ``HPCLAUNCH_SWEEP_INDEX`` = the array's offset (the script's first argument) +
+``SLURM_ARRAY_TASK_ID``. This step:
+
+1. reads line ``HPCLAUNCH_SWEEP_INDEX`` of the params file (the point);
+2. points the runtime at ``<job dir>/tasks/<index>/`` (``HPCLAUNCH_JOB_DIR``, so the control
+   files, the sidecar's ledger and ``final-metrics.json`` are the task's own; the checkpoint
+   directory ``tasks/<index>/checkpoints``, or ``<checkpoint.dir>/tasks/<index>`` when the spec
+   names one; ``HPCLAUNCH_LOG_DIR`` ``<log dir>/tasks/<index>``), exports the point as JSON in
+   ``HPCLAUNCH_SWEEP_PARAMS`` (:func:`hpclaunch.runtime.sweep_params`) and gives each task its
+   own W&B run id unless the spec set one;
+3. replaces ``{name}`` in ARGV (after its first ``N`` words, the launcher prefix) with the
+   point's values, each word staying one argv word (no shell), and execs it.
+
+It imports only the standard library: it runs before every task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+__all__ = [
+    "PARAMS_NAME",
+    "format_value",
+    "main",
+    "placeholders",
+    "read_point",
+    "substitute",
+    "task_env",
+]
+
+#: The params file in the job directory: line i is ``{"index": i, "params": {...}}``.
+PARAMS_NAME = "sweep-params.jsonl"
+#: A task's final metrics (:func:`hpclaunch.runtime.report_metrics`), in its directory.
+METRICS_NAME = "final-metrics.json"
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class TaskError(Exception):
+    """The task cannot start (a broken params file, a missing index)."""
+
+
+def format_value(value: Any) -> str:
+    """A parameter value as an argv word: text as is, ``true``/``false``, numbers as
+    Python prints them (``0.001``, ``1e-05``, ``64``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return json.dumps(value)
+
+
+def placeholders(words: Sequence[str]) -> set[str]:
+    """The ``{name}`` placeholders used in ``words``."""
+    return {m.group(1) for word in words for m in _PLACEHOLDER.finditer(word)}
+
+
+def substitute(words: Sequence[str], params: Mapping[str, Any]) -> list[str]:
+    """Replace ``{name}`` in each word by the point's value of ``name``.
+
+    Only names of the point are replaced; any other brace (``{"a": 1}``, ``{0}``) is left
+    as written. Each word stays one argv word whatever the value holds (quotes, ``$()``,
+    blanks, newlines): nothing goes through a shell.
+    """
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return format_value(params[name]) if name in params else match.group(0)
+
+    return [_PLACEHOLDER.sub(value, word) for word in words]
+
+
+def read_point(path: str, index: int) -> dict[str, Any]:
+    """The params of point ``index`` (line ``index`` of the params file)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh):
+                if number == index:
+                    data = json.loads(line)
+                    if not isinstance(data, dict) or data.get("index") != index:
+                        raise TaskError(f"{path}, line {index + 1}: not the entry of point {index}")
+                    params = data.get("params")
+                    if not isinstance(params, dict):
+                        raise TaskError(f"{path}, line {index + 1}: no params mapping")
+                    return params
+    except OSError as exc:
+        raise TaskError(f"cannot read the sweep's params file: {exc}") from exc
+    except ValueError as exc:
+        raise TaskError(f"{path}, line {index + 1}: not JSON: {exc}") from exc
+    raise TaskError(f"{path} has no point {index} (the sweep has fewer points)")
+
+
+def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> dict[str, str]:
+    """The variables that make the runtime and the sidecar use the task's own directory."""
+    job_dir = env.get("HPCLAUNCH_JOB_DIR") or os.getcwd()
+    task_dir = os.path.join(job_dir, "tasks", str(index))
+    log_dir = env.get("HPCLAUNCH_LOG_DIR") or job_dir
+    ckpt = env.get("HPCLAUNCH_CHECKPOINT_DIR")
+    if not ckpt or os.path.normpath(ckpt) == os.path.join(job_dir, "checkpoints"):
+        ckpt = os.path.join(task_dir, "checkpoints")
+    else:
+        ckpt = os.path.join(ckpt, "tasks", str(index))
+    out = {
+        "HPCLAUNCH_SWEEP_DIR": job_dir,
+        "HPCLAUNCH_SWEEP_INDEX": str(index),
+        "HPCLAUNCH_SWEEP_PARAMS": json.dumps(dict(params), ensure_ascii=False, sort_keys=True),
+        "HPCLAUNCH_JOB_DIR": task_dir,
+        "HPCLAUNCH_CONTROL_DIR": os.path.join(task_dir, "control"),
+        "HPCLAUNCH_CHECKPOINT_DIR": ckpt,
+        "HPCLAUNCH_LOG_DIR": os.path.join(log_dir, "tasks", str(index)),
+    }
+    # One W&B run per task (the sidecar would give every task the submission's run id).
+    run_id = re.sub(r"[^a-z0-9]", "", env.get("HPCLAUNCH_SUBMISSION_ID", "").lower())[:48]
+    if run_id and "WANDB_RUN_ID" not in env:
+        out["WANDB_RUN_ID"] = f"{run_id}t{index}"
+    return out
+
+
+def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | None = None) -> int:
+    """Entry point; execs the command (returns only on an error, with exit code 2)."""
+    parser = argparse.ArgumentParser(prog="python -m hpclaunch.supervise.sweep_task")
+    parser.add_argument("--params", required=True, help="the sweep's params file")
+    parser.add_argument("--keep", type=int, default=0, help="leading words not substituted")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    env = os.environ if environ is None else environ
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    raw = env.get("HPCLAUNCH_SWEEP_INDEX", "")
+    try:
+        if not command:
+            raise TaskError("no command after --")
+        if not raw.isdigit():
+            raise TaskError(f"HPCLAUNCH_SWEEP_INDEX is {raw!r}, not a point index")
+        index = int(raw)
+        params = read_point(args.params, index)
+    except TaskError as exc:
+        print(f"hpclaunch sweep task: {exc}", file=sys.stderr)
+        return 2
+    env.update(task_env(env, index, params))
+    os.makedirs(env["HPCLAUNCH_JOB_DIR"], exist_ok=True)
+    keep = max(0, args.keep)
+    final = command[:keep] + substitute(command[keep:], params)
+    print(f"hpclaunch: sweep point {index}: {env['HPCLAUNCH_SWEEP_PARAMS']}", flush=True)
+    try:
+        os.execvpe(final[0], final, env)
+    except OSError as exc:
+        print(f"hpclaunch sweep task: cannot run {final[0]!r}: {exc}", file=sys.stderr)
+        return 127
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
