@@ -508,7 +508,8 @@ class PyslurmBackend(Backend):
 
     def node_gpus(self) -> list[NodeGpus]:
         """Every node's GPUs from one node-list RPC (``slurm_load_node``)."""
-        from hpclaunch.scheduling.arbiter.snapshot import NodeGpus, gres_count, tres_count, usable
+        from hpclaunch.scheduling.arbiter.snapshot import NodeGpus, usable
+        from hpclaunch.slurm.tres import gres_count, tres_value
 
         gres = self.site.gres_name
         nodes = self._rpc(self.pyslurm.Nodes.load, "load the node list")
@@ -520,7 +521,7 @@ class PyslurmBackend(Backend):
                 NodeGpus(
                     name=node.name,
                     total=gres_count(configured, gres),
-                    used=tres_count(allocated, gres),
+                    used=tres_value(allocated, f"gres/{gres}") or 0,
                     partitions=frozenset(node.partitions or ()),
                     usable=usable(str(node.state)),
                 )
@@ -657,10 +658,10 @@ def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:
     """GPUs per node from pyslurm's ``gres_per_node`` (``{"gres/gpu": 4}``; with a type,
     ``{"gres/gpu:a100": 2}``): put back into squeue's %b text (``gres/gpu:4``, seen on
     25.11) and read by the same rule as squeue's."""
-    from hpclaunch.planning.quota import gpus_of_tres
+    from hpclaunch.slurm.tres import gpus_per_node
 
     asked = (gres_per_node or {}).items()
-    return gpus_of_tres(",".join(f"{name}:{count}" for name, count in asked))
+    return gpus_per_node(",".join(f"{name}:{count}" for name, count in asked))
 
 
 def _db_id(record: Any) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed
+from hpclaunch.slurm.tres import to_int, tres_value
 from hpclaunch.transport.base import CommandResult
 
 __all__ = [
@@ -107,9 +108,9 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
             elapsed=_elapsed(elapsed),
             source="squeue",
             qos=field(qos),
-            node_count=_int(count),
+            node_count=to_int(count),
             gpus=gpus_in(tres, gres),
-            restarts=_int(restarts),
+            restarts=to_int(restarts),
         )
     return infos
 
@@ -194,7 +195,7 @@ def _sacct_info(ref: JobRef, cols: list[str], restarts: int, gres: str) -> JobIn
         elapsed=_elapsed(elapsed),
         source="sacct",
         qos=field(qos),
-        node_count=_int(count),
+        node_count=to_int(count),
         gpus=gpus,
         restarts=restarts,
     )
@@ -282,10 +283,9 @@ def gpus_in(tres: str, gres: str) -> int | None:
 
     Typed entries (``gres/gpu:a100=2``) repeat the untyped total and are not added.
     """
-    for item in tres.split(","):
-        key, _, value = item.strip().partition("=")
-        if key == f"gres/{gres}":
-            return _int(value)
+    found = tres_value(tres, f"gres/{gres}")
+    if found is not None:
+        return found
     return None if not field(tres) else 0
 
 
@@ -354,14 +354,7 @@ def _wait_status(text: str) -> tuple[int | None, int | None]:
     in tests/unit/data/slurm-<version>/commands.json)."""
     if ":" in text:
         return exit_status(text)
-    raw = _int(text)
+    raw = to_int(text)
     if raw is None:
         return None, None
     return (raw >> 8) & 0xFF, (raw & 0x7F) or None
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None

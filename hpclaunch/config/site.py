@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -338,6 +338,31 @@ class SiteConfig(_Model):
         """The tier whose QOS is ``qos``, if exactly one tier has it."""
         found = [str(name) for name, policy in self.tiers.items() if policy.qos == qos]
         return found[0] if qos is not None and len(found) == 1 else None
+
+    @overload
+    def project_of(self, account: str) -> str: ...
+
+    @overload
+    def project_of(self, account: str | None) -> str | None: ...
+
+    def project_of(self, account: str | None) -> str | None:
+        """The project an account belongs to: ``P`` for ``P`` and for its over-quota account
+        (``P-oq``; also of a project no longer under ``quotas``, by the name's pattern)."""
+        if account is None:
+            return None
+        for project in self.quotas:
+            if account == self.overquota.account_for(project):
+                return project
+        prefix, _, suffix = self.overquota.account.partition("{project}")
+        if (
+            not self.quotas
+            or account in self.quotas
+            or not account.startswith(prefix)
+            or not account.endswith(suffix)
+            or len(account) <= len(prefix) + len(suffix)
+        ):
+            return account
+        return account[len(prefix) : len(account) - len(suffix)]
 
     def partition(self, name: str) -> Partition:
         """Return the partition called ``name`` (``KeyError`` if there is none)."""

@@ -201,7 +201,6 @@ def remember_submission(
     failing now would invite a resubmit."""
     from datetime import datetime, timezone
 
-    from hpclaunch.slurm.usage import project_of_account
     from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
@@ -217,7 +216,7 @@ def remember_submission(
         qos=plan.qos,
         quota=plan.quota,
         user=slurm_user(session),
-        project=project_of_account(session.site, plan.account) if plan.account else None,
+        project=session.site.project_of(plan.account),
         account=plan.account,
         spec_hash=spec_hash,
         dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),

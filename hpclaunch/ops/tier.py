@@ -102,10 +102,9 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     tier's placement depends on them; ``None`` otherwise."""
     from hpclaunch.planning.quota import read_usage
     from hpclaunch.planning.retier import counted_gpus
-    from hpclaunch.slurm.queue import project_of
 
     site = context.site
-    project = project_of(site, row.account)
+    project = site.project_of(row.account)
     if project not in site.quotas or site.tiers[new_tier].preemptible:  # type: ignore[index]
         return None
     assert project is not None

@@ -26,7 +26,6 @@ made once; ``hpclaunch tier`` or resubmitting re-decides).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,7 +40,6 @@ __all__ = [
     "USAGE_STATES",
     "Placement",
     "classify",
-    "gpus_of_tres",
     "in_quota_usage",
     "place",
     "read_usage",
@@ -52,7 +50,6 @@ TIER_ORDER = ("critical", "high", "medium", "low")
 
 # squeue %b (tres-per-node) as Slurm 22.05 prints it: "gres:gpu:4", "gres:gpu:a100:2",
 # "gres/gpu:2" in later versions; several entries are comma-separated.
-_GPU_TRES = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
 
 
 @dataclass(frozen=True)
@@ -221,11 +218,6 @@ def in_quota_usage(site: SiteConfig, jobs: Iterable[tuple[str | None, int]]) -> 
     those with a non-preemptible tier's QOS."""
     counted = {p.qos for p in site.tiers.values() if not p.preemptible}
     return sum(gpus for qos, gpus in jobs if qos in counted)
-
-
-def gpus_of_tres(tres_per_node: str) -> int:
-    """GPUs per node in a squeue ``%b`` value (0 when it asks for none)."""
-    return sum(int(m.group(1)) for m in _GPU_TRES.finditer(tres_per_node.strip()))
 
 
 def classify(site: SiteConfig, account: str | None, qos: str | None) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpclaunch.planning.quota import in_quota_usage
-from hpclaunch.slurm.queue import QueueRow, project_of
+from hpclaunch.slurm.queue import QueueRow
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
@@ -151,7 +151,7 @@ def plan_retier(
     spec = JobSpec(
         name="retier",
         command=("true",),
-        project=project_of(site, row.account),
+        project=site.project_of(row.account),
         tier=new_tier,  # type: ignore[arg-type]
         resources=Resources(nodes=row.nodes, gpus_per_node=row.gpus_per_node),
     )

@@ -34,8 +34,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from hpclaunch.errors import CommandFailed
-from hpclaunch.slurm.accounting import COMMAND_TIMEOUT, LiveAssoc, LiveQos, LiveState, tres_count
+from hpclaunch.slurm.accounting import COMMAND_TIMEOUT, LiveAssoc, LiveQos, LiveState
 from hpclaunch.slurm.times import format_time, parse_time_limit
+from hpclaunch.slurm.tres import tres_value
 from hpclaunch.transport.base import CommandResult, Runner
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def _qos_settings(want: _QosWant, live: LiveQos, gres: str) -> list[tuple[str, s
         was = "unlimited" if live.max_wall is None else format_time(live.max_wall)
         out.append((f"MaxWall={format_time(want.max_wall)}", was))
     if want.max_gpus is not None:
-        have = tres_count(live.max_tres_per_user, f"gres/{gres}")
+        have = tres_value(live.max_tres_per_user, f"gres/{gres}")
         if have != want.max_gpus:
             # Only the TRES named is changed; others in the limit stay (sacctmgr(1) TRES).
             out.append((f"MaxTRESPerUser=gres/{gres}={want.max_gpus}", str(have)))
@@ -222,7 +223,7 @@ def _account_changes(site: SiteConfig, live: LiveState) -> list[list[Change]]:
             # A new account inherits its parent's QOS list (sacctmgr(1), 22.05).
             acct = LiveAssoc(project, parent="root", qos=root.qos if root else ())
         sets = []
-        have = tres_count(acct.grp_tres, f"gres/{gres}")
+        have = tres_value(acct.grp_tres, f"gres/{gres}")
         if have != quota:
             sets.append(
                 (f"GrpTRES=gres/{gres}={quota}", f"guarantee {quota} GPUs, was {_none(have)}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from hpclaunch.errors import CommandFailed
 from hpclaunch.slurm.times import parse_time_limit
+from hpclaunch.slurm.tres import to_int
 from hpclaunch.transport.base import Runner
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
     "LiveState",
     "parse_live",
     "read_live",
-    "tres_count",
 ]
 
 #: Seconds a sacctmgr call may take (read here, run by :func:`hpclaunch.planning.siteplan.apply`).
@@ -138,13 +138,13 @@ def parse_live(cluster: str, qos_text: str, assoc_text: str, account_text: str) 
         qos.append(
             LiveQos(
                 name=cols[0],
-                priority=_int(cols[1]) or 0,
+                priority=to_int(cols[1]) or 0,
                 preempt=_names(cols[2]),
                 preempt_mode=cols[3] or "cluster",
                 grace=_seconds(cols[4]) or 0,
                 max_wall=_seconds(cols[5]),
                 max_tres_per_user=cols[6],
-                max_jobs_per_user=_int(cols[7]),
+                max_jobs_per_user=to_int(cols[7]),
                 description="|".join(cols[8:]),
             )
         )
@@ -178,11 +178,6 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(sorted(v.strip() for v in value.split(",") if v.strip()))
 
 
-def _int(value: str) -> int | None:
-    value = value.strip()
-    return int(value) if value.isdigit() else None
-
-
 def _seconds(value: str) -> int | None:
     """sacctmgr prints GraceTime and MaxWall as ``[D-]HH:MM:SS``; empty: unset."""
     if value.strip() in _NULL:
@@ -191,12 +186,3 @@ def _seconds(value: str) -> int | None:
         return parse_time_limit(value.strip())
     except ValueError:
         return None
-
-
-def tres_count(tres: str, name: str) -> int | None:
-    """The count of ``name`` (``gres/gpu``) in a TRES string (``cpu=4,gres/gpu=8``)."""
-    for item in tres.split(","):
-        key, _, value = item.partition("=")
-        if key.strip() == name:
-            return _int(value)
-    return None

@@ -6,7 +6,7 @@ Pure functions over squeue's output, for ``hpclaunch queue`` and ``hpclaunch tie
   job of the cluster (or of one user or partition); :func:`parse_queue` reads it.
 * :func:`build_queue`: running jobs first, then pending ones in the order Slurm considers
   them, each with its tier, quota class and the reason it waits in words (:func:`explain`).
-* :func:`job_argv`, :func:`tier_of`, :func:`project_of`: one job's line, its tier and
+* :func:`job_argv`, :func:`tier_of`, :meth:`SiteConfig.project_of`: one job's line, its tier and
   project, which :mod:`hpclaunch.planning.retier` uses to move a pending job to another tier.
 
 The order (Slurm 22.05, ``sched/backfill`` and the main scheduler's ``sort_job_queue2``):
@@ -28,9 +28,10 @@ from datetime import datetime
 from typing import Any
 
 from hpclaunch.config.site import SiteConfig
-from hpclaunch.planning.quota import TIER_ORDER, classify, gpus_of_tres
+from hpclaunch.planning.quota import TIER_ORDER, classify
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed
+from hpclaunch.slurm.tres import gpus_per_node, to_int
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -40,7 +41,6 @@ __all__ = [
     "explain",
     "job_argv",
     "parse_queue",
-    "project_of",
     "queue_argv",
     "tier_of",
 ]
@@ -175,11 +175,11 @@ def parse_queue(stdout: str) -> list[QueueRow]:
                 qos=_field(qos),
                 state=state.split()[0].upper() if state.strip() else "UNKNOWN",
                 reason=_field(reason),
-                priority=_int(prio),
+                priority=to_int(prio),
                 submit=_field(submit),
-                nodes=_int(nodes) or 1,
-                gpus_per_node=gpus_of_tres(tres) if _field(tres) else 0,
-                nice=_int(nice) or 0,
+                nodes=to_int(nodes) or 1,
+                gpus_per_node=gpus_per_node(tres) if _field(tres) else 0,
+                nice=to_int(nice) or 0,
                 partition=_field(part),
                 elapsed=_field(cols[-2]),
                 name=cols[-1],
@@ -370,7 +370,7 @@ def _entry(
     site: SiteConfig,
 ) -> QueueEntry:
     quota = classify(site, row.account, row.qos)
-    project = project_of(site, row.account)
+    project = site.project_of(row.account)
     return QueueEntry(row, rank, tier, quota, ahead, waited, why, ours, project)
 
 
@@ -389,16 +389,6 @@ def tier_of(row: QueueRow, site: SiteConfig) -> str | None:
         if rest == 0 and 0 <= step < len(TIER_ORDER) - 1:
             return TIER_ORDER[step]
     return None
-
-
-def project_of(site: SiteConfig, account: str | None) -> str | None:
-    """The project of an account: itself, or the project whose over-quota account it is."""
-    if account is None:
-        return None
-    for project in site.quotas:
-        if site.overquota.account_for(project) == account:
-            return project
-    return account
 
 
 # -- reasons ------------------------------------------------------------------------------
@@ -516,10 +506,3 @@ def _base_id(job_id: str) -> str:
 def _field(text: str) -> str | None:
     text = text.strip()
     return None if text in _EMPTY else text
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text.strip())
-    except ValueError:
-        return None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from hpclaunch.config.site import SiteConfig
+from hpclaunch.slurm.tres import tres_gpus
 
 __all__ = [
     "COST_FIELDS",
@@ -37,7 +38,6 @@ __all__ = [
     "cost_argv",
     "parse_usage",
     "parse_when",
-    "project_of_account",
     "report",
     "tier_of_qos",
 ]
@@ -189,7 +189,7 @@ def parse_usage(stdout: str, gres: str = "gpu") -> list[AttemptUsage]:
         if len(cols) != len(COST_FIELDS) or not cols[0].strip():
             continue
         job_id, user, account, qos, state, elapsed, tres, start, end = (c.strip() for c in cols)
-        gpus, typed = _gpus(tres, gres)
+        gpus, typed = tres_gpus(tres, gres)
         usages.append(
             AttemptUsage(
                 job_id=job_id,
@@ -207,42 +207,11 @@ def parse_usage(stdout: str, gres: str = "gpu") -> list[AttemptUsage]:
     return usages
 
 
-def _gpus(tres: str, gres: str) -> tuple[int, dict[str, int]]:
-    total: int | None = None
-    typed: dict[str, int] = {}
-    for item in tres.split(","):
-        key, _, value = item.partition("=")
-        if not value.isdigit():
-            continue
-        if key == f"gres/{gres}":
-            total = int(value)
-        elif key.startswith(f"gres/{gres}:"):
-            typed[key.split(":", 1)[1]] = int(value)
-    return (sum(typed.values()) if total is None else total), typed
-
-
 def _time(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text)
     except ValueError:  # Unknown, None
         return None
-
-
-def project_of_account(site: SiteConfig, account: str) -> str:
-    """The project an account belongs to: ``P`` for ``P`` and for its over-quota ``P-oq``."""
-    for project in site.quotas:
-        if account == site.overquota.account_for(project):
-            return project
-    prefix, _, suffix = site.overquota.account.partition("{project}")
-    if (
-        not site.quotas
-        or account in site.quotas
-        or not account.startswith(prefix)
-        or not account.endswith(suffix)
-        or len(account) <= len(prefix) + len(suffix)
-    ):
-        return account
-    return account[len(prefix) : len(account) - len(suffix)]
 
 
 def tier_of_qos(site: SiteConfig, qos: str) -> str:
@@ -274,7 +243,7 @@ def report(
         if usage.gpus <= 0 or seconds <= 0:
             continue
         values = {
-            "project": project_of_account(site, usage.account),
+            "project": site.project_of(usage.account),
             "tier": tier_of_qos(site, usage.qos),
             "user": usage.user,
         }

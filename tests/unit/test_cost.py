@@ -20,7 +20,6 @@ from hpclaunch.slurm.usage import (
     cost_argv,
     parse_usage,
     parse_when,
-    project_of_account,
     report,
     tier_of_qos,
 )
@@ -100,10 +99,10 @@ def test_each_attempt_counts_once_and_straddling_jobs_are_clipped(site: SiteConf
 
 
 def test_project_and_tier_of_accounts_and_qos(site: SiteConfig) -> None:
-    assert project_of_account(site, "research-oq") == "research"
-    assert project_of_account(site, "vision") == "vision"
-    assert project_of_account(site, "other-oq") == "other"  # the site's pattern
-    assert project_of_account(site, "other") == "other"
+    assert site.project_of("research-oq") == "research"
+    assert site.project_of("vision") == "vision"
+    assert site.project_of("other-oq") == "other"  # the site's pattern
+    assert site.project_of("other") == "other"
     assert [tier_of_qos(site, q) for q in ("normal", "low", "overquota", "odd")] == [
         "medium",
         "low",

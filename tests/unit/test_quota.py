@@ -12,7 +12,6 @@ from hpclaunch.errors import BackendUnavailable, ConfigError, PlanError
 from hpclaunch.planning.quota import (
     USAGE_STATES,
     classify,
-    gpus_of_tres,
     in_quota_usage,
     read_usage,
 )
@@ -131,14 +130,6 @@ def test_usage_counts_only_non_preemptible_qos(site: SiteConfig) -> None:
     )
     jobs = [(row.qos, row.gpus) for row in parse_queue(squeue)]
     assert in_quota_usage(site, jobs) == 11
-
-
-def test_gpus_of_tres() -> None:
-    assert gpus_of_tres("gres:gpu:4") == 4
-    assert gpus_of_tres("gres:gpu:a100:2,gres:nvme:1") == 2
-    assert gpus_of_tres("gres/gpu=3") == 3
-    assert gpus_of_tres("N/A") == 0
-    assert gpus_of_tres("gres:gpudirect:1") == 0
 
 
 def usage_argv(project: str) -> list[str]:

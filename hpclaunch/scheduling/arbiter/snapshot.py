@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from hpclaunch.planning.quota import gpus_of_tres
+from hpclaunch.slurm.tres import gpus_per_node, gres_count, to_int, tres_value
 
 __all__ = [
     "JOB_FIELDS",
@@ -30,14 +30,12 @@ __all__ = [
     "NodeGpus",
     "Snapshot",
     "expand_hosts",
-    "gres_count",
     "jobs_argv",
     "nodes_argv",
     "parse_jobs",
     "parse_nodes",
     "parse_restarts",
     "restarts_argv",
-    "tres_count",
     "usable",
 ]
 
@@ -156,7 +154,7 @@ def parse_restarts(stdout: str) -> dict[str, int]:
     out = {}
     for line in stdout.splitlines():
         job_id, _, rest = line.strip().partition("|")
-        count = _int(rest.split("|", 1)[0])
+        count = to_int(rest.split("|", 1)[0])
         if job_id[:1].isdigit() and count is not None:
             out[job_id] = count
     return out
@@ -188,9 +186,9 @@ def parse_jobs(stdout: str) -> list[ClusterJob]:
                 qos=_field(qos),
                 state=state,
                 reason=_field(reason),
-                priority=_int(prio) or 0,
-                nodes=_int(nodes) or 1,
-                gpus_per_node=gpus_of_tres(tres) if _field(tres) else 0,
+                priority=to_int(prio) or 0,
+                nodes=to_int(nodes) or 1,
+                gpus_per_node=gpus_per_node(tres) if _field(tres) else 0,
                 hosts=expand_hosts(hosts) if running and _field(hosts) else (),
                 start=_epoch(start) if running else None,
                 partition=_field(partition),
@@ -213,7 +211,7 @@ def parse_nodes(stdout: str, gres: str = "gpu") -> list[NodeGpus]:
             NodeGpus(
                 name=name,
                 total=gres_count(fields.get("Gres", ""), gres),
-                used=tres_count(fields.get("AllocTRES", ""), gres),
+                used=tres_value(fields.get("AllocTRES", ""), f"gres/{gres}") or 0,
                 partitions=frozenset(p for p in fields.get("Partitions", "").split(",") if p),
                 usable=usable(state),
             )
@@ -251,34 +249,8 @@ def _key_values(line: str) -> dict[str, str]:
     return out
 
 
-def gres_count(text: str, gres: str) -> int:
-    """``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2`` → GPUs of ``gres``."""
-    total = 0
-    for item in text.split(","):
-        parts = item.split("(")[0].split(":")
-        if parts[0] == gres and parts[-1].isdigit() and len(parts) > 1:
-            total += int(parts[-1])
-    return total
-
-
-def tres_count(text: str, gres: str) -> int:
-    """``cpu=2,mem=100M,gres/gpu=3`` → 3 (the untyped count; typed ones repeat it)."""
-    for item in text.split(","):
-        key, _, value = item.partition("=")
-        if key == f"gres/{gres}" and value.isdigit():
-            return int(value)
-    return 0
-
-
 def _field(text: str) -> str | None:
     return None if text in _EMPTY else text
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 def _epoch(text: str) -> float | None:

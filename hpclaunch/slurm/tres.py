@@ -1,0 +1,72 @@
+"""Counting GPUs (and other resources) in Slurm's resource strings, and Slurm's integers.
+
+Slurm prints resources in two shapes:
+
+* TRES (trackable resources: sacct ``AllocTRES``, scontrol ``AllocTRES=``, sacctmgr
+  ``GrpTRES``): ``cpu=4,mem=8G,gres/gpu=2,gres/gpu:a100=2``. A typed entry repeats the
+  untyped total (slurm.conf(5) ``AccountingStorageTRES``), so the total is the untyped one.
+* GRES (generic resources: sinfo/scontrol ``Gres=``, squeue ``%b``): ``gpu:4``,
+  ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2``; squeue's ``%b`` (tres-per-node) spells
+  them ``gres/gpu:4`` (24.11+) or ``gres:gpu:4`` (22.05).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["gpus_per_node", "gres_count", "to_int", "tres_gpus", "tres_value"]
+
+
+def to_int(text: str) -> int | None:
+    """``text`` as an integer (surrounding blanks allowed, a sign too: a nice may be
+    negative), or ``None`` (Slurm's ``N/A``, ``(null)``, empty)."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def tres_value(tres: str, key: str) -> int | None:
+    """The count of ``key`` (``gres/gpu``, ``cpu``) in a TRES string; ``None`` when absent
+    or not a number."""
+    for item in tres.split(","):
+        name, _, value = item.partition("=")
+        if name.strip() == key:
+            return to_int(value)
+    return None
+
+
+def tres_gpus(tres: str, gres: str = "gpu") -> tuple[int, dict[str, int]]:
+    """GPUs in a TRES string: the total and the count per type (``{"a100": 2}``). Without an
+    untyped entry the typed ones are summed."""
+    total: int | None = None
+    typed: dict[str, int] = {}
+    for item in tres.split(","):
+        name, _, value = item.strip().partition("=")
+        count = to_int(value) if value.strip().isdigit() else None
+        if count is None:
+            continue
+        if name == f"gres/{gres}":
+            total = count
+        elif name.startswith(f"gres/{gres}:"):
+            typed[name.split(":", 1)[1]] = count
+    return (sum(typed.values()) if total is None else total), typed
+
+
+def gres_count(text: str, gres: str = "gpu") -> int:
+    """``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2`` → the count of ``gres``."""
+    total = 0
+    for item in text.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == gres and parts[-1].isdigit() and len(parts) > 1:
+            total += int(parts[-1])
+    return total
+
+
+#: A GPU entry of squeue's ``%b``: ``gres/gpu:4``, ``gres:gpu:a100:2``, ``gpu=1``.
+_GPU_PER_NODE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
+
+
+def gpus_per_node(tres_per_node: str) -> int:
+    """GPUs per node in a squeue ``%b`` value (0 when it asks for none)."""
+    return sum(int(m.group(1)) for m in _GPU_PER_NODE.finditer(tres_per_node.strip()))
