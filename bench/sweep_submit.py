@@ -10,10 +10,10 @@ repetition. Measured, from the call to the last job id:
 
 * ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
   imports, plan, render, params file, one sbatch per array);
-* ``hpclaunch lib``: :func:`hpclaunch.planning.sweep.plan_sweep` + ``submit_sweep`` in this
-  process (like submitit, which runs in the caller's process). Both libraries are imported
-  before any timing (a script or notebook imports once, then submits): their import times are
-  printed apart;
+* ``hpclaunch lib``: :func:`hpclaunch.planning.sweep.plan_sweep` +
+  :func:`hpclaunch.ops.sweep.submit_sweep` in this process (like submitit, which runs in the
+  caller's process). Both libraries are imported before any timing (a script or notebook
+  imports once, then submits): their import times are printed apart;
 * ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it
   submits (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
   ``CLI dry run, no cache``: the same as the first call after the capability cache
@@ -137,8 +137,9 @@ def hpclaunch_cli(spec: Path, env: dict[str, str]) -> list[str]:
 def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
     from hpclaunch.backends.cli import CliBackend
     from hpclaunch.config.site import load_site
+    from hpclaunch.ops.sweep import submit_sweep
     from hpclaunch.planning.plan import new_submission_id
-    from hpclaunch.planning.sweep import plan_sweep, submit_sweep
+    from hpclaunch.planning.sweep import plan_sweep
     from hpclaunch.spec.job import load_spec
     from hpclaunch.transport.local import LocalRunner
 

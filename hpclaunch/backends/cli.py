@@ -21,6 +21,7 @@ from hpclaunch.backends.slurm_text import (
     parse_attempts,
     parse_sacct,
     parse_squeue,
+    parse_task_states,
 )
 from hpclaunch.errors import (
     BackendError,
@@ -325,10 +326,33 @@ class CliBackend(Backend):
     def task_states(
         self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
     ) -> dict[str, str]:
-        """One ``squeue --array``, and one sacct when squeue does not know every task."""
-        from hpclaunch.ops.sweep_status import ask_task_states
+        """Task id (``123_4``) → state: one ``squeue --array``, and one sacct when squeue
+        does not know every task of ``wanted``; what failed is added to ``problems``."""
+        ids = ",".join(array_ids)
+        states = self._task_states(
+            ["squeue", "--noheader", "--array", f"--jobs={ids}", "--states=all", "--format=%i|%T"],
+            problems,
+        )
+        if not set(wanted) <= states.keys():
+            sacct = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={ids}"]
+            accounted = self._task_states([*sacct, "--format=JobID,State"], problems)
+            states = {**accounted, **states}  # squeue's view of live tasks is the newer one
+        return states
 
-        return ask_task_states(self.runner, list(array_ids), list(wanted), problems)
+    def _task_states(self, argv: list[str], problems: list[str]) -> dict[str, str]:
+        try:
+            result = self.runner.run(argv, timeout=60)
+        except TransportError as exc:
+            problems.append(f"{argv[0]}: {exc.message.splitlines()[0]}")
+            return {}
+        if not result.ok:
+            # squeue exits 1 when none of the ids is known any more (MinJobAge): not a problem.
+            if "Invalid job id" not in result.stderr:
+                problems.append(
+                    f"{argv[0]} failed: {(result.stderr or result.stdout).strip()[:200]}"
+                )
+            return {}
+        return parse_task_states(result.stdout)
 
     # -- the queue ------------------------------------------------------------------------
 

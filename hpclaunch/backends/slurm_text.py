@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed
 from hpclaunch.slurm.tres import to_int, tres_value
 from hpclaunch.transport.base import CommandResult
@@ -26,6 +27,7 @@ __all__ = [
     "parse_attempts",
     "parse_sacct",
     "parse_squeue",
+    "parse_task_states",
     "wanted_ref",
 ]
 
@@ -358,3 +360,30 @@ def _wait_status(text: str) -> tuple[int | None, int | None]:
     if raw is None:
         return None, None
     return (raw >> 8) & 0xFF, (raw & 0x7F) or None
+
+
+_TASK_ID = re.compile(r"^(\d+)_(\d+)$")
+# A pending array in sacct: "123_[0-4,7%2]" (22.05 prints the not yet started tasks so).
+_FOLDED_TASKS = re.compile(r"^(\d+)_\[([0-9,\-]+)(?:%\d+)?\]$")
+
+
+def parse_task_states(text: str) -> dict[str, str]:
+    """``<id>|<state>`` lines (squeue or sacct) → task id (``123_4``) → state.
+
+    Folded pending ranges (``123_[0-4%2]``) are expanded; sacct's ``CANCELLED by 0`` is
+    ``CANCELLED``; other lines (a whole array's ``123``, steps) are skipped.
+    """
+    states: dict[str, str] = {}
+    for line in text.splitlines():
+        job, _, state = line.strip().partition("|")
+        state = state.split(" ")[0].strip().upper()
+        if not state:
+            continue
+        if _TASK_ID.match(job):
+            states[job] = state
+            continue
+        folded = _FOLDED_TASKS.match(job)
+        if folded:
+            for task in task_ids(folded.group(2)):
+                states[f"{folded.group(1)}_{task}"] = state
+    return states

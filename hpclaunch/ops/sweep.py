@@ -11,6 +11,7 @@ Slurm).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -26,13 +27,16 @@ from hpclaunch.ops.jobs import (
     warn_over_quota,
 )
 from hpclaunch.ops.submit import check_before_submit
+from hpclaunch.planning.points import params_lines
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import Backend, JobRef
+    from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.store.sweeps import SweepRecord
+    from hpclaunch.transport.base import Runner
 
-__all__ = ["Swept", "plan_sweep_spec", "submit_sweep_spec"]
+__all__ = ["Swept", "plan_sweep_spec", "submit_sweep", "submit_sweep_spec"]
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,6 @@ def submit_sweep_spec(
         SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
         SubmissionError: Slurm refused an array (the ones before it stay, recorded).
     """
-    from hpclaunch.planning.sweep import submit_sweep
-
     with naming(spec_path):
         sweep = plan_sweep_spec(context, spec_path, refresh=False, check_paths=check)
         warn_over_quota(context, sweep.plan, spec_path)
@@ -175,3 +177,39 @@ def _add_array(
         submitted_at=record.submitted_at,
     )
     return record
+
+
+def submit_sweep(
+    backend: Backend,
+    runner: Runner,
+    sweep: SweepPlan,
+    *,
+    on_array: Callable[[int, JobRef], None] | None = None,
+) -> list[JobRef]:
+    """Write the params file, then submit each array (one sbatch each).
+
+    The batch script is rendered once and written with the first array; the others run the
+    same file (only their sbatch argv differs), so it is not written again: one file
+    transfer per sweep, not per array, when Slurm is reached over SSH.
+
+    ``on_array(index, ref)`` is called after each array is submitted (to record it at
+    once: a later failure must not lose the ones already in Slurm).
+    """
+    jobs: dict[int, RenderedJob] = {0: backend.dryrun(sweep.plan)}
+    if sweep.overquota is not None:
+        jobs[1] = backend.dryrun(sweep.overquota)
+    runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
+    refs: list[JobRef] = []
+    last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
+    for index in range(len(sweep.arrays)):
+        part = sweep.part_of(index)
+        tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
+        ref = backend.submit(
+            replace(jobs[part], sbatch_argv=sweep.sbatch_argv(index, last.get(part)), plan=tagged),
+            script_written=part in last,
+        )
+        last[part] = ref.job_id
+        refs.append(ref)
+        if on_array is not None:
+            on_array(index, ref)
+    return refs

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import TransportError
-from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.store.sweeps import SweepRecord
 from hpclaunch.supervise.sweep_task import METRICS_NAME
 from hpclaunch.transport.base import Runner
@@ -28,15 +26,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SweepStatus",
     "TaskStatus",
-    "ask_task_states",
-    "parse_task_states",
     "sort_tasks",
     "sweep_status",
 ]
-
-_TASK = re.compile(r"^(\d+)_(\d+)$")
-# A pending array in sacct: "123_[0-4,7%2]" (22.05 prints the not yet started tasks so).
-_FOLDED = re.compile(r"^(\d+)_\[([0-9,\-]+)(?:%\d+)?\]$")
 
 
 @dataclass(frozen=True)
@@ -110,28 +102,6 @@ def sort_tasks(
     return sorted(numbers, key=value, reverse=descending) + rest
 
 
-def parse_task_states(text: str) -> dict[str, str]:
-    """``<id>|<state>`` lines (squeue or sacct) → task id (``123_4``) → state.
-
-    Folded pending ranges (``123_[0-4%2]``) are expanded; sacct's ``CANCELLED by 0`` is
-    ``CANCELLED``; other lines (a whole array's ``123``, steps) are skipped.
-    """
-    states: dict[str, str] = {}
-    for line in text.splitlines():
-        job, _, state = line.strip().partition("|")
-        state = state.split(" ")[0].strip().upper()
-        if not state:
-            continue
-        if _TASK.match(job):
-            states[job] = state
-            continue
-        folded = _FOLDED.match(job)
-        if folded:
-            for task in task_ids(folded.group(2)):
-                states[f"{folded.group(1)}_{task}"] = state
-    return states
-
-
 def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True) -> SweepStatus:
     """Ask Slurm for the state of every task (:meth:`Backend.task_states`) and read the
     params file and each ended task's final metrics."""
@@ -151,48 +121,6 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
             )
             tasks.append(TaskStatus(point, job_id, state, params.get(point, {}), found))
     return SweepStatus(record, tuple(tasks), tuple(problems))
-
-
-def ask_task_states(
-    runner: Runner, array_ids: list[str], wanted: list[str], problems: list[str]
-) -> dict[str, str]:
-    """Task id (``123_4``) → state: one squeue (``--array``), and one sacct when squeue
-    does not know every task of ``wanted``; what failed is added to ``problems``."""
-    ids = ",".join(array_ids)
-    states = _ask(
-        runner,
-        ["squeue", "--noheader", "--array", f"--jobs={ids}", "--states=all", "--format=%i|%T"],
-        problems,
-    )
-    if not set(wanted) <= states.keys():
-        accounted = _ask(
-            runner,
-            [
-                "sacct",
-                "--noheader",
-                "--parsable2",
-                "--allocations",
-                f"--jobs={ids}",
-                "--format=JobID,State",
-            ],
-            problems,
-        )
-        states = {**accounted, **states}  # squeue's view of live tasks is the newer one
-    return states
-
-
-def _ask(runner: Runner, argv: list[str], problems: list[str]) -> dict[str, str]:
-    try:
-        result = runner.run(argv, timeout=60)
-    except TransportError as exc:
-        problems.append(f"{argv[0]}: {exc.message.splitlines()[0]}")
-        return {}
-    if not result.ok:
-        # squeue exits 1 when none of the ids is known any more (MinJobAge): not a problem.
-        if "Invalid job id" not in result.stderr:
-            problems.append(f"{argv[0]} failed: {(result.stderr or result.stdout).strip()[:200]}")
-        return {}
-    return parse_task_states(result.stdout)
 
 
 def _read_params(

@@ -13,8 +13,8 @@ by state and shows the final metrics reported with :func:`hpclaunch.runtime.repo
 :func:`plan_sweep` is pure (like :func:`hpclaunch.planning.plan.build_plan`): it expands the points,
 plans the batch script once (tier ``low`` unless the spec sets ``tier``), puts the task step
 (:mod:`hpclaunch.supervise.sweep_task`) in front of the launch, and splits the points into arrays
-whose indices stay below ``MaxArraySize``. :func:`submit_sweep` writes the params file and runs one
-``sbatch`` per array.
+whose indices stay below ``MaxArraySize``. :func:`hpclaunch.ops.sweep.submit_sweep` writes the
+params file and runs one ``sbatch`` per array.
 
 ``max_concurrent`` (``%N``) holds over the whole sweep: with one array it is that array's
 ``%N``; with several, each array gets ``%N`` and starts only after the one before it ended
@@ -35,17 +35,14 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
-from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
-from hpclaunch.planning.render import RenderedJob
+from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
 from hpclaunch.spec.job import JobSpec, SweepValue
 from hpclaunch.supervise.sweep_task import PARAMS_NAME, placeholders
-from hpclaunch.transport.base import Runner
 
-__all__ = ["SweepPlan", "plan_sweep", "submit_sweep"]
+__all__ = ["SweepPlan", "plan_sweep"]
 
 #: Slurm's default MaxArraySize (slurm.conf(5)), used when the cluster cannot be asked.
 DEFAULT_MAX_ARRAY_SIZE = 1001
@@ -368,39 +365,3 @@ def _quota_notes(
                 f"{fits} tasks at a time"
             )
     return tuple(notes)
-
-
-def submit_sweep(
-    backend: Backend,
-    runner: Runner,
-    sweep: SweepPlan,
-    *,
-    on_array: Callable[[int, JobRef], None] | None = None,
-) -> list[JobRef]:
-    """Write the params file, then submit each array (one sbatch each).
-
-    The batch script is rendered once and written with the first array; the others run the
-    same file (only their sbatch argv differs), so it is not written again: one file
-    transfer per sweep, not per array, when Slurm is reached over SSH.
-
-    ``on_array(index, ref)`` is called after each array is submitted (to record it at
-    once: a later failure must not lose the ones already in Slurm).
-    """
-    jobs: dict[int, RenderedJob] = {0: backend.dryrun(sweep.plan)}
-    if sweep.overquota is not None:
-        jobs[1] = backend.dryrun(sweep.overquota)
-    runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
-    refs: list[JobRef] = []
-    last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
-    for index in range(len(sweep.arrays)):
-        part = sweep.part_of(index)
-        tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
-        ref = backend.submit(
-            replace(jobs[part], sbatch_argv=sweep.sbatch_argv(index, last.get(part)), plan=tagged),
-            script_written=part in last,
-        )
-        last[part] = ref.job_id
-        refs.append(ref)
-        if on_array is not None:
-            on_array(index, ref)
-    return refs

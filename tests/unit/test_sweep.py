@@ -17,12 +17,14 @@ from hypothesis import strategies as st
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
+from hpclaunch.backends.slurm_text import parse_task_states
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
-from hpclaunch.ops.sweep_status import parse_task_states, sweep_status
+from hpclaunch.ops.sweep import submit_sweep
+from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
 from hpclaunch.planning.render import render
-from hpclaunch.planning.sweep import plan_sweep, submit_sweep
+from hpclaunch.planning.sweep import plan_sweep
 from hpclaunch.runtime import report_metrics, sweep_params
 from hpclaunch.spec.job import JobSpec, Sweep
 from hpclaunch.store.sweeps import (

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from hpclaunch.ops.sweep import submit_sweep
 from hpclaunch.planning.points import params_lines
-from hpclaunch.planning.sweep import plan_sweep, submit_sweep
+from hpclaunch.planning.sweep import plan_sweep
 
 from .conftest import HOME, SUBMISSION_ID
 from .fakes import FakeRunner, result
