@@ -10,7 +10,7 @@ import click
 from hpclaunch.cli._app import App
 
 if TYPE_CHECKING:
-    from hpclaunch.slurm.queue import QueueEntry
+    from hpclaunch.ops.queue import QueueEntry
 
 COLUMNS = (
     "#",
@@ -47,12 +47,9 @@ def queue_command(app: App, as_json: bool, all_users: bool, partition: str | Non
     holds the tier's QOS priority and nice), then submit time, then job id; each with why it
     waits. One squeue call (or one job-list RPC with pyslurm) for the whole queue.
     """
-    from hpclaunch.slurm.queue import build_queue, history_tiers
-    from hpclaunch.store.history import recent_submissions
+    from hpclaunch.ops.queue import queue_entries
 
-    rows = app.backend.queue(me=not all_users, partition=partition)
-    records = recent_submissions(limit=10_000)
-    entries = build_queue(rows, app.site, history_tiers(records, app.site.name))
+    entries = queue_entries(app, me=not all_users, partition=partition)
     if as_json:
         import json
 
@@ -74,7 +71,7 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from hpclaunch.slurm.queue import format_seconds
+    from hpclaunch.ops.queue import format_seconds
 
     table = Table(box=None, header_style="bold")
     for column in COLUMNS:

@@ -14,6 +14,7 @@ from hpclaunch.ops.context import Context
 if TYPE_CHECKING:
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.job import Job, SweepRun
+    from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.spec.job import JobSpec
     from hpclaunch.store.history import SubmissionRecord
@@ -167,6 +168,14 @@ class Session(Context):
         if name is not None:
             refs += jobs_named(self, name)
         return cancel_jobs(self, refs)
+
+    def queue(self, *, me: bool = False, partition: str | None = None) -> list[QueueEntry]:
+        """The cluster's queue as ``hpclaunch queue`` shows it: running jobs, then pending ones
+        in the order the scheduler takes them, each with its tier, project, quota class and
+        why it waits (``me``: only yours; ``partition``: only that partition's)."""
+        from hpclaunch.ops.queue import queue_entries
+
+        return queue_entries(self, me=me, partition=partition)
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

@@ -40,8 +40,8 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         JobNotFound, BackendError: The job is gone or has ended.
     """
     from hpclaunch.errors import BackendError, JobNotFound, PlanError
+    from hpclaunch.ops.queue import tier_of
     from hpclaunch.planning.retier import check_allowed, plan_retier
-    from hpclaunch.slurm.queue import tier_of
 
     site = context.site
     if new_tier not in site.tiers:

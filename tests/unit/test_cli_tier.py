@@ -233,3 +233,24 @@ def test_queue_table(env: Env, slurm: Slurm) -> None:
     assert header[:4] == ["#", "ID", "USER", "PROJECT"]
     assert header[-1] == "WHY"
     assert "1 running, 2 pending" in res.stdout
+
+
+def test_the_queue_from_python_is_the_clis(
+    env: Env, slurm: Slurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpclaunch.ops.session import Session
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(Session, "runner", property(lambda self: slurm.runner))
+    monkeypatch.setattr(
+        Session, "backend", property(lambda self: CliBackend(slurm.runner, self.site))
+    )
+    entries = Session().queue()
+    cli = json.loads(run(env, "queue", "--json").stdout)
+
+    def steady(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        return [{k: v for k, v in row.items() if k != "waited"} for row in rows]  # the clock
+
+    assert steady([e.to_dict() for e in entries]) == steady(cli)
+    assert [e.row.job_id for e in entries] == ["29", "101", "100"]

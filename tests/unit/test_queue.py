@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.slurm.queue import (
-    QUEUE_FORMAT,
-    QueueRow,
-    build_queue,
-    explain,
-    format_seconds,
-    order,
-    parse_queue,
-    queue_argv,
-    tier_of,
-)
+from hpclaunch.ops.queue import build_queue, explain, format_seconds, tier_of
+from hpclaunch.slurm.queue import QUEUE_FORMAT, QueueRow, order, parse_queue, queue_argv
 from hpclaunch.store.history import (
     SubmissionRecord,
     find_record,
