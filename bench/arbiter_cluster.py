@@ -76,8 +76,9 @@ sys.path.insert(0, str(REPO))
 from hpclaunch.scheduling.simulate.engine import SimConfig, simulate  # noqa: E402
 from hpclaunch.scheduling.simulate.metrics import percentile  # noqa: E402
 from hpclaunch.scheduling.simulate.model import BE, TE, Job  # noqa: E402
-from hpclaunch.scheduling.simulate.policies import MIN_RUN, Ours, Policy, SlurmNative  # noqa: E402
+from hpclaunch.scheduling.simulate.policies import Ours, Policy, SlurmNative  # noqa: E402
 from hpclaunch.scheduling.simulate.workload import WorkloadParams, generate  # noqa: E402
+from hpclaunch.scheduling.victims import MIN_RUN  # noqa: E402
 from tests.integration.conftest import CLUSTER_LOCK, HPCLAUNCH, Cli  # noqa: E402
 
 VENV = str(REPO / ".venv")

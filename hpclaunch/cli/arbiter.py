@@ -32,7 +32,7 @@ from hpclaunch.cli._app import App
 @click.option(
     "--min-run",
     type=click.FloatRange(min=0),
-    # hpclaunch.scheduling.simulate.policies.MIN_RUN (not imported: --help stays light)
+    # hpclaunch.scheduling.victims.MIN_RUN (not imported: --help stays light)
     default=300.0,
     show_default=True,
     help="Seconds a job preempted before runs again before it may be chosen again "

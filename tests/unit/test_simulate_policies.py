@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hpclaunch.scheduling.simulate.policies import (
-    Candidate,
-    Ours,
-    Request,
-    choose_victims,
-    slurm_order,
-    walk_candidates,
-)
+from hpclaunch.scheduling.simulate.policies import Ours, slurm_order, walk_candidates
+from hpclaunch.scheduling.victims import Candidate, Request, choose_victims
 
 
 def cand(job_id: int, placement: dict[int, int], **kw: object) -> Candidate:

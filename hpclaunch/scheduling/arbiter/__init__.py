@@ -2,7 +2,7 @@
 
 When a job of a preempting tier waits for GPUs, the arbiter preempts the preemptible running
 jobs whose preemption wastes least (the simulator's ``ours`` policy,
-:func:`hpclaunch.scheduling.simulate.policies.choose_victims`), asks them to checkpoint first, and
+:func:`hpclaunch.scheduling.victims.choose_victims`), asks them to checkpoint first, and
 requeues them. Modules, in the order of a pass:
 
 * :mod:`~hpclaunch.scheduling.arbiter.snapshot`: the cluster's jobs and GPUs, in two Slurm calls;

@@ -42,7 +42,7 @@ from hpclaunch.scheduling.arbiter.decide import (
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.arbiter.snapshot import Snapshot
-from hpclaunch.scheduling.simulate.policies import MIN_RUN
+from hpclaunch.scheduling.victims import MIN_RUN
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
 

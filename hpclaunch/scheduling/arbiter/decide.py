@@ -4,7 +4,7 @@ Pure: :func:`decide` sees the cluster (:class:`~hpclaunch.scheduling.arbiter.sna
 what each running preemptible job has at stake
 (:class:`~hpclaunch.scheduling.arbiter.progress.JobProgress`) and the preemptions already
 under way, and returns new :class:`Preemption` s. The victim choice is the simulator's
-:func:`hpclaunch.scheduling.simulate.policies.choose_victims`, the same function the simulated
+:func:`hpclaunch.scheduling.victims.choose_victims`, the same function the simulated
 ``ours`` policy uses, called with the live cluster's state.
 
 Who may preempt whom comes from the site config, as for Slurm's own preemption
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.scheduling.arbiter.progress import JobProgress
 from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus, Snapshot
-from hpclaunch.scheduling.simulate.model import best_fit
-from hpclaunch.scheduling.simulate.policies import MIN_RUN, Candidate, Request, choose_victims
+from hpclaunch.scheduling.placement import best_fit
+from hpclaunch.scheduling.victims import MIN_RUN, Candidate, Request, choose_victims
 
 __all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of", "waits_to_preempt"]
 

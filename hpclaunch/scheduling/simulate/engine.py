@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hpclaunch.scheduling.simulate.model import TE, Cluster, Job
-from hpclaunch.scheduling.simulate.policies import Candidate, Decision, Policy, Request
+from hpclaunch.scheduling.simulate.policies import Policy
+from hpclaunch.scheduling.victims import Candidate, Decision, Request
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
 

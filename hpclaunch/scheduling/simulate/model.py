@@ -13,14 +13,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from hpclaunch.scheduling.placement import Placement, best_fit
+
 __all__ = ["BE", "TE", "Cluster", "Job", "Placement"]
 
 #: The two job classes of the paper: small trial-and-error jobs and best-effort jobs.
 TE = "TE"
 BE = "BE"
-
-#: Node index -> GPUs held there.
-Placement = dict[int, int]
 
 
 @dataclass(eq=False)
@@ -191,21 +190,3 @@ class Cluster:
         self._bucket[self.free[node]].discard(node)
         self._bucket[new_free].add(node)
         self.free[node] = new_free
-
-
-def best_fit(
-    free: list[int], gpus_per_node: int, nodes: int, buckets: list[set[int]] | None = None
-) -> Placement | None:
-    """Best-fit placement of ``nodes`` x ``gpus_per_node`` GPUs on ``free`` (per node)."""
-    if buckets is None:
-        top = max(free, default=0)
-        buckets = [set() for _ in range(max(top, gpus_per_node) + 1)]
-        for node, f in enumerate(free):
-            buckets[f].add(node)
-    chosen: list[int] = []
-    for f in range(gpus_per_node, len(buckets)):
-        if buckets[f]:
-            chosen.extend(sorted(buckets[f])[: nodes - len(chosen)])
-            if len(chosen) == nodes:
-                return dict.fromkeys(chosen, gpus_per_node)
-    return None
