@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
-    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.slurm.capabilities import Capabilities
+    from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
     from hpclaunch.slurm.jobs import Attempt, JobInfo
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage

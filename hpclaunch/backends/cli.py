@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from hpclaunch.planning.render import RenderedJob
-    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
+    from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
 
@@ -379,14 +379,14 @@ class CliBackend(Backend):
         return parse_queue(self._squeue_stdout(job_argv(job_id)))
 
     def cluster_jobs(self) -> list[ClusterJob]:
-        """One ``squeue`` (:func:`hpclaunch.scheduling.arbiter.snapshot.jobs_argv`)."""
-        from hpclaunch.scheduling.arbiter.snapshot import jobs_argv, parse_jobs
+        """One ``squeue`` (:func:`hpclaunch.slurm.cluster.jobs_argv`)."""
+        from hpclaunch.slurm.cluster import jobs_argv, parse_jobs
 
         return parse_jobs(self._squeue_stdout(jobs_argv()))
 
     def node_gpus(self) -> list[NodeGpus]:
         """One ``scontrol show nodes --oneliner``."""
-        from hpclaunch.scheduling.arbiter.snapshot import nodes_argv, parse_nodes
+        from hpclaunch.slurm.cluster import nodes_argv, parse_nodes
 
         result = self._run(nodes_argv())
         if not result.ok:
@@ -398,8 +398,8 @@ class CliBackend(Backend):
 
     def restart_counts(self) -> dict[str, int]:
         """One ``squeue -O RestartCnt``
-        (:func:`hpclaunch.scheduling.arbiter.snapshot.restarts_argv`)."""
-        from hpclaunch.scheduling.arbiter.snapshot import parse_restarts, restarts_argv
+        (:func:`hpclaunch.slurm.cluster.restarts_argv`)."""
+        from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
         return parse_restarts(self._squeue_stdout(restarts_argv()))
 

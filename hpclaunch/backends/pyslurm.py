@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
-    from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus
     from hpclaunch.slurm.capabilities import Capabilities
+    from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
@@ -473,9 +473,9 @@ class PyslurmBackend(Backend):
     # -- the arbiter's snapshot -----------------------------------------------------------
 
     def cluster_jobs(self) -> list[ClusterJob]:
-        """The jobs of :func:`hpclaunch.scheduling.arbiter.snapshot.jobs_argv`, from one job-list
+        """The jobs of :func:`hpclaunch.slurm.cluster.jobs_argv`, from one job-list
         RPC."""
-        from hpclaunch.scheduling.arbiter.snapshot import JOB_STATES, ClusterJob, expand_hosts
+        from hpclaunch.slurm.cluster import JOB_STATES, ClusterJob, expand_hosts
 
         jobs = []
         for job in self._live_jobs():
@@ -508,7 +508,7 @@ class PyslurmBackend(Backend):
 
     def node_gpus(self) -> list[NodeGpus]:
         """Every node's GPUs from one node-list RPC (``slurm_load_node``)."""
-        from hpclaunch.scheduling.arbiter.snapshot import NodeGpus, usable
+        from hpclaunch.slurm.cluster import NodeGpus, usable
         from hpclaunch.slurm.tres import gres_count, tres_value
 
         gres = self.site.gres_name
@@ -530,7 +530,7 @@ class PyslurmBackend(Backend):
 
     def restart_counts(self) -> dict[str, int]:
         """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
-        from hpclaunch.scheduling.arbiter.snapshot import RUNNING_STATES
+        from hpclaunch.slurm.cluster import RUNNING_STATES
 
         return {
             _live_id(job): int(job.requeue_count or 0)

@@ -12,7 +12,7 @@ from hpclaunch.cli.history import parse_time_option
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from hpclaunch.slurm.usage import CostReport
+    from hpclaunch.ops.cost import CostReport
 
 
 @click.command("cost")
@@ -50,26 +50,13 @@ def cost_command(
     straddles the period counts only its time inside it. Over-quota accounts (P-oq) count
     towards project P. The price column needs 'prices:' in the site config.
     """
-    from datetime import datetime
-
     from hpclaunch.cli._app import slurm_user
     from hpclaunch.errors import ConfigError
-    from hpclaunch.slurm.usage import report
+    from hpclaunch.ops.cost import gpu_cost
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
-    now = datetime.now().replace(microsecond=0)
-    until = until or now
-    since = since or now.replace(day=1, hour=0, minute=0, second=0)
-    if since >= until:
-        raise ConfigError(
-            f"the period is empty: --since {since:%Y-%m-%dT%H:%M:%S} is not before "
-            f"--until {until:%Y-%m-%dT%H:%M:%S}",
-            hint="give --since an earlier time than --until",
-        )
-    user = None if all_users else slurm_user(app)
-    usage = app.backend.usage(since, until, user)
-    cost = report(usage, app.site, since, until, by or ("project",))
+    cost = gpu_cost(app, since=since, until=until, by=by or ("project",), all_users=all_users)
     if as_json:
         import json
 
@@ -77,7 +64,7 @@ def cost_command(
     elif as_csv:
         _print_csv(cost)
     else:
-        _print_table(cost, "all users" if all_users else f"user {user}")
+        _print_table(cost, "all users" if all_users else f"user {slurm_user(app)}")
 
 
 def _print_csv(cost: CostReport) -> None:

@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from hpclaunch.ops.cancel import Cancelled
+    from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.slurm.jobs import JobInfo
@@ -176,6 +179,21 @@ class Session(Context):
         from hpclaunch.ops.queue import queue_entries
 
         return queue_entries(self, me=me, partition=partition)
+
+    def cost(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        by: Sequence[str] = ("project",),
+        all_users: bool = False,
+    ) -> CostReport:
+        """GPU-hours and money as ``hpclaunch cost`` reports them: your jobs' (``all_users``:
+        everyone's) from ``since`` (default: the first of this month) to ``until`` (default:
+        now), naive local times, grouped ``by`` project, tier and/or user."""
+        from hpclaunch.ops.cost import gpu_cost
+
+        return gpu_cost(self, since=since, until=until, by=by, all_users=all_users)
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

@@ -1,4 +1,4 @@
-"""GPU-hours (and money) per project, tier and user, from one ``sacct`` call.
+"""What each attempt of a job used, from one ``sacct`` call (``hpclaunch cost``).
 
 ``hpclaunch cost`` asks ``sacct -X -D -n -P -S SINCE -E UNTIL --format=COST_FIELDS`` (with
 ``-a`` for all users, else ``--user=<you>``) and reads one line per *attempt*: with
@@ -13,33 +13,24 @@ overlap of [Start, End] with [SINCE, UNTIL) (a running attempt ends at Start + E
 sacct's elapsed time up to now), and never counted above ``ElapsedRaw`` (suspended time is
 not in it). Times are sacct's: the cluster's local time.
 
-Grouping: *project* is the account, with a project's over-quota account (``P-oq``) counted
-towards ``P``; *tier* is the tier whose QOS the attempt ran with, ``over-quota`` for the
-over-quota QOS, else ``qos:<name>``; *user* is Slurm's user. Attempts without GPUs are left
-out. Money uses the site's ``prices`` (per GPU type where ``AllocTRES`` names the type).
+The grouping and the money are :mod:`hpclaunch.ops.cost`'s.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hpclaunch.config.site import SiteConfig
 from hpclaunch.slurm.tres import tres_gpus
 
 __all__ = [
     "COST_FIELDS",
-    "GROUP_KEYS",
     "AttemptUsage",
-    "CostReport",
-    "CostRow",
     "cost_argv",
     "parse_usage",
     "parse_when",
-    "report",
-    "tier_of_qos",
 ]
 
 COST_FIELDS = (
@@ -53,7 +44,6 @@ COST_FIELDS = (
     "Start",
     "End",
 )
-GROUP_KEYS = ("project", "tier", "user")
 #: sacct's time format for -S/-E (local time of the cluster).
 SACCT_TIME = "%Y-%m-%dT%H:%M:%S"
 _RELATIVE = re.compile(r"^(\d+)\s*(min|h|d|w)$")
@@ -88,49 +78,6 @@ class AttemptUsage:
         end = self.end if self.end is not None else self.start + timedelta(seconds=self.elapsed)
         overlap = (min(end, until) - max(self.start, since)).total_seconds()
         return float(min(max(overlap, 0.0), self.elapsed))
-
-
-@dataclass(frozen=True)
-class CostRow:
-    """One group: its key values (in ``by`` order), jobs, GPU-hours, and money."""
-
-    keys: tuple[str, ...]
-    jobs: int
-    gpu_hours: float
-    cost: float | None
-
-
-@dataclass(frozen=True)
-class CostReport:
-    """The grouped usage of a period; ``cost``/``currency`` are ``None`` without prices."""
-
-    since: datetime
-    until: datetime
-    by: tuple[str, ...]
-    rows: tuple[CostRow, ...]
-    total: CostRow
-    currency: str | None
-    attempts: tuple[dict[str, object], ...]
-
-    def to_dict(self) -> dict[str, object]:
-        """The JSON shape of ``hpclaunch cost --json``."""
-
-        def row(r: CostRow) -> dict[str, object]:
-            out: dict[str, object] = dict(zip(self.by, r.keys, strict=True))
-            out.update(jobs=r.jobs, gpu_hours=r.gpu_hours)
-            if self.currency is not None:
-                out["cost"] = r.cost
-            return out
-
-        return {
-            "since": self.since.strftime(SACCT_TIME),
-            "until": self.until.strftime(SACCT_TIME),
-            "by": list(self.by),
-            "currency": self.currency,
-            "groups": [row(r) for r in self.rows],
-            "total": {k: v for k, v in row(self.total).items() if k not in self.by},
-            "attempts": list(self.attempts),
-        }
 
 
 def parse_when(text: str, now: datetime) -> datetime:
@@ -212,68 +159,3 @@ def _time(text: str) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:  # Unknown, None
         return None
-
-
-def tier_of_qos(site: SiteConfig, qos: str) -> str:
-    """The tier of a QOS (``over-quota`` for the over-quota QOS, else ``qos:<name>``)."""
-    tier = site.tier_of_qos(qos)
-    if tier is not None:
-        return tier
-    if site.has_quotas and qos == site.overquota.qos:
-        return "over-quota"
-    return f"qos:{qos}"
-
-
-def report(
-    usages: Iterable[AttemptUsage],
-    site: SiteConfig,
-    since: datetime,
-    until: datetime,
-    by: Sequence[str] = ("project",),
-) -> CostReport:
-    """Group the attempts' GPU-hours (and money, with the site's ``prices``) by ``by``."""
-    bad = [key for key in by if key not in GROUP_KEYS]
-    if bad or not by:
-        raise ValueError(f"group by {', '.join(GROUP_KEYS)}; got {', '.join(bad) or 'nothing'}")
-    prices = site.prices
-    groups: dict[tuple[str, ...], tuple[set[str], float, float]] = {}
-    attempts: list[dict[str, object]] = []
-    for usage in usages:
-        seconds = usage.seconds_in(since, until)
-        if usage.gpus <= 0 or seconds <= 0:
-            continue
-        values = {
-            "project": site.project_of(usage.account),
-            "tier": tier_of_qos(site, usage.qos),
-            "user": usage.user,
-        }
-        hours = usage.gpus * seconds / 3600
-        money = prices.cost(usage.gpus, usage.typed, seconds / 3600) if prices else 0.0
-        key = tuple(values[k] for k in by)
-        jobs, used, cost = groups.get(key, (set(), 0.0, 0.0))
-        groups[key] = (jobs | {usage.job_id}, used + hours, cost + money)
-        attempts.append(
-            {
-                "job_id": usage.job_id,
-                **values,
-                "account": usage.account,
-                "qos": usage.qos,
-                "state": usage.state,
-                "gpus": usage.gpus,
-                "seconds": seconds,
-                "gpu_hours": hours,
-            }
-        )
-    rows = tuple(
-        CostRow(key, len(jobs), hours, cost if prices else None)
-        for key, (jobs, hours, cost) in sorted(groups.items())
-    )
-    all_jobs = set().union(*(g[0] for g in groups.values())) if groups else set()
-    total = CostRow(
-        ("TOTAL",) + ("",) * (len(by) - 1),
-        len(all_jobs),
-        sum(r.gpu_hours for r in rows),
-        sum(r.cost or 0.0 for r in rows) if prices else None,
-    )
-    currency = prices.currency if prices else None
-    return CostReport(since, until, tuple(by), rows, total, currency, tuple(attempts))

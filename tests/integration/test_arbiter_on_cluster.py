@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpclaunch.scheduling.arbiter.snapshot import parse_restarts, restarts_argv
+from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
 from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO, Cli

@@ -17,17 +17,16 @@ import pytest
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions, read_log
-from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, decide, roles_of
+from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, Snapshot, decide, roles_of
 from hpclaunch.scheduling.arbiter.progress import (
     DEFAULT_CKPT_WRITE,
     JobProgress,
     job_dir_of,
     read_progress,
 )
-from hpclaunch.scheduling.arbiter.snapshot import (
+from hpclaunch.slurm.cluster import (
     ClusterJob,
     NodeGpus,
-    Snapshot,
     jobs_argv,
     parse_jobs,
     parse_nodes,

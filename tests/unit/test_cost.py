@@ -15,14 +15,8 @@ import pytest
 
 from hpclaunch import backends
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.slurm.usage import (
-    COST_FIELDS,
-    cost_argv,
-    parse_usage,
-    parse_when,
-    report,
-    tier_of_qos,
-)
+from hpclaunch.ops.cost import report, tier_of_qos
+from hpclaunch.slurm.usage import COST_FIELDS, cost_argv, parse_usage, parse_when
 from hpclaunch.transport.base import CommandResult
 
 from . import test_cli
@@ -213,3 +207,21 @@ def test_cost_bad_flags(env: dict[str, str], cost_slurm: CostSlurm) -> None:
     bad = run(env, "cost", "--since", "yesterday-ish")
     assert bad.exit_code == 2
     assert "not a time" in bad.output
+
+
+def test_cost_from_python_is_the_clis(
+    env: dict[str, str], cost_slurm: CostSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import datetime
+
+    import hpclaunch
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    report_ = hpclaunch.Session().cost(
+        since=datetime(2026, 11, 22, 13), until=datetime(2026, 11, 22, 15), all_users=True
+    )
+    cli = json.loads(run(env, "cost", *PERIOD, "--all-users", "--json").stdout)
+    assert report_.to_dict() == cli
+    with pytest.raises(hpclaunch.HpclaunchError, match="the period is empty"):
+        hpclaunch.Session().cost(since=datetime(2026, 11, 22), until=datetime(2026, 11, 21))

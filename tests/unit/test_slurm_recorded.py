@@ -23,7 +23,9 @@ import pytest
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
-from hpclaunch.scheduling.arbiter.snapshot import (
+from hpclaunch.slurm.accounting import read_live
+from hpclaunch.slurm.capabilities import discover, slurm_release
+from hpclaunch.slurm.cluster import (
     jobs_argv,
     nodes_argv,
     parse_jobs,
@@ -31,8 +33,6 @@ from hpclaunch.scheduling.arbiter.snapshot import (
     parse_restarts,
     restarts_argv,
 )
-from hpclaunch.slurm.accounting import read_live
-from hpclaunch.slurm.capabilities import discover, slurm_release
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.slurm.queue import parse_queue, queue_argv
 from hpclaunch.slurm.usage import cost_argv, parse_usage

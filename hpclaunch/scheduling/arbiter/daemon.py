@@ -36,12 +36,12 @@ from hpclaunch.scheduling.arbiter.decide import (
     InFlight,
     Preemption,
     Roles,
+    Snapshot,
     decide,
     roles_of,
     waits_to_preempt,
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
-from hpclaunch.scheduling.arbiter.snapshot import Snapshot
 from hpclaunch.scheduling.victims import MIN_RUN
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]

@@ -1,6 +1,6 @@
 """One pass of the arbiter's policy over a snapshot: which running jobs to preempt, for whom.
 
-Pure: :func:`decide` sees the cluster (:class:`~hpclaunch.scheduling.arbiter.snapshot.Snapshot`),
+Pure: :func:`decide` sees the cluster (:class:`~hpclaunch.slurm.cluster.Snapshot`),
 what each running preemptible job has at stake
 (:class:`~hpclaunch.scheduling.arbiter.progress.JobProgress`) and the preemptions already
 under way, and returns new :class:`Preemption` s. The victim choice is the simulator's
@@ -33,14 +33,34 @@ from dataclasses import dataclass
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.scheduling.arbiter.progress import JobProgress
-from hpclaunch.scheduling.arbiter.snapshot import ClusterJob, NodeGpus, Snapshot
 from hpclaunch.scheduling.placement import best_fit
 from hpclaunch.scheduling.victims import MIN_RUN, Candidate, Request, choose_victims
+from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
 
-__all__ = ["InFlight", "Preemption", "Roles", "decide", "roles_of", "waits_to_preempt"]
+__all__ = [
+    "InFlight",
+    "Preemption",
+    "Roles",
+    "Snapshot",
+    "decide",
+    "roles_of",
+    "waits_to_preempt",
+]
 
 #: squeue reasons of a job that would start if GPUs were free.
 WAITS_FOR_GPUS = frozenset({"Resources", "Priority"})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster at one instant (``taken``: epoch seconds)."""
+
+    jobs: tuple[ClusterJob, ...]
+    nodes: tuple[NodeGpus, ...]
+    taken: float
+
+    def job(self, job_id: str) -> ClusterJob | None:
+        return next((j for j in self.jobs if j.job_id == job_id), None)
 
 
 @dataclass(frozen=True)

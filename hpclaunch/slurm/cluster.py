@@ -1,4 +1,4 @@
-"""What the arbiter reads of the live cluster, in two calls per pass.
+"""The cluster's jobs and GPUs as the arbiter reads them, in two calls per pass.
 
 * :func:`jobs_argv` / :func:`parse_jobs`: ONE ``squeue`` for every pending and running job
   (id, unique id, user, account, QOS, state, reason, priority, node count, GPUs per node,
@@ -28,7 +28,6 @@ __all__ = [
     "RUNNING_STATES",
     "ClusterJob",
     "NodeGpus",
-    "Snapshot",
     "expand_hosts",
     "jobs_argv",
     "nodes_argv",
@@ -111,18 +110,6 @@ class NodeGpus:
     @property
     def free(self) -> int:
         return max(0, self.total - self.used) if self.usable else 0
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The cluster at one instant (``taken``: epoch seconds)."""
-
-    jobs: tuple[ClusterJob, ...]
-    nodes: tuple[NodeGpus, ...]
-    taken: float
-
-    def job(self, job_id: str) -> ClusterJob | None:
-        return next((j for j in self.jobs if j.job_id == job_id), None)
 
 
 def jobs_argv() -> list[str]:
