@@ -18,12 +18,12 @@ This module is pure apart from reading the user file; it does not import pydanti
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import ConfigError
 
 __all__ = [
@@ -89,9 +89,7 @@ class Settings:
 
 def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CONFIG_HOME/hpclaunch/config.yaml``, or ``~/.config/hpclaunch/config.yaml``."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "hpclaunch" / "config.yaml"
+    return user_dir("config", env) / "config.yaml"
 
 
 def load_user_config(path: Path) -> dict[str, str]:

@@ -143,8 +143,9 @@ class _TemplateCache(jinja2.FileSystemBytecodeCache):
 def _template_cache() -> jinja2.BytecodeCache | None:
     """``$XDG_CACHE_HOME/hpclaunch/templates`` (``~/.cache``), private; ``None`` when it
     cannot be made private (then templates are compiled in memory, as before)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = Path(base) / "hpclaunch" / "templates"
+    from hpclaunch.config.paths import user_dir
+
+    directory = user_dir("cache") / "templates"
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = directory.stat()

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import CommandFailed, ConfigError, TransportError
 from hpclaunch.slurm.times import parse_time_limit
 from hpclaunch.transport.base import CommandResult, Runner
@@ -637,10 +638,8 @@ def _accounting(
 
 def cache_path(site: str, env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/hpclaunch/<site>.json`` (``~/.cache`` when unset)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", site)
-    return Path(base) / "hpclaunch" / f"{safe}.json"
+    return user_dir("cache", env) / f"{safe}.json"
 
 
 def max_age_from_env(env: Mapping[str, str] | None = None) -> float:

@@ -31,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.config.paths import user_dir
+
 __all__ = [
     "SCHEMA_VERSION",
     "SubmissionRecord",
@@ -139,18 +141,12 @@ _MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1,)
 
 def history_path(env: Mapping[str, str] | None = None) -> Path:
     """Where the database lives (see the module docstring)."""
-    env = os.environ if env is None else env
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
-    return Path(base) / "hpclaunch" / "history.sqlite"
+    return user_dir("data", env) / "history.sqlite"
 
 
 def legacy_path(env: Mapping[str, str] | None = None) -> Path:
     """The JSON-lines record of hpclaunch before the database (imported once)."""
-    env = os.environ if env is None else env
-    home = env.get("HOME") or os.path.expanduser("~")
-    base = env.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state")
-    return Path(base) / "hpclaunch" / "submissions.jsonl"
+    return user_dir("state", env) / "submissions.jsonl"
 
 
 # -- writing ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import JobNotFound
 
 if TYPE_CHECKING:
@@ -80,9 +81,7 @@ class SweepRecord:
 
 def sweeps_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/hpclaunch/sweeps`` (``~/.local/state/...`` by default)."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "hpclaunch" / "sweeps"
+    return user_dir("state", env) / "sweeps"
 
 
 def save_sweep(record: SweepRecord, directory: Path | None = None) -> Path:

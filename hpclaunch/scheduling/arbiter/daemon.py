@@ -71,10 +71,9 @@ class ArbiterOptions:
 
 def default_log_path() -> Path:
     """``$XDG_STATE_HOME/hpclaunch/arbiter.jsonl`` (``~/.local/state``)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "hpclaunch" / "arbiter.jsonl"
+    from hpclaunch.config.paths import user_dir
+
+    return user_dir("state") / "arbiter.jsonl"
 
 
 @dataclass
