@@ -64,7 +64,7 @@ _EXPORTS = {
     "HpclaunchError": "hpclaunch.errors",
     "Capabilities": "hpclaunch.slurm.capabilities",
     "discover": "hpclaunch.slurm.capabilities",
-    "load_capabilities": "hpclaunch.slurm.capabilities",
+    "load_capabilities": "hpclaunch.store.capabilities",
     "Problem": "hpclaunch.planning.checks",
     "check_plan": "hpclaunch.planning.checks",
     "check_site": "hpclaunch.planning.checks",
@@ -115,9 +115,10 @@ if TYPE_CHECKING:
     from hpclaunch.planning.checks import Problem, check_plan, check_site
     from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
     from hpclaunch.planning.render import RenderedJob
-    from hpclaunch.slurm.capabilities import Capabilities, discover, load_capabilities
+    from hpclaunch.slurm.capabilities import Capabilities, discover
     from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
     from hpclaunch.spec.job import CheckpointPolicy, JobSpec, Resources, load_spec
+    from hpclaunch.store.capabilities import load_capabilities
     from hpclaunch.transport.base import CommandResult, Runner
     from hpclaunch.transport.local import LocalRunner
 

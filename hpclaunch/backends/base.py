@@ -45,7 +45,7 @@ class Backend(abc.ABC):
     def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
         """What the cluster offers, asked now (:func:`hpclaunch.slurm.capabilities.discover`:
         Slurm's commands where :attr:`runner` runs them).
-        :func:`hpclaunch.slurm.capabilities.load_capabilities` caches the answer.
+        :func:`hpclaunch.store.capabilities.load_capabilities` caches the answer.
 
         Raises:
             HpclaunchError: Slurm could not be asked.

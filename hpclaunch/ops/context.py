@@ -140,7 +140,7 @@ class Context:
         Raises:
             HpclaunchError: The cluster could not be asked.
         """
-        from hpclaunch.slurm.capabilities import load_capabilities, max_age_from_env
+        from hpclaunch.store.capabilities import load_capabilities, max_age_from_env
 
         return load_capabilities(
             self.backend, self.site.name, max_age=max_age_from_env(self.env), refresh=refresh

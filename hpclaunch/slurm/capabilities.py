@@ -22,24 +22,18 @@ and again in 24.11 (torchx's parser broke on 24.11), and ``scontrol`` has no ``-
 The pyslurm backend reads the same through the library
 (:mod:`hpclaunch.backends.pyslurm_discover`); both end in :func:`assemble`.
 
-The result is cached as JSON in ``$XDG_CACHE_HOME/hpclaunch/<site>.json`` (default
-``~/.cache``), mode 0600, for :data:`DEFAULT_MAX_AGE` seconds (``$HPCLAUNCH_CAPS_MAX_AGE``).
+The result is cached by :mod:`hpclaunch.store.capabilities`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from hpclaunch.config.paths import user_dir
-from hpclaunch.errors import CommandFailed, ConfigError, TransportError
+from hpclaunch.errors import CommandFailed, TransportError
 from hpclaunch.slurm.times import parse_time_limit
 from hpclaunch.transport.base import CommandResult, Runner
 
@@ -47,7 +41,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 __all__ = [
-    "DEFAULT_MAX_AGE",
     "Accounting",
     "Association",
     "Capabilities",
@@ -56,9 +49,7 @@ __all__ = [
     "PartitionInfo",
     "QosInfo",
     "assemble",
-    "cache_path",
     "discover",
-    "load_capabilities",
     "parse_config",
     "parse_gres",
     "parse_nodes",
@@ -69,7 +60,6 @@ __all__ = [
 ]
 
 #: Seconds a cached discovery stays fresh.
-DEFAULT_MAX_AGE = 300.0
 #: Bumped when the cached JSON changes shape; older caches are rediscovered.
 CACHE_FORMAT = 3
 COMMAND_TIMEOUT = 30.0
@@ -634,90 +624,6 @@ def _accounting(
 
 
 # -- cache ------------------------------------------------------------------------------
-
-
-def cache_path(site: str, env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/hpclaunch/<site>.json`` (``~/.cache`` when unset)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", site)
-    return user_dir("cache", env) / f"{safe}.json"
-
-
-def max_age_from_env(env: Mapping[str, str] | None = None) -> float:
-    """``$HPCLAUNCH_CAPS_MAX_AGE`` seconds, else :data:`DEFAULT_MAX_AGE`."""
-    env = os.environ if env is None else env
-    raw = env.get("HPCLAUNCH_CAPS_MAX_AGE")
-    if raw is None:
-        return DEFAULT_MAX_AGE
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"HPCLAUNCH_CAPS_MAX_AGE={raw!r} is not a number of seconds",
-            hint="set it to e.g. 300, or 0 to rediscover every time",
-        ) from None
-    return max(value, 0.0)
-
-
-class AsksCapabilities(Protocol):
-    """A backend (:meth:`hpclaunch.backends.base.Backend.capabilities`)."""
-
-    def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
-        """What the cluster offers, asked now."""
-        ...
-
-
-def load_capabilities(
-    source: Runner | AsksCapabilities,
-    site: str,
-    *,
-    max_age: float = DEFAULT_MAX_AGE,
-    refresh: bool = False,
-    path: Path | None = None,
-    now: Callable[[], float] = time.time,
-) -> Capabilities:
-    """The cached capabilities if younger than ``max_age`` seconds, else :func:`discover`
-    them and update the cache (a cache that cannot be written is not an error).
-
-    Args:
-        source: Where Slurm's commands run, or the backend to ask
-            (:meth:`~hpclaunch.backends.base.Backend.capabilities`).
-        site: The site name (names the cache file).
-        max_age: Seconds a cache stays fresh.
-        refresh: Ignore the cache.
-        path: The cache file (default :func:`cache_path`).
-        now: The clock (tests pass their own).
-    """
-    path = cache_path(site) if path is None else path
-    if not refresh:
-        cached = read_cache(path)
-        if cached is not None and 0 <= now() - cached.discovered_at <= max_age:
-            return cached
-    caps = (
-        discover(source, now=now)
-        if isinstance(source, Runner)
-        else source.capabilities(now=now)  # a backend
-    )
-    with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-        write_cache(path, caps)
-    return caps
-
-
-def read_cache(path: Path) -> Capabilities | None:
-    """The cached capabilities, or ``None`` if absent, unreadable or of another format."""
-    try:
-        return Capabilities.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def write_cache(path: Path, caps: Capabilities) -> None:
-    """Write atomically, private (directory 0700, file 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(caps.to_dict(), fh, indent=1)
-    os.replace(tmp, path)
 
 
 def names(items: Iterable[Any]) -> list[str]:

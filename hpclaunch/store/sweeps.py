@@ -9,7 +9,6 @@ through its public functions only), so ``hpclaunch status``, ``cancel`` and ``lo
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import JobNotFound
+from hpclaunch.store.files import write_private
 
 if TYPE_CHECKING:
     from hpclaunch.store.history import SubmissionRecord
@@ -86,14 +86,8 @@ def sweeps_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def save_sweep(record: SweepRecord, directory: Path | None = None) -> Path:
     """Write ``record`` (atomically, mode 0600); returns the file."""
-    directory = directory or sweeps_dir()
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = directory / f"{record.sweep_id}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(record.to_dict(), fh, indent=1)
-    os.replace(tmp, path)
+    path = (directory or sweeps_dir()) / f"{record.sweep_id}.json"
+    write_private(path, json.dumps(record.to_dict(), indent=1))
     return path
 
 

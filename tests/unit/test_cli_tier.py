@@ -12,7 +12,8 @@ from click.testing import Result
 
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.cli._app import App
-from hpclaunch.slurm.capabilities import Association, Capabilities, cache_path, write_cache
+from hpclaunch.slurm.capabilities import Association, Capabilities
+from hpclaunch.store.capabilities import cache_path, write_cache
 from hpclaunch.store.history import SubmissionRecord, find_record, history_path, record_submission
 from hpclaunch.transport.base import CommandResult
 

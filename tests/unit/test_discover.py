@@ -18,12 +18,10 @@ from hpclaunch.planning.checks import Problem, check_plan, check_site, raise_for
 from hpclaunch.slurm.capabilities import (
     Capabilities,
     Gres,
-    cache_path,
     discover,
-    load_capabilities,
-    max_age_from_env,
     parse_gres,
 )
+from hpclaunch.store.capabilities import cache_path, load_capabilities, max_age_from_env
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import CWD, HOME, SUBMISSION_ID, make_spec
@@ -322,7 +320,7 @@ def _cached(tmp_path: Path, caps: Capabilities) -> dict[str, str]:
     import time
     from dataclasses import replace
 
-    from hpclaunch.slurm.capabilities import write_cache
+    from hpclaunch.store.capabilities import write_cache
 
     write_cache(tmp_path / "hpclaunch" / "hpclaunch.json", replace(caps, discovered_at=time.time()))
     return {"XDG_CACHE_HOME": str(tmp_path), "HPCLAUNCH_CAPS_MAX_AGE": "3600"}

@@ -11,7 +11,7 @@ import pytest
 
 from hpclaunch.config.paths import user_dir
 from hpclaunch.config.settings import user_config_path
-from hpclaunch.slurm.capabilities import cache_path
+from hpclaunch.store.capabilities import cache_path
 from hpclaunch.store.history import history_path
 from hpclaunch.store.sweeps import sweeps_dir
 
@@ -44,3 +44,22 @@ def test_every_store_uses_it() -> None:
     assert cache_path("my site", env) == Path("/k/hpclaunch/my_site.json")
     assert history_path(env) == Path("/d/hpclaunch/history.sqlite")
     assert sweeps_dir(env) == Path("/s/hpclaunch/sweeps")
+
+
+def test_write_private_is_whole_and_private(tmp_path: Path) -> None:
+    import stat
+
+    from hpclaunch.store.files import write_private
+
+    path = tmp_path / "new" / "record.json"
+    write_private(path, '{"a": 1}')
+    write_private(path, '{"a": 2}')
+    assert path.read_text() == '{"a": 2}'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert [p.name for p in path.parent.iterdir()] == ["record.json"]  # no temporary left
+
+    with pytest.raises(TypeError):
+        write_private(path, 42)  # type: ignore[arg-type]
+    assert path.read_text() == '{"a": 2}'  # the old file stays whole
+    assert [p.name for p in path.parent.iterdir()] == ["record.json"]

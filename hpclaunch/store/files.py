@@ -1,0 +1,30 @@
+"""Writing the stores' files: whole or not at all, readable by their owner only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["write_private"]
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed over it: a reader
+    sees the old file or the new one, never half of one), mode 0600, its directory created
+    0700 if missing.
+
+    Raises:
+        OSError: The directory or file cannot be written.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
