@@ -18,6 +18,7 @@
     │  ├─ BackendUnavailable  the backend cannot be used (controller down, missing extra)
     │  ├─ JobNotFound         no such job
     │  └─ WatchTimeout        jobs did not reach the wanted state in time
+    ├─ HistoryError           the local history database cannot be opened or written
     └─ SupervisorError        inside the job (the sidecar)
        ├─ LaunchFailed
        └─ CheckpointTimeout
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "ConnectError",
     "ConnectionDropped",
+    "HistoryError",
     "HpclaunchError",
     "JobNotFound",
     "LaunchFailed",
@@ -226,6 +228,10 @@ class UpdateRefused(BackendError):
 
 class WatchTimeout(BackendError):
     """Jobs did not reach the wanted state before the deadline."""
+
+
+class HistoryError(HpclaunchError):
+    """The local history (``history.sqlite``) cannot be opened, read or written."""
 
 
 class SupervisorError(HpclaunchError):

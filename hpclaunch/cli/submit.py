@@ -8,6 +8,7 @@ import click
 
 from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
+from hpclaunch.errors import HistoryError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -188,7 +189,7 @@ def _remember_final(app: App, final: JobInfo) -> None:
 
     try:
         record = find_record(job_id=final.ref.job_id)
-    except OSError:
+    except HistoryError:
         return
     if record is not None:
         remember_finished(app, [final], {record.job_id: record})

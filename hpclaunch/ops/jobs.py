@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.errors import HistoryError
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
 from hpclaunch.spec.job import JobSpec, load_spec
@@ -223,5 +224,5 @@ def remember_submission(
     )
     try:
         record_submission(record)
-    except OSError as exc:
+    except HistoryError as exc:
         session.warn(f"could not record job {ref.job_id} in the history: {exc}")

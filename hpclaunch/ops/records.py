@@ -8,6 +8,8 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from hpclaunch.errors import HistoryError
+
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.slurm.jobs import JobInfo
@@ -102,6 +104,6 @@ def remember_finished(
             record_state(
                 record.job_id, state=info.state.value, attempts=attempts, exit_code=info.exit_code
             )
-        except OSError as exc:  # the history is a convenience: the answer is still shown
+        except HistoryError as exc:  # the history is a convenience: the answer is still shown
             ctx.warn(f"could not update the history: {exc}")
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hpclaunch.errors import HistoryError
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
             record_amendment(
                 move.record, tier=retier.new_tier, qos=retier.new_qos, quota=retier.quota
             )
-        except OSError as exc:
+        except HistoryError as exc:
             context.warn(f"could not record the new tier in the history: {exc}")
 
 

@@ -15,7 +15,7 @@ transaction, and leaves that file where it is.
 
 A change to a submitted job (``hpclaunch tier``) updates its row in place
 (:func:`record_amendment`, ``amended_at`` set). A database that cannot be opened or written
-raises :class:`OSError`, as the file did. Fields that a newer hpclaunch adds to
+raises :class:`~hpclaunch.errors.HistoryError`. Fields that a newer hpclaunch adds to
 :class:`SubmissionRecord` and that have no column yet are kept in the row's ``extra`` JSON.
 """
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.config.paths import user_dir
+from hpclaunch.errors import HistoryError
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -349,21 +350,33 @@ def _connection(path: Path | None, *, create: bool) -> Iterator[sqlite3.Connecti
         if not create and (legacy is None or not legacy.exists()):
             yield None
             return
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private before SQLite
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private before SQLite
+        except OSError as exc:
+            raise _history_error(path, exc) from exc
     try:
         # isolation_level=None: no implicit transactions, ours are explicit.
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
     except sqlite3.Error as exc:
-        raise OSError(f"cannot open the history database {path}: {exc}") from exc
+        raise _history_error(path, exc) from exc
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         _prepare(db, legacy)
         yield db
-    except sqlite3.Error as exc:  # callers treat the history as a file: OSError
-        raise OSError(f"history database {path}: {exc}") from exc
+    except (sqlite3.Error, OSError) as exc:
+        raise _history_error(path, exc) from exc
     finally:
         db.close()
+
+
+def _history_error(path: Path, exc: Exception) -> HistoryError:
+    return HistoryError(
+        f"the hpclaunch history {path} cannot be used: {exc}",
+        hint=f"check that {path.parent} is yours and writable and the disk is not full; the "
+        "history only lets status/logs/history find your jobs: moving the file away starts "
+        "a new one (your jobs in Slurm are not affected)",
+    )
 
 
 def _prepare(db: sqlite3.Connection, legacy: Path | None) -> None:

@@ -242,3 +242,19 @@ def test_a_sweeps_array_rows_carry_user_project_and_account(
     assert (record.project, record.account, record.tier) == ("research", "research-oq", "low")
     found = run(env, "history", "--project", "research", "--json")
     assert record.job_id in found.stdout
+
+
+def test_a_broken_history_is_an_error_not_a_traceback_and_submit_still_works(
+    env: dict[str, str], slurm: FakeSlurm
+) -> None:
+    from .test_cli import assert_clean_error
+
+    path = history_path(env)
+    path.mkdir(parents=True)  # a directory where the database should be: SQLite cannot open it
+    out = run(env, "history")
+    assert_clean_error(out, 1, f"the hpclaunch history {path} cannot be used")
+    assert "Hint: check that" in out.stderr
+    submitted = run(env, "submit", HELLO)
+    assert submitted.exit_code == 0, submitted.output  # the job matters more than its row
+    assert "could not record job 1000 in the history" in submitted.stderr
+    assert len(slurm.submitted) == 1
