@@ -33,6 +33,7 @@ step's record in :mod:`hpclaunch.store.history` keeps the ``--dependency`` it wa
 from __future__ import annotations
 
 import difflib
+import graphlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -266,20 +267,7 @@ def _order(jobs: Sequence[PipelineJob], source: str) -> tuple[Step, ...]:
             if dep.job in seen:
                 raise SpecError(f"{where}: {dep.job!r} is named twice")
             seen.add(dep.job)
-    placed: list[int] = []
-    done: set[str] = set()
-    waiting = list(range(len(jobs)))
-    while waiting:
-        ready = next((i for i in waiting if all(d.job in done for d in jobs[i].after)), None)
-        if ready is None:
-            raise SpecError(
-                f"{source}: jobs: {' → '.join(_cycle(jobs, waiting, index))} wait for each "
-                "other (a cycle in after:), so none of them could ever start",
-                hint="remove one of these after: entries",
-            )
-        waiting.remove(ready)
-        placed.append(ready)
-        done.add(jobs[ready].name)
+    placed = _in_dependency_order(jobs, index, source)
     return tuple(
         Step(
             name=jobs[i].name,
@@ -290,18 +278,32 @@ def _order(jobs: Sequence[PipelineJob], source: str) -> tuple[Step, ...]:
     )
 
 
-def _cycle(
-    jobs: Sequence[PipelineJob], waiting: Sequence[int], index: Mapping[str, int]
-) -> list[str]:
-    """A cycle among the jobs that could not be placed, as names (first one repeated)."""
-    stuck = {jobs[i].name for i in waiting}
-    path: list[str] = []
-    name = jobs[waiting[0]].name
-    while name not in path:
-        path.append(name)
-        # Every stuck job waits for at least one other stuck job: follow the first.
-        name = next(d.job for d in jobs[index[name]].after if d.job in stuck)
-    return [*path[path.index(name) :], name]
+def _in_dependency_order(
+    jobs: Sequence[PipelineJob], index: Mapping[str, int], source: str
+) -> list[int]:
+    """The jobs' indices, each after those it waits for; among the jobs free to go, the
+    first in the file goes first (so a file already in order keeps its order)."""
+    graph = graphlib.TopologicalSorter({job.name: [d.job for d in job.after] for job in jobs})
+    try:
+        graph.prepare()
+    except graphlib.CycleError as exc:
+        # exc.args[1]: each name is waited for by the next, the first repeated at the end;
+        # reversed, each waits for the next, as after: says it.
+        cycle = list(reversed(exc.args[1]))
+        raise SpecError(
+            f"{source}: jobs: {' → '.join(cycle)} wait for each other (a cycle in after:), "
+            "so none of them could ever start",
+            hint="remove one of these after: entries",
+        ) from None
+    ready: set[int] = set()
+    placed: list[int] = []
+    while graph.is_active():
+        ready.update(index[name] for name in graph.get_ready())
+        first = min(ready)
+        ready.remove(first)
+        placed.append(first)
+        graph.done(jobs[first].name)
+    return placed
 
 
 def step_submission_ids(base: str, names: Sequence[str]) -> dict[str, str]:

@@ -94,6 +94,9 @@ def test_order_is_dependency_order_then_file_order() -> None:
         job("train"),
     )
     assert [name for name, _ in got] == ["other", "train", "eval", "export"]
+    # A job freed by the one just placed goes before a later independent one.
+    got = steps_of(job("a"), job("b", after=["a"]), job("c"))
+    assert [name for name, _ in got] == ["a", "b", "c"]
 
 
 def test_defaults_merge_under_each_job_mappings_key_by_key() -> None:
