@@ -10,10 +10,11 @@ repetition. Measured, from the call to the last job id:
 
 * ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
   imports, plan, render, params file, one sbatch per array);
-* ``hpclaunch lib``: :func:`hpclaunch.planning.sweep.plan_sweep` +
-  :func:`hpclaunch.ops.sweep.submit_sweep` in this process (like submitit, which runs in the
-  caller's process). Both libraries are imported before any timing (a script or notebook
-  imports once, then submits): their import times are printed apart;
+* ``hpclaunch lib``: ``hpclaunch.Session(site="local").sweep(spec)`` in this process (like
+  submitit, which runs in the caller's process): the same work as the CLI (quota read,
+  check against the cached capabilities, sweep record, history rows; until 2026-11-25 this
+  row was plan_sweep + submit_sweep alone). Both libraries are imported before any timing
+  (a script or notebook imports once, then submits): their import times are printed apart;
 * ``CLI dry run``: ``hpclaunch sweep --dry-run`` (no sbatch): the CLI's cost before it
   submits (interpreter, imports, spec, plan, render), to show where the CLI's time goes;
   ``CLI dry run, no cache``: the same as the first call after the capability cache
@@ -134,26 +135,12 @@ def hpclaunch_cli(spec: Path, env: dict[str, str]) -> list[str]:
     return [a["job_id"] for a in json.loads(record.read_text())["arrays"]]
 
 
-def hpclaunch_lib(spec_path: Path, size: int) -> list[str]:
-    from hpclaunch.backends.cli import CliBackend
-    from hpclaunch.config.site import load_site
-    from hpclaunch.ops.sweep import submit_sweep
-    from hpclaunch.planning.plan import new_submission_id
-    from hpclaunch.planning.sweep import plan_sweep
-    from hpclaunch.spec.job import load_spec
-    from hpclaunch.transport.local import LocalRunner
+def hpclaunch_lib(spec_path: Path) -> list[str]:
+    """``hpclaunch.Session(site="local").sweep(spec)``: the same work as the CLI (the quota
+    read, the check against the cached capabilities, the sweep record and history rows)."""
+    import hpclaunch
 
-    site = load_site("local")
-    runner = LocalRunner()
-    planned = plan_sweep(
-        load_spec(spec_path),
-        site,
-        submission_id=new_submission_id(),
-        home=str(Path.home()),
-        cwd=str(REPO),
-        max_array_size=size,
-    )
-    return [r.job_id for r in submit_sweep(CliBackend(runner, site), runner, planned)]
+    return [ref.job_id for ref in hpclaunch.Session(site="local").sweep(str(spec_path)).arrays]
 
 
 def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) -> list[str]:
@@ -176,7 +163,8 @@ def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) ->
 def import_seconds() -> dict[str, float]:
     """Import both libraries before any timing; return how long each import took."""
     t0 = time.perf_counter()
-    import hpclaunch.planning.sweep  # noqa: F401
+    import hpclaunch.ops.session
+    import hpclaunch.ops.sweep  # noqa: F401
     from hpclaunch.backends.cli import CliBackend  # noqa: F401
     from hpclaunch.config.site import load_site  # noqa: F401
     from hpclaunch.spec.job import load_spec  # noqa: F401
@@ -288,6 +276,10 @@ def main() -> None:
             XDG_DATA_HOME=str(folder / "state"),
             XDG_CACHE_HOME=str(folder / "cache"),
         )
+        os.environ.update(
+            {k: env[k] for k in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")}
+        )
+        os.chdir(REPO)  # the library's jobs start in the caller's directory, as the CLI's
         calls: dict[str, int] = {}
         times: dict[str, list[float]] = {
             "hpclaunch CLI": [],
@@ -300,7 +292,7 @@ def main() -> None:
         }
         runs: dict[str, Callable[[int], list[str]]] = {
             "hpclaunch CLI": lambda rep: hpclaunch_cli(spec, env),
-            "hpclaunch lib": lambda rep: hpclaunch_lib(spec, size),
+            "hpclaunch lib": lambda rep: hpclaunch_lib(spec),
             "sbatch loop": lambda rep: sbatch_loop(args.points, folder),
             "submitit": lambda rep: submitit_map(args.points, folder / f"submitit-{rep}", size),
             "submitit script": lambda rep: submitit_script(

@@ -46,19 +46,12 @@ def show_command(app: App, refresh: bool, as_json: bool) -> None:
 @click.pass_obj
 def check_command(app: App, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
-    from hpclaunch.planning.checks import check_site
+    from hpclaunch.ops.site import check_site_live
 
-    caps = app.capabilities(refresh=refresh)
-    problems = check_site(app.site, caps)
-    if caps.accounting_problem is None:
-        from hpclaunch.errors import TransportError
-        from hpclaunch.planning.checks import pending_problems
-
-        # The accounting state is not cached: read now (three sacctmgr calls).
-        try:
-            problems += pending_problems(_plan(app, caps))
-        except TransportError as exc:
-            click.echo(f"Note: site plan not checked ({exc.message.splitlines()[0]})", err=True)
+    checked = check_site_live(app, refresh=refresh)
+    caps, problems = checked.caps, checked.problems
+    if checked.plan_not_checked is not None:
+        click.echo(f"Note: site plan not checked ({checked.plan_not_checked})", err=True)
     if as_json:
         data = {
             "site": app.site.name,
@@ -92,13 +85,6 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _plan(app: App, caps: Capabilities) -> list[Change]:
-    from hpclaunch.planning.siteplan import plan_site
-    from hpclaunch.slurm.accounting import read_live
-
-    return plan_site(app.site, read_live(app.runner, caps.cluster), caps)
-
-
 def _in_sync(app: App, caps: Capabilities) -> str:
     return f"site {app.site.name} matches cluster {caps.cluster}: nothing to do"
 
@@ -127,8 +113,10 @@ def print_changes(changes: Sequence[Change]) -> None:
 def plan_command(app: App, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
     and accounts match the site config; nothing when they already do."""
-    caps = app.capabilities(refresh=True)
-    changes = _plan(app, caps)
+    from hpclaunch.ops.site import plan_site_live
+
+    planned = plan_site_live(app)
+    caps, changes = planned.caps, planned.changes
     if as_json:
         data = {
             "site": app.site.name,
@@ -149,15 +137,15 @@ def plan_command(app: App, as_json: bool) -> None:
 @click.pass_obj
 def apply_command(app: App, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
-    from hpclaunch.planning.siteplan import apply
+    from hpclaunch.ops.site import apply_site, plan_site_live
 
-    caps = app.capabilities(refresh=True)
-    changes = _plan(app, caps)
+    planned = plan_site_live(app)
+    caps, changes = planned.caps, planned.changes
     if not changes:
         click.echo(_in_sync(app, caps))
         return
     print_changes(changes)
-    steps = [c for c in changes if c.kind == "sacctmgr"]
+    steps = planned.commands
     if steps and not yes:
         if not sys.stdin.isatty():
             click.echo(
@@ -169,11 +157,8 @@ def apply_command(app: App, yes: bool) -> None:
         click.confirm(
             f"Run these {len(steps)} commands on cluster {caps.cluster}?", abort=True, err=True
         )
-    try:
-        apply(changes, app.runner, progress=lambda c: click.echo(f"+ {c.command}", err=True))
-    finally:
-        caps = app.capabilities(refresh=True)  # the cached QOS and accounts are stale now
-    left = _plan(app, caps)
+    after = apply_site(app, planned, progress=lambda c: click.echo(f"+ {c.command}", err=True))
+    caps, left = after.caps, after.changes
     if not left:
         click.echo(f"site {app.site.name} matches cluster {caps.cluster}: {len(steps)} applied")
         return

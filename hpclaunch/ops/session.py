@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, SweepRun
     from hpclaunch.ops.queue import QueueEntry
+    from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.spec.job import JobSpec
     from hpclaunch.store.history import SubmissionRecord
@@ -194,6 +195,26 @@ class Session(Context):
         from hpclaunch.ops.cost import gpu_cost
 
         return gpu_cost(self, since=since, until=until, by=by, all_users=all_users)
+
+    def site_check(self, *, refresh: bool = False) -> SiteCheck:
+        """The site config against the live cluster (``hpclaunch site check``): its
+        capabilities (cached unless ``refresh``) and the QOS and account changes pending."""
+        from hpclaunch.ops.site import check_site_live
+
+        return check_site_live(self, refresh=refresh)
+
+    def site_plan(self) -> SitePlan:
+        """The sacctmgr commands that make the cluster match the site (``site plan``)."""
+        from hpclaunch.ops.site import plan_site_live
+
+        return plan_site_live(self)
+
+    def site_apply(self, plan: SitePlan | None = None) -> SitePlan:
+        """Run ``plan``'s sacctmgr commands (default: :meth:`site_plan` now), as ``site apply
+        --yes`` does; returns what is left (slurm.conf settings are an admin's)."""
+        from hpclaunch.ops.site import apply_site
+
+        return apply_site(self, plan or self.site_plan())
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -170,6 +171,33 @@ def test_plan_apply_then_nothing_to_do(test_site: SiteUnderTest) -> None:
     assert refused_qos.returncode != 0
     assert "Invalid qos" in refused_qos.stderr
     assert test_only(f"{t}a", f"{t}-crit").returncode == 0
+
+
+def test_plan_apply_and_check_from_python(test_site: SiteUnderTest) -> None:
+    code = (
+        "import sys, hpclaunch\n"
+        "session = hpclaunch.Session(site=sys.argv[1])\n"
+        "plan = session.site_plan()\n"
+        "print('commands', len(plan.commands))\n"
+        "left = session.site_apply(plan)\n"
+        "print('left', len(left.changes))\n"
+        "print('problems', len(session.site_check(refresh=True).problems))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(test_site.path)],
+        cwd=REPO,
+        env=test_site.env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    said = dict(line.split() for line in done.stdout.splitlines())
+    assert int(said["commands"]) > 5
+    assert (said["left"], said["problems"]) == ("0", "0")
+    plan = test_site("plan")  # the CLI agrees
+    assert plan.stdout.strip().endswith("nothing to do"), plan.stdout
 
 
 def test_a_renamed_over_quota_qos_replaces_the_old_one(test_site: SiteUnderTest) -> None:

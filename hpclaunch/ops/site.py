@@ -1,0 +1,96 @@
+"""The site against the live cluster (``hpclaunch site check|plan|apply``,
+``Session.site_check``, ``Session.site_plan``, ``Session.site_apply``).
+
+``check``: the site config against the cluster's capabilities (partitions, GRES, QOS,
+accounts) and, where accounting can be read, the sacctmgr changes still pending. ``plan``:
+those changes (:mod:`hpclaunch.planning.siteplan`). ``apply``: run them, then plan again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.context import Context
+    from hpclaunch.planning.checks import Problem
+    from hpclaunch.planning.siteplan import Change
+    from hpclaunch.slurm.capabilities import Capabilities
+
+__all__ = ["SiteCheck", "SitePlan", "apply_site", "check_site_live", "plan_site_live"]
+
+
+@dataclass(frozen=True)
+class SiteCheck:
+    """What ``site check`` found.
+
+    Attributes:
+        caps: The cluster as discovered (or cached).
+        problems: Where the site config and the cluster differ (empty: they match).
+        plan_not_checked: Why the pending sacctmgr changes were not read (``None``: read).
+    """
+
+    caps: Capabilities
+    problems: list[Problem]
+    plan_not_checked: str | None = None
+
+
+@dataclass(frozen=True)
+class SitePlan:
+    """The sacctmgr commands (and slurm.conf settings) that make the cluster match."""
+
+    caps: Capabilities
+    changes: list[Change]
+
+    @property
+    def commands(self) -> list[Change]:
+        """The changes sacctmgr makes (the rest are slurm.conf settings for an admin)."""
+        return [c for c in self.changes if c.kind == "sacctmgr"]
+
+
+def check_site_live(ctx: Context, *, refresh: bool = False) -> SiteCheck:
+    """The site config against the cluster (``refresh``: ask it now, not the cache)."""
+    from hpclaunch.errors import TransportError
+    from hpclaunch.planning.checks import check_site, pending_problems
+
+    caps = ctx.capabilities(refresh=refresh)
+    problems = check_site(ctx.site, caps)
+    if caps.accounting_problem is not None:
+        return SiteCheck(caps, problems)
+    # The accounting state is not cached: read now (three sacctmgr calls).
+    try:
+        problems += pending_problems(_changes(ctx, caps))
+    except TransportError as exc:
+        return SiteCheck(caps, problems, exc.message.splitlines()[0])
+    return SiteCheck(caps, problems)
+
+
+def plan_site_live(ctx: Context) -> SitePlan:
+    """What would make the cluster's QOS and accounts match the site (asked now)."""
+    caps = ctx.capabilities(refresh=True)
+    return SitePlan(caps, _changes(ctx, caps))
+
+
+def apply_site(
+    ctx: Context, plan: SitePlan, *, progress: Callable[[Change], None] | None = None
+) -> SitePlan:
+    """Run ``plan``'s sacctmgr commands in order; then what is left to do (asked again).
+
+    Raises:
+        CommandFailed: A command failed (those before it stay applied).
+    """
+    from hpclaunch.planning.siteplan import apply
+
+    try:
+        apply(plan.changes, ctx.runner, progress=progress)
+    finally:
+        caps = ctx.capabilities(refresh=True)  # the cached QOS and accounts are stale now
+    return SitePlan(caps, _changes(ctx, caps))
+
+
+def _changes(ctx: Context, caps: Capabilities) -> list[Change]:
+    from hpclaunch.planning.siteplan import plan_site
+    from hpclaunch.slurm.accounting import read_live
+
+    return plan_site(ctx.site, read_live(ctx.runner, caps.cluster), caps)
