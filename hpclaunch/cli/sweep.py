@@ -204,12 +204,9 @@ def list_command(app: App) -> None:
 @click.pass_obj
 def cancel_command(app: App, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.sweeps import find_sweep
+    from hpclaunch.ops.sweep import cancel_sweep
 
-    record = find_sweep(sweep_id)
-    for array in record.arrays:
-        app.backend.cancel(JobRef(array.job_id, record.cluster))
+    record = cancel_sweep(app, sweep_id)
     arrays = ", ".join(a.job_id for a in record.arrays) or "none"
     click.echo(
         f"sweep {record.sweep_id}: cancelled arrays {arrays} ({record.points} points); "

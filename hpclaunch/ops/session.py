@@ -97,6 +97,22 @@ class Session(Context):
         swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run)
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
 
+    def sweep_run(self, sweep_id: str) -> SweepRun:
+        """A sweep submitted from this machine, by its id (a unique prefix, or one of its
+        arrays' job ids): ``status()``, ``wait()``, ``cancel()``, as ``hpclaunch sweep status``
+        and ``sweep cancel``.
+
+        Raises:
+            JobNotFound: No such sweep in this machine's records.
+        """
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.job import SweepRun
+        from hpclaunch.store.sweeps import find_sweep
+
+        record = find_sweep(sweep_id)
+        arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
+        return SweepRun(self, record.sweep_id, arrays, record.points)
+
     def pipeline(
         self, path: str, *, submission_id: str | None = None, check: bool = True
     ) -> list[Job]:

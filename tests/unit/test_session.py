@@ -134,8 +134,13 @@ def test_a_sweep_from_python_is_the_clis_sweep(
     assert run_.sweep_id in listed.stdout
     [record] = recent_submissions(path=history_path(env))
     assert (record.job_id, record.project, record.tier) == ("1000", "research", "low")
-    run_.cancel()
+    again = session.sweep_run(run_.sweep_id[:8])  # found again by a prefix of its id
+    assert (again.sweep_id, again.arrays, again.points) == (run_.sweep_id, run_.arrays, 3)
+    again.cancel()
     assert slurm.jobs["1000"].states == ["CANCELLED"]
+    said = run(env, "sweep", "cancel", run_.sweep_id)  # safe to repeat, through the CLI too
+    assert said.exit_code == 0, said.output
+    assert "cancelled arrays 1000" in said.stdout
 
 
 def test_a_pipeline_from_python_submits_in_dependency_order(
