@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
 from hpclaunch.slurm.times import format_time, parse_time_limit
+from hpclaunch.spec.container import RuntimeName, parse_mount
 from hpclaunch.spec.tiers import Tier
 
 __all__ = [
@@ -211,6 +212,52 @@ class Prices(_Model):
         ) * hours
 
 
+class Containers(_Model):
+    """The container runtimes a cluster offers (site config ``containers:``).
+
+    Attributes:
+        runtimes: The runtimes jobs may use (on every compute node).
+        default: The one ``runtime: auto`` takes (default: the first of ``runtimes``).
+        image_dir: Where relative image paths start (``~`` is the user's home).
+        mounts: Mounts every container gets (the shared filesystems), ``SRC[:DST[:ro]]``.
+        flags: Extra arguments per runtime (e.g. ``{apptainer: [--writable-tmpfs]}``),
+            placed before the image (or, for pyxis and oci, on the srun line). Not flags that
+            empty the environment (``--cleanenv``, ``--containall``): the command inside
+            needs the job's ``HPCLAUNCH_*`` variables.
+        hpclaunch_path: A directory on a filesystem the nodes share holding the
+            ``hpclaunch`` package (e.g. the site ``python``'s site-packages): mounted
+            read-only at the same path and put on ``PYTHONPATH`` inside, so that
+            ``hpclaunch.runtime`` imports in images that do not install hpclaunch.
+    """
+
+    runtimes: tuple[RuntimeName, ...] = Field(min_length=1)
+    default: RuntimeName | None = None
+    image_dir: str | None = Field(None, pattern=r"^(/|~/)")
+    mounts: tuple[str, ...] = ()
+    flags: dict[RuntimeName, tuple[str, ...]] = Field(default_factory=dict)
+    hpclaunch_path: str | None = Field(None, pattern=r"^(/|~/)[^:,\x00]*$")
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for mount in value:
+            parse_mount(mount)
+        return value
+
+    @model_validator(mode="after")
+    def _default_is_offered(self) -> Containers:
+        if self.default is not None and self.default not in self.runtimes:
+            raise ValueError(
+                f"default: {self.default!r} is not among runtimes ({', '.join(self.runtimes)})"
+            )
+        return self
+
+    @property
+    def default_runtime(self) -> RuntimeName:
+        """``default``, else the first of ``runtimes``."""
+        return self.default or self.runtimes[0]
+
+
 class SiteDefaults(_Model):
     """Settings a site suggests; the user's config, env and flags override them."""
 
@@ -265,6 +312,7 @@ class SiteConfig(_Model):
             ``/opt/slurm-25.11/bin``). Every Slurm command hpclaunch runs uses it, and jobs
             get it first on their ``PATH`` (their ``srun``, the sidecar). ``None``: ``PATH``.
         defaults: Settings this site suggests (backend, remote).
+        containers: The container runtimes jobs may use (``None``: none).
     """
 
     name: str = Field(min_length=1)
@@ -287,6 +335,7 @@ class SiteConfig(_Model):
     prices: Prices | None = None
     slurm_bin: str | None = Field(None, pattern=r"^/")
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
+    containers: Containers | None = None
 
     @field_validator("quotas")
     @classmethod

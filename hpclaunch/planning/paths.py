@@ -30,7 +30,7 @@ from hpclaunch.transport.base import Runner
 
 __all__ = ["NeededPath", "check_paths", "missing_paths", "needed_paths"]
 
-Kind = Literal["file", "dir"]
+Kind = Literal["file", "dir", "exists"]
 
 # Programs whose first operand is a file to run (``python train.py``, ``bash run.sh``).
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|bash|sh|zsh|Rscript|julia|perl|ruby|node)$")
@@ -46,7 +46,7 @@ class NeededPath:
         field: The spec field it comes from (``command[1]``, ``script``, ``venv``, ...).
         written: The path as the spec writes it.
         path: The absolute path checked.
-        kind: ``file`` or ``dir``.
+        kind: ``file``, ``dir``, or ``exists`` (either: a container image).
     """
 
     field: str
@@ -71,6 +71,13 @@ def needed_paths(
     if spec.conda is not None and "/" in spec.conda:  # a prefix path, not a name
         found.append(
             NeededPath("conda", spec.conda, _absolute(spec.conda, home, plan.workdir), "dir")
+        )
+    if plan.container is not None and plan.container.image.startswith("/"):
+        # An image file or directory (a .sif, a Charliecloud directory, an OCI bundle);
+        # a reference (docker://, name:tag) is the runtime's to fetch.
+        assert spec.container is not None
+        found.append(
+            NeededPath("container.image", spec.container.image, plan.container.image, "exists")
         )
     skip = [_absolute(p, home, "/") for p in site.node_only_paths]
     skip.append(_absolute(site.job_root, home, "/"))
@@ -119,7 +126,8 @@ def missing_paths(runner: Runner | None, needed: Sequence[NeededPath]) -> list[N
         'i=0; for p in "$@"; do k=${p%%:*}; f=${p#*:}; '
         'test "-$k" "$f" || echo "$i"; i=$((i+1)); done'
     )
-    args = [f"{'f' if n.kind == 'file' else 'd'}:{n.path}" for n in needed]
+    letter = {"file": "f", "dir": "d", "exists": "e"}
+    args = [f"{letter[n.kind]}:{n.path}" for n in needed]
     result = runner.run(["sh", "-c", script, "sh", *args], timeout=30)
     if not result.ok:
         return []  # cannot tell: sbatch and the job have the last word
@@ -128,6 +136,8 @@ def missing_paths(runner: Runner | None, needed: Sequence[NeededPath]) -> list[N
 
 
 def _exists_here(needed: NeededPath) -> bool:
+    if needed.kind == "exists":
+        return os.path.exists(needed.path)
     return os.path.isfile(needed.path) if needed.kind == "file" else os.path.isdir(needed.path)
 
 
@@ -154,7 +164,9 @@ def check_paths(
     lines = "\n".join(
         f"  - {n.field}: {n.written!r}"
         + (f" ({n.path})" if n.path != n.written else "")
-        + (" is not a file" if n.kind == "file" else " is not a directory")
+        + {"file": " is not a file", "dir": " is not a directory", "exists": " does not exist"}[
+            n.kind
+        ]
         + f" on {where}"
         for n in missing
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.planning.container import ContainerPlan
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
 from hpclaunch.spec.job import JobSpec
@@ -58,6 +59,7 @@ class SubmissionPlan:
         env: User environment variables, in spec order.
         runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
         launcher: ``none``, ``srun``, ``torchrun``, ``deepspeed`` or ``accelerate``.
+        container: The spec's container as argv (:mod:`hpclaunch.planning.container`).
         modules: Environment modules to load first (the site's, then the spec's).
         module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
@@ -106,6 +108,7 @@ class SubmissionPlan:
     scratch_var: tuple[str, str] | None = None
     sweep_params: str | None = None
     slurm_bin: str | None = None
+    container: ContainerPlan | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:
@@ -217,6 +220,22 @@ def build_plan(
     if spec.conda:
         notes.append(f"conda environment {spec.conda}: activated after the modules")
     scratch_var, scratch_env = _scratch(site, home)
+    runtime_env = _runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd)
+    container = None
+    if spec.container is not None:
+        from hpclaunch.planning.container import plan_container
+
+        ckpt_dir = dict(runtime_env)["HPCLAUNCH_CHECKPOINT_DIR"]
+        container = plan_container(
+            spec.container,
+            site,
+            own_paths=(job_dir, log_dir, ckpt_dir),
+            cwd=workdir,
+            home=home,
+            env_names=tuple(spec.env),
+        )
+        notes += container.notes
+        runtime_env += container.env + _container_env(container, spec.launcher)
 
     return SubmissionPlan(
         submission_id=submission_id,
@@ -227,10 +246,9 @@ def build_plan(
         script_path=posixpath.join(job_dir, SCRIPT_NAME),
         workdir=workdir,
         command=_command(spec, home, workdir),
-        launch_prefix=_launch_prefix(spec, python),
+        launch_prefix=_launch_prefix(spec, python, container),
         env=tuple(spec.env.items()),
-        runtime_env=_runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd)
-        + scratch_env,
+        runtime_env=runtime_env + scratch_env,
         launcher=spec.launcher,
         modules=modules,
         module_system=site.module_system,
@@ -247,6 +265,7 @@ def build_plan(
         notes=tuple(notes),
         quota=placement.quota,
         quota_warning=placement.warning,
+        container=container,
     )
 
 
@@ -561,9 +580,16 @@ def _requeue_options(
     return [("--no-requeue", None)]
 
 
-def _launch_prefix(spec: JobSpec, python: str) -> tuple[str, ...]:
+def _launch_prefix(
+    spec: JobSpec, python: str, container: ContainerPlan | None = None
+) -> tuple[str, ...]:
     if spec.launcher == "none":
-        return ()
+        if container is None:
+            return ()
+        if container.exec_prefix:
+            return container.exec_prefix
+        # A step runtime (pyxis, oci) applies to srun steps: the command is one task.
+        return ("srun", "--nodes=1", "--ntasks=1", *container.step_options)
     # The sidecar starts the launcher once per node with srun (hpclaunch/supervise/
     # launchers.py: --kill-on-bad-exit=1, and --cpus-per-task again, which srun no longer
     # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs).
@@ -576,6 +602,22 @@ def _launch_prefix(spec: JobSpec, python: str) -> tuple[str, ...]:
         f"--launcher={spec.launcher}",
         f"--nproc-per-node={nproc}",
         "--",
+    )
+
+
+def _container_env(container: ContainerPlan, launcher: str) -> tuple[tuple[str, str], ...]:
+    """What the sidecar and node-exec read to put a launcher's processes in the container
+    (hpclaunch/supervise/launchers.py): an exec prefix for every node's launch, or the srun
+    options of the sidecar's step, whose node-exec then runs inside on the image's python3."""
+    if launcher == "none":
+        return ()
+    import json
+
+    if container.exec_prefix:
+        return (("HPCLAUNCH_CONTAINER_EXEC", json.dumps(list(container.exec_prefix))),)
+    return (
+        ("HPCLAUNCH_CONTAINER_STEP", json.dumps(list(container.step_options))),
+        ("HPCLAUNCH_CONTAINER_PYTHON", "python3"),
     )
 
 

@@ -48,6 +48,7 @@ from pydantic import (
 from hpclaunch.errors import SpecError
 from hpclaunch.slurm import sbatch_options
 from hpclaunch.slurm.times import format_time, parse_time
+from hpclaunch.spec.container import Container
 from hpclaunch.spec.tiers import Tier
 
 __all__ = [
@@ -473,6 +474,8 @@ class JobSpec(_Model):
             value). Options hpclaunch sets itself are refused, naming the field to use.
         sweep: Run the job once per point of a sweep (``hpclaunch sweep``); ``{name}`` in
             ``command``/``args`` becomes the point's value in each run.
+        container: Run the command (and its launcher) in a container; the sidecar stays
+            outside (:mod:`hpclaunch.spec.container`).
     """
 
     model_config = ConfigDict(
@@ -522,6 +525,9 @@ class JobSpec(_Model):
         examples=[{"--nice": 10, "--mail-type": "END"}],
     )
     sweep: Sweep | None = Field(None, description="A parameter sweep (hpclaunch sweep).")
+    container: Container | None = Field(
+        None, description="Run the command in a container (image, runtime, mounts)."
+    )
 
     @property
     def argv(self) -> tuple[str, ...]:

@@ -43,6 +43,13 @@ What each launcher receives (``command`` is the spec's argv, run as written):
     ``torch.distributed.init_process_group("env://")`` reads).
 
 Every node also gets MASTER_ADDR, MASTER_PORT, NODE_RANK and NNODES in its environment.
+
+In a container (the spec's ``container:``, :mod:`hpclaunch.planning.container`): an exec
+runtime's prefix (``HPCLAUNCH_CONTAINER_EXEC``, e.g. ``apptainer exec ... IMAGE``) goes in
+front of what ``node-exec`` execs, so the launcher and the command run inside while the
+sidecar and node-exec stay outside; a step runtime's srun options
+(``HPCLAUNCH_CONTAINER_STEP``: pyxis, oci) go on the sidecar's step, whose node-exec then runs
+inside on ``HPCLAUNCH_CONTAINER_PYTHON``.
 Outside Slurm (no ``SLURM_JOB_ID``: local debugging, the supervise tests) the sidecar runs
 ``node-exec`` directly, as a single node.
 """
@@ -57,6 +64,8 @@ from hpclaunch.supervise.rendezvous import Rendezvous
 __all__ = [
     "LAUNCHERS",
     "LauncherName",
+    "container_exec",
+    "container_step",
     "deepspeed_hostfile",
     "node_argv",
     "node_env",
@@ -74,6 +83,7 @@ def step_argv(
     *,
     python: str,
     cpus_per_node: int | None = None,
+    container_options: Sequence[str] = (),
 ) -> list[str]:
     """The srun command the sidecar starts once for the whole job.
 
@@ -85,6 +95,8 @@ def step_argv(
         cpus_per_node: ``SLURM_CPUS_PER_TASK`` of the batch job (one task per node), if
             set. Since Slurm 22.05 srun does not inherit it, so it is passed again (split
             between the tasks of a node for the ``srun`` launcher).
+        container_options: A step container runtime's srun options (pyxis, oci:
+            ``HPCLAUNCH_CONTAINER_STEP``): the step, node-exec included, runs inside.
     """
     tasks = rdzv.nproc_per_node if launcher == "srun" else 1
     argv = [
@@ -96,7 +108,7 @@ def step_argv(
     ]
     if cpus_per_node:
         argv.append(f"--cpus-per-task={max(1, cpus_per_node // tasks)}")
-    return argv + exec_argv(launcher, rdzv, command, python=python)
+    return argv + list(container_options) + exec_argv(launcher, rdzv, command, python=python)
 
 
 def exec_argv(
@@ -208,3 +220,25 @@ def node_env(launcher: LauncherName, rdzv: Rendezvous, slurm: Mapping[str, str])
             LOCAL_WORLD_SIZE=str(rdzv.nproc_per_node),
         )
     return env
+
+
+def container_step(env: Mapping[str, str]) -> list[str]:
+    """A step container runtime's srun options (``HPCLAUNCH_CONTAINER_STEP``, JSON)."""
+    return _json_argv(env, "HPCLAUNCH_CONTAINER_STEP")
+
+
+def container_exec(env: Mapping[str, str]) -> list[str]:
+    """An exec container runtime's prefix (``HPCLAUNCH_CONTAINER_EXEC``, JSON)."""
+    return _json_argv(env, "HPCLAUNCH_CONTAINER_EXEC")
+
+
+def _json_argv(env: Mapping[str, str], name: str) -> list[str]:
+    import json
+
+    raw = env.get(name)
+    if not raw:
+        return []
+    words = json.loads(raw)
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise ValueError(f"{name} is not a JSON list of strings: {raw!r}")
+    return words

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
-from hpclaunch.supervise.launchers import LauncherName, deepspeed_hostfile, node_argv, node_env
+from hpclaunch.supervise.launchers import (
+    LauncherName,
+    container_exec,
+    deepspeed_hostfile,
+    node_argv,
+    node_env,
+)
 from hpclaunch.supervise.rendezvous import Rendezvous, gpus_on_node
 
 __all__ = ["node_command", "step_nodes", "write_hostfile"]
@@ -45,7 +51,9 @@ def node_command(
     new_env = dict(env)
     new_env.update(node_env(launcher, rdzv, env))
     hostfile = write_hostfile(rdzv, env) if launcher == "deepspeed" else None
-    return node_argv(launcher, rdzv, command, hostfile=hostfile), new_env
+    # An exec container runtime wraps the launcher and the command: they run inside.
+    argv = container_exec(env) + node_argv(launcher, rdzv, command, hostfile=hostfile)
+    return argv, new_env
 
 
 def step_nodes(env: Mapping[str, str], nnodes: int) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.supervise import control
-from hpclaunch.supervise.launchers import LauncherName, exec_argv, step_argv
+from hpclaunch.supervise.launchers import LauncherName, container_step, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
@@ -267,12 +267,17 @@ class Sidecar:
         if "SLURM_JOB_ID" in self.env and "SLURM_JOB_NODELIST" in self.env:
             rdzv = Rendezvous.from_env(self.env, nproc_per_node=cfg.nproc_per_node)
             cpus = self.env.get("SLURM_CPUS_PER_TASK")
+            step = container_step(self.env)
             argv = step_argv(
                 cfg.launcher,
                 rdzv,
                 cfg.command,
-                python=cfg.python,
+                # In a step container node-exec runs inside, on the image's interpreter.
+                python=self.env.get("HPCLAUNCH_CONTAINER_PYTHON", cfg.python)
+                if step
+                else cfg.python,
                 cpus_per_node=int(cpus) if cpus and cpus.isdigit() else None,
+                container_options=step,
             )
             return rdzv, argv
         # Outside Slurm: one node, this host, no srun.

@@ -73,9 +73,64 @@ CASES = {
             "time": "02:00:00",
         },
     ),
+    # One per container runtime (the site below offers them all).
+    "apptainer": make_spec(
+        name="in apptainer",
+        command=["python", "train.py", "--data", "/data/my set"],
+        resources={"gpus_per_node": 1, "time": "10"},
+        container={"image": "torch 2.sif", "mounts": ["/datasets:/data:ro"]},
+    ),
+    "apptainer_torchrun": make_spec(
+        name="ddp in apptainer",
+        command=["python", "train.py"],
+        launcher="torchrun",
+        resources={"nodes": 2, "gpus_per_node": 2, "time": "10"},
+        tier="low",
+        container={"image": "/images/torch.sif", "runtime": "apptainer"},
+    ),
+    "charliecloud": make_spec(
+        name="in charliecloud",
+        command=["python", "train.py"],
+        resources={"time": "10"},
+        container={"image": "/images/torch-dir", "runtime": "charliecloud", "workdir": "/work"},
+    ),
+    "pyxis": make_spec(
+        name="in pyxis",
+        command=["python", "train.py"],
+        env={"NCCL_DEBUG": "INFO"},
+        resources={"gpus_per_node": 4, "time": "10"},
+        container={"image": "nvcr.io#nvidia/pytorch:24.05-py3", "runtime": "pyxis"},
+    ),
+    "pyxis_torchrun": make_spec(
+        name="ddp in pyxis",
+        command=["python", "train.py"],
+        launcher="torchrun",
+        resources={"nodes": 2, "gpus_per_node": 4, "time": "10"},
+        container={"image": "/images/torch.sqsh", "runtime": "pyxis"},
+    ),
+    "oci": make_spec(
+        name="in an oci bundle",
+        command=["nvidia-smi"],
+        resources={"gpus_per_node": 1, "time": "5"},
+        container={"image": "/bundles/torch", "runtime": "oci"},
+    ),
 }
+#: A site with every container runtime (apptainer the default).
+CONTAINER_SITE = make_site(
+    containers={
+        "runtimes": ["apptainer", "charliecloud", "pyxis", "oci"],
+        "image_dir": "~/images",
+        "mounts": ["/shared", "/scratch:/scratch"],
+        "flags": {"apptainer": ["--writable-tmpfs"], "pyxis": ["--no-container-mount-home"]},
+        "hpclaunch_path": "/shared/hpclaunch/site-packages",
+    }
+)
 #: The site of each case (default: site-configs/local.yaml).
 SITES = {
+    **dict.fromkeys(
+        ["apptainer", "apptainer_torchrun", "charliecloud", "pyxis", "pyxis_torchrun", "oci"],
+        CONTAINER_SITE,
+    ),
     "envdeps": make_site(
         partitions=[
             {"name": "a100", "gpu_type": "a100", "gpus_per_node": 4, "cpus_per_node": 64},
@@ -85,7 +140,7 @@ SITES = {
         scratch="$SCRATCH/hpclaunch",
         # A site whose Slurm is not first on PATH (a space, to see it quoted).
         slurm_bin="/opt/slurm 25.11/bin",
-    )
+    ),
 }
 
 

@@ -1,0 +1,211 @@
+"""A spec's container: how each runtime's argv is made, what the site must offer, the
+mistakes users make (the scripts themselves are tests/golden/{apptainer,...}.sbatch)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hpclaunch.errors import PlanError, SpecError
+from hpclaunch.planning.render import render
+from hpclaunch.spec.container import parse_mount
+from hpclaunch.supervise.launchers import container_exec, container_step, step_argv
+from hpclaunch.supervise.node import node_command
+from hpclaunch.supervise.rendezvous import Rendezvous
+
+from . import test_cli
+from .conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
+from .fakes import FakeSlurm
+from .test_cli import assert_clean_error, run
+from .test_render import CONTAINER_SITE
+
+
+def plan(container: dict[str, Any], site: Any = CONTAINER_SITE, **spec: Any) -> Any:
+    from hpclaunch.planning.plan import build_plan
+
+    return build_plan(
+        make_spec(container=container, **spec),
+        site,
+        submission_id=SUBMISSION_ID,
+        home=HOME,
+        cwd=CWD,
+        python=PYTHON,
+    )
+
+
+def test_parse_mount() -> None:
+    assert parse_mount("/data") == ("/data", "/data", False)
+    assert parse_mount("~/data:/data:ro") == ("~/data", "/data", True)
+    for bad in ("data", "/a:b", "/a:/b:rx", "/a,b:/c", "/a:~/b", "/a:/b:ro:x"):
+        with pytest.raises(ValueError, match=r"a mount is|must be absolute"):
+            parse_mount(bad)
+
+
+def test_auto_takes_the_sites_default_and_relative_images_its_image_dir() -> None:
+    planned = plan({"image": "torch.sif"})
+    assert planned.container.runtime == "apptainer"
+    assert planned.container.image == f"{HOME}/images/torch.sif"
+    assert planned.launch_argv[:3] == ("apptainer", "exec", "--nv")
+    refs = [plan({"image": i, "runtime": "pyxis"}).container.image for i in ("ubuntu:24.04",)]
+    assert refs == ["ubuntu:24.04"]  # a reference is the runtime's to resolve
+
+
+def test_a_runtime_the_site_lacks_names_the_sites_runtimes() -> None:
+    site = make_site(containers={"runtimes": ["charliecloud"]})
+    with pytest.raises(PlanError, match=r"has no 'apptainer'; its runtimes: charliecloud"):
+        plan({"image": "/i.sif", "runtime": "apptainer"}, site)
+    with pytest.raises(PlanError, match="offers no container runtime"):
+        plan({"image": "/i.sif"}, make_site())
+
+
+def test_oci_refuses_job_mounts_and_a_bad_site_default_is_a_config_error() -> None:
+    with pytest.raises(PlanError, match="bundle's"):
+        plan({"image": "/b", "runtime": "oci", "mounts": ["/data"]})
+    with pytest.raises(ValueError, match="not among runtimes"):
+        make_site(containers={"runtimes": ["pyxis"], "default": "oci"})
+
+
+def test_spec_mistakes_are_field_errors() -> None:
+    with pytest.raises(SpecError, match=r"container\.runtime"):
+        make_spec_from_yaml({"image": "/i.sif", "runtime": "docker"})
+    with pytest.raises(SpecError, match=r"container\.mounts"):
+        make_spec_from_yaml({"image": "/i.sif", "mounts": ["relative:/x"]})
+    with pytest.raises(SpecError, match=r"container\.image"):
+        make_spec_from_yaml({"runtime": "auto"})
+
+
+def make_spec_from_yaml(container: dict[str, Any]) -> Any:
+    from hpclaunch.ops.jobs import load_spec_input
+
+    return load_spec_input({"name": "x", "command": ["true"], "container": container})
+
+
+def test_the_job_dirs_must_fit_the_mount_syntax() -> None:
+    from hpclaunch.planning.plan import build_plan
+
+    with pytest.raises(PlanError, match="holds ':' or ','"):
+        build_plan(
+            make_spec(container={"image": "/i.sif"}),
+            CONTAINER_SITE,
+            submission_id=SUBMISSION_ID,
+            home=HOME,
+            cwd="/home/alice/a,b",
+            python=PYTHON,
+        )
+
+
+def test_with_a_launcher_the_sidecar_stays_outside() -> None:
+    exec_plan = plan({"image": "/i.sif"}, launcher="torchrun", resources={"nodes": 2})
+    assert exec_plan.launch_argv[:4] == (PYTHON, "-m", "hpclaunch.supervise", "run")
+    env = dict(exec_plan.runtime_env)
+    assert json.loads(env["HPCLAUNCH_CONTAINER_EXEC"])[-1] == "/i.sif"
+    step_plan = plan({"image": "/i.sqsh", "runtime": "pyxis"}, launcher="srun")
+    env = dict(step_plan.runtime_env)
+    assert json.loads(env["HPCLAUNCH_CONTAINER_STEP"])[0] == "--container-image=/i.sqsh"
+    assert env["HPCLAUNCH_CONTAINER_PYTHON"] == "python3"
+
+
+def test_node_exec_puts_the_launcher_inside_an_exec_runtime() -> None:
+    env = {"HPCLAUNCH_CONTAINER_EXEC": json.dumps(["ch-run", "-c", "/w", "/img", "--"])}
+    argv, _ = node_command(
+        "srun",
+        nnodes=1,
+        nproc_per_node=1,
+        master_addr="n1",
+        master_port=29500,
+        job_id="7",
+        command=["python", "train.py"],
+        env=env,
+    )
+    assert argv == ["ch-run", "-c", "/w", "/img", "--", "python", "train.py"]
+    assert container_exec({}) == []
+
+
+def test_the_sidecars_step_carries_a_step_runtimes_options() -> None:
+    env = {"HPCLAUNCH_CONTAINER_STEP": json.dumps(["--container-image=/i.sqsh"])}
+    rdzv = Rendezvous("7", "n1", 29500, ("n1", "n2"), 0, 2)
+    argv = step_argv(
+        "torchrun",
+        rdzv,
+        ["python", "t.py"],
+        python="python3",
+        container_options=container_step(env),
+    )
+    image = argv.index("--container-image=/i.sqsh")
+    assert argv[0] == "srun"
+    assert argv[image + 1 : image + 4] == ["python3", "-m", "hpclaunch.supervise"]
+    with pytest.raises(ValueError, match="not a JSON list"):
+        container_step({"HPCLAUNCH_CONTAINER_STEP": '"--x"'})
+
+
+_TEXT = st.text(st.characters(blacklist_characters="\x00\n:,"), min_size=1, max_size=30)
+
+
+@given(image=_TEXT, mount=_TEXT, word=st.text(st.characters(blacklist_characters="\x00")))
+def test_hostile_images_mounts_and_words_reach_the_runtime_as_one_word_each(
+    image: str, mount: str, word: str
+) -> None:
+    """Each user value is one shell word in the script, whatever it holds."""
+    for runtime in ("apptainer", "charliecloud", "pyxis"):
+        planned = plan(
+            {"image": "/" + image, "runtime": runtime, "mounts": [f"/{mount}:/in"]},
+            command=["echo", word],
+        )
+        script = render(planned).script
+        last = script[script.rindex("\nexec ") + 1 :]  # the command may hold newlines
+        assert shlex.split(last)[1:] == list(planned.launch_argv)
+
+
+# -- through the CLI: the mistakes users make ------------------------------------------------
+
+env = test_cli.env
+slurm = test_cli.slurm
+
+
+def with_containers(env: dict[str, str], containers: dict[str, Any] | None) -> None:
+    site_path = Path(env["HPCLAUNCH_SITE"])
+    site = yaml.safe_load(site_path.read_text())
+    site["containers"] = containers
+    site_path.write_text(yaml.safe_dump(site))
+
+
+def spec_file(tmp_path: Path, container: dict[str, Any]) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        yaml.safe_dump({"name": "c", "command": ["nvidia-smi"], "container": container})
+    )
+    return str(path)
+
+
+def test_submit_refuses_a_missing_image_and_a_runtime_the_site_lacks(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    with_containers(env, {"runtimes": ["apptainer"]})
+    missing = run(env, "submit", spec_file(tmp_path, {"image": str(tmp_path / "nope.sif")}))
+    assert_clean_error(missing, 2, "container.image")
+    assert "does not exist" in missing.stderr
+    image = tmp_path / "torch.sif"
+    image.write_text("not really an image")
+    other = run(env, "submit", spec_file(tmp_path, {"image": str(image), "runtime": "pyxis"}))
+    assert_clean_error(other, 2, "has no 'pyxis'; its runtimes: apptainer")
+    assert slurm.submitted == []
+    good = run(env, "submit", spec_file(tmp_path, {"image": str(image)}))
+    assert good.exit_code == 0, good.output
+    (script,) = (text for text, _ in slurm.scripts.values())
+    assert "exec apptainer exec --nv --bind" in script
+    assert script.rstrip().endswith(f"{image} nvidia-smi")
+
+
+def test_a_site_without_containers_says_so(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    out = run(env, "render", spec_file(tmp_path, {"image": "/i.sif"}))
+    assert_clean_error(out, 2, "offers no container runtime")
+    assert "Hint: " in out.stderr
