@@ -145,7 +145,7 @@ def test_submit_twice_with_one_submission_id_makes_one_job(
     spec = write_spec(command=["true"])
     sid = f"it-retry-{spec.stem}"
     first = submit(hpclaunch, spec, "--submission-id", sid)
-    hpclaunch.store.history.unlink()  # as if the first try died before recording the job
+    hpclaunch.history.unlink()  # as if the first try died before recording the job
     second = hpclaunch("submit", str(spec), "--submission-id", sid)
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip() == first

@@ -1,6 +1,6 @@
 """One pass of the arbiter's policy over a snapshot: which running jobs to preempt, for whom.
 
-Pure: :func:`decide` sees the cluster (:class:`~hpclaunch.slurm.cluster.Snapshot`),
+Pure: :func:`decide` sees the cluster (:class:`Snapshot`),
 what each running preemptible job has at stake
 (:class:`~hpclaunch.scheduling.arbiter.progress.JobProgress`) and the preemptions already
 under way, and returns new :class:`Preemption` s. The victim choice is the simulator's
