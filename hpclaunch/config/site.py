@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
 from hpclaunch.slurm.times import format_time, parse_time_limit
-from hpclaunch.spec.container import RuntimeName, parse_mount
+from hpclaunch.spec.container import Mounts, RuntimeName
 from hpclaunch.spec.tiers import Tier
 
 __all__ = [
@@ -233,16 +233,9 @@ class Containers(_Model):
     runtimes: tuple[RuntimeName, ...] = Field(min_length=1)
     default: RuntimeName | None = None
     image_dir: str | None = Field(None, pattern=r"^(/|~/)")
-    mounts: tuple[str, ...] = ()
+    mounts: Mounts = ()
     flags: dict[RuntimeName, tuple[str, ...]] = Field(default_factory=dict)
     hpclaunch_path: str | None = Field(None, pattern=r"^(/|~/)[^:,\x00]*$")
-
-    @field_validator("mounts")
-    @classmethod
-    def _mounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for mount in value:
-            parse_mount(mount)
-        return value
 
     @model_validator(mode="after")
     def _default_is_offered(self) -> Containers:

@@ -18,11 +18,11 @@ The job directory, its control and checkpoint directories are mounted at the sam
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["RUNTIMES", "Container", "Mount", "RuntimeName", "parse_mount"]
+__all__ = ["RUNTIMES", "Container", "Mount", "Mounts", "RuntimeName", "parse_mount"]
 
 RuntimeName = Literal["apptainer", "singularity", "pyxis", "charliecloud", "oci"]
 RUNTIMES: tuple[RuntimeName, ...] = ("apptainer", "singularity", "pyxis", "charliecloud", "oci")
@@ -57,6 +57,16 @@ def parse_mount(text: str) -> Mount:
     return src, dst, len(parts) == 3 and parts[2] == "ro"
 
 
+def _check_mounts(value: tuple[str, ...]) -> tuple[str, ...]:
+    for mount in value:
+        parse_mount(mount)
+    return value
+
+
+#: Bind mounts as written (``SRC[:DST[:ro]]``), each checked by :func:`parse_mount`.
+Mounts = Annotated[tuple[str, ...], AfterValidator(_check_mounts)]
+
+
 class Container(BaseModel):
     """The container a job's command runs in.
 
@@ -78,7 +88,7 @@ class Container(BaseModel):
     runtime: Literal["auto", "apptainer", "singularity", "pyxis", "charliecloud", "oci"] = Field(
         "auto", description="Container runtime; auto: the site's default."
     )
-    mounts: tuple[str, ...] = Field((), description="Bind mounts, SRC[:DST[:ro]].")
+    mounts: Mounts = Field((), description="Bind mounts, SRC[:DST[:ro]].")
     workdir: str | None = Field(
         None, pattern=r"^/[^\x00]*$", description="Working directory inside the container."
     )
@@ -89,11 +99,4 @@ class Container(BaseModel):
     def _printable(cls, value: str) -> str:
         if "\x00" in value or "\n" in value:
             raise ValueError("contains a NUL or newline character")
-        return value
-
-    @field_validator("mounts")
-    @classmethod
-    def _mounts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for mount in value:
-            parse_mount(mount)
         return value
