@@ -67,12 +67,11 @@ def cancel_command(
 def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
     from hpclaunch.ops.cancel import unfinished_jobs
-    from hpclaunch.store.history import recent_submissions
 
-    if not any(r.site == app.site.name for r in recent_submissions(limit=10_000)):
+    live = unfinished_jobs(app)
+    if live is None:
         click.echo("no hpclaunch jobs recorded for this site", err=True)
         return []
-    live = unfinished_jobs(app)
     if not live:
         click.echo("none of your hpclaunch jobs is unfinished: nothing to cancel", err=True)
         return []

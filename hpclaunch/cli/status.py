@@ -46,15 +46,13 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
-    from hpclaunch.ops.status import job_statuses, recent_job_ids
+    from hpclaunch.ops.status import job_statuses
     from hpclaunch.slurm.jobs import JobState
 
-    if not job_ids:
-        job_ids = recent_job_ids(limit)
-        if not job_ids:
-            click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
-            return
-    rows = job_statuses(app, job_ids)
+    rows = job_statuses(app, job_ids or None, limit=limit)
+    if not rows:  # only without IDS: each id given gets a row
+        click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
+        return
     if as_json:
         import json
 

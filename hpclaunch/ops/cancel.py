@@ -40,16 +40,16 @@ def jobs_named(ctx: Context, name: str) -> list[JobRef]:
     return [info.ref for info in ctx.backend.find_jobs(name)]
 
 
-def unfinished_jobs(ctx: Context) -> list[JobInfo]:
+def unfinished_jobs(ctx: Context) -> list[JobInfo] | None:
     """The jobs of the history submitted to this site that have not ended (and that Slurm
-    still knows), in one status call."""
+    still knows), in one status call; ``None`` when the history has no job of this site."""
     from hpclaunch.backends.base import JobRef
     from hpclaunch.store.history import recent_submissions
 
     records = [r for r in recent_submissions(limit=10_000) if r.site == ctx.site.name]
     refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))
     if not refs:
-        return []
+        return None
     infos = ctx.backend.status(refs)
     live = [infos[ref] for ref in refs if not infos[ref].state.is_finished]
     return [info for info in live if info.source != "none"]  # UNKNOWN to Slurm: gone

@@ -173,9 +173,9 @@ class Session(Context):
         """Jobs' state now, as ``hpclaunch status`` shows it (one status call for all):
         ``job_ids``, or the newest ``limit`` jobs of the history. The final states seen
         are stored in the history."""
-        from hpclaunch.ops.status import job_statuses, recent_job_ids
+        from hpclaunch.ops.status import job_statuses
 
-        return job_statuses(self, list(job_ids) or recent_job_ids(limit))
+        return job_statuses(self, list(job_ids) or None, limit=limit)
 
     def cancel(self, job_ids: Sequence[str] = (), *, name: str | None = None) -> list[Cancelled]:
         """Cancel jobs by id and, with ``name``, your unfinished jobs of that exact name, as

@@ -21,28 +21,27 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["REFRESH_MAX", "job_statuses", "recent_job_ids", "refresh_records"]
+__all__ = ["REFRESH_MAX", "job_statuses", "refresh_records"]
 
 #: At most this many unfinished history rows are asked about in one ``history`` call.
 REFRESH_MAX = 1000
 
 
-def recent_job_ids(limit: int) -> list[str]:
-    """The ids of the newest ``limit`` jobs of the history, oldest first."""
-    from hpclaunch.store.history import recent_submissions
-
-    if limit <= 0:
-        return []
-    return list(dict.fromkeys(r.job_id for r in recent_submissions(limit=10_000)))[-limit:]
-
-
-def job_statuses(ctx: Context, job_ids: Sequence[str]) -> list[JobInfo]:
-    """The state of each job of ``job_ids`` now, in that order (a job Slurm does not know
-    is ``UNKNOWN``, with the reason); the final states seen are stored in the history."""
+def job_statuses(
+    ctx: Context, job_ids: Sequence[str] | None = None, *, limit: int = 20
+) -> list[JobInfo]:
+    """The state of each job of ``job_ids`` now, in that order, or (``None``) of the newest
+    ``limit`` jobs of the history, oldest first (none recorded: ``[]``). A job Slurm does
+    not know is ``UNKNOWN``, with the reason; the final states seen are stored in the
+    history, which is read once."""
     from hpclaunch.backends.base import JobRef
     from hpclaunch.store.history import recent_submissions
 
     records = {r.job_id: r for r in recent_submissions(limit=10_000)}
+    if job_ids is None:
+        job_ids = list(records)[-limit:] if limit > 0 else []
+    if not job_ids:
+        return []
     ids = list(dict.fromkeys(job_ids))
     refs = [JobRef(job_id) for job_id in ids]
     # The jobs they wait for ride along in the same status call, to say why they wait.
