@@ -35,11 +35,7 @@ def top_command(app: App, job_id: str, as_json: bool) -> None:
 
 
 def _table(samples: list[dict[str, Any]]) -> None:
-    rows = [_HEADERS] + [
-        tuple("-" if s.get(c) is None else str(s.get(c)) for c in _COLUMNS) for s in samples
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADERS))]
-    for row in rows:
-        click.echo(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    from hpclaunch.cli._table import print_table
+
+    rows = [tuple("-" if s.get(c) is None else str(s.get(c)) for c in _COLUMNS) for s in samples]
+    print_table(_HEADERS, rows)

@@ -9,7 +9,6 @@ decisions, why each attempt ended, steps lost). GPU samples come from
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,14 +92,10 @@ def _ledger(ctx: Context, record: SubmissionRecord | None) -> list[dict[str, Any
     """The sidecar's events, read where the job directory is (``None``: no ledger)."""
     if record is None:
         return None
-    from hpclaunch.errors import TransportError
     from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
-    try:
-        text = ctx.runner.read_file(posixpath.join(record.job_dir, LEDGER_NAME))
-    except TransportError:
-        return None
-    return parse_ledger(text)
+    text = read_job_file(ctx, record, LEDGER_NAME)
+    return None if text is None else parse_ledger(text)
 
 
 @dataclass(frozen=True)
@@ -132,11 +127,11 @@ def gpu_samples(ctx: Context, job_id: str) -> GpuSamples:
     from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
     record = submission_record(job_id, "top")
-    samples = latest_samples(read_metrics(read_job_file(ctx, record, METRICS_NAME)))
+    samples = latest_samples(read_metrics(read_job_file(ctx, record, METRICS_NAME) or ""))
     if samples:
         return GpuSamples(job_id, samples, [], None)
     off: list[str] = []
-    for event in parse_ledger(read_job_file(ctx, record, LEDGER_NAME)):
+    for event in parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or ""):
         if event.get("event") == "gpu_monitor_off":
             line = f"{event.get('node', '?')}: {event.get('reason', '?')}"
             if line not in off:

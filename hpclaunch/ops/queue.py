@@ -207,9 +207,9 @@ def tier_of(row: QueueRow, site: SiteConfig) -> str | None:
     Over-quota jobs all share one QOS; :func:`hpclaunch.planning.quota.place` gives them
     ``nice = nice_step * the tier's place in TIER_ORDER``, which tells the tier back.
     """
-    found = [str(name) for name, policy in site.tiers.items() if policy.qos == row.qos]
-    if len(found) == 1:
-        return found[0]
+    tier = site.tier_of_qos(row.qos)
+    if tier is not None:
+        return tier
     over = site.overquota
     if site.has_quotas and row.qos == over.qos and over.nice_step > 0:
         step, rest = divmod(row.nice, over.nice_step)

@@ -59,14 +59,14 @@ def _sweep_task(job_id: str) -> SubmissionRecord | None:
     return task_submission(job_id)
 
 
-def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str:
-    """``name`` in the job's directory, read where the job runs; ``""`` if it cannot be."""
+def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | None:
+    """``name`` in the job's directory, read where the job runs; ``None`` if it cannot be."""
     from hpclaunch.errors import TransportError
 
     try:
         return ctx.runner.read_file(posixpath.join(record.job_dir, name))
     except TransportError:
-        return ""
+        return None
 
 
 def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:

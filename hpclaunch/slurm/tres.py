@@ -43,9 +43,9 @@ def tres_gpus(tres: str, gres: str = "gpu") -> tuple[int, dict[str, int]]:
     typed: dict[str, int] = {}
     for item in tres.split(","):
         name, _, value = item.strip().partition("=")
-        count = to_int(value) if value.strip().isdigit() else None
-        if count is None:
+        if not value.isdigit():
             continue
+        count = int(value)
         if name == f"gres/{gres}":
             total = count
         elif name.startswith(f"gres/{gres}:"):
