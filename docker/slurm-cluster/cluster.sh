@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The hpclaunch test cluster: slurmctld, slurmdbd + MariaDB, munge and 4 compute nodes
-# (n1..n4, 4 fake GPUs each), from the configs in etc/. Two ways to run the same cluster:
+# (n1..n4, 4 fake GPUs each), from the configs in etc/, and the job images for containers
+# (lib/images.sh: Charliecloud and Slurm's OCI/crun). Two ways to run the same cluster:
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #
@@ -22,6 +23,8 @@ source "$HERE/lib/daemons.sh"
 source "$HERE/lib/host.sh"
 # shellcheck source=lib/native.sh
 source "$HERE/lib/native.sh"
+# shellcheck source=lib/images.sh
+source "$HERE/lib/images.sh"
 # shellcheck source=lib/docker.sh
 source "$HERE/lib/docker.sh"
 # shellcheck source=lib/version.sh
@@ -56,6 +59,7 @@ cmd_up() {
   local t0=$SECONDS
   "${MODE}_install"
   host_setup
+  build_job_images
   "${MODE}_up"
   setup_accounting
   wait_nodes_idle

@@ -9,6 +9,7 @@ image() { echo "hpclaunch/slurm-cluster:$SLURM_VERSION"; }
 
 compose() {
   HPCLAUNCH_REPO=$REPO HPCLAUNCH_CLUSTER_IMAGE=$(image) HPCLAUNCH_CLUSTER_LOG=$STATE/log \
+    HPCLAUNCH_JOB_IMAGES=$IMAGES \
     docker-compose -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
 }
 
@@ -49,9 +50,7 @@ base_image() {
   if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then echo debian:bookworm-slim; return; fi
   if ! docker image inspect local/bookworm:base >/dev/null 2>&1; then
     local mirror rootfs
-    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [[ -n $mirror ]] || mirror=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-    [[ -n $mirror ]] || die "no Debian mirror found in /etc/apt to build a base image from"
+    mirror=$(debian_mirror)
     rootfs=$(mktemp -d)
     log "building local/bookworm:base with debootstrap from $mirror"
     debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$STATE/log/debootstrap.log" 2>&1 ||

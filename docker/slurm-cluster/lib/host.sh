@@ -34,6 +34,9 @@ install_configs() {
   fi
   install -m 644 "$SLURM_ETC/slurm.conf" "$HERE/etc/gres.conf" /etc/slurm/
   install -m 600 "$SLURM_ETC/slurmdbd.conf" /etc/slurm/
+  # Slurm's OCI support (srun --container), where the version's configs have one.
+  rm -f /etc/slurm/oci.conf
+  [[ ! -e $SLURM_ETC/oci.conf ]] || install -m 644 "$SLURM_ETC/oci.conf" /etc/slurm/
   touch /etc/slurm/.hpclaunch-cluster
   if from_source; then
     ensure_slurm_key
@@ -91,6 +94,9 @@ ensure_munge_key() {
 
 host_setup() {
   make_dirs
+  # The container runtimes the nodes run (native mode: this host; docker: the image has
+  # them too): Charliecloud's ch-run, and crun for Slurm's OCI support (etc/*/oci.conf).
+  apt_install charliecloud-runtime crun
   echo "$SLURM_VERSION" >"$STATE/.slurm-version"
   install_configs
   link_client_commands
@@ -107,7 +113,7 @@ host_setup() {
 host_teardown() {
   if [[ -e /etc/slurm/.hpclaunch-cluster ]]; then
     rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key \
-      /etc/slurm/.hpclaunch-cluster
+      /etc/slurm/oci.conf /etc/slurm/.hpclaunch-cluster
   fi
   if grep -q "$MARK" /etc/hosts 2>/dev/null; then
     # /etc/hosts may be a bind mount (containers): rewrite it in place, never replace it.
