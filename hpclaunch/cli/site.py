@@ -3,6 +3,7 @@ against it, and the sacctmgr commands that make the cluster match it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -52,6 +53,9 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
     caps, problems = checked.caps, checked.problems
     if checked.plan_not_checked is not None:
         click.echo(f"Note: site plan not checked ({checked.plan_not_checked})", err=True)
+    probe = checked.runtimes
+    if probe is not None and probe.not_checked is not None:
+        click.echo(f"Note: container runtimes not checked ({probe.not_checked})", err=True)
     if as_json:
         data = {
             "site": app.site.name,
@@ -63,6 +67,12 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
             "backend": app.backend.name,
             "backend_reason": app.backend_reason,
             "problems": [p.to_dict() for p in problems],
+            "container_runtimes": None
+            if probe is None
+            else {
+                "not_checked": probe.not_checked,
+                "found": [dataclasses.asdict(f) for f in probe.findings],
+            },
         }
         click.echo(json.dumps(data, indent=2))
     else:
@@ -75,6 +85,10 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
         click.echo(f"backend {source.value!r} (from {source.source}): {app.backend_reason}")
         if caps.accounting_problem:
             click.echo(f"Note: {caps.accounting_problem}; QOS and accounts not checked", err=True)
+        if probe is not None:
+            for f in probe.findings:
+                if f.ok:
+                    click.echo(f"container runtime {f.runtime}: {f.detail} (on {f.node})")
         if not problems:
             click.echo(f"site {app.site.name} matches cluster {caps.cluster}")
         else:

@@ -2,7 +2,9 @@
 ``Session.site_check``, ``Session.site_plan``, ``Session.site_apply``).
 
 ``check``: the site config against the cluster's capabilities (partitions, GRES, QOS,
-accounts) and, where accounting can be read, the sacctmgr changes still pending. ``plan``:
+accounts), where accounting can be read the sacctmgr changes still pending, and when the
+site offers containers whether their runtimes are on a compute node (one short srun,
+:mod:`hpclaunch.slurm.runtime_probe`). ``plan``:
 those changes (:mod:`hpclaunch.planning.siteplan`). ``apply``: run them, then plan again.
 """
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from hpclaunch.planning.checks import Problem
     from hpclaunch.planning.siteplan import Change
     from hpclaunch.slurm.capabilities import Capabilities
+    from hpclaunch.slurm.runtime_probe import RuntimeProbe
 
 __all__ = ["SiteCheck", "SitePlan", "apply_site", "check_site_live", "plan_site_live"]
 
@@ -29,11 +32,13 @@ class SiteCheck:
         caps: The cluster as discovered (or cached).
         problems: Where the site config and the cluster differ (empty: they match).
         plan_not_checked: Why the pending sacctmgr changes were not read (``None``: read).
+        runtimes: The container runtimes found on a node (``None``: the site has none).
     """
 
     caps: Capabilities
     problems: list[Problem]
     plan_not_checked: str | None = None
+    runtimes: RuntimeProbe | None = None
 
 
 @dataclass(frozen=True)
@@ -56,14 +61,51 @@ def check_site_live(ctx: Context, *, refresh: bool = False) -> SiteCheck:
 
     caps = ctx.capabilities(refresh=refresh)
     problems = check_site(ctx.site, caps)
+    runtimes = _probe_runtimes(ctx)
+    if runtimes is not None:
+        problems += runtime_problems(runtimes)
     if caps.accounting_problem is not None:
-        return SiteCheck(caps, problems)
+        return SiteCheck(caps, problems, runtimes=runtimes)
     # The accounting state is not cached: read now (three sacctmgr calls).
     try:
         problems += pending_problems(_changes(ctx, caps))
     except TransportError as exc:
-        return SiteCheck(caps, problems, exc.message.splitlines()[0])
-    return SiteCheck(caps, problems)
+        return SiteCheck(caps, problems, exc.message.splitlines()[0], runtimes)
+    return SiteCheck(caps, problems, runtimes=runtimes)
+
+
+def _probe_runtimes(ctx: Context) -> RuntimeProbe | None:
+    """The site's container runtimes looked for on a node of its default partition, with
+    its default account and the medium tier's QOS (the probe is an ordinary small job)."""
+    site = ctx.site
+    if site.containers is None:
+        return None
+    from hpclaunch.slurm.runtime_probe import probe_runtimes
+
+    default = next((p.name for p in site.partitions if p.default), None)
+    medium = site.tiers.get("medium")
+    return probe_runtimes(
+        ctx.runner,
+        site.containers.runtimes,
+        partition=default,
+        account=site.default_account,
+        qos=medium.qos if medium else None,
+    )
+
+
+def runtime_problems(probe: RuntimeProbe) -> list[Problem]:
+    """Each runtime the probe did not find, as a problem of ``containers.runtimes``."""
+    from hpclaunch.planning.checks import Problem
+
+    return [
+        Problem(
+            what=f"container runtime {f.runtime!r} is not usable on {f.node}: {f.detail}",
+            fix=f"install it on the nodes, or remove {f.runtime!r} from containers.runtimes",
+            where="containers.runtimes",
+        )
+        for f in probe.findings
+        if not f.ok
+    ]
 
 
 def plan_site_live(ctx: Context) -> SitePlan:

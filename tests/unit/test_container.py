@@ -213,6 +213,22 @@ def test_submit_refuses_a_missing_image_and_a_runtime_the_site_lacks(
 def test_a_site_without_containers_says_so(
     env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
 ) -> None:
-    out = run(env, "render", spec_file(tmp_path, {"image": "/i.sif"}))
+    site = yaml.safe_load(Path(env["HPCLAUNCH_SITE"]).read_text())
+    del site["containers"]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(yaml.safe_dump(site))
+    out = run(
+        {**env, "HPCLAUNCH_SITE": str(bare)}, "render", spec_file(tmp_path, {"image": "/i.sif"})
+    )
     assert_clean_error(out, 2, "offers no container runtime")
     assert "Hint: " in out.stderr
+
+
+def test_oci_enters_an_asked_workdir_inside_and_otherwise_keeps_the_bundles_cwd() -> None:
+    # Slurm does not carry srun's --chdir into an OCI container (checked on 25.11 with
+    # crun): the workdir is entered by `env --chdir` inside the image.
+    asked = plan({"image": "/b", "runtime": "oci", "workdir": "/srv"}, launcher="none")
+    assert asked.launch_argv[3:7] == ("--container=/b", "env", "--chdir=/srv", "python")
+    kept = plan({"image": "/b", "runtime": "oci"}, launcher="none")
+    assert not any(a.startswith(("--chdir", "env")) for a in kept.launch_argv[:-1])
+    assert "the bundle config.json process.cwd" in kept.container.notes[0]
