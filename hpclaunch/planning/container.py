@@ -40,6 +40,7 @@ class ContainerPlan:
         image: The image as the runtime gets it (a relative path made absolute).
         exec_prefix: For an exec runtime: the argv in front of what runs inside.
         step_options: For a step runtime: the srun options of the step that runs inside.
+        inner_prefix: Argv inside the container before the command (oci: ``env --chdir=W``).
         env: Environment the job exports for the container (``PYTHONPATH``).
         notes: Why, for ``--dry-run`` and ``render --explain``.
     """
@@ -48,6 +49,7 @@ class ContainerPlan:
     image: str
     exec_prefix: tuple[str, ...] = ()
     step_options: tuple[str, ...] = ()
+    inner_prefix: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -133,9 +135,20 @@ def plan_container(
             "and the site's oci.conf's, not the job's",
             hint="add the mounts to the bundle's config.json, or use another runtime",
         )
-    options = [f"--container={image}", f"--chdir={workdir}", *flags]
+    # Slurm starts the container in the bundle's process.cwd: srun's --chdir is not carried
+    # inside (checked on 25.11 with crun), so an asked-for workdir is entered with
+    # coreutils' `env --chdir` inside the image. Without one the job's directory may not
+    # exist in the bundle at all, so the bundle's cwd is kept.
+    options = [f"--container={image}", *flags]
+    inner = ("env", f"--chdir={container.workdir}") if container.workdir else ()
+    notes[0] = (
+        f"container: oci runs {image} (working directory "
+        f"{container.workdir or 'the bundle config.json process.cwd'})"
+    )
     notes.append("container: oci mounts come from the bundle's config.json and oci.conf")
-    return ContainerPlan(runtime, image, step_options=tuple(options), env=env, notes=(*notes,))
+    return ContainerPlan(
+        runtime, image, step_options=tuple(options), inner_prefix=inner, env=env, notes=(*notes,)
+    )
 
 
 def _image(image: str, image_dir: str | None, home: str) -> str:

@@ -589,7 +589,7 @@ def _launch_prefix(
         if container.exec_prefix:
             return container.exec_prefix
         # A step runtime (pyxis, oci) applies to srun steps: the command is one task.
-        return ("srun", "--nodes=1", "--ntasks=1", *container.step_options)
+        return ("srun", "--nodes=1", "--ntasks=1", *container.step_options, *container.inner_prefix)
     # The sidecar starts the launcher once per node with srun (hpclaunch/supervise/
     # launchers.py: --kill-on-bad-exit=1, and --cpus-per-task again, which srun no longer
     # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs).
