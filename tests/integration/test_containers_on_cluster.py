@@ -1,0 +1,169 @@
+"""Jobs in containers on the real cluster, with the real runtimes Debian 12 has.
+
+The test cluster's nodes have Charliecloud 0.31 (``ch-run``) and crun for Slurm's own OCI
+support (``etc/*/oci.conf``); ``lib/images.sh`` built ``debian-python`` (a Charliecloud
+directory image) and ``debian-python.oci`` (a bundle of the same root), each holding
+``/etc/hpclaunch-image``, which the nodes themselves do not have: a command that can read
+it ran inside. site-configs/local.yaml offers both (``containers:``).
+
+* ``charliecloud``: torchrun, 2 nodes, tier low, a GPU per node, the trainer inside the
+  image (the sidecar outside): preempted by a critical job, checkpointed, requeued, resumed
+  with final weights equal to an uninterrupted bare-metal twin's, bit for bit.
+* ``oci``: ``srun --container=BUNDLE`` (launcher none): the command runs in the bundle,
+  sees its 2 GPUs (``CUDA_VISIBLE_DEVICES``) and starts in the asked ``workdir``.
+* ``site check`` finds both runtimes on a node; a runtime the site lacks and an image that
+  does not exist stop ``submit`` with exit 2 and nothing queued.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+from .test_sidecar_on_cluster import (
+    TRAIN,
+    VENV,
+    Jobs,
+    _assert_exact_resume,
+    _preempt,
+)
+from .test_sidecar_on_cluster import _submit as submit
+
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+
+IMAGE = "debian-python"  # in the site's image_dir
+# Each process of the trainer first records what /etc/hpclaunch-image says where it runs
+# (one file per node and attempt), then execs the trainer.
+SEEN = 'cat /etc/hpclaunch-image >"$0/image-$(hostname)-$HPCLAUNCH_ATTEMPT" 2>&1; exec "$@"'
+
+
+@pytest.fixture(scope="module")
+def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
+    tmp = tmp_path_factory.mktemp("containers")
+    cli = Cli(tmp / "state")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+
+    def train(key: str) -> list[str]:
+        out = shared / key
+        out.mkdir()
+        return [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
+
+    res = {"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "200M"}
+    ids = {
+        "charliecloud": submit(
+            cli,
+            tmp,
+            "charliecloud",
+            command=["sh", "-c", SEEN, str(shared / "charliecloud"), *train("charliecloud")],
+            launcher="torchrun",
+            tier="low",
+            venv=VENV,
+            resources=res,
+            container={"image": IMAGE},
+        ),
+        "twin": submit(
+            cli,
+            tmp,
+            "twin",
+            command=train("twin"),
+            launcher="torchrun",
+            venv=VENV,
+            resources={**res, "gpus_per_node": 0},
+        ),
+        "oci": submit(
+            cli,
+            tmp,
+            "oci",
+            command=[
+                "sh",
+                "-c",
+                'cat /etc/hpclaunch-image; echo "gpus=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"',
+            ],
+            resources={"gpus_per_node": 2, "time": "00:02:00", "mem": "100M"},
+            container={"image": f"{IMAGE}.oci", "runtime": "oci", "workdir": "/srv"},
+        ),
+    }
+    jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
+    jobs.wait_progress("charliecloud", 30, timeout=90)
+    jobs.preemptor = _preempt(ids["charliecloud"])
+    yield jobs
+    subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
+    shutil.rmtree(shared, ignore_errors=True)
+    subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def test_torchrun_in_charliecloud_preempted_resumes_exactly(jobs: Jobs) -> None:
+    assert jobs.wait_final("charliecloud", 150) == "COMPLETED"
+    _assert_exact_resume(jobs, "charliecloud", by_slurm=jobs.release >= (24, 11))
+    # Both attempts trained inside the image, on both nodes of each.
+    seen = {
+        p.name: p.read_text().split()[0] for p in (jobs.shared / "charliecloud").glob("image-*")
+    }
+    assert len(seen) == 4, seen
+    assert set(seen.values()) == {IMAGE}, seen
+    assert {name.rsplit("-", 1)[1] for name in seen} == {"0", "1"}
+    # ... and the sidecar did not: the batch script ran on the node, outside.
+    log = jobs.cli.log(jobs.ids["charliecloud"])
+    assert "ch-run" not in log.splitlines()[0]
+    assert jobs.wait_final("twin", 60) == "COMPLETED"
+    twin = (jobs.shared / "twin" / "final.sha256").read_text()
+    assert (jobs.shared / "charliecloud" / "final.sha256").read_text() == twin
+
+
+def test_oci_bundle_runs_the_command_inside_with_its_gpus(jobs: Jobs) -> None:
+    assert jobs.wait_final("oci", 60) == "COMPLETED"
+    log = jobs.cli.log(jobs.ids["oci"])
+    assert f"\n{IMAGE} " in log, log
+    gpus = next(line for line in log.splitlines() if line.startswith("gpus="))
+    assert len(gpus.removeprefix("gpus=").split(",")) == 2, log
+    assert "pwd=/srv" in log, log
+
+
+def test_site_check_finds_the_runtimes_on_a_node(tmp_path: Path) -> None:
+    out = Cli(tmp_path)("site", "check")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "container runtime charliecloud: " in out.stdout
+    assert "/ch-run (on n" in out.stdout
+    assert "container runtime oci: " in out.stdout
+    assert "/crun (on n" in out.stdout
+
+
+def test_site_check_reports_a_runtime_the_nodes_lack(tmp_path: Path) -> None:
+    site = yaml.safe_load((Path(VENV).parent / "site-configs" / "local.yaml").read_text())
+    site["containers"]["runtimes"] = ["charliecloud", "apptainer"]
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(site))
+    out = Cli(tmp_path, site=str(path))("site", "check")
+    assert out.returncode == 1
+    assert "container runtime 'apptainer' is not usable on n" in out.stdout
+    assert "no apptainer on PATH" in out.stdout
+    assert "containers.runtimes" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("container", "says"),
+    [
+        ({"image": IMAGE, "runtime": "apptainer"}, "its runtimes: charliecloud, oci"),
+        ({"image": "no-such-image"}, "no-such-image"),
+    ],
+)
+def test_container_errors_stop_submit(tmp_path: Path, container: dict[str, str], says: str) -> None:
+    cli = Cli(tmp_path / "state")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        yaml.safe_dump({"name": "it-ct-bad", "command": ["true"], "container": container})
+    )
+    out = cli("submit", str(spec))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert says in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not cli.submitted()
