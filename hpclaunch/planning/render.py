@@ -34,6 +34,7 @@ import jinja2
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import RenderError
 from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.spec.words import ENV_NAME
 
 __all__ = [
     "SCRIPT_TEMPLATE",
@@ -47,7 +48,6 @@ __all__ = [
 SCRIPT_TEMPLATE = "sbatch.sh.j2"
 COMMAND_TEMPLATE = "command.sh.j2"
 _SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HETJOB = re.compile(r"hetjob|packjob", re.IGNORECASE)
 
 
@@ -218,6 +218,6 @@ def sbatch_quote(value: object) -> str:
 
 def _envname(value: object) -> str:
     text = _text(value)
-    if not _ENV_NAME.match(text):
+    if not ENV_NAME.match(text):
         raise RenderError(f"{text!r} is not a valid environment variable name")
     return text

@@ -50,6 +50,7 @@ from hpclaunch.slurm import sbatch_options
 from hpclaunch.slurm.times import format_time, parse_time
 from hpclaunch.spec.container import Container
 from hpclaunch.spec.tiers import Tier
+from hpclaunch.spec.words import ArgvWord, EnvVars, argv_word, no_nul
 
 __all__ = [
     "CheckpointPolicy",
@@ -66,12 +67,8 @@ __all__ = [
 Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
 DependencyType = Literal["afterok", "afterany", "afternotok", "after"]
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MEM = re.compile(r"^(\d+)\s*([KMGT]?)B?$", re.IGNORECASE)
 _MEM_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-# Env names that belong to Slurm or hpclaunch inside the job; overriding them breaks srun
-# or the sidecar, so a spec may not set them.
-_RESERVED_ENV_PREFIXES = ("SLURM_", "SBATCH_", "HPCLAUNCH_")
 # Older sbatch versions (20.x src/sbatch/opt.c, _opt_batch_script) take any "#SBATCH" line
 # containing "packjob" (later also "hetjob"), in any case, as a heterogeneous-job separator.
 # 22.05 does not (checked on the test cluster), but sites run older versions.
@@ -82,24 +79,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _argv_word(value: Any) -> Any:
-    """Accept YAML ints in argv/env (``--epochs, 10``); refuse floats and booleans."""
-    if isinstance(value, bool):
-        raise ValueError(f"YAML read {value!r} as a boolean; quote it (e.g. 'yes', 'true', 'on')")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        raise ValueError(f"YAML read {value!r} as a number; quote it to keep it exactly as written")
-    return value
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("contains a NUL character, which no program can receive")
-    return value
-
-
-ArgvWord = Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)]
 # YAML users write `mem: 1000` and `time: 30`: the schema accepts numbers where we do.
 _STR_OR_INT = WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]})
 # Module names (cuda/12.1, gcc@11.2, PrgEnv-gnu) and conda environments (names or paths):
@@ -266,7 +245,7 @@ class Dependency(_Model):
             ended either way) or ``after`` (it started).
     """
 
-    job: Annotated[str, BeforeValidator(_argv_word, json_schema_input_type=str | int)] = Field(
+    job: Annotated[str, BeforeValidator(argv_word, json_schema_input_type=str | int)] = Field(
         pattern=r"^[0-9]+(_[0-9]+)?$", description="A Slurm job id.", examples=["1234"]
     )
     type: DependencyType = Field("afterok", description="When this job may start.")
@@ -494,7 +473,7 @@ class JobSpec(_Model):
     )
     args: tuple[ArgvWord, ...] = Field((), description="The script's arguments.")
     workdir: str | None = Field(None, min_length=1, description="Directory to start in.")
-    env: dict[str, ArgvWord] = Field(default_factory=dict, description="Environment variables.")
+    env: EnvVars = Field(default_factory=dict, description="Environment variables.")
     launcher: Launcher = Field("none", description="How the command is started.")
     resources: Resources = Field(
         default_factory=Resources, description="What to ask Slurm for, per node."
@@ -573,31 +552,14 @@ class JobSpec(_Model):
         if value[0].startswith("-"):
             raise ValueError(f"the first element must be the program, not an option: {value[0]!r}")
         for arg in value:
-            _no_nul(arg)
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _valid_env(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, val in value.items():
-            if not _ENV_NAME.match(key):
-                raise ValueError(
-                    f"{key!r} is not a valid environment variable name "
-                    "(letters, digits and _, not starting with a digit)"
-                )
-            if key.upper().startswith(_RESERVED_ENV_PREFIXES):
-                raise ValueError(
-                    f"{key!r}: SLURM_*, SBATCH_* and HPCLAUNCH_* are set by "
-                    "Slurm and hpclaunch inside the job"
-                )
-            _no_nul(val)
+            no_nul(arg)
         return value
 
     @field_validator("script", "args")
     @classmethod
     def _no_nul_in_script(cls, value: Any) -> Any:
         for word in (value,) if isinstance(value, str) else value:
-            _no_nul(word)
+            no_nul(word)
         return value
 
     @field_validator("sbatch_extra")
@@ -616,7 +578,7 @@ class JobSpec(_Model):
             if flag in seen:
                 raise ValueError(f"{key!r} repeats {seen[flag]!r}")
             seen[flag] = key
-            _no_nul(val or inline or "")
+            no_nul(val or inline or "")
         return value
 
     @model_validator(mode="after")
