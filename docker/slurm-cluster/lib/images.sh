@@ -8,9 +8,11 @@
 #                              srun --container (oci.conf: crun)
 # /etc/hpclaunch-image inside names the image, so a test can tell inside from outside.
 # Built with debootstrap (no registry; the native mode has no Docker engine), once, ~40 s;
-# rebuilt when this file changes. The node containers mount $IMAGES at the same path.
+# rebuilt when this file changes. The node containers mount $IMAGES at the same path. It is
+# outside $STATE, which `down` removes: like the Docker engine's image cache, the images
+# outlive the cluster.
 
-IMAGES=$STATE/images
+IMAGES=/var/cache/hpclaunch-cluster/images
 IMAGE_NAME=debian-python
 IMAGE_PACKAGES=python3,libssl3,libffi8,libsqlite3-0,libbz2-1.0,liblzma5,zlib1g,libreadline8,libncursesw6,libgomp1,procps
 
@@ -57,13 +59,17 @@ build_job_images() {
 write_oci_bundle() {
   local rootfs=$1 bundle=$2
   mkdir -p "$bundle"
+  # The root as the runtime spec's usual relative "rootfs": Slurm 22.05 makes root.path
+  # "rootfs" whatever config.json says (an absolute path failed there); a link to the
+  # Charliecloud directory, so both images are one tree.
+  ln -sfn "../$(basename "$rootfs")" "$bundle/rootfs"
   (cd "$bundle" && rm -f config.json && crun spec)
-  python3 - "$bundle/config.json" "$rootfs" <<'PY'
+  python3 - "$bundle/config.json" <<'PY'
 import json, sys
-path, rootfs = sys.argv[1:]
+path = sys.argv[1]
 with open(path) as f:
     config = json.load(f)
-config["root"] = {"path": rootfs, "readonly": True}
+config["root"] = {"path": "rootfs", "readonly": True}
 config.pop("hostname", None)
 config["process"]["terminal"] = False
 config["linux"]["namespaces"] = [
