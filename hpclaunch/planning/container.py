@@ -102,23 +102,32 @@ def plan_container(
     )
     workdir = container.workdir or cwd
     flags = offered.flags.get(runtime, ())
-    env = (("PYTHONPATH", hp_path),) if hp_path else ()
+    env: tuple[tuple[str, str], ...] = (("PYTHONPATH", hp_path),) if hp_path else ()
+    inside = tuple(container.env.items())
     notes = [f"container: {runtime} runs {image} (working directory {workdir})"]
     if runtime in ("apptainer", "singularity"):
         prefix = [runtime, "exec", *(["--nv"] if container.gpus else []), *flags]
         for src, dst, ro in mounts:
             prefix += ["--bind", f"{src}:{dst}" + (":ro" if ro else "")]
         prefix += ["--pwd", workdir, image]
+        # APPTAINERENV_X (SINGULARITYENV_X) becomes X inside, over the image's value; any
+        # value passes (--env's list would split it at commas).
+        env += tuple((f"{runtime.upper()}ENV_{name}", value) for name, value in inside)
         return ContainerPlan(runtime, image, exec_prefix=tuple(prefix), env=env, notes=(*notes,))
     if runtime == "charliecloud":
         prefix = ["ch-run", *flags]
         for src, dst, _ in mounts:  # ch-run 0.31 binds read-write: ":ro" is not its syntax
             prefix += ["-b", f"{src}:{dst}"]
+        if inside:  # as written: ch-run would otherwise expand $VAR in the values
+            prefix += ["--env-no-expand", *(f"--set-env={n}={v}" for n, v in inside)]
         prefix += ["-c", workdir, image, "--"]
         if any(ro for _, _, ro in mounts):
             notes.append("container: ch-run binds read-write; the :ro of a mount is not kept")
         return ContainerPlan(runtime, image, exec_prefix=tuple(prefix), env=env, notes=(*notes,))
+    # pyxis and oci: the step's environment reaches the command inside.
+    env += inside
     if runtime == "pyxis":
+        env_names = (*env_names, *(name for name, _ in inside if name not in env_names))
         listed = ",".join(f"{s}:{d}" + (":ro" if ro else "") for s, d, ro in mounts)
         options = [
             f"--container-image={image}",

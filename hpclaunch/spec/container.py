@@ -8,6 +8,7 @@
                                           # pyxis, charliecloud, oci
       mounts: [/data, "/scratch/me:/scratch:ro"]   # SRC[:DST[:ro]]
       workdir: /workspace                 # inside; default: the job's working directory
+      env: {HF_HOME: /data/hf}            # inside only, over the image's own values
       gpus: true                          # apptainer/singularity --nv
 
 The sidecar stays outside (the node's python); the command (and its launcher) runs inside.
@@ -21,6 +22,8 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from hpclaunch.spec.words import EnvVars
 
 __all__ = ["RUNTIMES", "Container", "Mount", "Mounts", "RuntimeName", "parse_mount"]
 
@@ -78,6 +81,9 @@ class Container(BaseModel):
         mounts: Extra bind mounts, ``SRC[:DST[:ro]]``.
         workdir: Where the command starts inside (default: the job's working directory,
             mounted at the same path).
+        env: Variables set inside the container, over the image's own (Apptainer's
+            ``APPTAINERENV_*``, ``ch-run --set-env``, pyxis ``--container-env``; with Slurm's
+            OCI support the step's environment is the container's).
         gpus: Make the node's GPUs visible inside (Apptainer/Singularity ``--nv``; the other
             runtimes expose the job's GPUs as the site configures them).
     """
@@ -91,6 +97,9 @@ class Container(BaseModel):
     mounts: Mounts = Field((), description="Bind mounts, SRC[:DST[:ro]].")
     workdir: str | None = Field(
         None, pattern=r"^/[^\x00]*$", description="Working directory inside the container."
+    )
+    env: EnvVars = Field(
+        default_factory=dict, description="Variables set inside the container, over the image's."
     )
     gpus: bool = Field(True, description="Expose the job's GPUs inside.")
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from hpclaunch.errors import PlanError, SpecError
 from hpclaunch.planning.render import render
@@ -232,3 +233,20 @@ def test_oci_enters_an_asked_workdir_inside_and_otherwise_keeps_the_bundles_cwd(
     kept = plan({"image": "/b", "runtime": "oci"}, launcher="none")
     assert not any(a.startswith(("--chdir", "env")) for a in kept.launch_argv[:-1])
     assert "the bundle config.json process.cwd" in kept.container.notes[0]
+
+
+def test_container_env_is_set_inside_each_runtime_its_own_way() -> None:
+    env = {"HF_HOME": "/data/hf", "GREETING": "a, b=$c"}
+    apptainer = plan({"image": "/i.sif", "runtime": "apptainer", "env": env})
+    assert ("APPTAINERENV_GREETING", "a, b=$c") in apptainer.runtime_env
+    charlie = plan({"image": "/i", "runtime": "charliecloud", "env": env})
+    argv = charlie.container.exec_prefix
+    assert argv[argv.index("--env-no-expand") + 1 :][:2] == (
+        "--set-env=HF_HOME=/data/hf",
+        "--set-env=GREETING=a, b=$c",
+    )
+    pyxis = plan({"image": "u:24.04", "runtime": "pyxis", "env": env}, env={"A": "1"})
+    assert "--container-env=A,HF_HOME,GREETING" in pyxis.container.step_options
+    assert ("HF_HOME", "/data/hf") in pyxis.runtime_env
+    with pytest.raises(ValidationError, match="SLURM_"):
+        plan({"image": "/i", "env": {"SLURM_JOB_ID": "1"}})

@@ -27,6 +27,7 @@ from hpclaunch.planning.render import render, render_command_section
 from hpclaunch.spec.job import JobSpec
 
 from .conftest import SUBMISSION_ID, make_site
+from .test_render import CONTAINER_SITE
 
 HOSTILE = [
     "$(touch canary)",
@@ -255,4 +256,49 @@ def test_script_args_modules_and_conda_arrive_exactly(
         calls = trace.read_bytes().decode().split("\0")[:-1]
         expected = [w for m in modules for w in ("module", "load", m)]
         assert calls == [*expected, "conda", "activate", conda]
+        assert not (workdir / "canary").exists()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    runtime=st.sampled_from(["apptainer", "charliecloud", "pyxis", "oci"]),
+    env=st.dictionaries(env_names, hostile_text, min_size=1, max_size=3),
+    image=hostile_text,
+)
+def test_container_env_and_image_reach_the_runtime_exactly(
+    runtime: str, env: dict[str, str], image: str
+) -> None:
+    """The container's ``env`` and image, as the runtime program receives them: the program
+    (``apptainer``, ``ch-run``, ``srun``) is the dumper, first on PATH."""
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        bin_dir = workdir / "bin"
+        bin_dir.mkdir()
+        program = {"charliecloud": "ch-run", "pyxis": "srun", "oci": "srun"}.get(runtime, runtime)
+        fake = bin_dir / program
+        fake.write_text(f"#!{sys.executable}\n{DUMPER}")
+        fake.chmod(0o755)
+        container = {"image": "/" + image.replace("\n", ""), "runtime": runtime, "env": env}
+        spec = JobSpec(name="x", command=("true",), container=container)  # type: ignore[arg-type]
+        plan = build_plan(spec, CONTAINER_SITE, submission_id=SUBMISSION_ID, home=tmp, cwd=tmp)
+        section = workdir / "section.sh"
+        section.write_text(render_command_section(plan), encoding="utf-8")
+        proc = subprocess.run(
+            ["bash", str(section)],
+            cwd=workdir,
+            env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "LC_ALL": "C.UTF-8"},
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        got = json.loads(proc.stdout)
+        assert got["argv"] == list(plan.launch_argv[1:])
+        if runtime == "charliecloud":
+            assert [f"--set-env={n}={v}" for n, v in env.items()] == [
+                a for a in got["argv"] if a.startswith("--set-env=")
+            ]
+        else:
+            prefix = "APPTAINERENV_" if runtime == "apptainer" else ""
+            for name, value in env.items():
+                assert got["env"][prefix + name] == value
         assert not (workdir / "canary").exists()
