@@ -17,6 +17,7 @@ it ran inside. site-configs/local.yaml offers both (``containers:``).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import uuid
@@ -40,6 +41,9 @@ from .test_sidecar_on_cluster import _submit as submit
 pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
 IMAGE = "debian-python"  # in the site's image_dir
+IMAGE_DIR = Path("/var/cache/hpclaunch-cluster/images")
+REPO = Path(__file__).resolve().parents[2]
+STUBS = Path(__file__).resolve().parent / "stubs"
 # Each process of the trainer first records what /etc/hpclaunch-image says where it runs
 # (one file per node and attempt), then execs the trainer.
 SEEN = 'cat /etc/hpclaunch-image >"$0/image-$(hostname)-$HPCLAUNCH_ATTEMPT" 2>&1; exec "$@"'
@@ -92,6 +96,23 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
             container={"image": f"{IMAGE}.oci", "runtime": "oci", "workdir": "/srv"},
         ),
     }
+    # Apptainer: the stub (tests/integration/stubs/apptainer) first on the job's PATH, on
+    # a site that offers apptainer too; the same history, so `jobs` finds its directory.
+    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+    site["containers"]["runtimes"].append("apptainer")
+    (tmp / "site.yaml").write_text(yaml.safe_dump(site))
+    short = [*TRAIN[:3], "40", *TRAIN[4:]]
+    ids["apptainer"] = submit(
+        Cli(tmp / "state", site=str(tmp / "site.yaml")),
+        tmp,
+        "apptainer",
+        command=[*short, "--log-dir", str(shared / "apptainer")],
+        launcher="torchrun",
+        venv=VENV,
+        env={"PATH": f"{STUBS}:/usr/local/bin:/usr/bin:/bin"},
+        resources={"nodes": 2, "time": "00:03:00", "mem": "200M"},
+        container={"image": IMAGE, "runtime": "apptainer", "env": {"STAGE": "a, b=$c"}},
+    )
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
     jobs.wait_progress("charliecloud", 30, timeout=90)
     jobs.preemptor = _preempt(ids["charliecloud"])
@@ -138,7 +159,7 @@ def test_site_check_finds_the_runtimes_on_a_node(tmp_path: Path) -> None:
 
 
 def test_site_check_reports_a_runtime_the_nodes_lack(tmp_path: Path) -> None:
-    site = yaml.safe_load((Path(VENV).parent / "site-configs" / "local.yaml").read_text())
+    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
     site["containers"]["runtimes"] = ["charliecloud", "apptainer"]
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(site))
@@ -167,3 +188,25 @@ def test_container_errors_stop_submit(tmp_path: Path, container: dict[str, str],
     assert says in out.stderr
     assert "Traceback" not in out.stderr
     assert not cli.submitted()
+
+
+def test_torchrun_through_apptainer_is_called_as_planned(jobs: Jobs) -> None:
+    """The stub records each call: one per node, each ``apptainer exec --nv`` with the
+    site's and the job's mounts, the working directory, the image and then the launcher;
+    the container's env reaches it as APPTAINERENV_*."""
+    assert jobs.wait_final("apptainer", 120) == "COMPLETED"
+    job_dir = jobs.job_dir("apptainer")
+    calls = [json.loads(p.read_text()) for p in job_dir.glob("apptainer-call-*.json")]
+    assert sorted(c["host"] for c in calls) == ["n1", "n2"], calls
+    for call in calls:
+        argv = call["argv"]
+        assert argv[:2] == ["exec", "--nv"]
+        binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
+        assert binds[:2] == ["/root:/root", "/home:/home"]
+        # where the job starts (the repository), at its own path
+        assert any(REPO.is_relative_to(b.split(":")[0]) for b in binds), binds
+        at = argv.index("--pwd")
+        assert argv[at + 1 : at + 3] == [str(REPO), str(IMAGE_DIR / IMAGE)]
+        assert argv[at + 3] == "torchrun"  # the launcher runs inside, from the image's PATH
+        assert call["env"] == {"APPTAINERENV_STAGE": "a, b=$c"}
+    assert "done: 40 steps" in jobs.cli.log(jobs.ids["apptainer"])
