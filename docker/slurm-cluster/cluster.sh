@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The hpclaunch test cluster: slurmctld, slurmdbd + MariaDB, munge and 4 compute nodes
 # (n1..n4, 4 fake GPUs each), from the configs in etc/, and the job images for containers
-# (lib/images.sh: Charliecloud and Slurm's OCI/crun). Two ways to run the same cluster:
+# (lib/images.sh: Charliecloud and Slurm's OCI/crun; lib/pyxis_stub.sh: a stand-in for
+# pyxis' srun options). Two ways to run the same cluster:
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #
@@ -25,6 +26,8 @@ source "$HERE/lib/host.sh"
 source "$HERE/lib/native.sh"
 # shellcheck source=lib/images.sh
 source "$HERE/lib/images.sh"
+# shellcheck source=lib/pyxis_stub.sh
+source "$HERE/lib/pyxis_stub.sh"
 # shellcheck source=lib/docker.sh
 source "$HERE/lib/docker.sh"
 # shellcheck source=lib/version.sh
@@ -59,6 +62,7 @@ cmd_up() {
   local t0=$SECONDS
   "${MODE}_install"
   host_setup
+  install_pyxis_stub
   build_job_images
   "${MODE}_up"
   setup_accounting
@@ -74,6 +78,7 @@ cmd_down() {
     log "$MODE cluster down; the $other cluster's state stays (stop it with --mode $other down)"
     return 0
   fi
+  remove_pyxis_stub
   host_teardown
   log "$MODE cluster down"
 }

@@ -11,6 +11,11 @@ it ran inside. site-configs/local.yaml offers both (``containers:``).
   with final weights equal to an uninterrupted bare-metal twin's, bit for bit.
 * ``oci``: ``srun --container=BUNDLE`` (launcher none): the command runs in the bundle,
   sees its 2 GPUs (``CUDA_VISIBLE_DEVICES``) and starts in the asked ``workdir``.
+* ``apptainer`` and ``pyxis``, which Debian 12 lacks, through stand-ins that record how
+  they were called and run the command on the node: ``tests/integration/stubs/apptainer``
+  first on the job's PATH, and a SPANK plugin with pyxis' srun options
+  (``docker/slurm-cluster/pyxis-stub``). A 2-node torchrun each: every node's call is
+  exactly what the plan says (binds, workdir, image, env), and training completes.
 * ``site check`` finds both runtimes on a node; a runtime the site lacks and an image that
   does not exist stop ``submit`` with exit 2 and nothing queued.
 """
@@ -44,6 +49,8 @@ IMAGE = "debian-python"  # in the site's image_dir
 IMAGE_DIR = Path("/var/cache/hpclaunch-cluster/images")
 REPO = Path(__file__).resolve().parents[2]
 STUBS = Path(__file__).resolve().parent / "stubs"
+PYXIS_IMAGE = "nvcr.io#nvidia/pytorch:24.01-py3"  # an enroot reference, as pyxis takes it
+PYXIS_SEEN = 'env | grep ^PYXIS_STUB_ | LC_ALL=C sort >"$0/$(hostname)"; pwd >>"$0/$(hostname)"; exec "$@"'
 # Each process of the trainer first records what /etc/hpclaunch-image says where it runs
 # (one file per node and attempt), then execs the trainer.
 SEEN = 'cat /etc/hpclaunch-image >"$0/image-$(hostname)-$HPCLAUNCH_ATTEMPT" 2>&1; exec "$@"'
@@ -99,7 +106,7 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
     # Apptainer: the stub (tests/integration/stubs/apptainer) first on the job's PATH, on
     # a site that offers apptainer too; the same history, so `jobs` finds its directory.
     site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
-    site["containers"]["runtimes"].append("apptainer")
+    site["containers"]["runtimes"] += ["apptainer", "pyxis"]
     (tmp / "site.yaml").write_text(yaml.safe_dump(site))
     short = [*TRAIN[:3], "40", *TRAIN[4:]]
     ids["apptainer"] = submit(
@@ -112,6 +119,19 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         env={"PATH": f"{STUBS}:/usr/local/bin:/usr/bin:/bin"},
         resources={"nodes": 2, "time": "00:03:00", "mem": "200M"},
         container={"image": IMAGE, "runtime": "apptainer", "env": {"STAGE": "a, b=$c"}},
+    )
+    # pyxis: the SPANK stand-in (docker/slurm-cluster/pyxis-stub) sets PYXIS_STUB_* in each
+    # task from the srun options it got; each process records them, then trains.
+    (shared / "pyxis").mkdir()
+    ids["pyxis"] = submit(
+        Cli(tmp / "state", site=str(tmp / "site.yaml")),
+        tmp,
+        "pyxis",
+        command=["sh", "-c", PYXIS_SEEN, str(shared / "pyxis"), *short],
+        launcher="torchrun",
+        venv=VENV,
+        resources={"nodes": 2, "time": "00:03:00", "mem": "200M"},
+        container={"image": PYXIS_IMAGE, "runtime": "pyxis", "env": {"STAGE": "x"}},
     )
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
     jobs.wait_progress("charliecloud", 30, timeout=90)
@@ -210,3 +230,23 @@ def test_torchrun_through_apptainer_is_called_as_planned(jobs: Jobs) -> None:
         assert argv[at + 3] == "torchrun"  # the launcher runs inside, from the image's PATH
         assert call["env"] == {"APPTAINERENV_STAGE": "a, b=$c"}
     assert "done: 40 steps" in jobs.cli.log(jobs.ids["apptainer"])
+
+
+def test_torchrun_through_pyxis_gets_the_planned_srun_options_on_each_node(jobs: Jobs) -> None:
+    """srun accepted pyxis' options (the stand-in registers them as pyxis does) and each
+    node's tasks got them: the image, the site's and the job's mounts, the workdir (where
+    the tasks started), the container's env names for --container-env."""
+    assert jobs.wait_final("pyxis", 120) == "COMPLETED"
+    covered = any(REPO.is_relative_to(top) for top in ("/root", "/home"))
+    mounts = "/root:/root,/home:/home" + ("" if covered else f",{REPO}:{REPO}")
+    want = [
+        "PYXIS_STUB_ENV=STAGE",
+        f"PYXIS_STUB_IMAGE={PYXIS_IMAGE}",
+        f"PYXIS_STUB_MOUNTS={mounts}",
+        "PYXIS_STUB_MOUNT_HOME=1",
+        f"PYXIS_STUB_WORKDIR={REPO}",
+        str(REPO),
+    ]
+    for node in ("n1", "n2"):
+        assert (jobs.shared / "pyxis" / node).read_text().splitlines() == want
+    assert "done: 40 steps" in jobs.cli.log(jobs.ids["pyxis"])
