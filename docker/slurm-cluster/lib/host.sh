@@ -34,9 +34,8 @@ install_configs() {
   fi
   install -m 644 "$SLURM_ETC/slurm.conf" "$HERE/etc/gres.conf" /etc/slurm/
   install -m 600 "$SLURM_ETC/slurmdbd.conf" /etc/slurm/
-  # Slurm's OCI support (srun --container), where the version's configs have one.
-  rm -f /etc/slurm/oci.conf
-  [[ ! -e $SLURM_ETC/oci.conf ]] || install -m 644 "$SLURM_ETC/oci.conf" /etc/slurm/
+  # Slurm's OCI support (srun --container): crun in the node containers, runc natively.
+  install -m 644 "$SLURM_ETC/oci-$MODE.conf" /etc/slurm/oci.conf
   touch /etc/slurm/.hpclaunch-cluster
   if from_source; then
     ensure_slurm_key
@@ -95,8 +94,9 @@ ensure_munge_key() {
 host_setup() {
   make_dirs
   # The container runtimes the nodes run (native mode: this host; docker: the image has
-  # them too): Charliecloud's ch-run, and crun for Slurm's OCI support (etc/*/oci.conf).
-  apt_install charliecloud-runtime crun
+  # them too): Charliecloud's ch-run, and for Slurm's OCI support (etc/*/oci-<mode>.conf)
+  # crun in the node containers, runc natively; crun spec writes the bundle's config.json.
+  apt_install charliecloud-runtime crun runc
   echo "$SLURM_VERSION" >"$STATE/.slurm-version"
   install_configs
   link_client_commands

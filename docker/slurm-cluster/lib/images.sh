@@ -3,9 +3,9 @@
 # containers.image_dir is $IMAGES). One Debian 12 root filesystem with python3 and the
 # libraries a Python interpreter from the login node needs (the project's venv and its
 # interpreter are bind-mounted, as a shared filesystem would provide them), used as
-#   $IMAGES/debian-python      a Charliecloud directory image (ch-run)
-#   $IMAGES/debian-python.oci  an OCI bundle whose root is that directory, for Slurm's own
-#                              srun --container (oci.conf: crun)
+#   $IMAGES/debian-python.oci  an OCI bundle (config.json, rootfs/), for Slurm's own
+#                              srun --container (oci.conf: crun in containers, runc natively)
+#   $IMAGES/debian-python      a Charliecloud directory image (ch-run): a link to its rootfs
 # /etc/hpclaunch-image inside names the image, so a test can tell inside from outside.
 # Built with debootstrap (no registry; the native mode has no Docker engine), once, ~40 s;
 # rebuilt when this file changes. The node containers mount $IMAGES at the same path. It is
@@ -26,13 +26,17 @@ debian_mirror() {
 }
 
 build_job_images() {
-  local rootfs=$IMAGES/$IMAGE_NAME sum
+  # The tree is the bundle's rootfs (runc refuses a rootfs that is a link, and Slurm 22.05
+  # takes the bundle's "rootfs" whatever config.json says); the Charliecloud image is a
+  # link to it (ch-run follows it).
+  local bundle=$IMAGES/$IMAGE_NAME.oci sum
+  local rootfs=$bundle/rootfs
   sum=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
   if [[ $(cat "$rootfs/etc/hpclaunch-image" 2>/dev/null) != "$IMAGE_NAME $sum" ]]; then
     apt_install debootstrap
     local t0=$SECONDS tmp
-    mkdir -p "$IMAGES"
-    tmp=$(mktemp -d "$IMAGES/.build.XXXXXX")
+    mkdir -p "$bundle"
+    tmp=$(mktemp -d "$bundle/.build.XXXXXX")
     log "building the job image $rootfs (debootstrap, python3)"
     debootstrap --variant=minbase --include="$IMAGE_PACKAGES" bookworm "$tmp" "$(debian_mirror)" \
       >"$STATE/log/image-build.log" 2>&1 ||
@@ -43,31 +47,28 @@ build_job_images() {
     # neither: without them n1..n4 do not resolve inside (torchrun's rendezvous fails).
     touch "$tmp/etc/hosts" "$tmp/etc/resolv.conf"
     echo "$IMAGE_NAME $sum" >"$tmp/etc/hpclaunch-image"
-    rm -rf "$rootfs" && mv "$tmp" "$rootfs"
+    rm -rf "$rootfs" "${IMAGES:?}/$IMAGE_NAME" && mv "$tmp" "$rootfs"
     log "built $rootfs in $((SECONDS - t0)) s"
   fi
+  ln -sfn "$IMAGE_NAME.oci/rootfs" "$IMAGES/$IMAGE_NAME"
   # ch-run binds only onto directories the image has: the repository (where the tests and
   # the demo start, and the venv) at its own path. /root, /home and /tmp are there already.
   mkdir -p "$rootfs/$REPO"
-  write_oci_bundle "$rootfs" "$IMAGES/$IMAGE_NAME.oci"
+  write_oci_config "$bundle/config.json"
 }
 
 # The bundle's config.json (OCI runtime spec 1.0): the runtime's defaults as `crun spec`
 # writes them, with the node's network, hostname and IPC (host networking, as every job
 # here), the root read-only, and no terminal. Slurm replaces process.args, env and cwd with
 # the step's (containers.shtml: "the bundle ... must already exist on the requested path").
-write_oci_bundle() {
-  local rootfs=$1 bundle=$2
-  mkdir -p "$bundle"
-  # The root as the runtime spec's usual relative "rootfs": Slurm 22.05 makes root.path
-  # "rootfs" whatever config.json says (an absolute path failed there); a link to the
-  # Charliecloud directory, so both images are one tree.
-  ln -sfn "../$(basename "$rootfs")" "$bundle/rootfs"
-  (cd "$bundle" && rm -f config.json && crun spec)
-  python3 - "$bundle/config.json" <<'PY'
+write_oci_config() {
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && crun spec)
+  python3 - "$tmp/config.json" "$1" <<'PY'
 import json, sys
-path = sys.argv[1]
-with open(path) as f:
+spec, path = sys.argv[1:]
+with open(spec) as f:
     config = json.load(f)
 config["root"] = {"path": "rootfs", "readonly": True}
 config.pop("hostname", None)
@@ -78,4 +79,5 @@ config["linux"]["namespaces"] = [
 with open(path, "w") as f:
     json.dump(config, f, indent=2)
 PY
+  rm -rf "$tmp"
 }
