@@ -76,9 +76,18 @@ def needed_paths(
         # An image file or directory (a .sif, a Charliecloud directory, an OCI bundle);
         # a reference (docker://, name:tag) is the runtime's to fetch.
         assert spec.container is not None
-        found.append(
-            NeededPath("container.image", spec.container.image, plan.container.image, "exists")
-        )
+        image, written = plan.container.image, spec.container.image
+        if plan.container.runtime == "oci":  # a bundle: a directory with config.json
+            found.append(
+                NeededPath(
+                    "container.image",
+                    f"{written} (an OCI bundle's config.json)",
+                    posixpath.join(image, "config.json"),
+                    "file",
+                )
+            )
+        else:
+            found.append(NeededPath("container.image", written, image, "exists"))
     skip = [_absolute(p, home, "/") for p in site.node_only_paths]
     skip.append(_absolute(site.job_root, home, "/"))
     return [n for n in found if _checkable(n, skip)]

@@ -250,3 +250,17 @@ def test_container_env_is_set_inside_each_runtime_its_own_way() -> None:
     assert ("HF_HOME", "/data/hf") in pyxis.runtime_env
     with pytest.raises(ValidationError, match="SLURM_"):
         plan({"image": "/i", "env": {"SLURM_JOB_ID": "1"}})
+
+
+def test_an_oci_image_must_be_a_bundle_with_config_json(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    with_containers(env, {"runtimes": ["oci"], "image_dir": str(tmp_path)})
+    (tmp_path / "rootfs-only").mkdir()  # a root filesystem, as Charliecloud takes it
+    bare = run(env, "submit", spec_file(tmp_path, {"image": "rootfs-only"}))
+    assert_clean_error(bare, 2, "an OCI bundle's config.json")
+    assert f"{tmp_path}/rootfs-only/config.json" in bare.stderr
+    assert slurm.submitted == []
+    (tmp_path / "rootfs-only" / "config.json").write_text("{}")
+    good = run(env, "submit", spec_file(tmp_path, {"image": "rootfs-only"}))
+    assert good.exit_code == 0, good.output
