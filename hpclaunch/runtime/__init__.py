@@ -44,6 +44,7 @@ from __future__ import annotations
 from hpclaunch.runtime._dist import barrier, is_distributed, rank, world_size
 from hpclaunch.runtime.checkpoint import (
     Checkpoint,
+    CheckpointWriteError,
     checkpoint,
     commit_checkpoint,
     list_checkpoints,
@@ -67,6 +68,7 @@ from hpclaunch.runtime.sweep import report_metrics, sweep_params
 __all__ = [
     "Checkpoint",
     "CheckpointRequest",
+    "CheckpointWriteError",
     "attempt",
     "barrier",
     "checkpoint",

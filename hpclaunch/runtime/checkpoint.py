@@ -31,10 +31,17 @@ from typing import Any, Literal
 
 from hpclaunch.runtime import _dist
 from hpclaunch.runtime._fs import fsync_dir, fsync_file, read_json
-from hpclaunch.runtime.control import attempt, checkpoint_dir, mark_checkpoint_done, report_progress
+from hpclaunch.runtime.control import (
+    attempt,
+    checkpoint_dir,
+    mark_checkpoint_done,
+    mark_checkpoint_failed,
+    report_progress,
+)
 
 __all__ = [
     "Checkpoint",
+    "CheckpointWriteError",
     "checkpoint",
     "commit_checkpoint",
     "list_checkpoints",
@@ -196,6 +203,32 @@ def _prune(root: Path, keep: int) -> None:
         shutil.rmtree(doomed, ignore_errors=True)
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, quota exceeded, an I/O error).
+
+    Nothing was committed: the temporary directory is removed and the newest complete
+    checkpoint stays the resume point (the message names it). ``errno`` is the filesystem's
+    (``errno.ENOSPC``, ``errno.EDQUOT``, ...); the original error is the ``__cause__``.
+    """
+
+
+def _write_failed(step: int, root: Path, exc: OSError) -> CheckpointWriteError:
+    """Report a failed write to the sidecar and make the error the trainer sees."""
+    newest = None
+    with contextlib.suppress(OSError):  # sizes only: the hashes were checked at commit
+        newest = resume_point(root, verify="size", clean=False)
+    mark_checkpoint_failed(step, root, exc, None if newest is None else newest.step)
+    resume = f"step {newest.step} ({newest.path})" if newest else "the start (none is complete)"
+    reason = exc.strerror or str(exc)
+    error = CheckpointWriteError(
+        exc.errno,
+        f"checkpoint of step {step} was not written to {root}: {reason}; nothing was "
+        f"committed, the resume point stays {resume}",
+    )
+    error.__cause__ = exc
+    return error
+
+
 @contextmanager
 def checkpoint(
     step: int,
@@ -245,6 +278,8 @@ def checkpoint(
     if writer and tmp is not None:
         if failed:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(error, OSError) and not isinstance(error, CheckpointWriteError):
+                error = _write_failed(step, root, error)
         else:
             try:
                 _write_manifest(tmp, step, digest)
@@ -256,6 +291,9 @@ def checkpoint(
                     # Commits are sequential: a .tmp- dir untouched since before this one
                     # began was abandoned by a kill (or a failed save) and can go.
                     _remove_stale_tmp(root, older_than=started_wall)
+            except OSError as exc:  # the manifest or the rename: disk full, quota, I/O
+                shutil.rmtree(tmp, ignore_errors=True)
+                error = _write_failed(step, root, exc)
             except BaseException as exc:
                 error = exc
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -9,6 +9,7 @@ file                        writer     content
 ``checkpoint-request.json``  sidecar    ``{"reason", "requested_at", "deadline"}``
 ``checkpoint-done.json``     rank 0     ``{"step", "path", "seconds", "committed_at", ...}``
 ``progress.json``            rank 0     ``{"step", "updated_at", "attempt", ...}``
+``checkpoint-failed.json``   rank 0     ``{"step", "errno", "errno_name", "error", "dir", ...}``
 ==========================  =========  =====================================================
 
 A file rather than a signal, because a signal does not reliably reach the training loop:
@@ -19,6 +20,8 @@ the file itself (a cached ``stat``), then the ranks agree in :func:`should_check
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import socket
 import time
@@ -38,6 +41,7 @@ __all__ = [
     "current_request",
     "job_dir",
     "mark_checkpoint_done",
+    "mark_checkpoint_failed",
     "report_progress",
     "should_checkpoint",
 ]
@@ -45,6 +49,7 @@ __all__ = [
 REQUEST_FILE = "checkpoint-request.json"
 DONE_FILE = "checkpoint-done.json"
 PROGRESS_FILE = "progress.json"
+FAILED_FILE = "checkpoint-failed.json"
 
 
 def job_dir() -> Path:
@@ -238,3 +243,31 @@ def mark_checkpoint_done(step: int, path: Path, *, seconds: float) -> None:
         "reason": request.reason if request is not None else "periodic",
     }
     write_json_atomic(control_dir() / DONE_FILE, data)
+
+
+def mark_checkpoint_failed(
+    step: int, ckpt_dir: Path, error: OSError, resume_step: int | None
+) -> None:
+    """Write ``checkpoint-failed.json`` (rank 0): the sidecar records ``checkpoint_failed``.
+
+    :func:`~hpclaunch.runtime.commit_checkpoint` calls it when writing a checkpoint fails
+    (disk full, quota, I/O error); ``resume_step`` is the newest complete checkpoint's step,
+    which stays the resume point. Never raises: the job directory may be full too.
+    """
+    if _dist.rank() != 0:
+        return
+    request = _WATCHER.request
+    number = error.errno
+    data = {
+        "step": int(step),
+        "dir": str(ckpt_dir),
+        "errno": number,
+        "errno_name": errno.errorcode.get(number, "") if number is not None else "",
+        "error": error.strerror or str(error),
+        "resume_step": resume_step,
+        "failed_at": time.time(),
+        "attempt": attempt(),
+        "reason": request.reason if request is not None else "periodic",
+    }
+    with contextlib.suppress(OSError):
+        write_json_atomic(control_dir() / FAILED_FILE, data)

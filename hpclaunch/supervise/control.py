@@ -13,13 +13,16 @@ JSON files, each written atomically (temp file + fsync + rename):
     ``{"step": N, "path": "...", "seconds": t, "committed_at": ts, "reason": r}``: ``r`` is
     the request's reason when rank 0 knew of a request at the commit, else
     :data:`PERIODIC` (the trainer's own schedule; it has not seen the request yet).
+``checkpoint-failed.json`` (rank 0 → sidecar, when a checkpoint could not be written)
+    ``{"step", "errno", "errno_name", "error", "dir", "resume_step", "failed_at", ...}``:
+    the sidecar records it as ``checkpoint_failed``.
 ``progress.json`` (rank 0, now and then)
     ``{"step": N, "updated_at": ts, ...}``: the crash-loop breaker and "steps lost" read it.
 
 The file names and the atomic write are the runtime's (:mod:`hpclaunch.runtime.control`,
 :mod:`hpclaunch.runtime._fs`): one definition of the contract for both sides.
 
-Request and done files of an earlier attempt are stale: the sidecar records and removes them
+Request, done and failed files of an earlier attempt are stale: the sidecar records and removes them
 before an attempt starts.
 """
 
@@ -29,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.runtime import _fs
-from hpclaunch.runtime.control import DONE_FILE, PROGRESS_FILE, REQUEST_FILE
+from hpclaunch.runtime.control import DONE_FILE, FAILED_FILE, PROGRESS_FILE, REQUEST_FILE
 
 __all__ = [
     "DONE",
+    "FAILED",
     "PERIODIC",
     "PROGRESS",
     "REQUEST",
@@ -45,6 +49,7 @@ __all__ = [
 
 REQUEST = REQUEST_FILE
 DONE = DONE_FILE
+FAILED = FAILED_FILE
 PROGRESS = PROGRESS_FILE
 #: The done file's ``reason`` for a commit made without knowing of a request
 #: (:func:`hpclaunch.runtime.control.mark_checkpoint_done`).
@@ -77,9 +82,10 @@ def read_step(path: str | Path) -> int | None:
 
 
 def clear_stale(control_dir: str | Path) -> list[tuple[str, dict[str, Any] | None]]:
-    """Remove the request and done files left by an earlier attempt; return what they held."""
+    """Remove the request, done and failed files left by an earlier attempt; return what
+    they held."""
     removed = []
-    for name in (REQUEST, DONE):
+    for name in (REQUEST, DONE, FAILED):
         path = Path(control_dir) / name
         if path.exists():
             removed.append((name, read_json(path)))

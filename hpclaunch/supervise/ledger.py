@@ -13,6 +13,8 @@ event                       fields
 ``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)
 ``checkpoint_requested``    ``reason``, ``deadline``
 ``checkpoint_committed``    ``step``, ``seconds``, ``path``, ``reason`` (the done file's)
+``checkpoint_failed``       ``step``, ``errno``, ``errno_name`` (``ENOSPC``, ``EDQUOT``...),
+                            ``error``, ``dir``, ``resume_step`` (the newest complete one)
 ``checkpoint_timeout``      ``waited`` (no answer before the deadline), ``periodic_step``
                             (a periodic commit made after the request, or ``None``)
 ``requeue_issued``          ``target`` (``jobid`` or ``jobid_taskid``)

@@ -180,6 +180,8 @@ class Sidecar:
         self.control = config.control_dir
         self.start_step: int | None = None
         self.committed: dict[str, Any] | None = None
+        self.failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
+        self.failed: dict[str, Any] | None = None  # what it said
         self._requeue_why: str | None = None
 
     # -- the attempt --------------------------------------------------------------------
@@ -218,8 +220,10 @@ class Sidecar:
             self.output.child_started()
             while proc.poll() is None:
                 got = signals.wait(_POLL)
+                self._note_failed_checkpoint()
                 if got is not None:
                     return self._on_signal(got, proc, signals, history)
+            self._note_failed_checkpoint()
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
             self.output.close()  # every line is in the log before its tail is read
@@ -254,6 +258,14 @@ class Sidecar:
             kept = f"checkpoint step-{committed} committed"
         elif self.committed is not None:
             kept = "checkpoint committed"
+        elif self.failed is not None:  # the trainer said why (checkpoint-failed.json)
+            resume = self.failed.get("resume_step")
+            kept = (
+                f"checkpoint of step {self.failed.get('step')} failed "
+                f"({self.failed.get('errno_name') or 'error'}: {self.failed.get('error')}): "
+                "the next attempt resumes from "
+                + (f"step {resume}" if resume is not None else "the start")
+            )
         else:
             kept = "no checkpoint committed in time: the next attempt resumes from the last one"
         tail = f"; not requeued: {why}" if why else ""
@@ -421,6 +433,7 @@ class Sidecar:
                     )
                     return
                 periodic = done
+            self._note_failed_checkpoint()
             if exited:
                 break
             got = signals.wait(_POLL)
@@ -433,6 +446,23 @@ class Sidecar:
             waited=round(time.time() - requested_at, 3),
             periodic_step=None if periodic is None else periodic.get("step"),
         )
+
+    def _note_failed_checkpoint(self) -> None:
+        """Record a new ``checkpoint-failed.json`` of the trainer as ``checkpoint_failed``."""
+        path = self.control / control.FAILED
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return
+        if mtime == self.failed_seen:
+            return
+        self.failed_seen = mtime
+        failed = control.read_json(path)
+        if failed is None:
+            return
+        self.failed = failed
+        keys = ("step", "errno", "errno_name", "error", "dir", "resume_step", "reason")
+        self.ledger.append("checkpoint_failed", **{k: failed.get(k) for k in keys})
 
     def _maybe_requeue(self, reason: str, history: list[dict[str, Any]]) -> int:
         decision = decide(

@@ -454,3 +454,40 @@ def test_scontrol_ended_by_the_requeues_own_sigterm_is_checked_by_the_restart_co
     else:
         assert code == EXIT_REQUEUE_FAILED
         assert ev["requeue_failed"]["why"] == "exit code -15"
+
+
+def test_a_checkpoint_that_finds_the_disk_full_is_recorded_and_never_resumed(
+    tmp_path: Path, signal_at_step: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The requested checkpoint's write fails with the kernel's ENOSPC: the trainer dies of
+    a clear CheckpointWriteError, the ledger records checkpoint_failed with the errno, the
+    previous complete checkpoint stays the resume point and no partial one is left."""
+    from hpclaunch.runtime import list_checkpoints, resume_point
+
+    runner = slurm_answers(time_left="30:00")
+    signal_at_step(signal.SIGUSR1, 5)
+    code = Sidecar(config(tmp_path, "--steps", "1000", "--disk-full"), runner).run()
+    assert code == EXIT_REQUEUED  # requeued with what was committed
+    ev = events(tmp_path)
+    failed = ev["checkpoint_failed"]
+    assert failed["errno_name"] == "ENOSPC"
+    assert failed["error"] == "No space left on device"
+    assert failed["dir"] == str(tmp_path / "ckpt")
+    complete = sorted(step for step, _ in list_checkpoints(tmp_path / "ckpt"))
+    assert complete
+    step = failed["step"]  # the first step that saw the request
+    assert failed["resume_step"] == complete[-1] == 2 * ((step - 1) // 2)
+    assert not [p for p in (tmp_path / "ckpt").iterdir() if p.name.startswith(".tmp-")]
+    found = resume_point(tmp_path / "ckpt")
+    assert found is not None
+    assert found.step == complete[-1]
+    end = ev["attempt_end"]
+    assert end["reason"] == "preempted"
+    assert end["committed_step"] is None  # no checkpoint answered the request
+    out = capfd.readouterr().out
+    assert f"CheckpointWriteError: [Errno 28] checkpoint of step {step} was not written to " in out
+    assert f"nothing was committed, the resume point stays step {complete[-1]} (" in out
+    assert (
+        f"checkpoint of step {step} failed (ENOSPC: No space left on device): the next attempt "
+        f"resumes from step {complete[-1]}"
+    ) in out

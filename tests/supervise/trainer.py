@@ -2,7 +2,11 @@
 progress, answers checkpoint requests through the control files, and can misbehave.
 
     python trainer.py --steps N [--fail] [--ignore-term] [--grandchild] [--no-checkpoint]
-                      [--pids FILE]
+                      [--pids FILE] [--disk-full]
+
+--disk-full: checkpoints with hpclaunch.runtime.commit_checkpoint into <job dir>/ckpt, a
+complete one every 2 steps; the one a request asks for finds the disk full (its save writes
+through a link to /dev/full: the kernel's ENOSPC) and the trainer dies of the error.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ def main() -> None:
     parser.add_argument("--no-checkpoint", action="store_true")
     parser.add_argument("--pids", type=Path)
     parser.add_argument("--noisy-term", action="store_true")
+    parser.add_argument("--disk-full", action="store_true")
     args = parser.parse_args()
     control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
     pids = [os.getpid()]
@@ -53,6 +58,9 @@ def main() -> None:
         if args.fail and step == 3:
             raise ValueError("boom at step 3")
         request = control / "checkpoint-request.json"
+        if args.disk_full:
+            _real_checkpoint(control.parent / "ckpt", step, full=request.exists())
+            continue
         if request.exists() and not args.no_checkpoint:
             write(
                 control / "checkpoint-done.json",
@@ -61,6 +69,21 @@ def main() -> None:
             print(f"checkpointed at {step}", flush=True)
             time.sleep(30)  # wait to be stopped, like a trainer under torchrun would
     print("done", flush=True)
+
+
+def _real_checkpoint(ckpt_dir: Path, step: int, *, full: bool) -> None:
+    from hpclaunch.runtime import commit_checkpoint
+
+    def save(tmp: Path) -> None:
+        (tmp / "meta.json").write_text(json.dumps({"step": step}))
+        if full:
+            (tmp / "model.pt").symlink_to("/dev/full")
+        with open(tmp / "model.pt", "wb") as f:
+            f.write(b"w" * 4096)
+            f.flush()
+
+    if full or step % 2 == 0:
+        commit_checkpoint(step, save, ckpt_dir=ckpt_dir)
 
 
 def _noisy_term(signum: int, frame: object) -> None:

@@ -345,3 +345,44 @@ def test_lightning_logic_commits_and_stops(job: Path) -> None:
     assert trainer.should_stop
     assert len(saved) == 3
     assert resume_ckpt_path() == str(job / "checkpoints" / "step-000000005" / "model.ckpt")
+
+
+def test_a_full_disk_commits_nothing_and_says_where_to_resume(job: Path) -> None:
+    """The save writes through a link to /dev/full: the kernel's ENOSPC, as on a full disk."""
+    import errno
+
+    commit(10)
+
+    def save(tmp: Path) -> None:
+        (tmp / "model.pt").symlink_to("/dev/full")
+        with open(tmp / "model.pt", "wb") as f:
+            f.write(b"x" * 8192)
+            f.flush()
+
+    with pytest.raises(runtime.CheckpointWriteError) as caught:
+        runtime.commit_checkpoint(20, save)
+    error = caught.value
+    assert isinstance(error, OSError)
+    assert error.errno == errno.ENOSPC
+    ckpts = job / "checkpoints"
+    assert str(error) == (
+        f"[Errno 28] checkpoint of step 20 was not written to {ckpts}: No space left on "
+        f"device; nothing was committed, the resume point stays step 10 ({ckpts}/step-000000010)"
+    )
+    assert isinstance(error.__cause__, OSError)
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step-000000010"]
+    found = runtime.resume_point()
+    assert found is not None
+    assert found.step == 10
+    failed = json.loads((job / "control" / "checkpoint-failed.json").read_text())
+    assert {k: failed[k] for k in ("step", "errno", "errno_name", "resume_step", "attempt")} == {
+        "step": 20,
+        "errno": errno.ENOSPC,
+        "errno_name": "ENOSPC",
+        "resume_step": 10,
+        "attempt": 2,
+    }
+    assert failed["reason"] == "periodic"
+    # A save that fails for another reason (a bug) is not a write failure: raised as it is.
+    with pytest.raises(KeyError):
+        runtime.commit_checkpoint(30, lambda tmp: {}["missing"])
