@@ -162,7 +162,16 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                 time.sleep(slow)  # test hook: a kill lands between the two files
                 torch.save({"optimiser": optimiser.state_dict(), "rng": rng}, tmp / "train.pt")
 
-            path = runtime.commit_checkpoint(step, save, ckpt_dir=args.ckpt_dir)
+            try:
+                path = runtime.commit_checkpoint(step, save, ckpt_dir=args.ckpt_dir)
+            except runtime.CheckpointWriteError as exc:  # disk full, quota: on every rank
+                # Nothing was committed; the newest complete checkpoint stays the resume
+                # point. Train on (a later one may fit), or stop if this one was asked for.
+                if rank == 0:
+                    print(f"checkpoint step {step} not written: {exc}", flush=True)
+                if requested:
+                    break
+                continue
             if rank == 0:
                 print(f"checkpoint step {step} -> {path}", flush=True)
             if requested:

@@ -258,29 +258,37 @@ def checkpoint(
     root = Path(ckpt_dir) if ckpt_dir is not None else checkpoint_dir()
     writer = _dist.rank() == 0
     tmp: Path | None = None
-    if writer:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f"{_TMP_PREFIX}step-{step:09d}-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()
-    if all_ranks and _dist.is_distributed():
-        tmp = Path(_dist.broadcast_str(str(tmp)))
     error: BaseException | None = None
+    if writer:
+        try:  # a full disk can refuse the directory itself
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = root / f"{_TMP_PREFIX}step-{step:09d}-{uuid.uuid4().hex[:12]}"
+            tmp.mkdir()
+        except OSError as exc:  # no yield skipped: the other ranks wait in collectives
+            error, tmp = exc, None
+    if all_ranks and _dist.is_distributed():
+        shared = _dist.broadcast_str(str(tmp) if tmp is not None else "")
+        tmp = Path(shared) if shared else None
     try:
         yield tmp if (writer or all_ranks) else None
         if all_ranks and tmp is not None and not writer:
             for path in _files(tmp):  # each rank flushes what it wrote (NFS: its own cache)
                 fsync_file(path)
     except BaseException as exc:  # re-raised below, after the other ranks heard of it
-        error = exc
-    # Two collectives on every path, so that a failure on one rank never hangs the others.
-    failed = _dist.all_reduce_max([int(error is not None)])[0]
+        error = error or exc
+    # Two collectives on every path, so that a failure on one rank never hangs the others;
+    # each tells every rank whether a rank failed, and whether writing failed (with errno).
+    failed, number = _dist.all_reduce_max(_failure(error))
     final = root / f"step-{step:09d}"
-    if writer and tmp is not None:
+    if writer:
         if failed:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if error is None and failed == _WRITE_FAILED:  # another rank's write (all_ranks)
+                error = OSError(number or None, os.strerror(number) if number else "write failed")
             if isinstance(error, OSError) and not isinstance(error, CheckpointWriteError):
                 error = _write_failed(step, root, error)
-        else:
+        elif tmp is not None:
             try:
                 _write_manifest(tmp, step, digest)
                 _publish(tmp, final)
@@ -297,9 +305,16 @@ def checkpoint(
             except BaseException as exc:
                 error = exc
                 shutil.rmtree(tmp, ignore_errors=True)
-    failed = _dist.all_reduce_max([int(error is not None)])[0]
+    failed, number = _dist.all_reduce_max(_failure(error))
     if error is not None:
         raise error
+    if failed == _WRITE_FAILED:  # a write failed on another rank: the same error here
+        raise CheckpointWriteError(
+            number or None,
+            f"checkpoint of step {step} was not written to {root}: "
+            f"{os.strerror(number) if number else 'a write failed'} (on another rank); "
+            "nothing was committed",
+        )
     if failed:
         from hpclaunch.errors import SupervisorError
 
@@ -307,6 +322,19 @@ def checkpoint(
             f"checkpoint of step {step} was not committed: it failed on another rank",
             hint="see that rank's traceback in the job log",
         )
+
+
+_OTHER_FAILED, _WRITE_FAILED = 1, 2
+
+
+def _failure(error: BaseException | None) -> list[int]:
+    """``[kind, errno]`` of a rank's error, for :func:`_dist.all_reduce_max`: 0 none, 1 any
+    error, 2 a failed write (an ``OSError``: disk full, quota, I/O)."""
+    if error is None:
+        return [0, 0]
+    if isinstance(error, OSError):
+        return [_WRITE_FAILED, error.errno or 0]
+    return [_OTHER_FAILED, 0]
 
 
 def commit_checkpoint(

@@ -1,11 +1,13 @@
 """hpclaunch.runtime across 2 real processes (torch.distributed, gloo on CPU).
 
 The ranks must agree on the checkpoint step even when only one of them has seen the request,
-commit once (rank 0 writes, the other waits), and never hang when one rank's save fails.
+commit once (rank 0 writes, the other waits), and never hang when one rank's save fails;
+a full disk on rank 0 is the same CheckpointWriteError on both.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -51,6 +53,17 @@ except SupervisorError as exc:
     result["error"] = "SupervisorError: " + str(exc)
 except RuntimeError as exc:
     result["error"] = "RuntimeError: " + str(exc)
+# a full disk on rank 0 (its save writes through a link to /dev/full: the kernel's ENOSPC)
+# is a CheckpointWriteError with the errno on both ranks; nothing is committed
+def full(tmp):
+    (tmp / "state.bin").symlink_to("/dev/full")
+    with open(tmp / "state.bin", "wb") as f:
+        f.write(b"x" * 8192)
+        f.flush()
+try:
+    runtime.commit_checkpoint(4, full)
+except runtime.CheckpointWriteError as exc:
+    result["full"] = [exc.errno, str(exc)]
 runtime.barrier()
 # Part 2: both ranks watch one request file, written by the test mid-run; rank 1 looks rarely.
 os.environ["HPCLAUNCH_CONTROL_DIR"] = shared
@@ -116,6 +129,18 @@ def test_ranks_agree_commit_once_and_share_failures(
     assert r0["error"] == "RuntimeError: disk full"
     assert r1["error"].startswith("SupervisorError: checkpoint of step 3 was not committed")
     assert not (tmp_path / "checkpoints" / "step-000000003").exists()
+    ckpts = tmp_path / "checkpoints"
+    assert r0["full"] == [
+        errno.ENOSPC,
+        f"[Errno 28] checkpoint of step 4 was not written to {ckpts}: No space left on device; "
+        f"nothing was committed, the resume point stays step 2 ({ckpts}/step-000000002)",
+    ]
+    assert r1["full"] == [
+        errno.ENOSPC,
+        f"[Errno 28] checkpoint of step 4 was not written to {ckpts}: No space left on device "
+        "(on another rank); nothing was committed",
+    ]
+    assert sorted(p.name for p in ckpts.iterdir()) == ["step-000000001", "step-000000002"]
     done = json.loads((lonely / "checkpoint-done.json").read_text())  # rank 0 writes it
     assert done["step"] == 2
 
