@@ -212,20 +212,44 @@ class CheckpointWriteError(OSError):
     """
 
 
-def _write_failed(step: int, root: Path, exc: OSError) -> CheckpointWriteError:
-    """Report a failed write to the sidecar and make the error the trainer sees."""
+def _refused_write(root: Path) -> OSError | None:
+    """The error a small write into ``root`` gets now (``None``: it succeeds)."""
+    probe = root / f".probe-{uuid.uuid4().hex[:12]}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * (1 << 16))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        return exc
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
+
+
+def _write_failed(
+    step: int, root: Path, exc: OSError, raised_by_save: BaseException | None = None
+) -> CheckpointWriteError:
+    """Report a failed write to the sidecar and make the error the trainer sees (its cause:
+    what the save raised, when that was not itself the OSError)."""
     newest = None
     with contextlib.suppress(OSError):  # sizes only: the hashes were checked at commit
         newest = resume_point(root, verify="size", clean=False)
     mark_checkpoint_failed(step, root, exc, None if newest is None else newest.step)
+    with contextlib.suppress(OSError):  # the sidecar counts the steps lost from here
+        report_progress(step, force=True)
     resume = f"step {newest.step} ({newest.path})" if newest else "the start (none is complete)"
     reason = exc.strerror or str(exc)
+    if raised_by_save is not None:
+        said = str(raised_by_save).strip().splitlines()
+        reason += f" (the save raised {type(raised_by_save).__name__}: {said[0] if said else ''})"
     error = CheckpointWriteError(
         exc.errno,
         f"checkpoint of step {step} was not written to {root}: {reason}; nothing was "
         f"committed, the resume point stays {resume}",
     )
-    error.__cause__ = exc
+    error.__cause__ = raised_by_save or exc
     return error
 
 
@@ -276,6 +300,14 @@ def checkpoint(
                 fsync_file(path)
     except BaseException as exc:  # re-raised below, after the other ranks heard of it
         error = error or exc
+    raised_by_save: BaseException | None = None
+    if writer and error is not None and not isinstance(error, OSError):
+        # torch.save reports a full disk as RuntimeError ("basic_ios::clear: iostream
+        # error", "unexpected pos ..."): ask the filesystem itself, before the partial
+        # files are removed and free the space again.
+        refused = _refused_write(root)
+        if refused is not None:
+            raised_by_save, error = error, refused
     # Two collectives on every path, so that a failure on one rank never hangs the others;
     # each tells every rank whether a rank failed, and whether writing failed (with errno).
     failed, number = _dist.all_reduce_max(_failure(error))
@@ -287,7 +319,7 @@ def checkpoint(
             if error is None and failed == _WRITE_FAILED:  # another rank's write (all_ranks)
                 error = OSError(number or None, os.strerror(number) if number else "write failed")
             if isinstance(error, OSError) and not isinstance(error, CheckpointWriteError):
-                error = _write_failed(step, root, error)
+                error = _write_failed(step, root, error, raised_by_save)
         elif tmp is not None:
             try:
                 _write_manifest(tmp, step, digest)

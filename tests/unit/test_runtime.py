@@ -386,3 +386,37 @@ def test_a_full_disk_commits_nothing_and_says_where_to_resume(job: Path) -> None
     # A save that fails for another reason (a bug) is not a write failure: raised as it is.
     with pytest.raises(KeyError):
         runtime.commit_checkpoint(30, lambda tmp: {}["missing"])
+
+
+def test_a_save_that_raises_something_else_on_a_full_disk_is_a_write_error(
+    job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.save reports a full disk as RuntimeError: the filesystem is asked (a probe
+    write) before the partial files go; on the cluster's full tmpfs that is shown for real
+    (tests/integration/test_faults_on_cluster.py). Here the probe's answer is given."""
+    import errno
+    import importlib
+
+    ckpt_module = importlib.import_module("hpclaunch.runtime.checkpoint")
+
+    def torch_like(tmp: Path) -> None:
+        (tmp / "model.pt").write_bytes(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1024")
+
+    asked: list[Path] = []
+
+    def refused(root: Path) -> OSError:
+        asked.append(root)
+        assert any(root.glob(".tmp-*/model.pt"))  # asked while the partial files are there
+        return OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt_module, "_refused_write", refused)
+    with pytest.raises(runtime.CheckpointWriteError) as caught:
+        runtime.commit_checkpoint(5, torch_like)
+    assert caught.value.errno == errno.ENOSPC
+    assert "No space left on device (the save raised RuntimeError: [enforce fail" in str(
+        caught.value
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert asked == [job / "checkpoints"]
+    assert not list((job / "checkpoints").iterdir())
