@@ -24,7 +24,8 @@ event                       fields
                             that Slurm does not requeue a job the policy ended
 ``requeue_failed``          ``target``, ``why``
 ``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)
-``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost``,
+``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost`` (from
+                            the commit, or the resume step a failed checkpoint named),
                             ``last_step``, ``committed_step``, ``no_progress`` and, for
                             ``user_error``, ``error_line`` and ``tail``; for
                             ``requeued`` (SIGTERM by ``scontrol requeue``), ``restarts``

@@ -518,9 +518,11 @@ class Sidecar:
     def _end(self, reason: str, *, exit_code: int | None, requeued: bool, **extra: Any) -> None:
         last = self._last_step()
         committed = None if self.committed is None else self.committed.get("step")
+        # Without a commit, a failed checkpoint named the resume point (checkpoint-failed.json).
+        resume = committed if committed is not None else (self.failed or {}).get("resume_step")
         lost = None
-        if isinstance(last, int) and isinstance(committed, int):
-            lost = max(0, last - committed)
+        if isinstance(last, int) and isinstance(resume, int):
+            lost = max(0, last - resume)
         self.ledger.append(
             "attempt_end",
             reason=reason,
