@@ -2,7 +2,8 @@
 # The hpclaunch test cluster: slurmctld, slurmdbd + MariaDB, munge and 4 compute nodes
 # (n1..n4, 4 fake GPUs each), from the configs in etc/, and the job images for containers
 # (lib/images.sh: Charliecloud and Slurm's OCI/crun; lib/pyxis_stub.sh: a stand-in for
-# pyxis' srun options). Two ways to run the same cluster:
+# pyxis' srun options; lib/small_fs.sh: a 16 MiB filesystem for the fault tests). Two ways
+# to run the same cluster:
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #
@@ -26,6 +27,8 @@ source "$HERE/lib/host.sh"
 source "$HERE/lib/native.sh"
 # shellcheck source=lib/images.sh
 source "$HERE/lib/images.sh"
+# shellcheck source=lib/small_fs.sh
+source "$HERE/lib/small_fs.sh"
 # shellcheck source=lib/pyxis_stub.sh
 source "$HERE/lib/pyxis_stub.sh"
 # shellcheck source=lib/docker.sh
@@ -64,6 +67,7 @@ cmd_up() {
   host_setup
   install_pyxis_stub
   build_job_images
+  mount_small_fs
   "${MODE}_up"
   setup_accounting
   wait_nodes_idle
@@ -74,6 +78,7 @@ cmd_down() {
   local other=native
   [[ $MODE == native ]] && other=docker
   "${MODE}_down"
+  unmount_small_fs
   if [[ -e $STATE/.mode-$other ]]; then
     log "$MODE cluster down; the $other cluster's state stays (stop it with --mode $other down)"
     return 0
@@ -121,5 +126,5 @@ case ${1:-} in
   smoke) cmd_smoke ;;
   logs) shift; cmd_logs "$@" ;;
   version) cmd_version ;;
-  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ image() { echo "hpclaunch/slurm-cluster:$SLURM_VERSION"; }
 
 compose() {
   HPCLAUNCH_REPO=$REPO HPCLAUNCH_CLUSTER_IMAGE=$(image) HPCLAUNCH_CLUSTER_LOG=$STATE/log \
-    HPCLAUNCH_JOB_IMAGES=$IMAGES \
+    HPCLAUNCH_JOB_IMAGES=$IMAGES HPCLAUNCH_SMALL_FS=$SMALL_FS \
     docker-compose -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
 }
 
