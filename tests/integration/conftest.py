@@ -132,8 +132,12 @@ class Cli:
 
     def submitted(self) -> dict[str, dict[str, Any]]:
         """The history's records by job id (read through :mod:`hpclaunch.store.history`)."""
+        return {row["job_id"]: row for row in self.submitted_rows()}
+
+    def submitted_rows(self) -> list[dict[str, Any]]:
+        """Every row of the history, oldest first (a job twice would be two rows)."""
         records = recent_submissions(limit=sys.maxsize, path=self.history)
-        return {record.job_id: asdict(record) for record in records}
+        return [asdict(record) for record in records]
 
     def log(self, job_id: str) -> str:
         """The text of every attempt log of a job, oldest attempt first."""

@@ -1,0 +1,177 @@
+"""Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
+
+    .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60]
+                                     [--only disk_full,clients]
+
+Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
+are tests/integration/faults.py's, which the suite runs once each with small counts
+(tests/integration/test_faults_on_cluster.py); here they run ``--trials`` times (the
+clients: once, for ``--seconds``) and every outcome is counted, none asserted:
+
+* ``disk_full``: a 2-node torchrun job checkpointing every 10 steps onto the cluster's
+  16 MiB tmpfs; the test fills it after the first checkpoint, a periodic checkpoint and
+  then the one a preemption warning asks for fail with ENOSPC, the job is requeued, the
+  space freed. Survived: COMPLETED, final weights equal the uninterrupted twin's, every
+  checkpoint directory left complete, attempt 1 resumed right after the last complete
+  checkpoint. Steps retrained: the last step attempt 0 trained minus that checkpoint's.
+  Time to recover: from the failed asked-for checkpoint to attempt 1's start (Slurm's
+  restart delay is most of it).
+* ``clients``: 8 CLI processes at once for a minute (submit, status, history, a
+  capability refresh) on one history database and cache. Survived: no call failed or said
+  "database is locked", no read of the cache was torn. Jobs lost: submissions missing
+  from the history; duplicates: history rows beyond one per job.
+
+Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hpclaunch.runtime import verify_checkpoint  # noqa: E402
+from tests.integration.conftest import Cli  # noqa: E402
+from tests.integration.faults import (  # noqa: E402
+    EVERY,
+    concurrent_clients,
+    disk_full_trial,
+)
+from tests.integration.test_sidecar_on_cluster import STEPS, _steps  # noqa: E402
+
+
+@dataclass
+class Row:
+    fault: str
+    trials: int = 0
+    survived: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    retrained: list[int] = field(default_factory=list)
+    recover: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def cells(self) -> list[str]:
+        steps = f"{sum(self.retrained)} ({', '.join(map(str, self.retrained))})"
+        recover = (
+            f"{statistics.median(self.recover):.1f} / {max(self.recover):.1f} s"
+            if self.recover
+            else "-"
+        )
+        return [
+            self.fault,
+            str(self.trials),
+            str(self.survived),
+            str(self.lost),
+            str(self.duplicates),
+            steps if self.retrained else "-",
+            recover,
+        ]
+
+
+def release() -> tuple[int, int]:
+    import subprocess
+
+    out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True)
+    major, minor = out.stdout.split()[-1].split(".")[:2]
+    return int(major), int(minor)
+
+
+def disk_full(trials: int) -> Row:
+    row = Row("disk full during checkpoints (ENOSPC)")
+    for trial in range(trials):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            disk_full_trial(Cli(Path(tmp) / "state"), Path(tmp), release()) as jobs,
+        ):
+            row.trials += 1
+            state = jobs.wait_final("full", 180)
+            twin_state = jobs.wait_final("twin", 120)
+            ledger = jobs.events("full")["ledger"]
+            failed = [e for e in ledger if e["event"] == "checkpoint_failed"]
+            starts = [e for e in ledger if e["event"] == "attempt_start"]
+            before, after = _steps(jobs.shared, "full", 0), _steps(jobs.shared, "full", 1)
+            complete = all(verify_checkpoint(p) is not None for p in jobs.ckpt.glob("step-*"))
+            same = (jobs.shared / "full" / "final.sha256").read_text() == (
+                jobs.shared / "twin" / "final.sha256"
+            ).read_text()
+            ok = (
+                state == twin_state == "COMPLETED"
+                and same
+                and complete
+                and bool(after)
+                and after[0] == EVERY + 1
+                and after[-1] == STEPS
+            )
+            row.survived += ok
+            row.lost += state != "COMPLETED"
+            if before:
+                row.retrained.append(before[-1] - EVERY)
+            if failed and len(starts) > 1:
+                row.recover.append(starts[1]["time"] - failed[-1]["time"])
+            print(
+                f"  trial {trial + 1}: {state}, weights {'equal' if same else 'DIFFER'}, "
+                f"{len(failed)} failed checkpoints, retrained {row.retrained[-1:]}",
+                flush=True,
+            )
+    return row
+
+
+def clients(count: int, seconds: float) -> Row:
+    row = Row(f"{count} concurrent clients, {seconds:.0f} s")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = concurrent_clients(Path(tmp) / "state", Path(tmp), clients=count, seconds=seconds)
+    import subprocess
+
+    subprocess.run(["scancel", *run.submitted], check=False, capture_output=True)
+    row.trials = sum(run.calls.values())
+    row.survived = row.trials - len(run.failures) - run.torn_reads
+    row.lost = len(run.lost)
+    row.duplicates = run.duplicates
+    row.notes.append(
+        f"{dict(run.calls)} calls, {len(run.submitted)} jobs submitted, "
+        f"{run.cache_reads} cache reads ({run.torn_reads} torn)"
+    )
+    for command, code, text in run.failures[:3]:
+        row.notes.append(f"failed: {command} (exit {code}): {text.strip().splitlines()[-1:]}")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--only", default="disk_full,clients")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    started = time.monotonic()
+    rows = []
+    if "disk_full" in only:
+        print(f"disk_full: {args.trials} trials", flush=True)
+        rows.append(disk_full(args.trials))
+    if "clients" in only:
+        print(f"clients: {args.clients} for {args.seconds:.0f} s", flush=True)
+        rows.append(clients(args.clients, args.seconds))
+    head = ["fault", "trials", "survived", "jobs lost", "duplicates", "steps retrained",
+            "time to recover (median / max)"]  # fmt: skip
+    print()
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row.cells()) + " |")
+    for row in rows:
+        for note in row.notes:
+            print(f"{row.fault}: {note}")
+    print(f"\n({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

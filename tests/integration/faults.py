@@ -1,0 +1,228 @@
+"""Fault drivers shared by tests/integration/test_faults_on_cluster.py (a small count, in
+the suite) and bench/faults.py (the full counts, with figures).
+
+Each driver makes the fault happen on the real local cluster and returns what it saw; the
+callers assert on it (tests) or count it (bench).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hpclaunch.config.site import load_site
+from hpclaunch.store.capabilities import cache_path
+from hpclaunch.supervise.ledger import read_ledger
+
+from .conftest import Cli
+from .test_sidecar_on_cluster import TRAIN, VENV, Jobs
+from .test_sidecar_on_cluster import _submit as submit
+
+#: The cluster's 16 MiB tmpfs (docker/slurm-cluster/lib/small_fs.sh).
+SMALL_FS = Path("/var/cache/hpclaunch-cluster/small-fs")
+#: The disk-full job's periodic checkpoint interval.
+EVERY = 10
+
+# What no concurrent client may ever print.
+_BAD_OUTPUT = re.compile(r"database is locked|Traceback|disk I/O error", re.IGNORECASE)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class FullJobs(Jobs):
+    ckpt: Path = Path()  # the disk-full job's checkpoint directory, on SMALL_FS
+    filled_at: float = 0.0  # when the test filled the filesystem
+
+
+@contextmanager
+def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Iterator[FullJobs]:
+    """A 2-node torchrun job ("full", tier low, a checkpoint every :data:`EVERY` steps) with
+    its checkpoints on :data:`SMALL_FS`, and an uninterrupted twin. Once "full" has its first
+    checkpoint the filesystem is filled; after a periodic checkpoint failed, a preemption
+    warning (USR1) asks for one, which fails too; when attempt 0 has ended the space is
+    freed (Slurm restarts the job ~11 s later). Yields once that is done; the caller waits
+    for the jobs to end. Cancels both jobs and removes their files on the way out."""
+    if not SMALL_FS.is_mount():
+        raise AssertionError(f"{SMALL_FS} is not mounted: docker/slurm-cluster/cluster.sh up")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+    ckpt = SMALL_FS / uuid.uuid4().hex[:8]
+
+    def train(key: str) -> list[str]:
+        out = shared / key
+        argv = [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
+        argv[argv.index("--every") + 1] = str(EVERY)
+        return argv
+
+    res = {"nodes": 2, "time": "00:05:00", "mem": "200M"}
+    common = {"launcher": "torchrun", "venv": VENV, "resources": res}
+    ids = {
+        "full": submit(
+            cli,
+            spec_dir,
+            "full",
+            command=train("full"),
+            tier="low",
+            checkpoint={"dir": str(ckpt)},
+            **common,
+        ),
+        "twin": submit(cli, spec_dir, "twin", command=train("twin"), **common),
+    }
+    jobs = FullJobs(cli, shared, ids, release=release, ckpt=ckpt)
+    filler: Path | None = None
+    try:
+        wait_for("the first checkpoint", lambda: (ckpt / f"step-{EVERY:09d}").is_dir(), 90)
+        filler = fill(SMALL_FS)
+        jobs.filled_at = time.time()
+        job_dir = jobs.job_dir("full")
+
+        def seen(event: str) -> bool:
+            return any(e["event"] == event for e in read_ledger(job_dir))
+
+        wait_for("a periodic checkpoint to fail", lambda: seen("checkpoint_failed"), 60)
+        subprocess.run(["scancel", "--batch", "--signal=USR1", ids["full"]], check=True)
+        wait_for("attempt 0 to end", lambda: seen("attempt_end"), 60)
+        filler.unlink()  # before attempt 1 starts
+        filler = None
+        yield jobs
+    finally:
+        if filler is not None:
+            filler.unlink(missing_ok=True)
+        subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+        shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def fill(directory: Path) -> Path:
+    """Write one file into ``directory`` until its filesystem says ENOSPC; return it."""
+    filler = directory / f"filler-{uuid.uuid4().hex[:6]}"
+    with filler.open("wb", buffering=0) as f:  # unbuffered: close() has nothing to flush
+        code = None
+        chunk = b"\0" * (1 << 16)
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as exc:
+            code = exc.errno
+    if code != errno.ENOSPC:
+        raise AssertionError(f"filling {directory} ended with errno {code}, not ENOSPC")
+    return filler
+
+
+@dataclass
+class ClientsRun:
+    """What :func:`concurrent_clients` saw.
+
+    Attributes:
+        submitted: The job ids the clients' ``submit`` printed, one per submission.
+        calls: Commands run, by command (``submit``, ``status``, ...).
+        failures: ``(command, exit code, output)`` of every call that failed or printed
+            something no client may print (``database is locked``, a traceback).
+        cache_reads: Reads of the capability cache while the clients ran.
+        torn_reads: Those that found a file that was not one whole JSON document.
+        history: The history's rows per job id, read after the run.
+    """
+
+    submitted: list[str] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    failures: list[tuple[str, int, str]] = field(default_factory=list)
+    cache_reads: int = 0
+    torn_reads: int = 0
+    history: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def lost(self) -> list[str]:
+        """Submitted jobs the history does not have."""
+        return [job for job in self.submitted if job not in self.history]
+
+    @property
+    def duplicates(self) -> int:
+        """History rows beyond one per job."""
+        return sum(n - 1 for n in self.history.values() if n > 1)
+
+
+def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: float) -> ClientsRun:
+    """``clients`` threads, each running the hpclaunch CLI in a loop for ``seconds`` against
+    ONE state directory (history database, capability cache): submit a trivial job, then
+    ``status``, ``history --json``, ``site show --refresh --json`` (rewrites the cache), in
+    turn; meanwhile one more thread reads the capability cache as fast as it can."""
+    spec = spec_dir / "clients.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"it-clients-{uuid.uuid4().hex[:6]}",
+                "command": ["true"],
+                "project": "research",
+                "resources": {"time": "1", "mem": "20M"},
+            }
+        )
+    )
+    run = ClientsRun()
+    lock = threading.Lock()
+    cli = Cli(state)
+    cache = cache_path(load_site(cli.site).name, cli.env)  # the site's own name
+    deadline = time.monotonic() + seconds
+    commands: list[tuple[str, ...]] = [
+        ("submit", str(spec)),
+        ("status",),
+        ("history", "--json", "--limit", "20"),
+        ("site", "show", "--refresh", "--json"),
+    ]
+
+    def client(index: int) -> None:
+        turn = index  # the clients start at different commands
+        while time.monotonic() < deadline:
+            args = commands[turn % len(commands)]
+            turn += 1
+            out = cli(*args, timeout=120)
+            text = out.stdout + out.stderr
+            with lock:
+                run.calls[args[0]] += 1
+                if out.returncode != 0 or _BAD_OUTPUT.search(text):
+                    run.failures.append((" ".join(args), out.returncode, text[-2000:]))
+                elif args[0] == "submit":
+                    run.submitted.append(out.stdout.strip().splitlines()[-1])
+
+    def reader() -> None:
+        while time.monotonic() < deadline:
+            try:
+                text = cache.read_text()
+            except FileNotFoundError:
+                time.sleep(0.01)
+                continue
+            with lock:
+                run.cache_reads += 1
+                try:
+                    json.loads(text)
+                except ValueError:
+                    run.torn_reads += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    threads.append(threading.Thread(target=reader))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for record in cli.submitted_rows():
+        run.history[record["job_id"]] += 1
+    return run

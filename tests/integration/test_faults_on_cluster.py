@@ -1,0 +1,96 @@
+"""Faults on the real cluster, and what survives them (issue 19; bench/faults.py counts them).
+
+* **Disk full during checkpoints**: a 2-node torchrun job (examples/ddp_train.py, a
+  checkpoint every 10 steps) whose checkpoint directory is on the cluster's 16 MiB tmpfs
+  (docker/slurm-cluster/lib/small_fs.sh). Once its first checkpoint is complete the test
+  fills the filesystem: the next periodic checkpoint fails with ENOSPC (the trainer trains
+  on), then a preemption warning asks for one, which fails too; the job is requeued, the
+  test frees the space, and attempt 1 resumes from the last complete checkpoint. Final
+  weights equal an uninterrupted twin's; every ``step-*`` directory is complete; the ledger
+  has each failure with its errno; the steps retrained are those after that checkpoint.
+* **Concurrent clients**: 8 CLI processes at once (submit, status, history, a capability
+  refresh) on one history database and one capability cache: every submission is in the
+  history exactly once, no call fails or says "database is locked", no read of the cache
+  finds it torn.
+
+The fault drivers are in faults.py, shared with bench/faults.py (the full counts).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpclaunch.runtime import verify_checkpoint
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+from .faults import EVERY, FullJobs, concurrent_clients, disk_full_trial
+from .test_sidecar_on_cluster import STEPS, _by, _steps
+
+pytestmark = [pytest.mark.slurm]
+
+
+@pytest.fixture(scope="module")
+def full(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FullJobs]:
+    tmp = tmp_path_factory.mktemp("faults")
+    with disk_full_trial(Cli(tmp / "state"), tmp, slurm_cluster.release) as jobs:
+        yield jobs
+
+
+def test_disk_full_checkpoints_fail_cleanly_and_the_job_resumes_exactly(full: FullJobs) -> None:
+    assert full.wait_final("full", 150) == "COMPLETED"
+    ledger = full.events("full")["ledger"]
+    failures = [e for e in ledger if e["event"] == "checkpoint_failed"]
+    # the periodic one after the disk filled, then the one the warning asked for
+    assert len(failures) >= 2, failures
+    assert {e["errno_name"] for e in failures} == {"ENOSPC"}
+    assert {e["resume_step"] for e in failures} == {EVERY}
+    assert failures[-1]["reason"] == "preemption"
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert "checkpoint_committed" not in first
+    assert first["attempt_end"]["reason"] == "preempted"
+    assert first["attempt_end"]["requeued"] is True
+    # attempt 1 started after the last complete checkpoint: nothing half-written was used
+    before, after = _steps(full.shared, "full", 0), _steps(full.shared, "full", 1)
+    assert after[0] == EVERY + 1
+    assert after[-1] == STEPS
+    retrained = before[-1] - EVERY
+    assert retrained > 0
+    # the sidecar knew how far attempt 0 got: the failed checkpoints reported their steps
+    assert first["attempt_end"]["steps_lost"] == retrained
+    assert second["attempt_end"]["reason"] == "success"
+    assert full.wait_final("twin", 60) == "COMPLETED"
+    twin = (full.shared / "twin" / "final.sha256").read_text()
+    assert (full.shared / "full" / "final.sha256").read_text() == twin
+
+
+def test_every_checkpoint_left_is_complete(full: FullJobs) -> None:
+    assert full.wait_final("full", 150) == "COMPLETED"
+    dirs = sorted(full.ckpt.glob("step-*"))
+    assert dirs
+    for path in dirs:
+        assert verify_checkpoint(path) is not None, path
+    assert not list(full.ckpt.glob(".tmp-*"))
+
+
+def test_eight_concurrent_clients_lose_nothing(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """8 CLI clients submitting, polling, listing the history and refreshing the capability
+    cache at once, on one history database and one cache, for 20 s."""
+    run = concurrent_clients(tmp_path / "state", tmp_path, clients=8, seconds=20)
+    try:
+        assert not run.failures, run.failures[:3]
+        assert run.calls["submit"] >= 8
+        assert run.calls["site"] >= 8
+        assert len(run.submitted) == len(set(run.submitted)) == run.calls["submit"]
+        assert not run.lost
+        assert run.duplicates == 0
+        assert run.cache_reads > 0
+        assert run.torn_reads == 0
+    finally:
+        subprocess.run(["scancel", *run.submitted], check=False, capture_output=True)
