@@ -40,10 +40,12 @@ __all__ = [
     "CAPPED_REASONS",
     "NO_PROGRESS_LIMIT",
     "Decision",
+    "JobNow",
     "RequeueOutcome",
     "decide",
     "forbid_requeue",
     "issue_requeue",
+    "job_now",
     "requeue_target",
     "slurm_requeues_on_exit",
     "slurm_restarts",
@@ -54,6 +56,7 @@ NO_PROGRESS_LIMIT = 2
 #: Reasons whose requeues count against ``max_requeues``.
 CAPPED_REASONS = frozenset({"time_limit", "node_failure"})
 _RESTARTS = re.compile(r"\bRestarts=(\d+)")
+_FAILED_NODE = re.compile(r"\bFailedNode=(\S+)")
 _PREEMPT_TIME = re.compile(r"\bPreemptTime=(\S+)")
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
@@ -129,21 +132,49 @@ def _scontrol(runner: Runner, target: str, args: list[str], timeout: float) -> R
     return RequeueOutcome(True, target)
 
 
-def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | None:
-    """The job's restart count as slurmctld has it now, or ``None`` when unknown.
+@dataclass(frozen=True)
+class JobNow:
+    """What ``scontrol show job`` says of the job while its batch shell is being stopped.
 
-    ``scontrol show job`` prints ``Restarts=N``. Slurm raises it when the job is requeued,
-    *before* it SIGTERMs the running attempt (measured on 22.05: ``scontrol requeue`` gives
-    the batch shell SIGTERM with ``Restarts`` already one above ``SLURM_RESTART_COUNT``;
-    ``scancel`` leaves it unchanged). So a SIGTERM that comes with a higher count is a
-    requeue, not a cancel.
+    Attributes:
+        restarts: ``Restarts=N``, or ``None`` when unknown.
+        failed_node: ``FailedNode=NODE``: a node of the job failed (or was set DOWN) and
+            Slurm ends the attempt as NODE_FAIL (seen on 25.11 while the job is COMPLETING,
+            ``tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt``).
+    """
+
+    restarts: int | None = None
+    failed_node: str | None = None
+
+
+def job_now(runner: Runner, job_id: str, *, timeout: float = 5) -> JobNow:
+    """The job as slurmctld has it now (:class:`JobNow`; all ``None`` when unknown).
+
+    ``Restarts`` is raised when the job is requeued, *before* Slurm SIGTERMs the running
+    attempt (measured on 22.05: ``scontrol requeue`` gives the batch shell SIGTERM with
+    ``Restarts`` already one above ``SLURM_RESTART_COUNT``; ``scancel`` leaves it unchanged).
+    So a SIGTERM that comes with a higher count is a requeue, not a cancel; with a
+    ``FailedNode`` it is Slurm's requeue after a node failure.
     """
     try:
         result = runner.run(["scontrol", "show", "job", job_id], timeout=timeout)
     except TransportError:
-        return None
-    match = _RESTARTS.search(result.stdout) if result.returncode == 0 else None
-    return int(match.group(1)) if match else None
+        return JobNow()
+    if result.returncode != 0:
+        return JobNow()
+    restarts = _RESTARTS.search(result.stdout)
+    failed = _FAILED_NODE.search(result.stdout)
+    node = failed.group(1) if failed else None
+    return JobNow(
+        int(restarts.group(1)) if restarts else None,
+        node if node and node != "(null)" else None,
+    )
+
+
+def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | None:
+    """The job's restart count as slurmctld has it now, or ``None`` when unknown
+    (:func:`job_now`)."""
+    return job_now(runner, job_id, timeout=timeout).restarts
 
 
 def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -> bool:

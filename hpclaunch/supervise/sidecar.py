@@ -16,7 +16,9 @@ It runs in the batch shell (the rendered script ``exec``\\ s it) and:
    signal, the end of the grace): asks for a checkpoint with the little time left
    (``HPCLAUNCH_KILL_WAIT``, 5 s by default), stops the launch and leaves the requeue to
    Slurm; the attempt ends ``requeued`` when Slurm's restart count already went up
-   (:func:`~hpclaunch.supervise.requeue.slurm_restarts`), else ``cancelled``;
+   (:func:`~hpclaunch.supervise.requeue.job_now`), ``node_failure`` when it also names a
+   failed node (a requeue that counts against ``max_requeues``: past it the requeued job is
+   cancelled), else ``cancelled``;
 5. otherwise passes the launch's exit code through, recording success or user error.
 
 Stopping is SIGTERM to the group, a wait (``HPCLAUNCH_STOP_TIMEOUT``, 3 s), then SIGKILL to
@@ -51,9 +53,9 @@ from hpclaunch.supervise.requeue import (
     decide,
     forbid_requeue,
     issue_requeue,
+    job_now,
     requeue_target,
     slurm_requeues_on_exit,
-    slurm_restarts,
 )
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
@@ -250,6 +252,7 @@ class Sidecar:
             "preempted": "preemption",
             "time_limit": "the time limit",
             "requeued": "a requeue by Slurm",
+            "node_failure": "a node failure",
             "cancelled": "a cancel",
         }.get(reason, reason)
         at = f" at step {last}" if last is not None else ""
@@ -340,9 +343,12 @@ class Sidecar:
         if first.name == "TERM":
             deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
             job = self.env.get("SLURM_JOB_ID")
-            restarts = slurm_restarts(self.runner, job) if job else None
+            now = job_now(self.runner, job) if job else None
+            restarts = now.restarts if now else None
             self._checkpoint("preemption", deadline, proc, signals)
             self._stop(proc)
+            if now and now.failed_node and restarts is not None and restarts > cfg.attempt:
+                return self._node_failed(proc, now.failed_node, restarts, history)
             if restarts is not None and restarts > cfg.attempt:
                 self._end(
                     "requeued",
@@ -446,6 +452,40 @@ class Sidecar:
             waited=round(time.time() - requested_at, 3),
             periodic_step=None if periodic is None else periodic.get("step"),
         )
+
+    def _node_failed(
+        self,
+        proc: subprocess.Popen[bytes],
+        node: str,
+        restarts: int,
+        history: list[dict[str, Any]],
+    ) -> int:
+        """A node of the job failed: Slurm already requeued it (NODE_FAIL). The requeue
+        counts against ``max_requeues``; past the cap the requeued job is cancelled."""
+        decision = decide(
+            "node_failure",
+            history,
+            max_requeues=self.config.max_requeues,
+            no_progress=self._no_progress(),
+        )
+        target = requeue_target(self.env)
+        if not decision.requeue:
+            done = self.runner.run(["scancel", target], timeout=30)
+            self.ledger.append(
+                "requeue_skipped", why=decision.why, cancelled=target, ok=done.returncode == 0
+            )
+            self._requeue_why = decision.why
+        self._end(
+            "node_failure",
+            exit_code=proc.returncode,
+            requeued=decision.requeue,
+            signal="TERM",
+            restarts=restarts,
+            failed_node=node,
+            why=f"node {node} failed: Slurm requeued the job (NODE_FAIL); {decision.why}",
+        )
+        self._say_end("node_failure", requeued=decision.requeue, why=self._requeue_why)
+        return EXIT_STOPPED
 
     def _note_failed_checkpoint(self) -> None:
         """Record a new ``checkpoint-failed.json`` of the trainer as ``checkpoint_failed``."""

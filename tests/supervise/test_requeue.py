@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hpclaunch.errors import ProgramNotFound
 from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
 from tests.unit.fakes import FakeRunner, result
+
+DATA = Path(__file__).resolve().parents[1] / "unit" / "data"
 
 
 def test_target_is_array_aware() -> None:
@@ -93,3 +96,14 @@ def test_operator_requeues_neither_trip_nor_reset_the_breaker() -> None:
     assert "2 attempts" in decision.why
     ok = decide("preempted", [requeued, requeued], max_requeues=5, no_progress=True)
     assert ok.requeue
+
+
+def test_job_now_reads_a_failed_node_from_real_scontrol_output() -> None:
+    """Recorded on the 25.11.7 cluster right after `scontrol update NodeName=n2 State=DOWN`."""
+    from hpclaunch.supervise.requeue import job_now
+
+    recorded = (DATA / "cluster-25.11" / "scontrol_show_job_failed_node.txt").read_text()
+    now = job_now(FakeRunner(lambda argv: result(argv, out=recorded)), "268")
+    assert (now.restarts, now.failed_node) == (1, "n2")
+    healthy = "JobId=77\n   JobState=RUNNING Reason=None Dependency=(null)\n   Restarts=0\n"
+    assert job_now(FakeRunner(lambda argv: result(argv, out=healthy)), "77").failed_node is None

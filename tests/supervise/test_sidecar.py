@@ -492,3 +492,40 @@ def test_a_checkpoint_that_finds_the_disk_full_is_recorded_and_never_resumed(
         f"checkpoint of step {step} failed (ENOSPC: No space left on device): the next attempt "
         f"resumes from step {complete[-1]}"
     ) in out
+
+
+FAILED_NODE = (REPO / "tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt").read_text()
+
+
+@pytest.mark.parametrize("used", [0, 3])
+def test_sigterm_after_a_node_failed_is_a_node_failure_that_counts(
+    tmp_path: Path, signal_at_step: Any, used: int
+) -> None:
+    """Slurm SIGTERMs the batch shell of a job whose node went down with ``FailedNode`` set
+    and ``Restarts`` raised (recorded on 25.11): the attempt ends ``node_failure``; with
+    max_requeues (3) used up by earlier node failures, the requeued job is cancelled."""
+    ledger = Ledger(tmp_path, 0)
+    for _ in range(used):
+        ledger.append("attempt_end", reason="node_failure", requeued=True, no_progress=False)
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=FAILED_NODE.replace("Restarts=1", f"Restarts={used + 1}"))
+        return result(argv, out="30:00\n")
+
+    runner = FakeRunner(answer)
+    signal_at_step(signal.SIGTERM, 3)
+    cfg = config(tmp_path, "--steps", "1000", kill_wait=4.0, max_requeues=3, attempt=used)
+    code = Sidecar(cfg, runner).run()
+    assert code == 143
+    end = [e for e in read_ledger(tmp_path) if e["event"] == "attempt_end"][-1]
+    assert end["reason"] == "node_failure"
+    assert end["failed_node"] == "n2"
+    assert end["requeued"] is (used < 3)
+    cancels = runner.calls_to("scancel")
+    if used < 3:
+        assert not cancels
+        assert "requeue 1 of 3" in end["why"]
+    else:
+        assert cancels == [("scancel", "4242")]
+        assert "max_requeues (3) used up" in end["why"]
