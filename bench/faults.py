@@ -1,13 +1,18 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60]
-                                     [--only disk_full,clients]
+                                     [--only node_loss,disk_full,clients]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
 (tests/integration/test_faults_on_cluster.py); here they run ``--trials`` times (the
 clients: once, for ``--seconds``) and every outcome is counted, none asserted:
 
+* ``node_loss``: a 2-node torchrun job (tier low, a checkpoint every 10 steps) whose second
+  node is set DOWN after 33 steps: Slurm ends the attempt NODE_FAIL and requeues it.
+  Survived: the attempt ended ``node_failure``, the job COMPLETED with the twin's weights,
+  attempt 1 resumed right after a complete checkpoint. Duplicates: attempts beyond the two.
+  Time to recover: from the node going down to attempt 1's start.
 * ``disk_full``: a 2-node torchrun job checkpointing every 10 steps onto the cluster's
   16 MiB tmpfs; the test fills it after the first checkpoint, a periodic checkpoint and
   then the one a preemption warning asks for fail with ENOSPC, the job is requeued, the
@@ -43,6 +48,7 @@ from tests.integration.faults import (  # noqa: E402
     EVERY,
     concurrent_clients,
     disk_full_trial,
+    node_loss_trial,
 )
 from tests.integration.test_sidecar_on_cluster import STEPS, _steps  # noqa: E402
 
@@ -124,6 +130,48 @@ def disk_full(trials: int) -> Row:
     return row
 
 
+def node_loss(trials: int) -> Row:
+    row = Row("node lost mid-run (scontrol State=DOWN)")
+    for trial in range(trials):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            node_loss_trial(Cli(Path(tmp) / "state"), Path(tmp), release()) as jobs,
+        ):
+            row.trials += 1
+            state = jobs.wait_final("lost", 180)
+            twin_state = jobs.wait_final("twin", 120)
+            ledger = jobs.events("lost")["ledger"]
+            ends = [e for e in ledger if e["event"] == "attempt_end"]
+            starts = [e for e in ledger if e["event"] == "attempt_start"]
+            before, after = _steps(jobs.shared, "lost", 0), _steps(jobs.shared, "lost", 1)
+            same = (jobs.shared / "lost" / "final.sha256").read_text() == (
+                jobs.shared / "twin" / "final.sha256"
+            ).read_text()
+            ok = (
+                state == twin_state == "COMPLETED"
+                and same
+                and bool(ends)
+                and ends[0]["reason"] == "node_failure"
+                and bool(after)
+                and (after[0] - 1) % EVERY == 0
+                and after[-1] == STEPS
+            )
+            row.survived += ok
+            row.lost += state != "COMPLETED"
+            row.duplicates += max(0, len(starts) - 2)
+            if before and after:
+                row.retrained.append(before[-1] - (after[0] - 1))
+            if len(starts) > 1:
+                row.recover.append(starts[1]["time"] - jobs.downed_at)
+            print(
+                f"  trial {trial + 1}: {state}, weights {'equal' if same else 'DIFFER'}, "
+                f"attempt 0 ended {ends[0]['reason'] if ends else '?'}, "
+                f"retrained {row.retrained[-1:]}",
+                flush=True,
+            )
+    return row
+
+
 def clients(count: int, seconds: float) -> Row:
     row = Row(f"{count} concurrent clients, {seconds:.0f} s")
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,11 +197,14 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--only", default="disk_full,clients")
+    parser.add_argument("--only", default="node_loss,disk_full,clients")
     args = parser.parse_args()
     only = set(args.only.split(","))
     started = time.monotonic()
     rows = []
+    if "node_loss" in only:
+        print(f"node_loss: {args.trials} trials", flush=True)
+        rows.append(node_loss(args.trials))
     if "disk_full" in only:
         print(f"disk_full: {args.trials} trials", flush=True)
         rows.append(disk_full(args.trials))

@@ -113,6 +113,84 @@ def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
         shutil.rmtree(ckpt, ignore_errors=True)
 
 
+@dataclass
+class LostJobs(Jobs):
+    victim: str = ""  # the node set DOWN
+    downed_at: float = 0.0
+    step_at_loss: int = 0
+
+
+@contextmanager
+def node_loss_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Iterator[LostJobs]:
+    """A 2-node torchrun job ("lost", tier low: --requeue; a checkpoint every
+    :data:`EVERY` steps) and an uninterrupted twin; once "lost" trained 3 checkpoints' worth
+    of steps, its second node is set DOWN (``scontrol update State=DOWN``): Slurm ends the
+    attempt NODE_FAIL and requeues the job. Yields then; the node is resumed on the way out
+    (its slurmd, still alive, may also bring it back by itself)."""
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+
+    def train(key: str) -> list[str]:
+        out = shared / key
+        argv = [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
+        argv[argv.index("--every") + 1] = str(EVERY)
+        return argv
+
+    res = {"nodes": 2, "time": "00:05:00", "mem": "200M"}
+    common = {"launcher": "torchrun", "venv": VENV, "resources": res}
+    # Apart: the twin must not run on the node that is taken away.
+    ids = {
+        "lost": submit(
+            cli,
+            spec_dir,
+            "lost",
+            command=train("lost"),
+            tier="low",
+            sbatch_extra={"--nodelist": "n[1-2]"},
+            **common,
+        ),
+        "twin": submit(
+            cli,
+            spec_dir,
+            "twin",
+            command=train("twin"),
+            sbatch_extra={"--exclude": "n[1-2]"},
+            **common,
+        ),
+    }
+    jobs = LostJobs(cli, shared, ids, release=release)
+    steps = shared / "lost" / "steps-attempt-0.log"
+
+    def step() -> int:
+        lines = steps.read_text().split() if steps.exists() else []
+        return int(lines[-1]) if lines else 0
+
+    try:
+        wait_for("3 checkpoints' worth of steps", lambda: step() >= 3 * EVERY + 3, 90)
+        jobs.victim = "n2"  # the second node: the batch shell and its sidecar run on n1
+        jobs.step_at_loss = step()
+        jobs.downed_at = time.time()
+        subprocess.run(
+            [
+                "scontrol",
+                "update",
+                f"NodeName={jobs.victim}",
+                "State=DOWN",
+                "Reason=hpclaunch-fault",
+            ],
+            check=True,
+        )
+        yield jobs
+    finally:
+        if jobs.victim:
+            subprocess.run(
+                ["scontrol", "update", f"NodeName={jobs.victim}", "State=RESUME"],
+                capture_output=True,
+            )
+        subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def fill(directory: Path) -> Path:
     """Write one file into ``directory`` until its filesystem says ENOSPC; return it."""
     filler = directory / f"filler-{uuid.uuid4().hex[:6]}"

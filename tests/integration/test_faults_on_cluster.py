@@ -8,6 +8,10 @@
   test frees the space, and attempt 1 resumes from the last complete checkpoint. Final
   weights equal an uninterrupted twin's; every ``step-*`` directory is complete; the ledger
   has each failure with its errno; the steps retrained are those after that checkpoint.
+* **Node lost mid-run**: a 2-node torchrun job (tier low, so ``--requeue``) whose second
+  node is set DOWN after 3 checkpoints: Slurm ends the attempt NODE_FAIL and requeues it,
+  the sidecar records ``node_failure`` (counted against ``max_requeues``), attempt 1
+  resumes from the last complete checkpoint and ends with the twin's weights.
 * **Concurrent clients**: 8 CLI processes at once (submit, status, history, a capability
   refresh) on one history database and one capability cache: every submission is in the
   history exactly once, no call fails or says "database is locked", no read of the cache
@@ -28,7 +32,14 @@ from hpclaunch.runtime import verify_checkpoint
 
 from .cluster import SlurmCluster
 from .conftest import Cli
-from .faults import EVERY, FullJobs, concurrent_clients, disk_full_trial
+from .faults import (
+    EVERY,
+    FullJobs,
+    LostJobs,
+    concurrent_clients,
+    disk_full_trial,
+    node_loss_trial,
+)
 from .test_sidecar_on_cluster import STEPS, _by, _steps
 
 pytestmark = [pytest.mark.slurm]
@@ -94,3 +105,36 @@ def test_eight_concurrent_clients_lose_nothing(slurm_cluster: SlurmCluster, tmp_
         assert run.torn_reads == 0
     finally:
         subprocess.run(["scancel", *run.submitted], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def lost(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LostJobs]:
+    tmp = tmp_path_factory.mktemp("lost")
+    with node_loss_trial(Cli(tmp / "state"), tmp, slurm_cluster.release) as jobs:
+        yield jobs
+
+
+def test_a_lost_node_is_a_node_failure_and_the_job_resumes_exactly(lost: LostJobs) -> None:
+    assert lost.wait_final("lost", 150) == "COMPLETED"
+    data = lost.events("lost")
+    first, second = _by(data["ledger"], 0), _by(data["ledger"], 1)
+    end = first["attempt_end"]
+    assert end["reason"] == "node_failure"
+    assert end["failed_node"] == lost.victim
+    assert end["requeued"] is True
+    assert "requeue 1 of" in end["why"]
+    # Slurm's record of attempt 0
+    assert data["attempts"][0]["state"] == "NODE_FAIL"
+    # attempt 1 started right after the newest complete checkpoint
+    before, after = _steps(lost.shared, "lost", 0), _steps(lost.shared, "lost", 1)
+    resumed = after[0] - 1
+    assert resumed % EVERY == 0
+    assert resumed >= 3 * EVERY
+    assert before[-1] >= resumed
+    assert after[-1] == STEPS
+    assert second["attempt_end"]["reason"] == "success"
+    assert lost.wait_final("twin", 60) == "COMPLETED"
+    twin = (lost.shared / "twin" / "final.sha256").read_text()
+    assert (lost.shared / "lost" / "final.sha256").read_text() == twin
