@@ -61,8 +61,18 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
         print_table(rows)
     unknown = [i for i in rows if i.state is JobState.UNKNOWN]
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
+        by_reason: dict[str, list[str]] = {}
         for info in unknown:
-            click.echo(f"Error: job {info.ref.job_id}: {info.reason or 'unknown'}", err=True)
+            by_reason.setdefault(info.reason or "unknown", []).append(info.ref.job_id)
+        for reason, ids in by_reason.items():
+            jobs = f"job {ids[0]}" if len(ids) == 1 else f"jobs {', '.join(ids)}"
+            click.echo(f"Error: {jobs}: {reason}", err=True)
+            if reason.startswith("accounting unavailable"):
+                click.echo(
+                    "Hint: slurmdbd is down or unreachable: jobs still in the queue are "
+                    "shown from squeue; finished ones come back when accounting does",
+                    err=True,
+                )
         raise click.exceptions.Exit(1)
 
 

@@ -291,7 +291,7 @@ def test_sacct_failure_leaves_unknown_jobs_unknown_with_the_reason() -> None:
     backend, _ = make(answer)
     info = backend.status([JobRef("1")])[JobRef("1")]
     assert info.state is JobState.UNKNOWN
-    assert info.reason == "sacct failed: sacct: error: Slurm accounting storage is disabled"
+    assert info.reason == "accounting unavailable: sacct: Slurm accounting storage is disabled"
 
 
 def test_status_of_nothing_asks_nothing() -> None:
@@ -598,7 +598,7 @@ def test_array_summary_without_sacct_says_why() -> None:
     assert info.state is JobState.RUNNING
     assert info.reason == (
         "array: 2 running, 1 pending, 2 completed "
-        "(sacct failed: sacct: error: Slurm accounting storage is disabled)"
+        "(accounting unavailable: sacct: Slurm accounting storage is disabled)"
     )
 
 
