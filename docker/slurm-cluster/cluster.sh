@@ -6,6 +6,7 @@
 # to run the same cluster:
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
+#   cluster.sh stop|start slurmdbd|slurmctld     (fault tests; stop slurmctld is a SIGKILL)
 #
 #   docker  controller, database and node containers on the host network (the design's test cluster)
 #   native  the same daemons as processes on this host, for machines without a Docker engine
@@ -119,12 +120,43 @@ cmd_version() {
 
 cmd_logs() { tail -n "${1:-50}" "$STATE"/log/*.log; }
 
+# For fault tests: stop (slurmctld: SIGKILL, as a crash) and start one daemon of the
+# running cluster. docker: slurmdbd is the db container's main process (MariaDB stops with
+# it), slurmctld the ctl container's.
+cmd_stop() {
+  local daemon=${1:?stop slurmdbd|slurmctld}
+  case $MODE:$daemon in
+    docker:slurmdbd) compose stop -t 5 db >/dev/null 2>&1 ;;
+    docker:slurmctld) compose kill -s SIGKILL ctl >/dev/null 2>&1 ;;
+    native:slurmdbd) stop_pidfile "$STATE/run/slurmdbd.pid" slurmdbd ;;
+    native:slurmctld)
+      pid_alive "$STATE/run/slurmctld.pid" slurmctld && kill -KILL "$(cat "$STATE/run/slurmctld.pid")"
+      rm -f "$STATE/run/slurmctld.pid" ;;
+    *) die "stop: slurmdbd or slurmctld, not '$daemon'" ;;
+  esac
+  log "$daemon stopped"
+}
+
+cmd_start() {
+  local daemon=${1:?start slurmdbd|slurmctld}
+  case $MODE:$daemon in
+    docker:slurmdbd) compose start db >/dev/null 2>&1 && wait_for 60 slurmdbd sacctmgr -n list cluster ;;
+    docker:slurmctld) compose start ctl >/dev/null 2>&1 && wait_for 60 slurmctld scontrol ping ;;
+    native:slurmdbd) start_slurmdbd ;;
+    native:slurmctld) start_slurmctld ;;
+    *) die "start: slurmdbd or slurmctld, not '$daemon'" ;;
+  esac
+  log "$daemon started"
+}
+
 case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   smoke) cmd_smoke ;;
   logs) shift; cmd_logs "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  start) shift; cmd_start "$@" ;;
   version) cmd_version ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
