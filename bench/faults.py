@@ -1,7 +1,7 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60]
-                                     [--only node_loss,disk_full,clients]
+                                     [--only node_loss,disk_full,dbd_down,clients]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -21,6 +21,11 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   checkpoint. Steps retrained: the last step attempt 0 trained minus that checkpoint's.
   Time to recover: from the failed asked-for checkpoint to attempt 1's start (Slurm's
   restart delay is most of it).
+* ``dbd_down``: slurmdbd (and MariaDB) stopped while a 1-GPU job is submitted and runs.
+  Survived: submit worked, ``status`` showed it COMPLETED (from squeue), ``cost`` said
+  accounting is unavailable (exit 1, no traceback), and once slurmdbd was back ``cost``
+  counted the job once (lost: not at all; duplicates: more than once). Time to recover:
+  from slurmdbd's start to sacct knowing the job.
 * ``clients``: 8 CLI processes at once for a minute (submit, status, history, a
   capability refresh) on one history database and cache. Survived: no call failed or said
   "database is locked", no read of the cache was torn. Jobs lost: submissions missing
@@ -46,6 +51,7 @@ from hpclaunch.runtime import verify_checkpoint  # noqa: E402
 from tests.integration.conftest import Cli  # noqa: E402
 from tests.integration.faults import (  # noqa: E402
     EVERY,
+    accounting_outage,
     concurrent_clients,
     disk_full_trial,
     node_loss_trial,
@@ -172,6 +178,40 @@ def node_loss(trials: int) -> Row:
     return row
 
 
+def dbd_down(trials: int) -> Row:
+    row = Row("slurmdbd (and MariaDB) down")
+    for trial in range(trials):
+        with tempfile.TemporaryDirectory() as tmp:
+            seen = accounting_outage(Cli(Path(tmp) / "state"), Path(tmp))
+        row.trials += 1
+        attempts = [
+            a
+            for a in seen.cost_after.get("attempts", [])  # type: ignore[attr-defined]
+            if a["job_id"] == seen.job_id
+        ]
+        ok = (
+            seen.submit is not None
+            and seen.submit.returncode == 0
+            and seen.status is not None
+            and "COMPLETED" in seen.status.stdout
+            and seen.cost is not None
+            and seen.cost.returncode == 1
+            and "Traceback" not in seen.cost.stderr
+        )
+        row.survived += ok and len(attempts) == 1
+        row.lost += len(attempts) == 0
+        row.duplicates += max(0, len(attempts) - 1)
+        if seen.reconciled_after is not None:
+            row.recover.append(seen.reconciled_after)
+        after = seen.reconciled_after or 0.0
+        print(
+            f"  trial {trial + 1}: job {seen.job_id}, in cost {len(attempts)}x, "
+            f"accounted {after:.1f} s after slurmdbd started",
+            flush=True,
+        )
+    return row
+
+
 def clients(count: int, seconds: float) -> Row:
     row = Row(f"{count} concurrent clients, {seconds:.0f} s")
     with tempfile.TemporaryDirectory() as tmp:
@@ -197,7 +237,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--only", default="node_loss,disk_full,clients")
+    parser.add_argument("--only", default="node_loss,disk_full,dbd_down,clients")
     args = parser.parse_args()
     only = set(args.only.split(","))
     started = time.monotonic()
@@ -208,6 +248,9 @@ def main() -> None:
     if "disk_full" in only:
         print(f"disk_full: {args.trials} trials", flush=True)
         rows.append(disk_full(args.trials))
+    if "dbd_down" in only:
+        print(f"dbd_down: {args.trials} trials", flush=True)
+        rows.append(dbd_down(args.trials))
     if "clients" in only:
         print(f"clients: {args.clients} for {args.seconds:.0f} s", flush=True)
         rows.append(clients(args.clients, args.seconds))

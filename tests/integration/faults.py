@@ -191,6 +191,78 @@ def node_loss_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
         shutil.rmtree(shared, ignore_errors=True)
 
 
+REPO = Path(__file__).resolve().parents[2]
+_STATE = Path("/var/lib/hpclaunch-cluster")
+
+
+def cluster_sh(*args: str) -> None:
+    """docker/slurm-cluster/cluster.sh ARGS in the running cluster's mode."""
+    mode = "docker" if (_STATE / ".mode-docker").exists() else "native"
+    script = REPO / "docker" / "slurm-cluster" / "cluster.sh"
+    subprocess.run([str(script), "--mode", mode, *args], check=True, capture_output=True)
+
+
+@dataclass
+class AccountingOutage:
+    """What :func:`accounting_outage` saw (each ``CompletedProcess`` of the CLI)."""
+
+    job_id: str = ""
+    submit: subprocess.CompletedProcess[str] | None = None
+    status: subprocess.CompletedProcess[str] | None = None  # the job, during the outage
+    cost: subprocess.CompletedProcess[str] | None = None  # during the outage
+    reconciled_after: float | None = None  # s from slurmdbd's start to sacct knowing the job
+    cost_after: dict[str, object] = field(default_factory=dict)  # cost --json, once back
+
+
+def accounting_outage(cli: Cli, spec_dir: Path) -> AccountingOutage:
+    """slurmdbd (and its MariaDB) stopped: a 1-GPU job is submitted and runs to its end,
+    ``status`` and ``cost`` are asked meanwhile; then slurmdbd starts again, and the job is
+    waited for in sacct (slurmctld sends what it queued) and in ``cost``."""
+    seen = AccountingOutage()
+    spec = spec_dir / "outage.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"it-outage-{uuid.uuid4().hex[:6]}",
+                "command": ["sleep", "1"],
+                "project": "research",
+                "resources": {"gpus_per_node": 1, "time": "1", "mem": "20M"},
+            }
+        )
+    )
+    cluster_sh("stop", "slurmdbd")
+    try:
+        seen.submit = cli("submit", str(spec))
+        if seen.submit.returncode != 0:
+            return seen
+        seen.job_id = seen.submit.stdout.strip().splitlines()[-1]
+
+        def ended() -> bool:
+            out = cli("status", seen.job_id, "--json")
+            return out.returncode == 0 and json.loads(out.stdout)[0]["state"] == "COMPLETED"
+
+        wait_for("the job to end (seen in squeue)", ended, 60)
+        seen.status = cli("status", seen.job_id)
+        seen.cost = cli("cost", "--since", "today")
+    finally:
+        cluster_sh("start", "slurmdbd")
+    started = time.monotonic()
+
+    def accounted() -> bool:
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-j", seen.job_id, "-o", "JobID"],
+            capture_output=True,
+            text=True,
+        )
+        return seen.job_id in out.stdout.split()
+
+    wait_for("sacct to know the job", accounted, 120)
+    seen.reconciled_after = time.monotonic() - started
+    out = cli("cost", "--since", "today", "--json")
+    seen.cost_after = json.loads(out.stdout) if out.returncode == 0 else {}
+    return seen
+
+
 def fill(directory: Path) -> Path:
     """Write one file into ``directory`` until its filesystem says ENOSPC; return it."""
     filler = directory / f"filler-{uuid.uuid4().hex[:6]}"

@@ -12,6 +12,9 @@
   node is set DOWN after 3 checkpoints: Slurm ends the attempt NODE_FAIL and requeues it,
   the sidecar records ``node_failure`` (counted against ``max_requeues``), attempt 1
   resumes from the last complete checkpoint and ends with the twin's weights.
+* **slurmdbd down**: ``submit`` works (slurmctld queues the accounting), ``status`` shows
+  the job from squeue, ``cost`` says accounting is unavailable (exit 1, with a hint); once
+  slurmdbd is back, sacct and ``cost`` have the job exactly once.
 * **Concurrent clients**: 8 CLI processes at once (submit, status, history, a capability
   refresh) on one history database and one capability cache: every submission is in the
   history exactly once, no call fails or says "database is locked", no read of the cache
@@ -36,6 +39,7 @@ from .faults import (
     EVERY,
     FullJobs,
     LostJobs,
+    accounting_outage,
     concurrent_clients,
     disk_full_trial,
     node_loss_trial,
@@ -138,3 +142,22 @@ def test_a_lost_node_is_a_node_failure_and_the_job_resumes_exactly(lost: LostJob
     assert lost.wait_final("twin", 60) == "COMPLETED"
     twin = (lost.shared / "twin" / "final.sha256").read_text()
     assert (lost.shared / "lost" / "final.sha256").read_text() == twin
+
+
+def test_slurmdbd_down_submit_works_status_and_cost_say_so_then_reconcile(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    seen = accounting_outage(Cli(tmp_path / "state"), tmp_path)
+    assert seen.submit is not None
+    assert seen.submit.returncode == 0, seen.submit.stderr
+    assert seen.status is not None
+    assert seen.status.returncode == 0, seen.status.stderr
+    assert "COMPLETED" in seen.status.stdout
+    assert seen.cost is not None
+    assert seen.cost.returncode == 1
+    assert "Connection refused" in seen.cost.stderr
+    assert "Hint: is accounting (slurmdbd) enabled and reachable?" in seen.cost.stderr
+    assert "Traceback" not in seen.cost.stderr + seen.status.stderr
+    assert seen.reconciled_after is not None
+    attempts = [a for a in seen.cost_after["attempts"] if a["job_id"] == seen.job_id]  # type: ignore[index, union-attr]
+    assert len(attempts) == 1, seen.cost_after
