@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from hpclaunch.transport.base import CommandResult
 
 __all__ = [
+    "CONTROLLER_UNREACHABLE",
+    "EXIT_UNREACHABLE",
     "BackendError",
     "BackendUnavailable",
     "CheckpointTimeout",
@@ -47,6 +49,7 @@ __all__ = [
     "ConfigError",
     "ConnectError",
     "ConnectionDropped",
+    "ControllerUnreachable",
     "HistoryError",
     "HpclaunchError",
     "JobNotFound",
@@ -212,6 +215,21 @@ class SubmissionError(BackendError):
 
 class BackendUnavailable(BackendError):
     """The backend cannot be used: the controller does not answer, or an extra is missing."""
+
+
+class ControllerUnreachable(BackendUnavailable):
+    """slurmctld did not answer (down, restarting, unreachable): nothing was changed.
+
+    The CLI exits with :data:`EXIT_UNREACHABLE` (3) for it, so that a script can tell
+    "try again later" from a refusal (1) and bad input (2).
+    """
+
+
+#: The CLI's exit code for :class:`ControllerUnreachable`.
+EXIT_UNREACHABLE = 3
+
+#: Slurm's words for a controller it could not reach (slurm_errno strings; every release).
+CONTROLLER_UNREACHABLE = "Unable to contact slurm controller"
 
 
 class JobNotFound(BackendError):

@@ -24,10 +24,12 @@ from hpclaunch.backends.slurm_text import (
     parse_task_states,
 )
 from hpclaunch.errors import (
+    CONTROLLER_UNREACHABLE,
     BackendError,
     BackendUnavailable,
     CommandTimeout,
     ConnectionDropped,
+    ControllerUnreachable,
     ProgramNotFound,
     SubmissionError,
     TransportError,
@@ -429,9 +431,11 @@ class CliBackend(Backend):
     # -- running Slurm's commands ---------------------------------------------------------
 
     def _run(self, argv: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> CommandResult:
-        """Run a Slurm command; a missing one says how to reach a cluster."""
+        """Run a Slurm command; a missing one says how to reach a cluster, and one that
+        could not reach slurmctld raises :class:`ControllerUnreachable` (nothing changed:
+        Slurm says so only when it could not connect at all)."""
         try:
-            return self.runner.run(argv, timeout=timeout)
+            result = self.runner.run(argv, timeout=timeout)
         except ProgramNotFound as exc:
             raise BackendUnavailable(
                 f"Slurm's {exc.program!r} command is not found on {self.runner.where}: "
@@ -440,6 +444,14 @@ class CliBackend(Backend):
                 "on PATH), with that cluster's site config (--site NAME|PATH or "
                 "$HPCLAUNCH_SITE); or reach the login node over SSH (--remote)",
             ) from exc
+        if not result.ok and CONTROLLER_UNREACHABLE in result.stderr:
+            raise ControllerUnreachable(
+                f"slurmctld did not answer {argv[0]}: nothing was done\n{describe_result(result)}",
+                hint="the controller is down or restarting: try again in a minute ("
+                "'scontrol ping' says when it is back); a submit retried with the same "
+                "--submission-id never makes a second job",
+            )
+        return result
 
 
 def parse_sbatch_parsable(stdout: str) -> JobRef:

@@ -39,8 +39,10 @@ from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import ended_by, field, wanted_ref
 from hpclaunch.errors import (
+    CONTROLLER_UNREACHABLE,
     BackendError,
     BackendUnavailable,
+    ControllerUnreachable,
     HpclaunchError,
     SubmissionError,
     UpdateRefused,
@@ -140,6 +142,12 @@ class PyslurmBackend(Backend):
         try:
             version = str(self.pyslurm.slurmctld.Config.load().version)
         except self.pyslurm.RPCError as exc:
+            if CONTROLLER_UNREACHABLE in str(exc):
+                raise ControllerUnreachable(
+                    f"slurmctld did not answer pyslurm: nothing was done ({exc})",
+                    hint="the controller is down or restarting: try again in a minute "
+                    "('scontrol ping' says when it is back)",
+                ) from exc
             # A slurmctld of another release may not understand this libslurm at all (a
             # 25.11 client and a 22.05 controller: "Zero Bytes were transmitted or
             # received", seen): the cluster's own commands say which release it is.

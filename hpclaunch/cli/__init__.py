@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from hpclaunch.errors import ConfigError, HpclaunchError
+from hpclaunch.errors import EXIT_UNREACHABLE, ConfigError, ControllerUnreachable, HpclaunchError
 
 __all__ = ["cli", "main"]
 
@@ -104,6 +104,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except HpclaunchError as exc:
             report_error(exc)
+            if isinstance(exc, ControllerUnreachable):
+                ctx.exit(EXIT_UNREACHABLE)
             ctx.exit(2 if isinstance(exc, ConfigError) else 1)
 
 

@@ -96,6 +96,14 @@ class FakeJob:
             self.states.pop(0)
 
 
+# What Slurm's commands printed with slurmctld killed (25.11.7 test cluster, exit 1).
+_CONTROLLER_DOWN = {
+    "sbatch": "sbatch: error: Batch job submission failed: Unable to contact slurm controller "
+    "(connect failure)\n",
+    "squeue": "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n",
+}
+
+
 @dataclass
 class FakeSlurm:
     """Answers sbatch, squeue, sacct and scancel roughly as Slurm 22.05 does."""
@@ -107,8 +115,12 @@ class FakeSlurm:
     new_job_exit: str = "0:0"
     #: Files written through the runner (path → (text, mode)), to read batch scripts from.
     scripts: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: slurmctld is down: its commands answer as they did on the 25.11 test cluster.
+    controller_down: bool = False
 
     def __call__(self, argv: tuple[str, ...]) -> CommandResult:
+        if self.controller_down and argv[0] in _CONTROLLER_DOWN:
+            return result(argv, 1, err=_CONTROLLER_DOWN[argv[0]])
         handler = getattr(self, "_" + argv[0], None)
         if handler is None:
             return result(argv, 127, err=f"{argv[0]}: not faked")

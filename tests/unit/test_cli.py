@@ -371,3 +371,22 @@ def test_an_unknown_key_that_starts_a_valid_one_is_guessed(
     spec.write_text("name: g\ncommand: ['true']\nresources: {gpus: 2}\n")
     result = run(env, "render", str(spec))
     assert_clean_error(result, 2, "unknown key 'gpus' (did you mean 'gpus_per_node'?)")
+
+
+def test_a_controller_that_does_not_answer_is_exit_3_and_nothing_is_recorded(
+    env: dict[str, str], slurm: FakeSlurm
+) -> None:
+    slurm.controller_down = True
+    out = run(env, "submit", HELLO)
+    assert out.exit_code == 3, out.output
+    assert "Error: slurmctld did not answer sbatch: nothing was done" in out.stderr
+    assert "Unable to contact slurm controller (connect failure)" in out.stderr
+    assert "--submission-id never makes a second job" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert run(env, "history", "--json").stdout.strip() == "[]"
+    slurm.controller_down = False
+    job = run(env, "submit", HELLO).stdout.strip().splitlines()[-1]
+    slurm.controller_down = True
+    status = run(env, "status", job)
+    assert status.exit_code == 3, status.output
+    assert "slurmctld did not answer squeue" in status.stderr
