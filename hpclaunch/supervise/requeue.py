@@ -42,6 +42,7 @@ __all__ = [
     "Decision",
     "JobNow",
     "RequeueOutcome",
+    "cancel_requeued",
     "decide",
     "forbid_requeue",
     "issue_requeue",
@@ -72,15 +73,15 @@ def requeue_target(env: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class RequeueOutcome:
-    """What ``scontrol requeue`` did.
+    """What ``scontrol requeue`` (or ``scontrol update``, ``scancel``) did.
 
     Attributes:
         ok: The job is requeued.
         target: The id given to scontrol.
         why: Why not (scontrol's message), when not ``ok``; how it is known, when ``ok``
             though scontrol did not say so.
-        missing: ``scontrol`` is not installed where the sidecar runs.
-        signal: The signal that ended scontrol, if one did.
+        missing: The command is not installed where the sidecar runs.
+        signal: The signal that ended the command, if one did.
     """
 
     ok: bool
@@ -100,7 +101,7 @@ def issue_requeue(
     15, the job requeued all the same), the restart count above ``attempt`` (this attempt's
     ``SLURM_RESTART_COUNT``) shows the requeue took effect.
     """
-    outcome = _scontrol(runner, target, ["requeue", target], timeout)
+    outcome = _run_slurm(runner, target, ["scontrol", "requeue", target], timeout)
     if outcome.ok or outcome.signal is None or attempt is None:
         return outcome
     restarts = slurm_restarts(runner, target)
@@ -113,14 +114,22 @@ def issue_requeue(
 def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
     """``scontrol update JobId=<target> Requeue=0``: Slurm then ends a job it preempts
     instead of requeueing it (the policy said no). Never raises."""
-    return _scontrol(runner, target, ["update", f"JobId={target}", "Requeue=0"], timeout)
+    return _run_slurm(
+        runner, target, ["scontrol", "update", f"JobId={target}", "Requeue=0"], timeout
+    )
 
 
-def _scontrol(runner: Runner, target: str, args: list[str], timeout: float) -> RequeueOutcome:
+def cancel_requeued(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:
+    """``scancel <target>``: end a job Slurm already requeued when the policy says no more
+    (a node failure past ``max_requeues``). Never raises."""
+    return _run_slurm(runner, target, ["scancel", target], timeout)
+
+
+def _run_slurm(runner: Runner, target: str, argv: list[str], timeout: float) -> RequeueOutcome:
     try:
-        result = runner.run(["scontrol", *args], timeout=timeout)
+        result = runner.run(argv, timeout=timeout)
     except ProgramNotFound as exc:
-        return RequeueOutcome(False, target, f"scontrol not found: {exc.message}", missing=True)
+        return RequeueOutcome(False, target, f"{argv[0]} not found: {exc.message}", missing=True)
     except CommandTimeout as exc:
         return RequeueOutcome(False, target, exc.message)
     except TransportError as exc:

@@ -50,6 +50,7 @@ from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.requeue import (
+    cancel_requeued,
     decide,
     forbid_requeue,
     issue_requeue,
@@ -468,11 +469,14 @@ class Sidecar:
             max_requeues=self.config.max_requeues,
             no_progress=self._no_progress(),
         )
-        target = requeue_target(self.env)
         if not decision.requeue:
-            done = self.runner.run(["scancel", target], timeout=30)
+            cancelled = cancel_requeued(self.runner, requeue_target(self.env))
             self.ledger.append(
-                "requeue_skipped", why=decision.why, cancelled=target, ok=done.returncode == 0
+                "requeue_skipped",
+                why=decision.why,
+                cancelled=cancelled.target,
+                ok=cancelled.ok,
+                cancel_failed=cancelled.why,
             )
             self._requeue_why = decision.why
         self._end(

@@ -529,3 +529,28 @@ def test_sigterm_after_a_node_failed_is_a_node_failure_that_counts(
     else:
         assert cancels == [("scancel", "4242")]
         assert "max_requeues (3) used up" in end["why"]
+        skipped = events(tmp_path)["requeue_skipped"]
+        assert (skipped["cancelled"], skipped["ok"]) == ("4242", True)
+
+
+def test_a_node_failure_past_the_cap_survives_a_missing_scancel(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    ledger = Ledger(tmp_path, 0)
+    for _ in range(3):
+        ledger.append("attempt_end", reason="node_failure", requeued=True, no_progress=False)
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "scancel":
+            raise ProgramNotFound("scancel")
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=FAILED_NODE.replace("Restarts=1", "Restarts=4"))
+        return result(argv, out="30:00\n")
+
+    signal_at_step(signal.SIGTERM, 3)
+    cfg = config(tmp_path, "--steps", "1000", kill_wait=4.0, max_requeues=3, attempt=3)
+    assert Sidecar(cfg, FakeRunner(answer)).run() == 143
+    skipped = events(tmp_path)["requeue_skipped"]
+    assert skipped["ok"] is False
+    assert skipped["cancel_failed"].startswith("scancel not found")
+    assert events(tmp_path)["attempt_end"]["reason"] == "node_failure"
