@@ -221,8 +221,17 @@ class ControllerUnreachable(BackendUnavailable):
     """slurmctld did not answer (down, restarting, unreachable): nothing was changed.
 
     The CLI exits with :data:`EXIT_UNREACHABLE` (3) for it, so that a script can tell
-    "try again later" from a refusal (1) and bad input (2).
+    "try again later" from a refusal (1) and bad input (2). The hint, the same from every
+    backend, says so.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message,
+            hint="the controller is down or restarting: try again in a minute ('scontrol "
+            "ping' says when it is back); a submit retried with the same --submission-id "
+            "never makes a second job",
+        )
 
 
 #: The CLI's exit code for :class:`ControllerUnreachable`.

@@ -446,10 +446,7 @@ class CliBackend(Backend):
             ) from exc
         if not result.ok and CONTROLLER_UNREACHABLE in result.stderr:
             raise ControllerUnreachable(
-                f"slurmctld did not answer {argv[0]}: nothing was done\n{describe_result(result)}",
-                hint="the controller is down or restarting: try again in a minute ("
-                "'scontrol ping' says when it is back); a submit retried with the same "
-                "--submission-id never makes a second job",
+                f"slurmctld did not answer {argv[0]}: nothing was done\n{describe_result(result)}"
             )
         return result
 

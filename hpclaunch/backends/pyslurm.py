@@ -144,9 +144,7 @@ class PyslurmBackend(Backend):
         except self.pyslurm.RPCError as exc:
             if CONTROLLER_UNREACHABLE in str(exc):
                 raise ControllerUnreachable(
-                    f"slurmctld did not answer pyslurm: nothing was done ({exc})",
-                    hint="the controller is down or restarting: try again in a minute "
-                    "('scontrol ping' says when it is back)",
+                    f"slurmctld did not answer pyslurm: nothing was done ({exc})"
                 ) from exc
             # A slurmctld of another release may not understand this libslurm at all (a
             # 25.11 client and a 22.05 controller: "Zero Bytes were transmitted or
