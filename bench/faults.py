@@ -55,6 +55,7 @@ from tests.integration.faults import (  # noqa: E402
     concurrent_clients,
     disk_full_trial,
     node_loss_trial,
+    same_weights_as_twin,
 )
 from tests.integration.test_sidecar_on_cluster import STEPS, _steps  # noqa: E402
 
@@ -111,9 +112,7 @@ def disk_full(trials: int) -> Row:
             starts = [e for e in ledger if e["event"] == "attempt_start"]
             before, after = _steps(jobs.shared, "full", 0), _steps(jobs.shared, "full", 1)
             complete = all(verify_checkpoint(p) is not None for p in jobs.ckpt.glob("step-*"))
-            same = (jobs.shared / "full" / "final.sha256").read_text() == (
-                jobs.shared / "twin" / "final.sha256"
-            ).read_text()
+            same = same_weights_as_twin(jobs, "full")
             ok = (
                 state == twin_state == "COMPLETED"
                 and same
@@ -150,9 +149,7 @@ def node_loss(trials: int) -> Row:
             ends = [e for e in ledger if e["event"] == "attempt_end"]
             starts = [e for e in ledger if e["event"] == "attempt_start"]
             before, after = _steps(jobs.shared, "lost", 0), _steps(jobs.shared, "lost", 1)
-            same = (jobs.shared / "lost" / "final.sha256").read_text() == (
-                jobs.shared / "twin" / "final.sha256"
-            ).read_text()
+            same = same_weights_as_twin(jobs, "lost")
             ok = (
                 state == twin_state == "COMPLETED"
                 and same

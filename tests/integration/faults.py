@@ -54,6 +54,29 @@ class FullJobs(Jobs):
     filled_at: float = 0.0  # when the test filled the filesystem
 
 
+#: The fault jobs and their twins: examples/ddp_train.py on 2 nodes x 1 process.
+_TWO_NODE_TORCHRUN: dict[str, object] = {
+    "launcher": "torchrun",
+    "venv": VENV,
+    "resources": {"nodes": 2, "time": "00:05:00", "mem": "200M"},
+}
+
+
+def _train(shared: Path, key: str) -> list[str]:
+    """The trainer's argv for job ``key``: logs and final weights' hash under ``shared``,
+    a checkpoint every :data:`EVERY` steps."""
+    out = shared / key
+    argv = [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
+    argv[argv.index("--every") + 1] = str(EVERY)
+    return argv
+
+
+def same_weights_as_twin(jobs: Jobs, key: str) -> bool:
+    """Whether job ``key`` ended with the uninterrupted twin's final weights (their hashes)."""
+    hashes = [(jobs.shared / k / "final.sha256").read_text() for k in (key, "twin")]
+    return hashes[0] == hashes[1]
+
+
 @contextmanager
 def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Iterator[FullJobs]:
     """A 2-node torchrun job ("full", tier low, a checkpoint every :data:`EVERY` steps) with
@@ -67,26 +90,17 @@ def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     shared.mkdir(parents=True)
     ckpt = SMALL_FS / uuid.uuid4().hex[:8]
-
-    def train(key: str) -> list[str]:
-        out = shared / key
-        argv = [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
-        argv[argv.index("--every") + 1] = str(EVERY)
-        return argv
-
-    res = {"nodes": 2, "time": "00:05:00", "mem": "200M"}
-    common = {"launcher": "torchrun", "venv": VENV, "resources": res}
     ids = {
         "full": submit(
             cli,
             spec_dir,
             "full",
-            command=train("full"),
+            command=_train(shared, "full"),
             tier="low",
             checkpoint={"dir": str(ckpt)},
-            **common,
+            **_TWO_NODE_TORCHRUN,
         ),
-        "twin": submit(cli, spec_dir, "twin", command=train("twin"), **common),
+        "twin": submit(cli, spec_dir, "twin", command=_train(shared, "twin"), **_TWO_NODE_TORCHRUN),
     }
     jobs = FullJobs(cli, shared, ids, release=release, ckpt=ckpt)
     filler: Path | None = None
@@ -129,33 +143,24 @@ def node_loss_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
     (its slurmd, still alive, may also bring it back by itself)."""
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     shared.mkdir(parents=True)
-
-    def train(key: str) -> list[str]:
-        out = shared / key
-        argv = [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
-        argv[argv.index("--every") + 1] = str(EVERY)
-        return argv
-
-    res = {"nodes": 2, "time": "00:05:00", "mem": "200M"}
-    common = {"launcher": "torchrun", "venv": VENV, "resources": res}
     # Apart: the twin must not run on the node that is taken away.
     ids = {
         "lost": submit(
             cli,
             spec_dir,
             "lost",
-            command=train("lost"),
+            command=_train(shared, "lost"),
             tier="low",
             sbatch_extra={"--nodelist": "n[1-2]"},
-            **common,
+            **_TWO_NODE_TORCHRUN,
         ),
         "twin": submit(
             cli,
             spec_dir,
             "twin",
-            command=train("twin"),
+            command=_train(shared, "twin"),
             sbatch_extra={"--exclude": "n[1-2]"},
-            **common,
+            **_TWO_NODE_TORCHRUN,
         ),
     }
     jobs = LostJobs(cli, shared, ids, release=release)
