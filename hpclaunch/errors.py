@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from hpclaunch.transport.base import CommandResult
 
 __all__ = [
+    "ACCOUNTING_UNAVAILABLE",
     "CONTROLLER_UNREACHABLE",
     "EXIT_UNREACHABLE",
     "BackendError",
@@ -239,6 +240,10 @@ EXIT_UNREACHABLE = 3
 
 #: Slurm's words for a controller it could not reach (slurm_errno strings; every release).
 CONTROLLER_UNREACHABLE = "Unable to contact slurm controller"
+
+#: How a job's status begins when accounting (slurmdbd) could not answer for it, whichever
+#: backend asked: the CLI then says once that slurmdbd is down.
+ACCOUNTING_UNAVAILABLE = "accounting unavailable"
 
 
 class JobNotFound(BackendError):

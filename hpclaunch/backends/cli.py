@@ -24,6 +24,7 @@ from hpclaunch.backends.slurm_text import (
     parse_task_states,
 )
 from hpclaunch.errors import (
+    ACCOUNTING_UNAVAILABLE,
     CONTROLLER_UNREACHABLE,
     BackendError,
     BackendUnavailable,
@@ -242,13 +243,13 @@ class CliBackend(Backend):
         try:
             result = self.runner.run(argv, timeout=COMMAND_TIMEOUT)
         except TransportError as exc:
-            return {}, f"accounting unavailable: {exc.message.splitlines()[0]}"
+            return {}, f"{ACCOUNTING_UNAVAILABLE}: {exc.message.splitlines()[0]}"
         if not result.ok:
             # slurmdbd down: "...: Connection refused" lines, the last the plainest
             # ("sacct: error: Problem talking to the database: Connection refused").
             said = [line for line in result.stderr.splitlines() if line.strip()]
             why = said[-1].removeprefix("sacct: error: ") if said else first_line(result)
-            return {}, f"accounting unavailable: sacct: {why}"
+            return {}, f"{ACCOUNTING_UNAVAILABLE}: sacct: {why}"
         return parse_sacct(result.stdout, by_id, self.site.gres_name), None
 
     def attempts(self, ref: JobRef) -> list[Attempt]:

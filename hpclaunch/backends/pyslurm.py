@@ -39,6 +39,7 @@ from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import ended_by, field, wanted_ref
 from hpclaunch.errors import (
+    ACCOUNTING_UNAVAILABLE,
     CONTROLLER_UNREACHABLE,
     BackendError,
     BackendUnavailable,
@@ -328,7 +329,7 @@ class PyslurmBackend(Backend):
         try:
             records = pyslurm.db.Jobs.load(pyslurm.db.JobFilter(ids=ids))
         except pyslurm.RPCError as exc:
-            return {}, f"accounting unavailable: {exc}"
+            return {}, f"{ACCOUNTING_UNAVAILABLE}: {exc}"
         infos: dict[JobRef, JobInfo] = {}
         gres = self.site.gres_name
         for record in records.values():

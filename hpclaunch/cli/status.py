@@ -46,6 +46,7 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
+    from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
     from hpclaunch.ops.status import job_statuses
     from hpclaunch.slurm.jobs import JobState
 
@@ -67,7 +68,7 @@ def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> N
         for reason, ids in by_reason.items():
             jobs = f"job {ids[0]}" if len(ids) == 1 else f"jobs {', '.join(ids)}"
             click.echo(f"Error: {jobs}: {reason}", err=True)
-            if reason.startswith("accounting unavailable"):
+            if reason.startswith(ACCOUNTING_UNAVAILABLE):
                 click.echo(
                     "Hint: slurmdbd is down or unreachable: jobs still in the queue are "
                     "shown from squeue; finished ones come back when accounting does",
