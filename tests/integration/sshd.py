@@ -17,7 +17,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from .conftest import HPCLAUNCH, REPO
 
 SSHD = "/usr/sbin/sshd"
 USER = "hpcuser"
@@ -158,3 +161,47 @@ class Sshd:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class Client:
+    """The client side: a directory with the key, ssh config, known_hosts and site."""
+
+    dir: Path
+    key: Path
+    config: Path
+    known_hosts: Path
+    site: Path
+    job_root_top: Path
+
+    def hosts(self, **servers: tuple[Sshd, str]) -> None:
+        """Write the ssh config: alias → (server, extra lines)."""
+        text = ""
+        for alias, (server, extra) in servers.items():
+            text += (
+                f"Host {alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User hpcuser\n"
+                f"  IdentityFile {self.key}\n  UserKnownHostsFile {self.known_hosts}\n"
+                f"  HashKnownHosts no\n{extra}"
+            )
+        self.config.write_text(text)
+
+    def __call__(
+        self, *args: str, remote: str = "cluster", cwd: Path = REPO, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+        env.update(
+            HPCLAUNCH_SSH_CONFIG=str(self.config),
+            HPCLAUNCH_REMOTE=remote,
+            XDG_STATE_HOME=str(self.dir / "state"),
+            XDG_DATA_HOME=str(self.dir / "state"),
+            XDG_CONFIG_HOME=str(self.dir / "config"),
+        )
+        return subprocess.run(
+            [HPCLAUNCH, "--site", str(self.site), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
