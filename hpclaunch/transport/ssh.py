@@ -16,6 +16,7 @@ misread some values.
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 import select
 import shlex
@@ -55,6 +56,8 @@ __all__ = ["SSHRunner"]
 KEEPALIVE = 15
 #: How long :meth:`SSHRunner.run` waits in one select() before checking the link again.
 _POLL = 0.5
+#: Where paramiko's own log records go (see _paramiko).
+_SILENT = logging.NullHandler()
 
 
 def _paramiko() -> Any:
@@ -65,6 +68,10 @@ def _paramiko() -> Any:
             "remote access needs paramiko, which is not installed",
             hint="pip install 'hpclaunch[ssh]'",
         ) from exc
+    # paramiko logs a dropped link ("Socket exception: Connection reset by peer") at ERROR;
+    # with no handler configured, Python prints that bare line to stderr beside hpclaunch's
+    # own error. An application that wants paramiko's log configures logging itself.
+    logging.getLogger("paramiko").addHandler(_SILENT)
     return paramiko
 
 
@@ -205,10 +212,13 @@ class SSHRunner(Runner):
             raise
         except (p.SSHException, OSError, EOFError) as exc:
             transport.close()
+            compare = f"'ssh {shlex.quote(target.destination)} true'"
+            reset = isinstance(exc, (EOFError, ConnectionResetError))
             raise ConnectError(
                 f"SSH handshake with {target} failed: {exc or type(exc).__name__}",
-                hint="is it an SSH server? Try 'ssh "
-                f"{shlex.quote(target.destination)} true' to compare",
+                hint=f"the link was cut: check the network and retry ({compare} to compare)"
+                if reset
+                else f"is it an SSH server? Try {compare} to compare",
             ) from exc
         transport.set_keepalive(KEEPALIVE)
         return transport
@@ -341,8 +351,11 @@ class SSHRunner(Runner):
             ) from None
         except _Dropped as exc:
             raise ConnectionDropped(args, self.where, detail=exc.detail) from None
+        except (p.SSHException, OSError, EOFError) as exc:  # paramiko's own word for a reset
+            raise ConnectionDropped(args, self.where, detail=str(exc) or "reset") from exc
         finally:
-            channel.close()
+            with contextlib.suppress(p.SSHException, OSError, EOFError):
+                channel.close()  # sends a close message: fails on a dead link
         stderr_text = err.decode("utf-8", "replace")
         if status == 127 and _not_found(stderr_text):
             raise ProgramNotFound(args[0], where=f"on PATH on {self.where}")
@@ -410,7 +423,10 @@ class SSHRunner(Runner):
         except (OSError, p.SSHException, EOFError) as exc:
             with contextlib.suppress(OSError, p.SSHException, EOFError):
                 sftp.remove(tmp)
-            raise TransportError(f"cannot write {path} on {self.where}: {exc}") from exc
+            why = (
+                str(exc).rstrip(": ") or "the connection was reset"
+            )  # paramiko ends some with ": "
+            raise TransportError(f"cannot write {path} on {self.where}: {why}") from exc
 
     @staticmethod
     def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
@@ -474,12 +490,12 @@ def _communicate(
     channel: Any, transport: Any, stdin: bytes | None, timeout: float | None, start: float
 ) -> tuple[bytes, bytes, int]:
     """Feed stdin, collect stdout/stderr until the exit status; raise _Timeout/_Dropped."""
-    if stdin:
-        try:
+    try:
+        if stdin:
             channel.sendall(stdin)
-        except OSError as exc:
-            raise _Dropped(f"while sending input: {exc}") from exc
-    channel.shutdown_write()
+        channel.shutdown_write()
+    except (OSError, EOFError) as exc:  # paramiko raises a bare EOFError on a reset link
+        raise _Dropped(f"while sending input: {exc or 'the connection was reset'}") from exc
     out: list[bytes] = []
     err: list[bytes] = []
     deadline = None if timeout is None else start + timeout
