@@ -126,7 +126,14 @@ class CliBackend(Backend):
         returned instead of being submitted a second time.
         """
         if not script_written:
-            self.runner.put_file(job.script_path, job.script, 0o700)
+            try:
+                self.runner.put_file(job.script_path, job.script, 0o700)
+            except TransportError as exc:  # e.g. the SSH link dropped: sbatch not run yet
+                raise TransportError(
+                    "the job script was not written, so nothing was submitted: "
+                    + exc.message.splitlines()[0],
+                    hint="run the same command again",
+                ) from exc
         sid = job.plan.submission_id
         try:
             result = self._run(job.sbatch_argv)

@@ -51,8 +51,20 @@ class Snapshot:
 
         Args:
             progress: Called with the bytes of each object sent.
+
+        Raises:
+            TransportError: It could not be finished (nothing is submitted then).
         """
+        from hpclaunch.errors import TransportError
         from hpclaunch.transport.sync import store_dir, upload
 
         store = store_dir(self.ctx.site.job_root, self.ctx.home)
-        return upload(self.ctx.runner, self.tree, store, progress=progress)
+        try:
+            return upload(self.ctx.runner, self.tree, store, progress=progress)
+        except TransportError as exc:  # e.g. the link dropped: sbatch was not asked yet
+            raise TransportError(
+                "the code snapshot was not finished, so nothing was submitted: "
+                + exc.message.splitlines()[0],
+                hint="run the same command again: the files already sent stay on the "
+                "cluster and are not sent twice (a file cut off in transit never counts)",
+            ) from exc

@@ -43,6 +43,8 @@ __all__ = [
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 #: Hashes per existence-check command (each is 65 bytes of stdin).
 CHECK_BATCH = 20000
+#: Age (minutes) after which a temporary left in the store by a cut upload is removed.
+STALE_MINUTES = 60
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,13 @@ def materialise_script(tree: Tree, store: str) -> str:
         f"snap={q(snapshot)}",
         f"obj={q(posixpath.join(store, 'objects'))}",
         '[ -d "$snap" ] && exit 0',  # same tree already there
+        # What a cut link or a killed upload left an hour ago or more: object temporaries
+        # (put_bytes' ".<name>.<id>.tmp") and half-built snapshots. Never read as objects
+        # or snapshots (their names are not a hash), only space; younger ones may be live.
+        f'find "$obj" -maxdepth 1 -name ".*.tmp" -mmin +{STALE_MINUTES} -exec rm -f {{}} + '
+        "2>/dev/null || true",
+        f'find {q(store)} -maxdepth 1 -name "*.tmp.*" -mmin +{STALE_MINUTES} '
+        "-exec rm -rf {} + 2>/dev/null || true",
         'tmp="$snap.tmp.$$"',
         'rm -rf "$tmp"; mkdir -p "$tmp"; cd "$tmp"',
     ]

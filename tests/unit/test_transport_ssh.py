@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import os
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import paramiko
@@ -109,6 +112,28 @@ def test_sync_tree_hash_and_snapshot_script(tmp_path: Path) -> None:
     assert store_dir("~/.hpclaunch/jobs", "/home/u") == "/home/u/.hpclaunch/snapshots"
     with pytest.raises(ConfigError, match="larger than"):
         scan(tmp_path, max_bytes=1)
+
+
+def test_snapshot_script_builds_the_tree_and_clears_only_stale_temporaries(
+    tmp_path: Path,
+) -> None:
+    src, store = tmp_path / "src", tmp_path / "store"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "x y.txt").write_text("1")
+    tree = scan(src)
+    (store / "objects").mkdir(parents=True)
+    (store / "objects" / tree.files[0].sha256).write_text("1")
+    # a cut upload's leftovers: an object temporary and a half-built snapshot, old and new
+    old = [store / "objects" / ".abc.1234.tmp", store / "ffff.tmp.99"]
+    new = [store / "objects" / ".def.5678.tmp", store / "eeee.tmp.98"]
+    for path in old + new:
+        path.write_text("partial")
+    hours_ago = time.time() - 2 * 3600
+    for path in old:
+        os.utime(path, (hours_ago, hours_ago))
+    subprocess.run(["sh", "-s"], input=materialise_script(tree, str(store)), text=True, check=True)
+    assert (store / tree.digest / "a" / "x y.txt").read_text() == "1"
+    assert [p.exists() for p in old + new] == [False, False, True, True]
 
 
 def test_unknown_host_name_is_a_clean_connect_error(tmp_path: Path) -> None:
