@@ -1,7 +1,7 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
-    .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60]
-                                     [--only node_loss,disk_full,dbd_down,clients]
+    .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
+                                     [--only node_loss,disk_full,dbd_down,clients,link_cut]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -30,6 +30,12 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   capability refresh) on one history database and cache. Survived: no call failed or said
   "database is locked", no read of the cache was torn. Jobs lost: submissions missing
   from the history; duplicates: history rows beyond one per job.
+
+* ``link_cut``: ``submit --sync`` over SSH (a real sshd on loopback) through a proxy that
+  resets the connection after N bytes, N drawn from each of ``--cuts`` equal slices of
+  what an uncut submission moves; each time a fresh tree, and one retry with the same
+  submission id if the call failed. Survived: exactly one job, every store object whole,
+  the snapshot holds the tree, no traceback. Time to recover: the retry's duration.
 
 Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
 """
@@ -229,12 +235,68 @@ def clients(count: int, seconds: float) -> Row:
     return row
 
 
+def link_cut(cuts: int) -> Row:
+    import shutil
+    import subprocess
+
+    from tests.integration.linkcut import (
+        cut_points,
+        jobs_with,
+        link_cut_trial,
+        make_tree,
+        uncut_bytes,
+    )
+    from tests.integration.sshd import Client, Sshd, keygen, public_dir
+
+    row = Row(f"SSH link reset during submit --sync ({cuts} points)")
+    keys = public_dir()
+    server = Sshd([keygen(keys / "id_ed25519")])
+    with tempfile.TemporaryDirectory() as tmp:
+        client = Client.of(server, keys / "id_ed25519", Path(tmp))
+        try:
+            total = uncut_bytes(client, server, Path(tmp))
+            in_call = 0
+            for n, point in enumerate(cut_points(total, cuts, seed=19)):
+                trial = link_cut_trial(client, server, make_tree(Path(tmp) / f"t{n}"), point)
+                said = trial.first_err + trial.retry_err
+                clean = "Traceback" not in said and "Aborted" not in said
+                row.trials += 1
+                row.survived += trial.survived and trial.cut and clean
+                row.lost += not trial.jobs
+                row.duplicates += max(0, len(trial.jobs) - 1)
+                in_call += trial.first_rc == 0
+                if trial.retried:
+                    row.recover.append(trial.retry_seconds)
+                print(
+                    f"  cut at byte {point}: first call exit {trial.first_rc}"
+                    + (f", retry exit {trial.retry_rc}" if trial.retried else "")
+                    + f", jobs {len(trial.jobs)}, bad objects {len(trial.bad_objects)}, "
+                    f"snapshot {'whole' if trial.snapshot_ok else 'BROKEN'}"
+                    + ("" if trial.cut else ", NOT CUT (ended first)")
+                    + ("" if clean else f", a TRACEBACK: {said[-300:]!r}"),
+                    flush=True,
+                )
+            row.notes.append(
+                f"an uncut submission moves over {total} bytes; {in_call} cuts were "
+                f"recovered inside the call, {row.trials - in_call} by one retry "
+                "(time to recover: that retry)"
+            )
+        finally:
+            for job in jobs_with("it-cut-"):
+                subprocess.run(["scancel", job], check=False, capture_output=True)
+            server.stop()
+            shutil.rmtree(client.job_root_top, ignore_errors=True)
+            shutil.rmtree(keys, ignore_errors=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--only", default="node_loss,disk_full,dbd_down,clients")
+    parser.add_argument("--cuts", type=int, default=25)
+    parser.add_argument("--only", default="node_loss,disk_full,dbd_down,clients,link_cut")
     args = parser.parse_args()
     only = set(args.only.split(","))
     started = time.monotonic()
@@ -251,6 +313,9 @@ def main() -> None:
     if "clients" in only:
         print(f"clients: {args.clients} for {args.seconds:.0f} s", flush=True)
         rows.append(clients(args.clients, args.seconds))
+    if "link_cut" in only:
+        print(f"link_cut: {args.cuts} cut points", flush=True)
+        rows.append(link_cut(args.cuts))
     head = ["fault", "trials", "survived", "jobs lost", "duplicates", "steps retrained",
             "time to recover (median / max)"]  # fmt: skip
     print()

@@ -17,13 +17,17 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from .conftest import HPCLAUNCH, REPO
 
 SSHD = "/usr/sbin/sshd"
 USER = "hpcuser"
+HOME = "/home/hpcuser"
 
 
 def free_port() -> int:
@@ -173,6 +177,28 @@ class Client:
     known_hosts: Path
     site: Path
     job_root_top: Path
+
+    @classmethod
+    def of(cls, server: Sshd, key: Path, directory: Path) -> Client:
+        """A client in ``directory`` using ``key``, with alias ``cluster`` for ``server``
+        (whose key it knows), and the local site with its job root in a fresh directory
+        of hpcuser's home."""
+        top = Path(HOME) / f".hpclaunch-it-{uuid.uuid4().hex[:8]}"
+        site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
+        site["job_root"] = f"~/{top.name}/jobs"
+        site_path = directory / "site.yaml"
+        site_path.write_text(yaml.safe_dump(site))
+        client = cls(
+            directory,
+            key,
+            directory / "ssh_config",
+            directory / "known_hosts",
+            site_path,
+            top,
+        )
+        client.known_hosts.write_text(server.known_hosts_line())
+        client.hosts(cluster=(server, ""))
+        return client
 
     def hosts(self, **servers: tuple[Sshd, str]) -> None:
         """Write the ssh config: alias → (server, extra lines)."""

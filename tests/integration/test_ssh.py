@@ -9,6 +9,7 @@ key, and no ssh-agent.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,11 +24,10 @@ import yaml
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from .conftest import HPCLAUNCH, REPO
-from .sshd import Client, Sshd, fingerprint_of, keygen, public_dir
+from .linkcut import cut_points, link_cut_trial, make_tree, uncut_bytes
+from .sshd import HOME, Client, Sshd, fingerprint_of, keygen, public_dir
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh, pytest.mark.compat]
-
-HOME = "/home/hpcuser"
 
 
 @pytest.fixture(scope="module")
@@ -52,27 +52,13 @@ def server(slurm_cluster: object, client_key: str) -> Iterator[Sshd]:
 @pytest.fixture
 def client(key_dir: Path, server: Sshd, tmp_path: Path) -> Iterator[Client]:
     """A client whose known_hosts knows ``server`` as alias ``cluster``."""
-    top = Path(HOME) / f".hpclaunch-it-{uuid.uuid4().hex[:8]}"
-    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
-    site["job_root"] = f"~/{top.name}/jobs"
-    site_path = tmp_path / "site.yaml"
-    site_path.write_text(yaml.safe_dump(site))
-    c = Client(
-        tmp_path,
-        key_dir / "id_ed25519",
-        tmp_path / "ssh_config",
-        tmp_path / "known_hosts",
-        site_path,
-        top,
-    )
-    c.known_hosts.write_text(server.known_hosts_line())
-    c.hosts(cluster=(server, ""))
+    c = Client.of(server, key_dir / "id_ed25519", tmp_path)
     yield c
     history = history_path({"XDG_DATA_HOME": str(tmp_path / "state")})
     jobs = [r.job_id for r in recent_submissions(limit=sys.maxsize, path=history)]
     if jobs:
         subprocess.run(["scancel", *jobs], capture_output=True, check=False)
-    shutil.rmtree(top, ignore_errors=True)
+    shutil.rmtree(c.job_root_top, ignore_errors=True)
 
 
 def spec(path: Path, command: list[str], **fields: object) -> Path:
@@ -318,3 +304,22 @@ def tempfile_tree() -> str:
     import tempfile
 
     return tempfile.mkdtemp(prefix="hpclaunch-synctree-")
+
+
+def test_link_cut_anywhere_in_a_sync_submit_makes_one_job_and_whole_snapshots(
+    client: Client, server: Sshd, tmp_path: Path
+) -> None:
+    """The SSH link reset at 6 points of ``submit --sync`` (one drawn from each sixth of the
+    bytes an uncut submission moves: handshake, listing, upload, script, sbatch), each time
+    on a fresh tree, retried once with the same submission id if the call failed: exactly
+    one job each time, every object in the store is whole, the snapshot holds the tree;
+    the failed calls said what happened and what to do (bench/faults.py: 25 cuts)."""
+    for n, point in enumerate(cut_points(uncut_bytes(client, server, tmp_path), 6, seed=19)):
+        trial = link_cut_trial(client, server, make_tree(tmp_path / f"cut{n}"), point)
+        said = trial.first_err + trial.retry_err
+        assert trial.cut, point
+        assert trial.survived, (point, trial)
+        assert not re.search("Traceback|Aborted", said), said
+        if trial.retried:
+            assert trial.first_rc == 1, said
+            assert re.search(r"^Error: .*\n(.*\n)*Hint: ", trial.first_err, re.M), said
