@@ -1,4 +1,5 @@
-"""Preempt a real 2-rank DDP trainer (torchrun, gloo) and resume it: the result is exact.
+"""Preempt a real 4-rank data-parallel trainer (torchrun, gloo) and resume it: the result is
+exact (4 ranks: with 2, a reduction order changed by a resume would go unnoticed).
 
 The test plays the sidecar: it writes ``checkpoint-request.json``, waits for
 ``checkpoint-done.json``, then SIGTERMs torchrun's process group, and starts the next
@@ -43,7 +44,7 @@ def start(job: Path, attempt: int, *extra: str) -> subprocess.Popen[bytes]:
     env["OMP_NUM_THREADS"] = "1"
     for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
         env.pop(name, None)
-    argv = [str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(TRAINER), *ARGS, *extra]
+    argv = [str(TORCHRUN), "--standalone", "--nproc_per_node=4", str(TRAINER), *ARGS, *extra]
     argv += ["--hash-out", str(job / "final.sha256")]
     with (job / f"torchrun-{attempt}.log").open("wb") as log:
         return subprocess.Popen(
