@@ -43,10 +43,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--log-dir", type=Path, help="default: $HPCLAUNCH_JOB_DIR or .")
     parser.add_argument("--ckpt-dir", type=Path, help="default: $HPCLAUNCH_CHECKPOINT_DIR")
     parser.add_argument(
+        "--keep", type=int, default=3, help="complete checkpoints to keep; 0 keeps all"
+    )
+    parser.add_argument(
         "--save-sleep",
         type=float,
         default=0.0,
         help="test hook: sleep this long between the two files of an on-request checkpoint",
+    )
+    parser.add_argument(
+        "--periodic-save-sleep",
+        type=float,
+        default=0.0,
+        help="test hook: the same for the periodic checkpoints (a window to preempt into)",
     )
     parser.add_argument(
         "--ignore-requests",
@@ -173,7 +182,7 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                     print(f"checkpoint requested: ignored, stopping after step {step}", flush=True)
                 break  # all ranks agree (should_checkpoint is collective): stop together
             rng = all_rng_states()
-            slow = args.save_sleep if requested else 0.0
+            slow = args.save_sleep if requested else args.periodic_save_sleep
 
             def save(tmp: Path, rng: list[torch.Tensor] = rng, slow: float = slow) -> None:
                 torch.save(model.state_dict(), tmp / "model.pt")
@@ -181,7 +190,7 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                 torch.save({"optimiser": optimiser.state_dict(), "rng": rng}, tmp / "train.pt")
 
             try:
-                path = runtime.commit_checkpoint(step, save, ckpt_dir=args.ckpt_dir)
+                path = runtime.commit_checkpoint(step, save, ckpt_dir=args.ckpt_dir, keep=args.keep)
             except runtime.CheckpointWriteError as exc:  # disk full, quota: on every rank
                 # Nothing was committed; the newest complete checkpoint stays the resume
                 # point. Train on (a later one may fit), or stop if this one was asked for.
