@@ -1,7 +1,8 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
-                                     [--only node_loss,disk_full,dbd_down,clients,link_cut]
+        [--victims 10]
+        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -36,6 +37,12 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   what an uncut submission moves; each time a fresh tree, and one retry with the same
   submission id if the call failed. Survived: exactly one job, every store object whole,
   the snapshot holds the tree, no traceback. Time to recover: the retry's duration.
+
+* ``preempt_anywhere``: ``--victims`` 2-node, 4-rank trainers, each preempted by critical
+  jobs at random moments (tests/integration/preempt_anywhere.py: where each signal landed
+  is observed). Trials: preemptions delivered. Survived: those of runs that COMPLETED with
+  the twin's weights, every attempt resumed after the newest complete checkpoint, none
+  skipped a step, one attempt per preemption. Duplicates: attempts beyond that.
 
 Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
 """
@@ -290,13 +297,58 @@ def link_cut(cuts: int) -> Row:
     return row
 
 
+def preempt_anywhere(victims: int) -> Row:
+    from collections import Counter
+
+    from tests.integration.preempt_anywhere import PreemptRun
+
+    row = Row(f"preempted anywhere, 2 nodes x 2 ranks ({victims} runs)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = PreemptRun(Cli(Path(tmp) / "state"), Path(tmp), seed=19)
+        try:
+            done = run.run(victims)
+        finally:
+            run.close()
+    where: Counter[str] = Counter()
+    corrupt = 0
+    for victim in done:
+        points = [p for p in victim.injected if p.observed]
+        where.update(
+            "asked-for write killed" if p.kind == "asked-for write killed" else p.observed
+            for p in points
+        )
+        row.trials += len(points)
+        row.survived += len(points) if victim.survived else 0
+        row.lost += victim.state != "COMPLETED"
+        row.duplicates += max(0, len(victim.attempts) - 1 - victim.preemptions)
+        row.retrained.append(victim.retrained)
+        row.recover += victim.recovery()
+        corrupt += sum("resumed after" in problem for problem in victim.problems)
+        print(
+            f"  {victim.key} ({victim.job_id}): {victim.state}, weights "
+            f"{'equal' if victim.same_weights else 'DIFFER'}, points "
+            f"{[p.observed or p.kind + ' (no signal)' for p in victim.injected]}, "
+            f"{len(victim.attempts)} attempts, retrained {victim.retrained}"
+            + (f", PROBLEMS {victim.problems}" if victim.problems else ""),
+            flush=True,
+        )
+    row.notes.append(
+        f"where the signal landed: {dict(where)}; {corrupt} corrupt resumes; steps "
+        "retrained per run; time to recover: critical job submitted -> next attempt's start"
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--cuts", type=int, default=25)
-    parser.add_argument("--only", default="node_loss,disk_full,dbd_down,clients,link_cut")
+    parser.add_argument("--victims", type=int, default=10)
+    parser.add_argument(
+        "--only", default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere"
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     started = time.monotonic()
@@ -316,6 +368,9 @@ def main() -> None:
     if "link_cut" in only:
         print(f"link_cut: {args.cuts} cut points", flush=True)
         rows.append(link_cut(args.cuts))
+    if "preempt_anywhere" in only:
+        print(f"preempt_anywhere: {args.victims} runs", flush=True)
+        rows.append(preempt_anywhere(args.victims))
     head = ["fault", "trials", "survived", "jobs lost", "duplicates", "steps retrained",
             "time to recover (median / max)"]  # fmt: skip
     print()

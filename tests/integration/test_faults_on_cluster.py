@@ -20,7 +20,13 @@
   history exactly once, no call fails or says "database is locked", no read of the cache
   finds it torn.
 
-The fault drivers are in faults.py, shared with bench/faults.py (the full counts).
+* **Preempted anywhere**: 2-node, 4-rank trainers preempted by critical jobs at random
+  moments (start-up, mid-step, inside a checkpoint write, the asked-for write killed by
+  the grace time, a second notice during the requeue): each attempt resumes after the
+  newest complete checkpoint, one attempt per preemption, the twin's final weights.
+
+The fault drivers are in faults.py and preempt_anywhere.py, shared with bench/faults.py
+(the full counts).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .faults import (
     disk_full_trial,
     node_loss_trial,
 )
+from .preempt_anywhere import PreemptRun
 from .test_sidecar_on_cluster import STEPS, _by, _steps
 
 pytestmark = [pytest.mark.slurm]
@@ -161,3 +168,25 @@ def test_slurmdbd_down_submit_works_status_and_cost_say_so_then_reconcile(
     assert seen.reconciled_after is not None
     attempts = [a for a in seen.cost_after["attempts"] if a["job_id"] == seen.job_id]  # type: ignore[index, union-attr]
     assert len(attempts) == 1, seen.cost_after
+
+
+def test_preempted_anywhere_a_four_rank_run_resumes_exactly(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Two 2-node, 4-rank victims, preempted at random moments (seed 8: one has its
+    asked-for write killed by the grace time, one gets a second notice during its
+    requeue, both are preempted again in attempt 1); bench/faults.py runs 10 victims."""
+    run = PreemptRun(Cli(tmp_path / "state"), tmp_path, seed=8)
+    try:
+        victims = run.run(2)
+    finally:
+        run.close()
+    kinds = {p.kind for v in victims for p in v.injected}
+    assert kinds == {"random moment", "asked-for write killed", "requeue"}, victims
+    for victim in victims:
+        assert victim.state == "COMPLETED", victim
+        assert victim.same_weights, victim  # the uninterrupted twin's, bit for bit
+        # each attempt resumed after the newest complete checkpoint, no step skipped,
+        # one attempt per preemption (the second notice made none)
+        assert victim.problems == [], victim
+        assert victim.preemptions >= 1, victim
