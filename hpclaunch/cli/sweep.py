@@ -38,16 +38,28 @@ def sweep_command() -> None:
 @click.option(
     "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
 )
+@click.option(
+    "--sweep-id",
+    metavar="ID",
+    help="Your own id for the sweep (letters, digits, _ and -). Submitting again with the "
+    "id of a sweep that was interrupted (Slurm down, a lost link) submits only its arrays "
+    "that are not in Slurm yet: a script can retry safely.",
+)
 @quota_option
 @click.pass_obj
 def submit_command(
-    app: App, spec: str, dry_run: bool, no_check: bool, quota: str | None = None
+    app: App,
+    spec: str,
+    dry_run: bool,
+    no_check: bool,
+    sweep_id: str | None = None,
+    quota: str | None = None,
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id."""
     from hpclaunch.ops.sweep import submit_sweep_spec
 
     app.set_typed("quota", quota)
-    swept = submit_sweep_spec(app, spec, check=not no_check, dry_run=dry_run)
+    swept = submit_sweep_spec(app, spec, check=not no_check, dry_run=dry_run, sweep_id=sweep_id)
     sweep = swept.sweep
     if dry_run:
         _print_dry_run(app, sweep)
@@ -143,8 +155,9 @@ def _print_status(status: SweepStatus) -> None:
     counts = ", ".join(f"{state} {n}" for state, n in status.counts.items())
     console.print(f"sweep {rec.sweep_id} {rec.name!r}: {rec.points} points, arrays {arrays}")
     console.print(counts, highlight=False)
+    warn = Console(stderr=True)
     for problem in status.problems:
-        console.print(f"[yellow]Warning:[/] {problem}", highlight=False)
+        warn.print(f"[yellow]Warning:[/] {problem}", highlight=False)
     params = list(dict.fromkeys(k for t in status.tasks for k in t.params))
     metrics = list(dict.fromkeys(k for t in status.tasks for k in t.metrics or {}))
     table = Table(box=None, header_style="bold")

@@ -82,19 +82,28 @@ class Session(Context):
             rendered=done.job,
         )
 
-    def sweep(self, spec: str, *, check: bool = True, dry_run: bool = False) -> SweepRun:
+    def sweep(
+        self,
+        spec: str,
+        *,
+        check: bool = True,
+        dry_run: bool = False,
+        sweep_id: str | None = None,
+    ) -> SweepRun:
         """Submit the sweep of the spec file ``spec`` as job arrays, as ``hpclaunch sweep``
         does (its record and history rows too: ``hpclaunch sweep status`` knows it).
-        ``dry_run``: plan only (no arrays).
+        ``dry_run``: plan only (no arrays). ``sweep_id``: your own id; with the id of an
+        interrupted sweep, only its arrays not yet in Slurm are submitted.
 
         Raises:
             SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
-            SubmissionError: Slurm refused an array (the ones before it stay, recorded).
+            SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
+                ``sweep_id`` names a sweep of other points.
         """
         from hpclaunch.ops.job import SweepRun
         from hpclaunch.ops.sweep import submit_sweep_spec
 
-        swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run)
+        swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run, sweep_id=sweep_id)
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
 
     def sweep_run(self, sweep_id: str) -> SweepRun:

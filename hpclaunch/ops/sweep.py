@@ -15,7 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.errors import (
+    BackendError,
+    ControllerUnreachable,
+    HpclaunchError,
+    SubmissionError,
+    TransportError,
+)
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.jobs import (
     naming,
@@ -49,40 +55,126 @@ class Swept:
 
 
 def submit_sweep_spec(
-    context: Context, spec_path: str, *, check: bool = True, dry_run: bool = False
+    context: Context,
+    spec_path: str,
+    *,
+    check: bool = True,
+    dry_run: bool = False,
+    sweep_id: str | None = None,
 ) -> Swept:
     """Plan ``spec_path``'s sweep and submit its arrays (see the module docstring).
 
+    Args:
+        sweep_id: Your own id for the sweep. A sweep that already has it is completed, not
+            doubled: each array that a job already carries (its ``<id>-a<index>`` tag, in
+            the history or in Slurm) is taken, only the others are submitted: the retry
+            of a sweep that an outage or a lost link interrupted.
+
     Raises:
         SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
-        SubmissionError: Slurm refused an array (the ones before it stay, recorded).
+        SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
+            ``sweep_id`` names a sweep of other points.
     """
     with naming(spec_path):
-        sweep = plan_sweep_spec(context, spec_path, refresh=False, check_paths=check)
+        sweep = plan_sweep_spec(
+            context, spec_path, refresh=False, check_paths=check, sweep_id=sweep_id
+        )
         warn_over_quota(context, sweep.plan, spec_path)
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
     if dry_run:
         return Swept(sweep, None, ())
-    record = _record(context, sweep)
+    record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
 
     def remember(index: int, ref: JobRef) -> None:
         nonlocal record
         done.append(ref)
-        record = _add_array(context, record, sweep, index, ref)
+        offset = sweep.arrays[index].offset
+        if not any(a.offset == offset and a.job_id == ref.job_id for a in record.arrays):
+            record = _add_array(context, record, sweep, index, ref)
+
+    def taken(index: int) -> JobRef | None:
+        return _taken_array(context, record, sweep, index) if sweep_id else None
 
     try:
-        submit_sweep(context.backend, context.runner, sweep, on_array=remember)
-    except SubmissionError as exc:
-        if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
-            raise
-        # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
-        sweep = plan_sweep_spec(context, spec_path, refresh=True, sweep_id=sweep.sweep_id)
-        record = _record(context, sweep)
-        submit_sweep(context.backend, context.runner, sweep, on_array=remember)
+        try:
+            submit_sweep(context.backend, context.runner, sweep, on_array=remember, taken=taken)
+        except SubmissionError as exc:
+            if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
+                raise
+            # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
+            sweep = plan_sweep_spec(context, spec_path, refresh=True, sweep_id=sweep.sweep_id)
+            record = _record(context, sweep)
+            submit_sweep(context.backend, context.runner, sweep, on_array=remember)
+    except HpclaunchError as exc:
+        if not done and not isinstance(exc, (ControllerUnreachable, TransportError)):
+            raise  # nothing in Slurm, and not an outage: a retry would fail the same way
+        retry = (
+            f"finish the sweep with 'hpclaunch sweep submit {spec_path} --sweep-id "
+            f"{sweep.sweep_id}': the {len(done)} of {len(sweep.arrays)} arrays in Slurm "
+            "are taken, not submitted twice"
+        )
+        exc.hint = f"{exc.hint}; {retry}" if exc.hint else retry
+        raise
     return Swept(sweep, record, tuple(done))
+
+
+def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:
+    """The record of an earlier try of the sweep ``sweep.sweep_id``, if it has one.
+
+    Raises:
+        SubmissionError: That sweep has other points (another spec, or the spec changed).
+    """
+    from hpclaunch.store.sweeps import list_sweeps
+
+    found = [r for r in list_sweeps() if r.sweep_id == sweep.sweep_id]
+    if not found:
+        return None
+    record = found[0]
+    if record.points != len(sweep.points) or record.name != sweep.plan.job_name:
+        raise SubmissionError(
+            f"sweep id {sweep.sweep_id} already names sweep {record.name!r} of "
+            f"{record.points} points, not {sweep.plan.job_name!r} of {len(sweep.points)}",
+            hint="give a new --sweep-id to submit this spec as a sweep of its own",
+        )
+    return record
+
+
+def _taken_array(
+    context: Context, record: SweepRecord, sweep: SweepPlan, index: int
+) -> JobRef | None:
+    """The array ``index`` of the sweep if Slurm has it: found by its tag, or the job the
+    record or history names for it, when Slurm still knows that job by the sweep's name.
+
+    A job id the history names but Slurm does not know was lost by slurmctld: it keeps
+    its state on disk at most every 5 s (``SAVE_MAX_WAIT``, src/slurmctld/state_save.c),
+    so a controller killed right after an sbatch forgets the job and gives its id to the
+    next one (measured on 25.11). That array is submitted again.
+    """
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.store.history import find_record
+
+    tag = sweep.array_submission_id(index)
+    found = context.backend.find_submission(tag)
+    if found is not None:  # squeue prints an array as 514_[0-100] or 514_3
+        return JobRef(found.job_id.split("_", 1)[0], found.cluster)
+    offset = sweep.arrays[index].offset
+    named = [a.job_id for a in record.arrays if a.offset == offset]
+    history = find_record(submission_id=tag)
+    job_id = named[0] if named else history.job_id if history is not None else None
+    if job_id is None:
+        return None
+    ref = JobRef(job_id, record.cluster)
+    info = context.backend.status([ref]).get(ref)
+    if info is not None and info.source != "none" and info.name == sweep.plan.job_name:
+        return ref  # ended long ago (squeue forgot it), and accounting does not keep tags
+    context.warn(
+        f"array {index} of sweep {sweep.sweep_id} (job {job_id}) is not known to Slurm: "
+        "slurmctld lost it (restarted without its last saved state?); submitting it again"
+    )
+    return None
 
 
 def plan_sweep_spec(
@@ -159,10 +251,15 @@ def _add_array(
     from hpclaunch.store.sweeps import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
+    others = tuple(a for a in record.arrays if a.offset != chunk.offset)  # a lost one goes
     record = replace(
         record,
         cluster=ref.cluster,
-        arrays=(*record.arrays, SweepArray(ref.job_id, chunk.offset, chunk.count)),
+        arrays=tuple(
+            sorted(
+                (*others, SweepArray(ref.job_id, chunk.offset, chunk.count)), key=lambda a: a.offset
+            )
+        ),
     )
     plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
     try:
@@ -185,15 +282,18 @@ def submit_sweep(
     sweep: SweepPlan,
     *,
     on_array: Callable[[int, JobRef], None] | None = None,
+    taken: Callable[[int], JobRef | None] | None = None,
 ) -> list[JobRef]:
     """Write the params file, then submit each array (one sbatch each).
 
-    The batch script is rendered once and written with the first array; the others run the
-    same file (only their sbatch argv differs), so it is not written again: one file
-    transfer per sweep, not per array, when Slurm is reached over SSH.
+    The batch script is rendered once and written with the first array submitted; the
+    others run the same file (only their sbatch argv differs), so it is not written again:
+    one file transfer per sweep, not per array, when Slurm is reached over SSH.
 
-    ``on_array(index, ref)`` is called after each array is submitted (to record it at
-    once: a later failure must not lose the ones already in Slurm).
+    ``on_array(index, ref)`` is called after each array is submitted or taken (to record
+    it at once: a later failure must not lose the ones already in Slurm). ``taken(index)``
+    returns the job that already is array ``index`` (an earlier try's), which is then not
+    submitted again.
     """
     jobs: dict[int, RenderedJob] = {0: backend.dryrun(sweep.plan)}
     if sweep.overquota is not None:
@@ -201,13 +301,19 @@ def submit_sweep(
     runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
     refs: list[JobRef] = []
     last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
+    written: set[int] = set()  # the parts whose script this call wrote
     for index in range(len(sweep.arrays)):
         part = sweep.part_of(index)
-        tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
-        ref = backend.submit(
-            replace(jobs[part], sbatch_argv=sweep.sbatch_argv(index, last.get(part)), plan=tagged),
-            script_written=part in last,
-        )
+        earlier = taken(index) if taken is not None else None
+        if earlier is not None:
+            ref = earlier
+        else:
+            tagged = replace(sweep.plan_of(index), submission_id=sweep.array_submission_id(index))
+            argv = sweep.sbatch_argv(index, last.get(part))
+            ref = backend.submit(
+                replace(jobs[part], sbatch_argv=argv, plan=tagged), script_written=part in written
+            )
+            written.add(part)
         last[part] = ref.job_id
         refs.append(ref)
         if on_array is not None:

@@ -241,6 +241,32 @@ def test_submit_writes_the_params_file_then_one_sbatch_per_array() -> None:
     ]
 
 
+def test_a_resumed_sweep_takes_the_arrays_in_slurm_and_chains_on_them() -> None:
+    """The retry of a sweep cut off after its first array (submit --sweep-id): array 0 is
+    taken, 1 and 2 are submitted, 1 waits on the taken one, and the script is written
+    once, with the first array this call submits."""
+    from hpclaunch.backends.cli import CliBackend
+
+    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
+    jobs = iter(["101", "102"])
+    runner = FakeRunner(lambda argv: result(argv, out=next(jobs) + "\n"))
+    seen: list[int] = []
+    refs = submit_sweep(
+        CliBackend(runner, SITE),
+        runner,
+        planned,
+        on_array=lambda i, r: seen.append(i),
+        taken=lambda i: JobRef("100") if i == 0 else None,
+    )
+    assert [r.job_id for r in refs] == ["100", "101", "102"]
+    assert seen == [0, 1, 2]
+    sbatch = runner.calls_to("sbatch")
+    assert [c[-1] for c in sbatch] == ["3", "6"]  # arrays 1 and 2 only
+    assert "--dependency=afterany:100" in sbatch[0]
+    assert f"{planned.plan.job_dir}/job.sbatch" in runner.files
+
+
 # -- the params file and the task step -------------------------------------------------------
 
 
