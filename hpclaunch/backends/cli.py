@@ -361,7 +361,12 @@ class CliBackend(Backend):
             return {}
         if not result.ok:
             # squeue exits 1 when none of the ids is known any more (MinJobAge): not a problem.
-            if "Invalid job id" not in result.stderr:
+            if CONTROLLER_UNREACHABLE in result.stderr:
+                problems.append(
+                    f"slurmctld did not answer {argv[0]} (down or restarting): the states "
+                    "shown are accounting's, which may lag behind"
+                )
+            elif "Invalid job id" not in result.stderr:
                 problems.append(
                     f"{argv[0]} failed: {(result.stderr or result.stdout).strip()[:200]}"
                 )
