@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -265,6 +266,101 @@ def accounting_outage(cli: Cli, spec_dir: Path) -> AccountingOutage:
     seen.reconciled_after = time.monotonic() - started
     out = cli("cost", "--since", "today", "--json")
     seen.cost_after = json.loads(out.stdout) if out.returncode == 0 else {}
+    return seen
+
+
+@dataclass
+class SweepOutage:
+    """What :func:`sweep_outage` saw (each ``CompletedProcess`` of the CLI)."""
+
+    sweep_id: str
+    points: int
+    first: subprocess.CompletedProcess[str] | None = None  # the sweep slurmctld cut off
+    status_down: subprocess.CompletedProcess[str] | None = None  # sweep status, ctld down
+    status_down_seconds: float = 0.0
+    retry: subprocess.CompletedProcess[str] | None = None  # --sweep-id, ctld back
+    again: subprocess.CompletedProcess[str] | None = None  # the same retry once more
+    tagged: list[str] = field(default_factory=list)  # squeue: each array's tag, once a job
+    status: dict[str, Any] = field(default_factory=dict)  # sweep status --json at the end
+    runs: Counter[str] = field(default_factory=Counter)  # markers per point
+
+
+def sweep_outage(cli: Cli, spec_dir: Path, points: int) -> SweepOutage:
+    """A sweep of ``points`` points (2 arrays: the cluster's MaxArraySize is 101) whose
+    second sbatch finds slurmctld killed (SIGKILL, 6 s after the first array: past its 5 s
+    state-save delay) and fails; ``sweep status`` is asked during the outage; then
+    slurmctld starts again, the sweep is retried with its ``--sweep-id``, and retried once
+    more. Each task leaves a marker named after its point; the tasks begin 25 s after
+    submission (``--begin``), so none runs while the controller is down (a controller
+    killed while tasks start forgets the last 5 s of them: README, Faults)."""
+    seen = SweepOutage(f"outage-{uuid.uuid4().hex[:8]}", points)
+    marks = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    marks.mkdir(parents=True)
+    spec = spec_dir / "outage-sweep.yaml"
+    name = f"it-outage-{seen.sweep_id[-8:]}"
+    command = 'touch "$1/$2.${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "project": "research",
+                "command": ["bash", "-c", command, "marker", str(marks), "{i}"],
+                "resources": {"time": "1", "mem": "20M"},
+                "sbatch_extra": {"--begin": "now+25"},
+                "sweep": {"method": "list", "points": [{"i": i} for i in range(points)]},
+            }
+        )
+    )
+    # sbatch that kills slurmctld before the sweep's second array reaches it
+    wrapper = spec_dir / "bin"
+    wrapper.mkdir()
+    calls = spec_dir / "sbatch-calls"
+    script = REPO / "docker" / "slurm-cluster" / "cluster.sh"
+    mode = "docker" if (_STATE / ".mode-docker").exists() else "native"
+    (wrapper / "sbatch").write_text(
+        f"#!/bin/sh\necho >> {calls}\n"
+        f'if [ "$(wc -l < {calls})" -eq 2 ]; then sleep 6; '
+        f"{script} --mode {mode} stop slurmctld >/dev/null 2>&1; fi\n"
+        f'exec {shutil.which("sbatch")} "$@"\n'
+    )
+    (wrapper / "sbatch").chmod(0o755)
+    argv = ("sweep", "submit", str(spec), "--sweep-id", seen.sweep_id)
+    path = cli.env["PATH"]
+    try:
+        cli.env["PATH"] = f"{wrapper}:{path}"
+        seen.first = cli(*argv)
+        cli.env["PATH"] = path
+        started = time.monotonic()
+        seen.status_down = cli("sweep", "status", seen.sweep_id)
+        seen.status_down_seconds = time.monotonic() - started
+    finally:
+        cli.env["PATH"] = path
+        cluster_sh("start", "slurmctld")
+    try:
+        seen.retry = cli(*argv)
+        seen.again = cli(*argv)
+        out = subprocess.run(
+            ["squeue", "--noheader", "--states=all", "--array", "--format=%k"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        seen.tagged = sorted({t for t in out if seen.sweep_id in t})
+
+        def ended() -> bool:
+            out = cli("sweep", "status", seen.sweep_id, "--json")
+            if out.returncode != 0:
+                return False
+            seen.status = json.loads(out.stdout)
+            return seen.status["counts"].get("COMPLETED", 0) == points or not any(
+                state in seen.status["counts"] for state in ("PENDING", "RUNNING")
+            )
+
+        wait_for("the sweep to end", ended, 240)
+        seen.runs = Counter(p.name.split(".")[0] for p in marks.iterdir())
+    finally:
+        subprocess.run(["scancel", "--name", name], capture_output=True)
+        shutil.rmtree(marks, ignore_errors=True)
     return seen
 
 

@@ -25,6 +25,9 @@
   the grace time, a second notice during the requeue): each attempt resumes after the
   newest complete checkpoint, one attempt per preemption, the twin's final weights.
 
+* **slurmctld killed mid-sweep**: SIGKILL between a 200-point sweep's two arrays; the
+  retry with ``--sweep-id`` submits only the missing array; every point runs once.
+
 The fault drivers are in faults.py and preempt_anywhere.py, shared with bench/faults.py
 (the full counts).
 """
@@ -49,6 +52,7 @@ from .faults import (
     concurrent_clients,
     disk_full_trial,
     node_loss_trial,
+    sweep_outage,
 )
 from .preempt_anywhere import PreemptRun
 from .test_sidecar_on_cluster import STEPS, _by, _steps
@@ -190,3 +194,38 @@ def test_preempted_anywhere_a_four_rank_run_resumes_exactly(
         # one attempt per preemption (the second notice made none)
         assert victim.problems == [], victim
         assert victim.preemptions >= 1, victim
+
+
+def test_slurmctld_killed_mid_sweep_a_retry_with_the_sweep_id_finishes_it_once(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """slurmctld SIGKILLed between a 200-point sweep's two arrays: the sweep exits 3 and
+    says how to finish it; sweep status answers from accounting during the outage and says
+    so; the retry with
+    --sweep-id submits only the missing array, a second retry nothing; every point runs
+    exactly once (bench/faults.py: 1,000 points)."""
+    seen = sweep_outage(Cli(tmp_path / "state"), tmp_path, 200)
+    assert seen.first is not None
+    assert seen.first.returncode == 3, seen.first.stderr
+    assert "slurmctld did not answer sbatch: nothing was done" in seen.first.stderr
+    assert f"--sweep-id {seen.sweep_id}" in seen.first.stderr
+    assert "the 1 of 2 arrays in Slurm are taken" in seen.first.stderr
+    # sweep status during the outage: accounting's states, said to be so, within 30 s
+    assert seen.status_down is not None
+    assert seen.status_down.returncode == 0, seen.status_down.stderr
+    assert "Warning: slurmctld did not answer squeue" in seen.status_down.stderr
+    assert "PENDING 101" in seen.status_down.stdout
+    assert seen.status_down_seconds < 30
+    for call in (seen.first, seen.status_down, seen.retry, seen.again):
+        assert call is not None
+        assert "Traceback" not in call.stderr, call.stderr
+    assert seen.retry is not None
+    assert seen.retry.returncode == 0, seen.retry.stderr
+    assert seen.again is not None
+    assert seen.again.returncode == 0, seen.again.stderr
+    assert seen.retry.stdout.strip() == seen.again.stdout.strip() == seen.sweep_id
+    assert seen.tagged == [f"hpclaunch:{seen.sweep_id}-a0", f"hpclaunch:{seen.sweep_id}-a1"]
+    assert seen.status["counts"] == {"COMPLETED": 200}, seen.status["counts"]
+    assert len(seen.status["arrays"]) == 2
+    assert len(seen.runs) == 200
+    assert set(seen.runs.values()) == {1}  # no point ran twice
