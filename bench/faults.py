@@ -1,8 +1,8 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
-        [--victims 10]
-        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere]
+        [--victims 10] [--points 1000]
+        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -43,6 +43,14 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   is observed). Trials: preemptions delivered. Survived: those of runs that COMPLETED with
   the twin's weights, every attempt resumed after the newest complete checkpoint, none
   skipped a step, one attempt per preemption. Duplicates: attempts beyond that.
+
+* ``ctld_killed``: a sweep of ``--points`` points (arrays of 101, the cluster's
+  MaxArraySize) whose second sbatch finds slurmctld SIGKILLed 6 s after the first array
+  (past its 5 s state-save delay), then 0 s after (inside it: slurmctld loses the array
+  and gives its id to the next one), retried with ``--sweep-id`` once slurmctld is back, then
+  once more (tests/integration/faults.py sweep_outage). Trials: points; survived: points
+  run exactly once (each task leaves a marker), when the cut-off call exited 3 and no call
+  printed a traceback; lost: points never run; duplicates: runs beyond one.
 
 Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
 """
@@ -339,6 +347,34 @@ def preempt_anywhere(victims: int) -> Row:
     return row
 
 
+def ctld_killed(points: int, wait: float) -> Row:
+    from tests.integration.faults import sweep_outage
+
+    row = Row(f"slurmctld SIGKILLed mid-sweep, {wait:g} s after an sbatch ({points} points)")
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.monotonic()
+        seen = sweep_outage(Cli(Path(tmp) / "state"), Path(tmp), points, wait=wait)
+        total = time.monotonic() - started
+    calls = [c for c in (seen.first, seen.status_down, seen.retry, seen.again) if c is not None]
+    clean = all("Traceback" not in c.stderr for c in calls)
+    first_ok = seen.first is not None and seen.first.returncode == 3
+    retried = seen.retry is not None and seen.retry.returncode == 0
+    resubmitted = seen.retry.stderr.count("not known to slurmctld") if seen.retry else "?"
+    row.trials = points
+    row.survived = sum(1 for n in seen.runs.values() if n == 1) if clean and first_ok else 0
+    row.lost = points - len(seen.runs)
+    row.duplicates = sum(n - 1 for n in seen.runs.values())
+    row.notes.append(
+        f"first call exit {seen.first.returncode if seen.first else '?'}, retry "
+        f"{'ok' if retried else 'FAILED'}; sweep status during the outage exit "
+        f"{seen.status_down.returncode if seen.status_down else '?'} in "
+        f"{seen.status_down_seconds:.1f} s; arrays tagged once each: {len(seen.tagged)}; "
+        f"final counts {seen.status.get('counts')}; arrays slurmctld lost and the retry "
+        f"submitted again: {resubmitted}; {total:.0f} s in all"
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
@@ -346,8 +382,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--cuts", type=int, default=25)
     parser.add_argument("--victims", type=int, default=10)
+    parser.add_argument("--points", type=int, default=1000)
     parser.add_argument(
-        "--only", default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere"
+        "--only",
+        default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed",
     )
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -368,6 +406,10 @@ def main() -> None:
     if "link_cut" in only:
         print(f"link_cut: {args.cuts} cut points", flush=True)
         rows.append(link_cut(args.cuts))
+    if "ctld_killed" in only:
+        for wait in (6.0, 0.0):  # past slurmctld's 5 s state-save delay, and inside it
+            print(f"ctld_killed: a sweep of {args.points} points, {wait:g} s", flush=True)
+            rows.append(ctld_killed(args.points, wait))
     if "preempt_anywhere" in only:
         print(f"preempt_anywhere: {args.victims} runs", flush=True)
         rows.append(preempt_anywhere(args.victims))

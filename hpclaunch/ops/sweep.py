@@ -145,35 +145,40 @@ def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:
 def _taken_array(
     context: Context, record: SweepRecord, sweep: SweepPlan, index: int
 ) -> JobRef | None:
-    """The array ``index`` of the sweep if Slurm has it: found by its tag, or the job the
-    record or history names for it, when Slurm still knows that job by the sweep's name.
+    """The array ``index`` of the sweep if Slurm has it: the job found by its tag, or the
+    one the record or history names, when slurmctld knows it (squeue), or accounting
+    knows it by the sweep's name as ended.
 
-    A job id the history names but Slurm does not know was lost by slurmctld: it keeps
-    its state on disk at most every 5 s (``SAVE_MAX_WAIT``, src/slurmctld/state_save.c),
-    so a controller killed right after an sbatch forgets the job and gives its id to the
-    next one (measured on 25.11). That array is submitted again.
+    slurmctld keeps its state on disk at most every 5 s (``SAVE_MAX_WAIT``,
+    src/slurmctld/state_save.c): killed right after an sbatch, it forgets the job, gives
+    its id to the next one, and slurmdbd keeps the lost job PENDING for ever (measured on
+    25.11). Such an array is submitted again.
     """
     from hpclaunch.backends.base import JobRef
     from hpclaunch.store.history import find_record
 
     tag = sweep.array_submission_id(index)
     found = context.backend.find_submission(tag)
-    if found is not None:  # squeue prints an array as 514_[0-100] or 514_3
-        return JobRef(found.job_id.split("_", 1)[0], found.cluster)
     offset = sweep.arrays[index].offset
-    named = [a.job_id for a in record.arrays if a.offset == offset]
     history = find_record(submission_id=tag)
-    job_id = named[0] if named else history.job_id if history is not None else None
-    if job_id is None:
-        return None
-    ref = JobRef(job_id, record.cluster)
-    info = context.backend.status([ref]).get(ref)
-    if info is not None and info.source != "none" and info.name == sweep.plan.job_name:
-        return ref  # ended long ago (squeue forgot it), and accounting does not keep tags
-    context.warn(
-        f"array {index} of sweep {sweep.sweep_id} (job {job_id}) is not known to Slurm: "
-        "slurmctld lost it (restarted without its last saved state?); submitting it again"
-    )
+    candidates = [
+        *([found.job_id.split("_", 1)[0]] if found is not None else []),  # 514_[0-100]
+        *(a.job_id for a in record.arrays if a.offset == offset),
+        *([history.job_id] if history is not None else []),
+    ]
+    for job_id in dict.fromkeys(candidates):
+        ref = JobRef(job_id, record.cluster)
+        info = context.backend.status([ref]).get(ref)
+        if info is None or info.name != sweep.plan.job_name:
+            continue
+        if info.source == "squeue" or (info.source == "sacct" and info.state.is_finished):
+            return ref
+    if candidates:
+        context.warn(
+            f"array {index} of sweep {sweep.sweep_id} (job {candidates[0]}) is not known to "
+            "slurmctld: it lost the job (restarted without its last saved state); "
+            "submitting the array again"
+        )
     return None
 
 

@@ -285,14 +285,15 @@ class SweepOutage:
     runs: Counter[str] = field(default_factory=Counter)  # markers per point
 
 
-def sweep_outage(cli: Cli, spec_dir: Path, points: int) -> SweepOutage:
-    """A sweep of ``points`` points (2 arrays: the cluster's MaxArraySize is 101) whose
-    second sbatch finds slurmctld killed (SIGKILL, 6 s after the first array: past its 5 s
-    state-save delay) and fails; ``sweep status`` is asked during the outage; then
-    slurmctld starts again, the sweep is retried with its ``--sweep-id``, and retried once
-    more. Each task leaves a marker named after its point; the tasks begin 25 s after
-    submission (``--begin``), so none runs while the controller is down (a controller
-    killed while tasks start forgets the last 5 s of them: README, Faults)."""
+def sweep_outage(cli: Cli, spec_dir: Path, points: int, *, wait: float = 6.0) -> SweepOutage:
+    """A sweep of ``points`` points (arrays of 101: the cluster's MaxArraySize) whose
+    second sbatch finds slurmctld killed (SIGKILL, ``wait`` s after the first array: 6 is
+    past its 5 s state-save delay, 0 often loses the first array) and fails; ``sweep
+    status`` is asked during the outage; then slurmctld starts again, the sweep is retried
+    with its ``--sweep-id``, and retried once more. Each task leaves a marker named after
+    its point; the tasks begin 25 s after submission (``--begin``), so none runs while the
+    controller is down (a controller killed while tasks start forgets the last 5 s of
+    them: README, Faults)."""
     seen = SweepOutage(f"outage-{uuid.uuid4().hex[:8]}", points)
     marks = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     marks.mkdir(parents=True)
@@ -319,7 +320,7 @@ def sweep_outage(cli: Cli, spec_dir: Path, points: int) -> SweepOutage:
     mode = "docker" if (_STATE / ".mode-docker").exists() else "native"
     (wrapper / "sbatch").write_text(
         f"#!/bin/sh\necho >> {calls}\n"
-        f'if [ "$(wc -l < {calls})" -eq 2 ]; then sleep 6; '
+        f'if [ "$(wc -l < {calls})" -eq 2 ]; then sleep {wait}; '
         f"{script} --mode {mode} stop slurmctld >/dev/null 2>&1; fi\n"
         f'exec {shutil.which("sbatch")} "$@"\n'
     )

@@ -196,15 +196,17 @@ def test_preempted_anywhere_a_four_rank_run_resumes_exactly(
         assert victim.preemptions >= 1, victim
 
 
+@pytest.mark.parametrize("wait", [6.0, 0.0], ids=["state-saved", "state-lost"])
 def test_slurmctld_killed_mid_sweep_a_retry_with_the_sweep_id_finishes_it_once(
-    slurm_cluster: SlurmCluster, tmp_path: Path
+    slurm_cluster: SlurmCluster, tmp_path: Path, wait: float
 ) -> None:
-    """slurmctld SIGKILLed between a 200-point sweep's two arrays: the sweep exits 3 and
-    says how to finish it; sweep status answers from accounting during the outage and says
-    so; the retry with
-    --sweep-id submits only the missing array, a second retry nothing; every point runs
-    exactly once (bench/faults.py: 1,000 points)."""
-    seen = sweep_outage(Cli(tmp_path / "state"), tmp_path, 200)
+    """slurmctld SIGKILLed between a 200-point sweep's two arrays, ``wait`` s after the
+    first (6: it has saved that array; 0: it loses it, and gives its job id to the next
+    one: 3 runs of 3 here): the sweep exits 3 and says how to finish it; sweep status
+    answers from accounting during the outage and says so; the retry with --sweep-id
+    submits only what slurmctld does not have (the lost array again, saying so), a second
+    retry nothing; every point runs exactly once (bench/faults.py: 1,000 points)."""
+    seen = sweep_outage(Cli(tmp_path / "state"), tmp_path, 200, wait=wait)
     assert seen.first is not None
     assert seen.first.returncode == 3, seen.first.stderr
     assert "slurmctld did not answer sbatch: nothing was done" in seen.first.stderr
@@ -221,6 +223,8 @@ def test_slurmctld_killed_mid_sweep_a_retry_with_the_sweep_id_finishes_it_once(
         assert "Traceback" not in call.stderr, call.stderr
     assert seen.retry is not None
     assert seen.retry.returncode == 0, seen.retry.stderr
+    if wait > 5:  # past SAVE_MAX_WAIT: slurmctld kept array 0, the retry took it
+        assert "not known to slurmctld" not in seen.retry.stderr
     assert seen.again is not None
     assert seen.again.returncode == 0, seen.again.stderr
     assert seen.retry.stdout.strip() == seen.again.stdout.strip() == seen.sweep_id
