@@ -171,7 +171,11 @@ def build_plan(
             The message starts with the spec's field path; the hint says what to change.
     """
     if not _SUBMISSION_ID.match(submission_id):
-        raise PlanError(f"invalid submission id {submission_id!r}")
+        raise PlanError(
+            f"invalid submission id {submission_id!r}",
+            hint="use 1 to 64 letters, digits, _ and - (a sweep's id: at most 58, each "
+            "array adds -a<N>)",
+        )
     if spec.modules and site.module_system == "none":
         raise PlanError(
             f"modules: site {site.name} has no module system (module_system: none)",
