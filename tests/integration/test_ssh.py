@@ -24,7 +24,7 @@ import yaml
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from .conftest import HPCLAUNCH, REPO
-from .linkcut import cut_points, link_cut_trial, make_tree, uncut_bytes
+from .linkcut import cut_points, jobs_with, link_cut_trial, make_tree, uncut_bytes
 from .sshd import HOME, Client, Sshd, fingerprint_of, keygen, public_dir
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh, pytest.mark.compat]
@@ -255,14 +255,7 @@ def test_connection_killed_mid_submission_makes_exactly_one_job(
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         job_id = out.strip()
-        squeue = subprocess.run(
-            ["squeue", "--noheader", "--states=all", "--format=%i %k", "--user=hpcuser"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        tagged = [line.split()[0] for line in squeue.splitlines() if f"hpclaunch:{sid}" in line]
-        assert tagged == [job_id], squeue
+        assert jobs_with(sid) == [job_id]
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
