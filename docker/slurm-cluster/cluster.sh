@@ -120,11 +120,31 @@ cmd_version() {
 
 cmd_logs() { tail -n "${1:-50}" "$STATE"/log/*.log; }
 
+# A slurmctld writes assoc_usage first after 5 minutes (or at a clean shutdown); SIGKILLed
+# before, it refuses to start again: "fatal: No Assoc usage file (.../assoc_usage) to
+# recover" (25.11, seen with a cluster just brought up). The controller of a real cluster
+# saved it long ago: a younger one is shut down cleanly (which saves every state file) and
+# started again before the crash a fault test asks for.
+ctld_state_saved() {
+  local file=/var/lib/hpclaunch-cluster/ctld/assoc_usage  # StateSaveLocation
+  if [[ $MODE == docker ]]; then compose exec -T ctl test -e "$file"; else test -e "$file"; fi
+}
+
+save_ctld_state() {
+  ctld_state_saved && return 0
+  scontrol shutdown slurmctld >/dev/null
+  local i
+  for ((i = 0; i < 60; i++)); do scontrol ping >/dev/null 2>&1 || break; sleep 0.5; done
+  rm -f "$STATE/run/slurmctld.pid"
+  cmd_start slurmctld >/dev/null
+}
+
 # For fault tests: stop (slurmctld: SIGKILL, as a crash) and start one daemon of the
 # running cluster. docker: slurmdbd is the db container's main process (MariaDB stops with
 # it), slurmctld the ctl container's.
 cmd_stop() {
   local daemon=${1:?stop slurmdbd|slurmctld}
+  [[ $daemon != slurmctld ]] || save_ctld_state
   case $MODE:$daemon in
     docker:slurmdbd) compose stop -t 5 db >/dev/null 2>&1 ;;
     docker:slurmctld) compose kill -s SIGKILL ctl >/dev/null 2>&1 ;;
