@@ -168,3 +168,24 @@ def test_site_login_suggests_the_remote_and_env_overrides_it(tmp_path: Path) -> 
     assert (remote.value, remote.source) == ("me@login.example.org", "site")
     env["HPCLAUNCH_REMOTE"] = "other"
     assert App({"site": str(path)}, env).settings.remote.value == "other"
+
+
+def test_closing_after_the_link_was_reset_raises_nothing(tmp_path: Path) -> None:
+    """paramiko's close sends a message, and raises EOFError on a reset link: close (also
+    the atexit hook) must not, or a traceback follows hpclaunch's own error."""
+
+    class Dead:
+        closed = 0
+
+        def close(self) -> None:
+            Dead.closed += 1
+            raise EOFError
+
+    target = SSHTarget("x", "127.0.0.1", "me", known_hosts=(str(tmp_path / "kh"),))
+    runner = SSHRunner("x", resolve=lambda _: target)
+    runner._sftp = Dead()  # type: ignore[assignment]
+    runner._transports = [Dead(), Dead()]  # type: ignore[list-item]
+    runner.close()
+    assert Dead.closed == 3
+    assert runner._sftp is None
+    assert runner._transports == []
