@@ -166,9 +166,10 @@ def _taken_array(
         *(a.job_id for a in record.arrays if a.offset == offset),
         *([history.job_id] if history is not None else []),
     ]
-    for job_id in dict.fromkeys(candidates):
-        ref = JobRef(job_id, record.cluster)
-        info = context.backend.status([ref]).get(ref)
+    refs = [JobRef(job_id, record.cluster) for job_id in dict.fromkeys(candidates)]
+    infos = context.backend.status(refs) if refs else {}  # one squeue (+ sacct) for all
+    for ref in refs:
+        info = infos.get(ref)
         if info is None or info.name != sweep.plan.job_name:
             continue
         if info.source == "squeue" or (info.source == "sacct" and info.state.is_finished):
