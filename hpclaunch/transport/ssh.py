@@ -75,6 +75,12 @@ def _paramiko() -> Any:
     return paramiko
 
 
+def _link_errors() -> tuple[type[BaseException], ...]:
+    """What a failed or cut link raises: paramiko's SSHException, the socket's OSError, and
+    the bare EOFError paramiko raises from any call that sends on a reset link."""
+    return (_paramiko().SSHException, OSError, EOFError)
+
+
 class SSHRunner(Runner):
     """A :class:`~hpclaunch.transport.base.Runner` on a remote machine, over SSH.
 
@@ -172,7 +178,6 @@ class SSHRunner(Runner):
 
     def _tunnel(self, via: paramiko.Transport, target: SSHTarget) -> Any:
         """A ``direct-tcpip`` channel through ``via`` to ``target`` (ProxyJump)."""
-        p = _paramiko()
         try:
             channel = via.open_channel(
                 "direct-tcpip",
@@ -180,7 +185,7 @@ class SSHRunner(Runner):
                 ("127.0.0.1", 0),
                 timeout=target.connect_timeout,
             )
-        except (p.SSHException, OSError, EOFError) as exc:
+        except _link_errors() as exc:
             raise ConnectError(
                 f"jump host could not open a tunnel to {target.hostname}:{target.port}: {exc}",
                 hint="check ProxyJump and HostName in ~/.ssh/config, and that the jump host "
@@ -210,7 +215,7 @@ class SSHRunner(Runner):
         except TransportError:
             transport.close()
             raise
-        except (p.SSHException, OSError, EOFError) as exc:
+        except _link_errors() as exc:
             transport.close()
             compare = f"'ssh {shlex.quote(target.destination)} true'"
             reset = isinstance(exc, (EOFError, ConnectionResetError))
@@ -302,16 +307,15 @@ class SSHRunner(Runner):
             self._close_locked()
 
     def _close_locked(self) -> None:
-        p = _paramiko()
         # Closing sends a message: on a link that was reset paramiko raises EOFError, which
         # from the atexit hook printed "Exception ignored in atexit callback" and a traceback
         # under hpclaunch's own error (seen with the link-cut test, 1 cut in 6).
         if self._sftp is not None:
-            with contextlib.suppress(p.SSHException, OSError, EOFError):
+            with contextlib.suppress(*_link_errors()):
                 self._sftp.close()
             self._sftp = None
         for transport in reversed(self._transports):
-            with contextlib.suppress(p.SSHException, OSError, EOFError):
+            with contextlib.suppress(*_link_errors()):
                 transport.close()
         self._transports = []
 
@@ -340,14 +344,13 @@ class SSHRunner(Runner):
         """Like :meth:`run`, with binary standard input."""
         args = self.resolve(argv)
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *args] if env else args
-        p = _paramiko()
         start = time.monotonic()
         transport = self._transport()
         try:
             channel = transport.open_session(timeout=self.target.connect_timeout)
             self._count_channel()
             channel.exec_command(shlex.join(words))
-        except (p.SSHException, OSError, EOFError) as exc:
+        except _link_errors() as exc:
             raise ConnectionDropped(args, self.where, detail=str(exc)) from exc
         try:
             out, err, status = _communicate(channel, transport, stdin, timeout, start)
@@ -357,10 +360,10 @@ class SSHRunner(Runner):
             ) from None
         except _Dropped as exc:
             raise ConnectionDropped(args, self.where, detail=exc.detail) from None
-        except (p.SSHException, OSError, EOFError) as exc:  # paramiko's own word for a reset
+        except _link_errors() as exc:  # paramiko's own word for a reset
             raise ConnectionDropped(args, self.where, detail=str(exc) or "reset") from exc
         finally:
-            with contextlib.suppress(p.SSHException, OSError, EOFError):
+            with contextlib.suppress(*_link_errors()):
                 channel.close()  # sends a close message: fails on a dead link
         stderr_text = err.decode("utf-8", "replace")
         if status == 127 and _not_found(stderr_text):
@@ -400,7 +403,7 @@ class SSHRunner(Runner):
             if channel is None or channel.get_transport() is not transport:
                 try:
                     self._sftp = p.SFTPClient.from_transport(transport)
-                except (p.SSHException, OSError, EOFError) as exc:
+                except _link_errors() as exc:
                     raise ConnectError(
                         f"cannot open SFTP on {self.where}: {exc}",
                         hint="the server must allow the sftp subsystem (Subsystem sftp)",
@@ -415,7 +418,6 @@ class SSHRunner(Runner):
 
     def put_bytes(self, path: str, data: bytes, mode: int) -> None:
         """Write ``data`` to ``path`` atomically with mode ``mode`` (parents made 0700)."""
-        p = _paramiko()
         sftp = self._sftp_client()
         parent, name = posixpath.split(path)
         tmp = posixpath.join(parent, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -426,8 +428,8 @@ class SSHRunner(Runner):
                 handle.write(data)
             sftp.chmod(tmp, mode)  # before the rename: the file never exists with looser bits
             sftp.posix_rename(tmp, path)
-        except (OSError, p.SSHException, EOFError) as exc:
-            with contextlib.suppress(OSError, p.SSHException, EOFError):
+        except _link_errors() as exc:
+            with contextlib.suppress(*_link_errors()):
                 sftp.remove(tmp)
             why = (
                 str(exc).rstrip(": ") or "the connection was reset"
@@ -454,13 +456,12 @@ class SSHRunner(Runner):
 
     def listdir(self, path: str) -> list[str]:
         """Names in the directory ``path`` (``FileNotFoundError`` if it is missing)."""
-        p = _paramiko()
         sftp = self._sftp_client()
         try:
             names: list[str] = sftp.listdir(path)
         except FileNotFoundError:
             raise
-        except (OSError, p.SSHException, EOFError) as exc:
+        except _link_errors() as exc:
             raise TransportError(f"cannot list {path} on {self.where}: {exc}") from exc
         return names
 
@@ -470,14 +471,13 @@ class SSHRunner(Runner):
 
     def read_bytes(self, path: str, offset: int = 0) -> bytes:
         """The bytes of ``path`` from ``offset`` on."""
-        p = _paramiko()
         sftp = self._sftp_client()
         try:
             with sftp.open(path, "rb") as handle:
                 handle.seek(offset)
                 data: bytes = handle.read()
                 return data
-        except (OSError, p.SSHException, EOFError) as exc:
+        except _link_errors() as exc:
             raise TransportError(f"cannot read {path} on {self.where}: {exc}") from exc
 
 
