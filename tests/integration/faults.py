@@ -29,7 +29,7 @@ from hpclaunch.store.capabilities import cache_path
 from hpclaunch.supervise.ledger import read_ledger
 
 from .conftest import Cli
-from .test_sidecar_on_cluster import TRAIN, VENV, Jobs
+from .test_sidecar_on_cluster import TRAIN, VENV, Jobs, _steps
 from .test_sidecar_on_cluster import _submit as submit
 
 #: The cluster's 16 MiB tmpfs (docker/slurm-cluster/lib/small_fs.sh).
@@ -165,11 +165,10 @@ def node_loss_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
         ),
     }
     jobs = LostJobs(cli, shared, ids, release=release)
-    steps = shared / "lost" / "steps-attempt-0.log"
 
     def step() -> int:
-        lines = steps.read_text().split() if steps.exists() else []
-        return int(lines[-1]) if lines else 0
+        done = _steps(shared, "lost", 0)
+        return done[-1] if done else 0
 
     try:
         wait_for("3 checkpoints' worth of steps", lambda: step() >= 3 * EVERY + 3, 90)

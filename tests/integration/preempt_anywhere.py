@@ -41,7 +41,7 @@ from hpclaunch.runtime import verify_checkpoint
 from hpclaunch.supervise.ledger import read_ledger
 
 from .conftest import Cli
-from .test_sidecar_on_cluster import VENV, Jobs, _preempt
+from .test_sidecar_on_cluster import VENV, Jobs, _preempt, _steps
 from .test_sidecar_on_cluster import _submit as submit
 
 STEPS = 120
@@ -229,9 +229,8 @@ class PreemptRun:
             return []
 
     def _last_step(self, victim: Victim, attempt: int) -> int:
-        path = self.shared / victim.key / f"steps-attempt-{attempt}.log"
-        lines = path.read_text().split() if path.exists() else []
-        return int(lines[-1]) if lines else 0
+        steps = _steps(self.shared, victim.key, attempt)
+        return steps[-1] if steps else 0
 
     def _ended(self, victim: Victim, attempt: int) -> bool:
         return any(
@@ -327,8 +326,7 @@ class PreemptRun:
         starts = [e for e in self._ledger(victim) if e["event"] == "attempt_start"]
         for start in starts:
             n = start["attempt"]
-            path = self.shared / victim.key / f"steps-attempt-{n}.log"
-            steps = [int(s) for s in path.read_text().split()] if path.exists() else []
+            steps = _steps(self.shared, victim.key, n)
             attempt = Attempt(n, steps[0] - 1 if steps else None, steps, start["time"])
             victim.attempts.append(attempt)
             if not steps:  # stopped before its first step: it resumed nothing
