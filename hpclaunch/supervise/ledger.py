@@ -11,7 +11,8 @@ event                       fields
                             ``progress_step`` (the trainer's step when it started)
 ``stale_control_file``      ``file``, ``content`` (left by the previous attempt)
 ``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)
-``checkpoint_requested``    ``reason``, ``deadline``
+``checkpoint_requested``    ``reason``, ``deadline``, ``time_left`` (seconds to the time limit
+                            at the warning, from squeue or ``SLURM_JOB_END_TIME``; null: unknown)
 ``checkpoint_committed``    ``step``, ``seconds``, ``path``, ``reason`` (the done file's)
 ``checkpoint_failed``       ``step``, ``errno``, ``errno_name`` (``ENOSPC``, ``EDQUOT``...),
                             ``error``, ``dir``, ``resume_step`` (the newest complete one)

@@ -186,6 +186,8 @@ class Sidecar:
         self.failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
         self.failed: dict[str, Any] | None = None  # what it said
         self._requeue_why: str | None = None
+        #: What ``_time_left`` answered at the warning (the ledger shows why it was read so).
+        self._warned_time_left: float | None = None
 
     # -- the attempt --------------------------------------------------------------------
     def run(self) -> int:
@@ -389,12 +391,19 @@ class Sidecar:
         """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint)."""
         cfg = self.config
         left = self._time_left()
+        self._warned_time_left = left
         if left is not None and left <= cfg.lead + TIME_LIMIT_SLACK:
             return "time_limit", max(1.0, min(left, cfg.lead) - 8.0)
         return "preempted", cfg.grace
 
     def _time_left(self) -> float | None:
-        """Seconds until the time limit (``squeue -o %L``), or ``None``."""
+        """Seconds until the time limit, or ``None`` when nothing says.
+
+        ``squeue -o %L`` first: it follows a ``scontrol update TimeLimit``. When it fails
+        (slurmctld busy or restarting) ``SLURM_JOB_END_TIME``, which slurmd sets in the
+        batch environment of each attempt (sbatch(1) of 24.11 and 25.11); without either a
+        warning is read as preemption.
+        """
         job = self.env.get("SLURM_JOB_ID")
         if not job:
             return None
@@ -405,6 +414,10 @@ class Sidecar:
             result = self.runner.run(["squeue", "-h", "-j", job, "-o", "%L"], timeout=10)
             return float(parse_time(result.stdout.strip().splitlines()[0]))
         except (TransportError, ValueError, IndexError):
+            pass
+        try:
+            return float(self.env["SLURM_JOB_END_TIME"]) - time.time()
+        except (KeyError, ValueError):
             return None
 
     def _checkpoint(
@@ -419,7 +432,12 @@ class Sidecar:
             self.control / control.REQUEST,
             {"reason": reason, "requested_at": requested_at, "deadline": deadline},
         )
-        self.ledger.append("checkpoint_requested", reason=reason, deadline=deadline)
+        self.ledger.append(
+            "checkpoint_requested",
+            reason=reason,
+            deadline=deadline,
+            time_left=self._warned_time_left,
+        )
         periodic: dict[str, Any] | None = None
         while time.time() < deadline:
             exited = proc.poll() is not None  # before the read: a last commit is never missed

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hpclaunch.errors import ProgramNotFound
+from hpclaunch.errors import CommandTimeout, ProgramNotFound
 from hpclaunch.supervise import control
 from hpclaunch.supervise.ledger import Ledger, read_ledger
 from hpclaunch.supervise.sidecar import (
@@ -154,6 +154,32 @@ def test_warning_near_the_end_is_the_time_limit(tmp_path: Path, signal_at_step: 
     assert (
         json.loads((tmp_path / "control" / control.REQUEST).read_text())["reason"] == "time_limit"
     )
+
+
+@pytest.mark.parametrize("end_in", [35.0, None])
+def test_a_warning_while_squeue_fails_reads_the_end_time_slurm_set(
+    tmp_path: Path, signal_at_step: Any, end_in: float | None
+) -> None:
+    """slurmctld busy under load: squeue times out, SLURM_JOB_END_TIME still tells a time
+    limit (35 s left, lead 30) from a preemption; without it the warning is a preemption."""
+
+    def squeue_times_out(argv: tuple[str, ...]) -> CommandResult:
+        if argv[0] == "squeue":
+            raise CommandTimeout(argv, 10)
+        return result(argv)
+
+    cfg = config(tmp_path, "--steps", "1000", lead=30)
+    if end_in is not None:
+        end = str(int(time.time() + end_in))
+        cfg = dataclasses.replace(cfg, env={**cfg.env, "SLURM_JOB_END_TIME": end})
+    signal_at_step(signal.SIGUSR1, 2)
+    assert Sidecar(cfg, FakeRunner(squeue_times_out)).run() == EXIT_REQUEUED
+    requested = events(tmp_path)["checkpoint_requested"]
+    if end_in is None:
+        assert (requested["reason"], requested["time_left"]) == ("preemption", None)
+    else:
+        assert requested["reason"] == "time_limit"
+        assert 25 < requested["time_left"] <= 35
 
 
 def test_no_orphan_survives(tmp_path: Path, signal_at_step: Any) -> None:
