@@ -121,22 +121,35 @@ def jobs(
         out = shared / key
         return [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
 
+    # GPUs so that the critical job must preempt it; tier low: preemptible, grace 10 s.
+    torchrun = _submit(
+        cli,
+        tmp,
+        "torchrun",
+        command=train("torchrun"),
+        launcher="torchrun",
+        tier="low",
+        venv=VENV,
+        resources={"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "200M"},
+    )
+    # The other low-tier jobs keep off torchrun's nodes: to place the critical job, Slurm
+    # (cons_tres _run_now) removes preemptable jobs one by one until it fits and then
+    # preempts every removed one on its nodes, needed or not (job_test.c, 25.11): the
+    # likely cause of a CI run where the time-limit job got a preemption's warning.
+    away = {"--exclude": _nodes_of(torchrun)}
     common = {"venv": VENV, "resources": {"nodes": 2, "time": "00:05:00", "mem": "200M"}}
     ids = {
-        # GPUs so that the critical job must preempt it; tier low: preemptible, grace 10 s.
-        "torchrun": _submit(
-            cli,
-            tmp,
-            "torchrun",
-            command=train("torchrun"),
-            launcher="torchrun",
-            tier="low",
-            venv=VENV,
-            resources={"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "200M"},
-        ),
+        "torchrun": torchrun,
         "twin": _submit(cli, tmp, "twin", command=train("twin"), launcher="torchrun", **common),
         "srun": _submit(
-            cli, tmp, "srun", command=train("srun"), launcher="srun", tier="low", **common
+            cli,
+            tmp,
+            "srun",
+            command=train("srun"),
+            launcher="srun",
+            tier="low",
+            sbatch_extra=away,
+            **common,
         ),
         "raises": _submit(
             cli,
@@ -146,6 +159,7 @@ def jobs(
             launcher="srun",
             tier="low",
             venv=VENV,
+            sbatch_extra=away,
             resources={"time": "00:02:00", "mem": "100M"},
         ),
         "timelimit": _submit(
@@ -156,6 +170,7 @@ def jobs(
             launcher="torchrun",
             tier="low",
             venv=VENV,
+            sbatch_extra=away,
             checkpoint={"signal_lead_time": 30, "max_requeues": 1},
             resources={"time": "1", "mem": "200M"},
         ),
@@ -208,11 +223,25 @@ def _assert_exact_resume(jobs: Jobs, key: str, *, by_slurm: bool = False) -> Non
     assert states[-1] == "COMPLETED"
 
 
+def _nodes_of(job_id: str, timeout: float = 60) -> str:
+    """The nodes ``job_id`` runs on (a hostlist), once it runs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = subprocess.run(
+            ["squeue", "-h", "-t", "R", "-j", job_id, "-o", "%N"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if nodes:
+            return nodes
+        assert time.monotonic() < deadline, f"{job_id} never started"
+        time.sleep(0.2)
+
+
 def _preempt(job_id: str) -> str:
     """Submit a critical job that needs every GPU of ``job_id``'s nodes; return its id."""
-    nodes = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    nodes = _nodes_of(job_id)
     argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", "-N2"]
     argv += [f"--nodelist={nodes}", "--gres=gpu:4", "--time=1", "--mem=50M"]
     argv += ["--output=/dev/null", "--job-name=it-sc-preemptor", "--wrap=sleep 3"]
@@ -253,7 +282,7 @@ def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> 
     jobs.wait_final("timelimit", 170)
     ledger = jobs.events("timelimit")["ledger"]
     first, second = _by(ledger, 0), _by(ledger, 1)
-    assert first["checkpoint_requested"]["reason"] == "time_limit"
+    assert first["checkpoint_requested"]["reason"] == "time_limit", first
     assert first["attempt_end"]["reason"] == "time_limit"
     assert first["attempt_end"]["requeued"] is True
     committed = first["checkpoint_committed"]["step"]
