@@ -1,8 +1,9 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
-        [--victims 10] [--points 1000]
-        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed]
+        [--victims 10] [--points 1000] [--task-points 300]
+        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,
+                tasks_killed]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -51,6 +52,12 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   once more (tests/integration/faults.py sweep_outage). Trials: points; survived: points
   run exactly once (each task leaves a marker), when the cut-off call exited 3 and no call
   printed a traceback; lost: points never run; duplicates: runs beyond one.
+
+* ``tasks_killed``: a sweep of ``--task-points`` points (srun launcher, each task 1 s)
+  whose slurmctld is SIGKILLed once a tenth of them are done, and started 3 s later
+  (faults.ctld_killed_while_tasks_run). Survived: points finished exactly once (a marker
+  each); duplicates: finishes beyond one; notes: what the tasks Slurm started again did,
+  and the nodes it drained.
 
 Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
 """
@@ -375,6 +382,25 @@ def ctld_killed(points: int, wait: float) -> Row:
     return row
 
 
+def tasks_killed(points: int) -> Row:
+    from tests.integration.faults import ctld_killed_while_tasks_run
+
+    row = Row(f"slurmctld SIGKILLed while a sweep's tasks start ({points} points)")
+    with tempfile.TemporaryDirectory() as tmp:
+        seen = ctld_killed_while_tasks_run(Cli(Path(tmp) / "state"), Path(tmp), points)
+    row.trials = points
+    row.survived = sum(1 for n in seen.runs.values() if n == 1)
+    row.lost = points - len(seen.runs)
+    row.duplicates = sum(n - 1 for n in seen.runs.values())
+    row.notes.append(
+        f"killed when {seen.killed_at_markers} points were done; final counts "
+        f"{seen.status.get('counts')}; tasks started again that found their point "
+        f"completed: {seen.skipped}, that waited for a running copy: {seen.waited}; "
+        f"nodes Slurm drained (resumed after): {seen.drained or 'none'}"
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=3)
@@ -383,9 +409,11 @@ def main() -> None:
     parser.add_argument("--cuts", type=int, default=25)
     parser.add_argument("--victims", type=int, default=10)
     parser.add_argument("--points", type=int, default=1000)
+    parser.add_argument("--task-points", type=int, default=300)
     parser.add_argument(
         "--only",
-        default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed",
+        default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,"
+        "tasks_killed",
     )
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -410,6 +438,9 @@ def main() -> None:
         for wait in (6.0, 0.0):  # past slurmctld's 5 s state-save delay, and inside it
             print(f"ctld_killed: a sweep of {args.points} points, {wait:g} s", flush=True)
             rows.append(ctld_killed(args.points, wait))
+    if "tasks_killed" in only:
+        print(f"tasks_killed: a sweep of {args.task_points} points", flush=True)
+        rows.append(tasks_killed(args.task_points))
     if "preempt_anywhere" in only:
         print(f"preempt_anywhere: {args.victims} runs", flush=True)
         rows.append(preempt_anywhere(args.victims))

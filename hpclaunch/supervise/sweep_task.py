@@ -15,7 +15,13 @@ with ``HPCLAUNCH_SWEEP_INDEX`` = the array's offset (the script's first argument
    names one; ``HPCLAUNCH_LOG_DIR`` ``<log dir>/tasks/<index>``), exports the point as JSON in
    ``HPCLAUNCH_SWEEP_PARAMS`` (:func:`hpclaunch.runtime.sweep_params`) and gives each task its
    own W&B run id unless the spec set one;
-3. replaces ``{name}`` in ARGV (after its first ``N`` words, the launcher prefix) with the
+3. runs each point once: it holds an exclusive lock on ``tasks/<index>/.running`` for as
+   long as the task runs (the file descriptor passes through the exec), so a second copy
+   of the point waits for the first; and a point whose sidecar ledger says an attempt
+   ended ``success`` is not run again. Both happen when slurmctld, killed, forgets the
+   tasks it started in its last seconds (it saves its state at most every 5 s) and starts
+   them again while, or after, the first copies run (measured on 25.11);
+4. replaces ``{name}`` in ARGV (after its first ``N`` words, the launcher prefix) with the
    point's values, each word staying one argv word (no shell), and execs it.
 
 It imports only the standard library: it runs before every task.
@@ -33,7 +39,9 @@ from typing import Any
 
 __all__ = [
     "PARAMS_NAME",
+    "completed_at",
     "format_value",
+    "hold_point",
     "main",
     "placeholders",
     "read_point",
@@ -128,6 +136,52 @@ def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> d
     return out
 
 
+def hold_point(task_dir: str, index: int) -> int | None:
+    """Lock ``<task_dir>/.running`` (waiting while another copy of the point holds it) and
+    keep the descriptor open across the exec: the lock lasts as long as the task. ``None``
+    on a filesystem without locks (Lustre mounted without ``flock``): no guard then."""
+    import fcntl
+
+    fd = os.open(os.path.join(task_dir, ".running"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"hpclaunch: sweep point {index} is running in another job (slurmctld "
+                "restarted and forgot it?): waiting for that one to end",
+                flush=True,
+            )
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    os.set_inheritable(fd, True)
+    return fd
+
+
+def completed_at(task_dir: str) -> str | None:
+    """When an attempt of this point ended ``success`` (its sidecar's ledger,
+    ``events.jsonl``), as ISO time; ``None`` if none did (or the ledger is unreadable)."""
+    import datetime
+
+    try:
+        with open(os.path.join(task_dir, "events.jsonl"), encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:  # a torn last line
+            continue
+        ended = isinstance(event, dict) and event.get("event") == "attempt_end"
+        if ended and event.get("reason") == "success" and isinstance(event.get("time"), float):
+            when = datetime.datetime.fromtimestamp(event["time"], tz=datetime.timezone.utc)
+            return f"attempt {event.get('attempt')} at {when.isoformat(timespec='seconds')}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | None = None) -> int:
     """Entry point; execs the command (returns only on an error, with exit code 2)."""
     parser = argparse.ArgumentParser(prog="python -m hpclaunch.supervise.sweep_task")
@@ -151,7 +205,18 @@ def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | 
         print(f"hpclaunch sweep task: {exc}", file=sys.stderr)
         return 2
     env.update(task_env(env, index, params))
-    os.makedirs(env["HPCLAUNCH_JOB_DIR"], exist_ok=True)
+    task_dir = env["HPCLAUNCH_JOB_DIR"]
+    os.makedirs(task_dir, exist_ok=True)
+    lock = hold_point(task_dir, index)
+    done = completed_at(task_dir)
+    if done is not None:
+        print(
+            f"hpclaunch: sweep point {index} already completed ({done}): not run again",
+            flush=True,
+        )
+        if lock is not None:
+            os.close(lock)
+        return 0
     keep = max(0, args.keep)
     final = command[:keep] + substitute(command[keep:], params)
     print(f"hpclaunch: sweep point {index}: {env['HPCLAUNCH_SWEEP_PARAMS']}", flush=True)

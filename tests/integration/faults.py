@@ -364,6 +364,87 @@ def sweep_outage(cli: Cli, spec_dir: Path, points: int, *, wait: float = 6.0) ->
     return seen
 
 
+@dataclass
+class TasksKilled:
+    """What :func:`ctld_killed_while_tasks_run` saw."""
+
+    sweep_id: str
+    points: int
+    killed_at_markers: int = 0  # points finished when slurmctld was killed
+    status: dict[str, Any] = field(default_factory=dict)  # sweep status --json at the end
+    runs: Counter[str] = field(default_factory=Counter)  # finished runs per point
+    skipped: int = 0  # task logs saying "already completed"
+    waited: int = 0  # task logs saying "running in another job"
+    drained: list[str] = field(default_factory=list)  # nodes Slurm drained meanwhile
+
+
+def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksKilled:
+    """A sweep of ``points`` points (srun launcher: each task has its sidecar and ledger)
+    whose tasks each sleep 1 s then leave a marker; once a tenth of them are done,
+    slurmctld is SIGKILLed while others start, and started again 3 s later. slurmctld
+    forgets what it did in its last seconds (it saves at most every 5 s), so it starts
+    some tasks again. Waits for the sweep to end, counts the markers per point and what
+    the tasks' logs say, and resumes any node Slurm drained."""
+    seen = TasksKilled(f"tasks-{uuid.uuid4().hex[:8]}", points)
+    marks = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    marks.mkdir(parents=True)
+    spec = spec_dir / "tasks-sweep.yaml"
+    command = 'sleep 1; touch "$1/$2.${SLURM_JOB_ID}"'
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": f"it-{seen.sweep_id}",
+                "project": "research",
+                "launcher": "srun",
+                "venv": str(REPO / ".venv"),
+                "command": ["bash", "-c", command, "marker", str(marks), "{i}"],
+                "resources": {"time": "2", "mem": "100M"},
+                "sweep": {"method": "list", "points": [{"i": i} for i in range(points)]},
+            }
+        )
+    )
+    try:
+        out = cli("sweep", "submit", str(spec), "--sweep-id", seen.sweep_id)
+        if out.returncode != 0:
+            raise AssertionError(out.stderr)
+        wait_for("a tenth of the points", lambda: len(list(marks.iterdir())) >= points // 10, 180)
+        seen.killed_at_markers = len(list(marks.iterdir()))
+        cluster_sh("stop", "slurmctld")
+        time.sleep(3)
+        cluster_sh("start", "slurmctld")
+
+        def ended() -> bool:
+            out = cli("sweep", "status", seen.sweep_id, "--json", "--no-metrics")
+            if out.returncode != 0:
+                return False
+            seen.status = json.loads(out.stdout)
+            counts = seen.status["counts"]
+            return not any(state in counts for state in ("PENDING", "RUNNING", "REQUEUED"))
+
+        wait_for("the sweep to end", ended, 600)
+        seen.runs = Counter(p.name.split(".")[0] for p in marks.iterdir())
+        logs = Path(cli.submitted_rows()[0]["job_dir"]) / "tasks"
+        for log in logs.glob("*/attempt-*.log"):
+            text = log.read_text(errors="replace")
+            seen.skipped += "already completed" in text
+            seen.waited += "running in another job" in text
+    finally:
+        subprocess.run(["scancel", "--name", f"it-{seen.sweep_id}"], capture_output=True)
+        sinfo = subprocess.run(
+            ["sinfo", "-N", "-h", "-t", "drain,drained,draining", "-o", "%N %E"],
+            capture_output=True,
+            text=True,
+        ).stdout.split("\n")
+        seen.drained = sorted({line for line in sinfo if line.strip()})
+        for line in seen.drained:
+            node = line.split()[0]
+            subprocess.run(
+                ["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True
+            )
+        shutil.rmtree(marks, ignore_errors=True)
+    return seen
+
+
 def fill(directory: Path) -> Path:
     """Write one file into ``directory`` until its filesystem says ENOSPC; return it."""
     filler = directory / f"filler-{uuid.uuid4().hex[:6]}"

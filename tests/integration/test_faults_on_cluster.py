@@ -50,6 +50,7 @@ from .faults import (
     LostJobs,
     accounting_outage,
     concurrent_clients,
+    ctld_killed_while_tasks_run,
     disk_full_trial,
     node_loss_trial,
     sweep_outage,
@@ -233,3 +234,17 @@ def test_slurmctld_killed_mid_sweep_a_retry_with_the_sweep_id_finishes_it_once(
     assert len(seen.status["arrays"]) == 2
     assert len(seen.runs) == 200
     assert set(seen.runs.values()) == {1}  # no point ran twice
+
+
+def test_slurmctld_killed_while_tasks_start_no_point_runs_twice(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """slurmctld SIGKILLed while a 100-point sweep's tasks (srun launcher, 1 s each) start
+    and end, back 3 s later: it forgets its last seconds and starts some tasks again;
+    each point still finishes exactly once (a task whose point completed says so and
+    exits, a copy of a running point waits for it), and the sweep ends all COMPLETED."""
+    seen = ctld_killed_while_tasks_run(Cli(tmp_path / "state"), tmp_path, 100)
+    assert 0 < seen.killed_at_markers < 100
+    assert seen.status["counts"] == {"COMPLETED": 100}, (seen.status["counts"], seen.drained)
+    assert len(seen.runs) == 100
+    assert set(seen.runs.values()) == {1}, seen  # no point finished twice
