@@ -38,7 +38,8 @@ event                       fields
 ``attempt_end`` reasons: ``success``, ``user_error``, ``node_failure``, ``preempted`` and
 ``time_limit`` (warned by USR1/USR2), ``requeued`` (SIGTERM while Slurm requeues the job:
 ``scontrol requeue`` by a user or operator), ``cancelled`` (SIGTERM otherwise: scancel;
-SIGINT), ``launch_failed``.
+SIGINT), ``launch_failed``, ``job_lost`` (srun: slurmctld no longer knows the job, after a
+restart that lost its last seconds; with ``why``).
 
 Lines are written with one ``write`` on a descriptor opened with ``O_APPEND`` and then
 fsync'd, so a line is never interleaved with another writer's and survives the node going

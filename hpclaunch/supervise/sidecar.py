@@ -86,6 +86,9 @@ _ERROR_LINE = re.compile(
     r"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
 )
 _NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|Node .* not responding", re.IGNORECASE)
+#: srun's words when slurmctld no longer knows the job it runs in: killed within its
+#: state-save delay (<= 5 s) after starting it, it restarts without that start (25.11).
+_JOB_LOST = re.compile(r"Unable to confirm allocation for job \d+: Invalid job id")
 
 
 @dataclass(frozen=True)
@@ -321,6 +324,13 @@ class Sidecar:
         tail = self._log_tail()
         reason = "node_failure" if any(_NODE_FAILURE.search(x) for x in tail) else "user_error"
         extra: dict[str, Any] = {}
+        if any(_JOB_LOST.search(x) for x in tail):
+            reason = "job_lost"
+            extra = {
+                "why": "slurmctld does not know this job any more (restarted and lost the "
+                "seconds before its last state save?), so srun could not start the step; "
+                "Slurm may start it again"
+            }
         if reason == "user_error":
             extra = {"error_line": error_line(tail), "tail": tail[-20:]}
         requeued = False

@@ -275,6 +275,36 @@ def test_user_error_through_the_command_line(tmp_path: Path) -> None:
     assert any("Traceback" in line for line in end["tail"])
 
 
+def test_a_job_slurmctld_forgot_is_job_lost_not_a_user_error(tmp_path: Path) -> None:
+    """srun's words (recorded on 25.11) when slurmctld, killed just after starting the job,
+    came back without it: the attempt ends ``job_lost`` with why, not ``user_error``."""
+    said = (
+        "srun: error: Unable to confirm allocation for job 170: Invalid job id specified\n"
+        "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 170\n"
+    )
+    log = tmp_path / "attempt-0.log"
+    env = dict(os.environ, PYTHONPATH=str(REPO), HPCLAUNCH_JOB_DIR=str(tmp_path))
+    env.update(HPCLAUNCH_LOG_DIR=str(tmp_path), HPCLAUNCH_ATTEMPT="0")
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        env.pop(name, None)
+    argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun", "--"]
+    fake_srun = f"import sys; sys.stderr.write({said!r}); sys.exit(1)"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [*argv, sys.executable, "-c", fake_srun],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=30,
+            check=False,
+        )
+    assert proc.returncode == 1
+    end = events(tmp_path)["attempt_end"]
+    assert end["reason"] == "job_lost"
+    assert "slurmctld does not know this job" in end["why"]
+    assert "error_line" not in end
+
+
 @pytest.mark.parametrize(("restarts", "reason"), [("1", "requeued"), ("0", "cancelled")])
 def test_sigterm_is_a_requeue_when_slurms_restart_count_went_up(
     tmp_path: Path, signal_at_step: Any, restarts: str, reason: str
