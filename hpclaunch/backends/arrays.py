@@ -16,12 +16,12 @@ them into one answer for the array, so that no task's state is silently dropped:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import JobInfo, JobState
 
-__all__ = ["ACTIVE_STATES", "WORST_FIRST", "summarise_array", "task_index"]
+__all__ = ["ACTIVE_STATES", "WORST_FIRST", "held_problem", "summarise_array", "task_index"]
 
 #: Task states that count as "the array runs".
 ACTIVE_STATES = frozenset(
@@ -48,6 +48,26 @@ WORST_FIRST = (
     JobState.REVOKED,
     JobState.COMPLETED,
 )
+
+
+def held_problem(held: Mapping[str, str]) -> str | None:
+    """What ``sweep status`` says of tasks that wait on a hold (task id → squeue's reason).
+
+    Slurm requeues and holds a job whose launch failed ("launch failed requeued held", a
+    user's hold: its owner may release it; job_mgr.c, 25.11). A slurmctld restarted after
+    losing its last seconds of state does that to the tasks it starts a second time while
+    their first copies are still ending on the node (slurmd: "already running, do not
+    launch second copy"), and drains that node ("Duplicate jobid").
+    """
+    if not held:
+        return None
+    ids = sorted(held, key=lambda job: [int(x) for x in job.split("_")])
+    reasons = ", ".join(sorted(set(held.values())))
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return (
+        f"{len(ids)} task(s) wait on a hold ({reasons}): {shown}. 'scontrol release "
+        f"{' '.join(ids)}' lets them run (a hold an admin set, JobHeldAdmin, needs the admin)"
+    )
 
 
 def task_index(ref: JobRef) -> int:

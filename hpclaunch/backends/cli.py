@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import (
@@ -19,6 +20,7 @@ from hpclaunch.backends.slurm_text import (
     SQUEUE_FORMAT,
     first_line,
     parse_attempts,
+    parse_held_tasks,
     parse_sacct,
     parse_squeue,
     parse_task_states,
@@ -343,22 +345,26 @@ class CliBackend(Backend):
         """Task id (``123_4``) → state: one ``squeue --array``, and one sacct when squeue
         does not know every task of ``wanted``; what failed is added to ``problems``."""
         ids = ",".join(array_ids)
-        states = self._task_states(
-            ["squeue", "--noheader", "--array", f"--jobs={ids}", "--states=all", "--format=%i|%T"],
-            problems,
-        )
+        squeue = ["squeue", "--noheader", "--array", f"--jobs={ids}", "--states=all"]
+        live = self._task_lines([*squeue, "--format=%i|%T|%r"], problems)
+        states = parse_task_states(live)
+        held = held_problem(parse_held_tasks(live))
+        if held:
+            problems.append(held)
         if not set(wanted) <= states.keys():
             sacct = ["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={ids}"]
-            accounted = self._task_states([*sacct, "--format=JobID,State"], problems)
+            accounted = parse_task_states(
+                self._task_lines([*sacct, "--format=JobID,State"], problems)
+            )
             states = {**accounted, **states}  # squeue's view of live tasks is the newer one
         return states
 
-    def _task_states(self, argv: list[str], problems: list[str]) -> dict[str, str]:
+    def _task_lines(self, argv: list[str], problems: list[str]) -> str:
         try:
             result = self.runner.run(argv, timeout=60)
         except TransportError as exc:
             problems.append(f"{argv[0]}: {exc.message.splitlines()[0]}")
-            return {}
+            return ""
         if not result.ok:
             # squeue exits 1 when none of the ids is known any more (MinJobAge): not a problem.
             if CONTROLLER_UNREACHABLE in result.stderr:
@@ -370,8 +376,8 @@ class CliBackend(Backend):
                 problems.append(
                     f"{argv[0]} failed: {(result.stderr or result.stdout).strip()[:200]}"
                 )
-            return {}
-        return parse_task_states(result.stdout)
+            return ""
+        return result.stdout
 
     # -- the queue ------------------------------------------------------------------------
 

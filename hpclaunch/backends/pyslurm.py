@@ -27,6 +27,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.cli import (
     GONE,
@@ -303,6 +304,15 @@ class PyslurmBackend(Backend):
         except HpclaunchError as exc:
             problems.append(f"pyslurm: {exc.message.splitlines()[0]}")
             return {}
+        held = held_problem(
+            {
+                ref.job_id: info.reason or ""
+                for ref, info in found.items()
+                if info.state is JobState.PENDING and "held" in (info.reason or "").lower()
+            }
+        )
+        if held:
+            problems.append(held)
         return {
             ref.job_id: info.state.value
             for ref, info in found.items()

@@ -7,7 +7,7 @@ is always the last column so that it may contain the ``|`` delimiter.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 from hpclaunch.backends.base import JobRef
@@ -25,6 +25,7 @@ __all__ = [
     "ended_by",
     "is_waiting_reason",
     "parse_attempts",
+    "parse_held_tasks",
     "parse_sacct",
     "parse_squeue",
     "parse_task_states",
@@ -368,22 +369,36 @@ _FOLDED_TASKS = re.compile(r"^(\d+)_\[([0-9,\-]+)(?:%\d+)?\]$")
 
 
 def parse_task_states(text: str) -> dict[str, str]:
-    """``<id>|<state>`` lines (squeue or sacct) → task id (``123_4``) → state.
+    """``<id>|<state>[|<reason>]`` lines (squeue or sacct) → task id (``123_4``) → state.
 
     Folded pending ranges (``123_[0-4%2]``) are expanded; sacct's ``CANCELLED by 0`` is
     ``CANCELLED``; other lines (a whole array's ``123``, steps) are skipped.
     """
-    states: dict[str, str] = {}
+    return {task: state for task, state, _ in _task_lines(text)}
+
+
+def parse_held_tasks(text: str) -> dict[str, str]:
+    """Task id → reason of the PENDING tasks of ``<id>|<state>|<reason>`` lines (squeue
+    ``%i|%T|%r``) that wait on a hold: ``launch failed requeued held`` (Slurm requeues and
+    holds a job whose launch failed, job_mgr.c), ``JobHeldUser``, ``JobHeldAdmin``..."""
+    return {
+        task: reason
+        for task, state, reason in _task_lines(text)
+        if state == "PENDING" and "held" in reason.lower()
+    }
+
+
+def _task_lines(text: str) -> Iterator[tuple[str, str, str]]:
     for line in text.splitlines():
-        job, _, state = line.strip().partition("|")
+        job, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
         state = state.split(" ")[0].strip().upper()
         if not state:
             continue
         if _TASK_ID.match(job):
-            states[job] = state
+            yield job, state, reason.strip()
             continue
         folded = _FOLDED_TASKS.match(job)
         if folded:
             for task in task_ids(folded.group(2)):
-                states[f"{folded.group(1)}_{task}"] = state
-    return states
+                yield f"{folded.group(1)}_{task}", state, reason.strip()

@@ -169,7 +169,7 @@ def _print_status(status: SweepStatus) -> None:
         table.add_row(
             str(task.point),
             task.job_id,
-            task.state,
+            task.state + (f" (Slurm: {task.slurm_state})" if task.slurm_state else ""),
             *(_cell(task.params.get(p)) for p in params),
             *(_cell((task.metrics or {}).get(m)) for m in metrics),
         )

@@ -4,6 +4,12 @@
 squeue (``--array``: one line per task, pending ones too) knows the live tasks; sacct the
 ended ones (squeue forgets a job MinJobAge after it ended). A task's final metrics come from
 ``<job dir>/tasks/<point>/final-metrics.json`` (:func:`hpclaunch.runtime.report_metrics`).
+
+A task that ended ``success`` by its own ledger (``tasks/<point>/events.jsonl``, one grep for
+all of them) is COMPLETED whatever Slurm says, with Slurm's state kept beside it: slurmctld
+killed within its state-save delay (at most 5 s, state_save.c) forgets the ends it had
+just been told, answers them "job_complete: invalid JobId" after its restart, and keeps
+those tasks RUNNING until their time limit, then TIMEOUT (measured on 25.11).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
+from hpclaunch.supervise.ledger import LEDGER_NAME
 from hpclaunch.supervise.sweep_task import METRICS_NAME
 from hpclaunch.transport.base import Runner
 
@@ -40,6 +47,8 @@ class TaskStatus:
     state: str
     params: dict[str, Any]
     metrics: dict[str, Any] | None = None
+    #: Slurm's state when the task's ledger says it ended ``success`` and Slurm does not.
+    slurm_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,7 @@ class SweepStatus:
                     "state": t.state,
                     "params": t.params,
                     "metrics": t.metrics,
+                    "slurm_state": t.slurm_state,
                 }
                 for t in self.tasks
             ],
@@ -110,17 +120,59 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
     states = backend.task_states([a.job_id for a in record.arrays], wanted, problems)
     runner = backend.runner
     params = _read_params(runner, record, problems)
+    unsure = {job for job, state in states.items() if state not in _SURE}
+    succeeded = _succeeded_points(runner, record, problems) if unsure else set()
     tasks = []
     for array in record.arrays:
         for task in range(array.count):
             point = array.offset + task
             job_id = f"{array.job_id}_{task}"
             state = states.get(job_id, "UNKNOWN")
+            slurm_state = None
+            if point in succeeded and job_id in unsure:
+                state, slurm_state = "COMPLETED", state
             found = (
                 _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
             )
-            tasks.append(TaskStatus(point, job_id, state, params.get(point, {}), found))
+            tasks.append(
+                TaskStatus(point, job_id, state, params.get(point, {}), found, slurm_state)
+            )
+    lost = [t.job_id for t in tasks if t.slurm_state]
+    if lost:
+        problems.append(
+            f"{len(lost)} task(s) ended successfully by their own ledgers but Slurm says "
+            f"otherwise ({_some(lost)}): slurmctld lost their ends (a restart?); counted "
+            "COMPLETED. Slurm holds their resources until it times them out: 'scancel "
+            f"{' '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}' frees them now"
+        )
     return SweepStatus(record, tuple(tasks), tuple(problems))
+
+
+#: Slurm states that need no second opinion: nothing ran yet, or the end Slurm saw.
+_SURE = frozenset({"COMPLETED", "PENDING", "UNKNOWN"})
+#: How the sidecar's ledger writes a successful end (json.dumps: event, attempt, time, ...).
+_SUCCESS = r'^\{"event": "attempt_end", .*"reason": "success"'
+
+
+def _succeeded_points(runner: Runner, record: SweepRecord, problems: list[str]) -> set[int]:
+    """The points whose task ledger has an attempt that ended ``success``."""
+    tasks = posixpath.join(record.job_dir, "tasks")
+    argv = ["grep", "-rlE", "--include", LEDGER_NAME, "--", _SUCCESS, tasks]
+    try:
+        found = runner.run(argv, timeout=60)
+    except TransportError as exc:
+        problems.append(f"task ledgers: {exc.message.splitlines()[0]}")
+        return set()
+    points = set()
+    for path in found.stdout.splitlines():  # grep exits 1 when nothing matched: no points
+        name = posixpath.basename(posixpath.dirname(path))
+        if name.isdigit():
+            points.add(int(name))
+    return points
+
+
+def _some(job_ids: list[str]) -> str:
+    return ", ".join(job_ids[:5]) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
 
 
 def _read_params(

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
-from hpclaunch.backends.slurm_text import parse_task_states
+from hpclaunch.backends.slurm_text import parse_held_tasks, parse_task_states
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
 from hpclaunch.ops.sweep import submit_sweep
@@ -35,6 +36,7 @@ from hpclaunch.store.sweeps import (
     list_sweeps,
     save_sweep,
 )
+from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.sweep_task import read_point, substitute, task_env
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
@@ -423,6 +425,40 @@ def test_task_states_from_squeue_and_sacct_lines() -> None:
     }
 
 
+HELD = Path(__file__).with_name("data") / "cluster-25.11" / "squeue_array_held.txt"
+
+
+def test_held_tasks_from_recorded_squeue_lines() -> None:
+    """squeue --array --states=all --format=%i|%T|%r of the 25.11 cluster while tasks that
+    slurmctld launched a second time after its restart waited, requeued and held."""
+    text = HELD.read_text()
+    held = parse_held_tasks(text)
+    assert held
+    assert set(held.values()) == {"launch failed requeued held"}
+    states = parse_task_states(text)
+    assert all(states[task] == "PENDING" for task in held)
+    assert len(states) == len(text.splitlines())  # every task line, the reason column or not
+
+
+def test_held_tasks_are_named_with_the_release_command() -> None:
+    said = held_problem({"10_12": "launch failed requeued held", "10_3": "JobHeldUser"})
+    assert said is not None
+    assert said.startswith("2 task(s) wait on a hold (JobHeldUser, launch failed requeued held)")
+    assert "'scontrol release 10_3 10_12'" in said
+    assert held_problem({}) is None
+
+
+def test_status_names_the_held_tasks() -> None:
+    lines = "10_0|RUNNING|None\n10_1|PENDING|launch failed requeued held\n10_2|PENDING|Priority\n"
+    runner = FakeRunner(lambda argv: result(argv, out=lines if argv[0] == "squeue" else ""))
+    backend = CliBackend(runner, load_site("local"))
+    status = sweep_status(backend, _record(points=3, arrays=(SweepArray("10", 0, 3),)))
+    assert "--format=%i|%T|%r" in runner.calls[0]
+    assert status.counts == {"RUNNING": 1, "PENDING": 2}
+    (held,) = [p for p in status.problems if "hold" in p]
+    assert "1 task(s) wait on a hold (launch failed requeued held): 10_1." in held
+
+
 def _record(**fields: Any) -> SweepRecord:
     data: dict[str, Any] = {
         "sweep_id": SUBMISSION_ID,
@@ -456,7 +492,8 @@ def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
     runner.put_file("/jobs/s/tasks/0/final-metrics.json", '{"metrics": {"loss": 0.5}}', 0o600)
     runner.put_file("/jobs/s/tasks/1/final-metrics.json", "not json", 0o600)
     status = sweep_status(CliBackend(runner, load_site("local")), _record())
-    assert [c[0] for c in runner.calls] == ["squeue", "sacct"]
+    # grep: the ledgers of the tasks Slurm has not seen complete (one call for all)
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct", "grep"]
     assert "--jobs=10,11" in runner.calls[0]
     assert status.counts == {"COMPLETED": 2, "FAILED": 1, "RUNNING": 1}
     assert [t.metrics for t in status.tasks] == [{"loss": 0.5}, None, None, None]
@@ -477,9 +514,56 @@ def test_status_skips_sacct_when_squeue_knows_every_task() -> None:
     runner = FakeRunner(lambda argv: result(argv, out="10_0|RUNNING\n10_1|PENDING\n"))
     backend = CliBackend(runner, load_site("local"))
     status = sweep_status(backend, _record(points=2, arrays=(SweepArray("10", 0, 2),)))
-    assert [c[0] for c in runner.calls] == ["squeue"]
+    assert [c[0] for c in runner.calls] == ["squeue", "grep"]
     assert status.counts == {"RUNNING": 1, "PENDING": 1}
     assert status.problems == ("params file: cannot read /jobs/s/sweep-params.jsonl: no such file",)
+
+
+def test_a_task_whose_ledger_says_success_is_completed_whatever_slurm_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """slurmctld restarted and forgot the ends of tasks 10_1 and 10_2: it says RUNNING and
+    TIMEOUT. Their sidecars' ledgers (written by the real Ledger, read by the real grep)
+    say success; 10_3's says user_error, 11_0 is still running."""
+    jobs = tmp_path / "s"
+    for point, reason in ((0, "success"), (1, "success"), (2, "success"), (3, "user_error")):
+        ledger = Ledger(jobs / "tasks" / str(point), 0)
+        ledger.path.parent.mkdir(parents=True)
+        ledger.append("attempt_start", nodes=["n1"])
+        ledger.append("attempt_end", reason=reason, exit_code=0 if reason == "success" else 1)
+    (jobs / "tasks" / "4").mkdir()
+    Ledger(jobs / "tasks" / "4", 0).append("attempt_start", nodes=["n2"])
+    states = "10_0|COMPLETED\n10_1|RUNNING\n10_2|TIMEOUT\n10_3|FAILED\n11_0|RUNNING\n"
+
+    def answer(argv: tuple[str, ...]) -> Any:
+        if argv[0] == "grep":
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            return result(argv, done.returncode, done.stdout)
+        return result(argv, out=states if argv[0] == "squeue" else "")
+
+    record = _record(
+        job_dir=str(jobs),
+        points=5,
+        arrays=(SweepArray("10", 0, 4), SweepArray("11", 4, 1)),
+    )
+    status = sweep_status(CliBackend(FakeRunner(answer), load_site("local")), record)
+    assert [(t.state, t.slurm_state) for t in status.tasks] == [
+        ("COMPLETED", None),
+        ("COMPLETED", "RUNNING"),
+        ("COMPLETED", "TIMEOUT"),
+        ("FAILED", None),
+        ("RUNNING", None),
+    ]
+    assert status.counts == {"COMPLETED": 3, "FAILED": 1, "RUNNING": 1}
+    (lost,) = [p for p in status.problems if "ledgers" in p]
+    assert "2 task(s) ended successfully" in lost
+    assert "'scancel 10_1 10_2'" in lost
+    assert status.to_dict()["tasks"][2]["slurm_state"] == "TIMEOUT"
+
+    from hpclaunch.cli.sweep import _print_status
+
+    _print_status(status)
+    assert "COMPLETED (Slurm: TIMEOUT)" in capsys.readouterr().out
 
 
 def test_record_find_by_id_prefix_array_and_task(tmp_path: Path) -> None:
