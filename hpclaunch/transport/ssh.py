@@ -45,6 +45,7 @@ from hpclaunch.transport.hostkeys import (
     fingerprint,
     known_key_types,
 )
+from hpclaunch.transport.liveness import Liveness
 from hpclaunch.transport.sshconfig import SSHTarget, resolve_target
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SSHRunner"]
 
-#: Seconds between keepalive packets (like ``ServerAliveInterval``).
-KEEPALIVE = 15
 #: How long :meth:`SSHRunner.run` waits in one select() before checking the link again.
 _POLL = 0.5
 #: Where paramiko's own log records go (see _paramiko).
@@ -109,6 +108,7 @@ class SSHRunner(Runner):
         self._lock = threading.Lock()
         self._count_lock = threading.Lock()
         self._transports: list[paramiko.Transport] = []
+        self._liveness: list[Liveness] = []  # one watcher per hop of the connection
         self._sftp: paramiko.SFTPClient | None = None
         self._home: str | None = None
         #: Channels opened so far (one per command, one per SFTP session): for benchmarks.
@@ -225,7 +225,10 @@ class SSHRunner(Runner):
                 if reset
                 else f"is it an SSH server? Try {compare} to compare",
             ) from exc
-        transport.set_keepalive(KEEPALIVE)
+        if target.alive_interval > 0:
+            self._liveness.append(
+                Liveness(transport, target.alive_interval, target.alive_count_max)
+            )
         return transport
 
     def _verify_host_key(self, target: SSHTarget, key: paramiko.PKey) -> None:
@@ -314,6 +317,9 @@ class SSHRunner(Runner):
             with contextlib.suppress(*_link_errors()):
                 self._sftp.close()
             self._sftp = None
+        for watcher in self._liveness:
+            watcher.stop()
+        self._liveness = []
         for transport in reversed(self._transports):
             with contextlib.suppress(*_link_errors()):
                 transport.close()
@@ -351,7 +357,7 @@ class SSHRunner(Runner):
             self._count_channel()
             channel.exec_command(shlex.join(words))
         except _link_errors() as exc:
-            raise ConnectionDropped(args, self.where, detail=str(exc)) from exc
+            raise ConnectionDropped(args, self.where, detail=self._why(str(exc))) from exc
         try:
             out, err, status = _communicate(channel, transport, stdin, timeout, start)
         except _Timeout as exc:
@@ -359,9 +365,10 @@ class SSHRunner(Runner):
                 args, timeout or 0.0, stdout=exc.stdout, stderr=exc.stderr
             ) from None
         except _Dropped as exc:
-            raise ConnectionDropped(args, self.where, detail=exc.detail) from None
+            raise ConnectionDropped(args, self.where, detail=self._why(exc.detail)) from None
         except _link_errors() as exc:  # paramiko's own word for a reset
-            raise ConnectionDropped(args, self.where, detail=str(exc) or "reset") from exc
+            detail = self._why(str(exc) or "reset")
+            raise ConnectionDropped(args, self.where, detail=detail) from exc
         finally:
             with contextlib.suppress(*_link_errors()):
                 channel.close()  # sends a close message: fails on a dead link
@@ -375,6 +382,10 @@ class SSHRunner(Runner):
             stderr=stderr_text,
             duration=time.monotonic() - start,
         )
+
+    def _why(self, detail: str) -> str:
+        """Why the link dropped: the liveness watcher's word when it closed it."""
+        return next((w.why for w in self._liveness if w.why), detail)
 
     def user(self) -> str:
         """The login name on the login node (``user@`` of the target, or ~/.ssh/config's)."""

@@ -2,7 +2,8 @@
 
 Read with :class:`paramiko.config.SSHConfig`, as ``ssh`` would: ``Host`` aliases,
 ``HostName``, ``User``, ``Port``, ``IdentityFile``, ``ProxyJump``, ``UserKnownHostsFile``,
-``GlobalKnownHostsFile``, ``HashKnownHosts`` and ``ConnectTimeout``. Values typed in the
+``GlobalKnownHostsFile``, ``HashKnownHosts``, ``ConnectTimeout``, ``ServerAliveInterval`` and
+``ServerAliveCountMax`` (:mod:`hpclaunch.transport.liveness`). Values typed in the
 destination (``user@``, ``:port``) win over the file, like ``ssh user@alias``. The system file
 (``/etc/ssh/ssh_config``) is read after the user's: for each option the first value found wins.
 """
@@ -27,6 +28,10 @@ DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
 DEFAULT_CONNECT_TIMEOUT = 15.0
+#: ssh's default is 0 (never ask); hpclaunch asks every 15 s and gives up after 3 misses,
+#: so a silent link fails a command within a minute instead of TCP's ~15.
+DEFAULT_ALIVE_INTERVAL = 15
+DEFAULT_ALIVE_COUNT_MAX = 3
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class SSHTarget:
         global_known_hosts: System known_hosts files (read only).
         hash_known_hosts: Whether accepted keys are written hashed (``HashKnownHosts``).
         connect_timeout: Seconds to wait for TCP and the SSH handshake.
+        alive_interval: Seconds between liveness questions to the server (0: none).
+        alive_count_max: Intervals without an answer before the link counts as dead.
     """
 
     destination: str
@@ -56,6 +63,8 @@ class SSHTarget:
     global_known_hosts: tuple[str, ...] = field(default_factory=tuple)
     hash_known_hosts: bool = False
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    alive_interval: float = DEFAULT_ALIVE_INTERVAL
+    alive_count_max: int = DEFAULT_ALIVE_COUNT_MAX
 
     @property
     def known_hosts_name(self) -> str:
@@ -139,6 +148,12 @@ def resolve_target(destination: str, *, config_files: Sequence[Path] | None = No
         hash_known_hosts=str(options.get("hashknownhosts", "no")).lower() == "yes",
         connect_timeout=float(
             _int(options.get("connecttimeout"), int(DEFAULT_CONNECT_TIMEOUT), destination)
+        ),
+        alive_interval=float(
+            _int(options.get("serveraliveinterval"), DEFAULT_ALIVE_INTERVAL, destination)
+        ),
+        alive_count_max=_int(
+            options.get("serveralivecountmax"), DEFAULT_ALIVE_COUNT_MAX, destination
         ),
     )
 

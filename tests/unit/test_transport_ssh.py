@@ -60,6 +60,21 @@ def test_ssh_config_aliases_and_typed_values_win(tmp_path: Path) -> None:
     assert (typed.user, typed.port, typed.known_hosts_name) == ("carol", 22, "login.example.org")
 
 
+def test_server_alive_options_bound_a_silent_link(tmp_path: Path) -> None:
+    """ServerAliveInterval/CountMax are read as ssh reads them; unset, hpclaunch asks every
+    15 s and gives up after 3 misses (ssh's own default, 0, would never notice)."""
+    config = tmp_path / "config"
+    config.write_text(
+        "Host quiet\n  ServerAliveInterval 5\n  ServerAliveCountMax 2\n"
+        "Host off\n  ServerAliveInterval 0\n"
+    )
+    quiet = resolve_target("quiet", config_files=[config])
+    assert (quiet.alive_interval, quiet.alive_count_max) == (5.0, 2)
+    assert resolve_target("off", config_files=[config]).alive_interval == 0
+    plain = resolve_target("elsewhere", config_files=[config])
+    assert (plain.alive_interval, plain.alive_count_max) == (15.0, 3)
+
+
 def test_fingerprint_matches_ssh_keygen() -> None:
     assert fingerprint(key()) == FP
 
