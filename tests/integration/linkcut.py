@@ -34,6 +34,8 @@ from .sshd import Client, Sshd
 class CuttingProxy:
     """127.0.0.1:``port`` → 127.0.0.1:``target``; the first connection is reset (RST, as a
     dead link or a NAT timeout looks to both ends) once ``cut_after`` bytes have passed.
+    :meth:`silence` makes every connection silent instead: bytes are taken and dropped,
+    nothing is closed (a NAT that forgot the connection, a sleeping laptop).
 
     Attributes:
         passed: Bytes that went through the first connection.
@@ -46,6 +48,7 @@ class CuttingProxy:
         self.passed = 0
         self.cut = False
         self.connections = 0
+        self.silent = False
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
@@ -74,6 +77,8 @@ class CuttingProxy:
     ) -> None:
         try:
             while data := src.recv(65536):
+                if self.silent:
+                    continue
                 if first and self.cut_after is not None:
                     with self._lock:
                         allowed = max(0, min(len(data), self.cut_after - self.passed))
@@ -92,6 +97,10 @@ class CuttingProxy:
             pass
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+
+    def silence(self) -> None:
+        """From now on nothing passes, either way, and nothing is closed."""
+        self.silent = True
 
     def close(self) -> None:
         self._listener.close()
@@ -114,7 +123,7 @@ def _reset(*sockets: socket.socket) -> None:
             sock.close()
 
 
-def _proxy_hosts(client: Client, server: Sshd, proxy: CuttingProxy) -> None:
+def proxy_hosts(client: Client, server: Sshd, proxy: CuttingProxy) -> None:
     """Point the client's alias ``cluster`` at the proxy, trusting the server's key there."""
     client.config.write_text(
         f"Host cluster\n  HostName 127.0.0.1\n  Port {proxy.port}\n  User hpcuser\n"
@@ -209,7 +218,7 @@ def link_cut_trial(client: Client, server: Sshd, tree: Path, cut_after: int | No
     sid = f"it-cut-{uuid.uuid4().hex[:10]}"
     proxy = CuttingProxy(server.port, cut_after)
     try:
-        _proxy_hosts(client, server, proxy)
+        proxy_hosts(client, server, proxy)
         args = ("submit", "--sync", "--no-check", "--submission-id", sid, "job.yaml")
         first = client(*args, cwd=tree)
         trial.first_rc, trial.first_err = first.returncode, first.stderr

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,10 +22,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hpclaunch.errors import ConnectionDropped
 from hpclaunch.store.history import find_record, history_path, recent_submissions
+from hpclaunch.transport.ssh import SSHRunner
+from hpclaunch.transport.sshconfig import resolve_target
 
 from .conftest import HPCLAUNCH, REPO
-from .linkcut import cut_points, jobs_with, link_cut_trial, make_tree, uncut_bytes
+from .linkcut import (
+    CuttingProxy,
+    cut_points,
+    jobs_with,
+    link_cut_trial,
+    make_tree,
+    proxy_hosts,
+    uncut_bytes,
+)
 from .sshd import HOME, Client, Sshd, fingerprint_of, keygen, public_dir
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh, pytest.mark.compat]
@@ -316,3 +328,31 @@ def test_link_cut_anywhere_in_a_sync_submit_makes_one_job_and_whole_snapshots(
         if trial.retried:
             assert trial.first_rc == 1, said
             assert re.search(r"^Error: .*\n(.*\n)*Hint: ", trial.first_err, re.M), said
+
+
+def test_a_link_gone_silent_fails_the_command_within_the_alive_bound(
+    client: Client, server: Sshd
+) -> None:
+    """A link that drops everything without a reset (no RST: a NAT forgot it): a command
+    waiting on it fails within ServerAliveInterval x (ServerAliveCountMax + 1), saying the
+    link went silent, instead of waiting for TCP (~15 min). The runner then reconnects."""
+    proxy = CuttingProxy(server.port, None)
+    try:
+        proxy_hosts(client, server, proxy)
+        with client.config.open("a") as config:
+            config.write("  ServerAliveInterval 1\n  ServerAliveCountMax 2\n")
+        runner = SSHRunner(
+            "cluster", resolve=lambda d: resolve_target(d, config_files=[client.config])
+        )
+        assert runner.run(["true"]).ok
+        started = time.monotonic()
+        threading.Timer(1.0, proxy.silence).start()  # while the command runs
+        with pytest.raises(ConnectionDropped, match="the link went silent"):
+            runner.run(["sleep", "30"], timeout=25)  # unfixed: CommandTimeout after 25 s
+        assert time.monotonic() - started < 7
+        proxy.silent = False  # a new connection passes again
+        assert runner.run(["echo", "back"]).stdout == "back\n"
+        assert runner.connects == 2
+        runner.close()
+    finally:
+        proxy.close()
