@@ -215,7 +215,13 @@ def build_plan(
         ("--output", posixpath.join(job_dir.replace("%", "%%"), "slurm-%j.out")),
         ("--open-mode", "append"),
     ]
-    opts += _requeue_options(spec, policy, notes)
+    requeue = _requeue_options(spec, policy, notes)
+    opts += requeue
+    # The sidecar's HPCLAUNCH_SIGNAL_LEAD: the lead --signal has (shrunk to fit the limit).
+    lead = next(
+        (int(v.rsplit("@", 1)[1]) for k, v in requeue if k == "--signal" and v),
+        spec.checkpoint.signal_lead_time,
+    )
     opts += _dependency_options(spec, notes)
     opts += _extra_options(spec, notes)
     modules = (*site.modules, *spec.modules)
@@ -224,7 +230,7 @@ def build_plan(
     if spec.conda:
         notes.append(f"conda environment {spec.conda}: activated after the modules")
     scratch_var, scratch_env = _scratch(site, home)
-    runtime_env = _runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd)
+    runtime_env = _runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd, lead)
     container = None
     if spec.container is not None:
         from hpclaunch.planning.container import plan_container
@@ -569,7 +575,7 @@ def _requeue_options(
         )
         return [("--requeue", None)]
     if policy.preemptible and ckpt.max_requeues > 0:
-        signal = f"B:{ckpt.signal}@{ckpt.signal_lead_time}"
+        signal = f"B:{ckpt.signal}@{signal_lead(spec, notes)}"
         notes.append(
             f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): "
             f"--requeue and --signal={signal} (B: signals the batch shell, which execs the "
@@ -582,6 +588,42 @@ def _requeue_options(
         "default would otherwise requeue it after a node failure)"
     )
     return [("--no-requeue", None)]
+
+
+#: sbatch(1), --signal: "the signal may be sent up to 60 seconds earlier than specified".
+SLURM_SIGNAL_EARLY = 60
+
+
+def signal_lead(spec: JobSpec, notes: list[str] | None = None) -> int:
+    """The ``--signal`` lead time that fits the job's time limit.
+
+    A lead that is not shorter than the limit less Slurm's 60 s makes Slurm warn the job as
+    it starts: the sidecar checkpoints and requeues it at once, again each attempt, until
+    the crash-loop breaker stops it (a 2-minute sweep task with the default 120 s, seen on
+    25.11). The default then shrinks to half of what is left; a lead the spec sets is
+    refused.
+
+    Raises:
+        PlanError: ``checkpoint.signal_lead_time`` was set and does not fit.
+    """
+    lead = spec.checkpoint.signal_lead_time
+    seconds = spec.resources.time_seconds
+    if seconds is None or seconds > lead + SLURM_SIGNAL_EARLY:
+        return lead
+    fits = max(0, (seconds - SLURM_SIGNAL_EARLY) // 2)
+    if "signal_lead_time" in spec.checkpoint.model_fields_set:
+        raise PlanError(
+            f"checkpoint.signal_lead_time: {lead} s does not fit a time limit of {seconds} s "
+            f"(resources.time): Slurm warns up to {SLURM_SIGNAL_EARLY} s early, so the job "
+            "would be told to stop as soon as it starts",
+            hint=f"set signal_lead_time to {fits} or less, or ask for more time",
+        )
+    if notes is not None:
+        notes.append(
+            f"checkpoint.signal_lead_time: the default {lead} s does not fit a time limit of "
+            f"{seconds} s (Slurm warns up to {SLURM_SIGNAL_EARLY} s early): {fits} s"
+        )
+    return fits
 
 
 def _launch_prefix(
@@ -633,6 +675,7 @@ def _runtime_env(
     log_dir: str,
     home: str,
     cwd: str | None,
+    lead: int,
 ) -> tuple[tuple[str, str], ...]:
     env = [
         ("HPCLAUNCH_SUBMISSION_ID", submission_id),
@@ -641,7 +684,7 @@ def _runtime_env(
         ("HPCLAUNCH_TIER", spec.tier),
         ("HPCLAUNCH_MAX_REQUEUES", str(spec.checkpoint.max_requeues)),
         ("HPCLAUNCH_CHECKPOINT_SIGNAL", spec.checkpoint.signal),
-        ("HPCLAUNCH_SIGNAL_LEAD", str(spec.checkpoint.signal_lead_time)),
+        ("HPCLAUNCH_SIGNAL_LEAD", str(lead)),
         # The sidecar/trainer control channel (hpclaunch/supervise/control.py).
         ("HPCLAUNCH_CONTROL_DIR", posixpath.join(job_dir, "control")),
     ]

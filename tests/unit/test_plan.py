@@ -190,6 +190,33 @@ def test_signal_and_lead_time_come_from_the_spec(plan_for: PlanFor) -> None:
     assert plan_for(spec).option("--signal") == "B:USR2@300"
 
 
+def test_the_default_lead_shrinks_to_fit_a_short_time_limit(plan_for: PlanFor) -> None:
+    """A 2-minute low-tier job with the default 120 s lead would be warned as it starts
+    (Slurm warns up to 60 s early): the lead becomes half of what is left, 30 s, for the
+    --signal and for the sidecar; a 5-minute job keeps 120 s."""
+    plan = plan_for(make_spec(tier="low", launcher="srun", resources={"time": "2"}))
+    assert plan.option("--signal") == "B:USR1@30"
+    assert dict(plan.runtime_env)["HPCLAUNCH_SIGNAL_LEAD"] == "30"
+    assert (
+        "checkpoint.signal_lead_time: the default 120 s does not fit a time limit of 120 s "
+        "(Slurm warns up to 60 s early): 30 s" in plan.notes
+    )
+    long = plan_for(make_spec(tier="low", launcher="srun", resources={"time": "5"}))
+    assert long.option("--signal") == "B:USR1@120"
+    assert dict(long.runtime_env)["HPCLAUNCH_SIGNAL_LEAD"] == "120"
+
+
+def test_a_lead_the_spec_sets_that_does_not_fit_is_refused(plan_for: PlanFor) -> None:
+    spec = make_spec(
+        tier="low", launcher="srun", resources={"time": "2"}, checkpoint={"signal_lead_time": 90}
+    )
+    with pytest.raises(PlanError, match=r"checkpoint.signal_lead_time: 90 s does not fit") as exc:
+        plan_for(spec)
+    assert exc.value.hint == "set signal_lead_time to 30 or less, or ask for more time"
+    # not preemptible: no --signal, so no lead to fit
+    assert plan_for(spec.model_copy(update={"tier": "medium"})).preemptible is False
+
+
 def test_preemptible_without_a_sidecar_gets_no_signal(plan_for: PlanFor) -> None:
     # The command would die of the signal (no handler), and Slurm would not requeue it.
     plan = plan_for(make_spec(tier="low", launcher="none"))
