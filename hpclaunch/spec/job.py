@@ -206,7 +206,8 @@ class CheckpointPolicy(_Model):
         signal: The signal sent to the batch shell ahead of the end (``--signal=B:SIG@T``).
             USR1 by default; USR2 avoids clashes with NCCL's own USR1 handling.
         signal_lead_time: Seconds before the time limit to send it (sbatch allows 0-65535;
-            Slurm may send it up to 60 s early).
+            Slurm may send it up to 60 s early). It must fit the time limit:
+            :func:`hpclaunch.planning.plan.signal_lead`.
         max_requeues: How many times the job may be requeued; 0 means never (``--no-requeue``).
     """
 
@@ -226,7 +227,9 @@ class CheckpointPolicy(_Model):
         120,
         ge=0,
         le=65535,
-        description="Seconds before the time limit to warn (Slurm may warn up to 60 s early).",
+        description="Seconds before the time limit to warn (Slurm may warn up to 60 s early); "
+        "with a short time limit the default shrinks to fit, a set value that does not fit "
+        "is refused.",
     )
     max_requeues: int = Field(
         5,
