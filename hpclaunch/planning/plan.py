@@ -590,40 +590,50 @@ def _requeue_options(
     return [("--no-requeue", None)]
 
 
-#: sbatch(1), --signal: "the signal may be sent up to 60 seconds earlier than specified".
+#: sbatch(1), --signal: "the signal may be sent up to 60 seconds earlier than specified"
+#: (slurmctld checks every PERIODIC_TIMEOUT, 30 s, and sends it once the time left is at
+#: most the lead plus 30 s: job_mgr.c, send_job_warn_signal).
 SLURM_SIGNAL_EARLY = 60
 
 
 def signal_lead(spec: JobSpec, notes: list[str] | None = None) -> int:
     """The ``--signal`` lead time that fits the job's time limit.
 
-    A lead that is not shorter than the limit less Slurm's 60 s makes Slurm warn the job as
-    it starts: the sidecar checkpoints and requeues it at once, again each attempt, until
-    the crash-loop breaker stops it (a 2-minute sweep task with the default 120 s, seen on
-    25.11). The default then shrinks to half of what is left; a lead the spec sets is
-    refused.
+    A lead close to the limit makes Slurm warn the job as it starts: the sidecar then
+    checkpoints and requeues it at once, again each attempt, until the crash-loop breaker
+    stops it (2-minute sweep tasks with the default 120 s, seen on 25.11). The default
+    shrinks to half of what the limit leaves after Slurm's 60 s; a lead the spec sets is
+    kept with a note when it is shorter than the limit, refused when it is not.
 
     Raises:
-        PlanError: ``checkpoint.signal_lead_time`` was set and does not fit.
+        PlanError: ``checkpoint.signal_lead_time`` was set to the time limit or more.
     """
     lead = spec.checkpoint.signal_lead_time
     seconds = spec.resources.time_seconds
     if seconds is None or seconds > lead + SLURM_SIGNAL_EARLY:
         return lead
     fits = max(0, (seconds - SLURM_SIGNAL_EARLY) // 2)
-    if "signal_lead_time" in spec.checkpoint.model_fields_set:
+    if "signal_lead_time" not in spec.checkpoint.model_fields_set:
+        if notes is not None:
+            notes.append(
+                f"checkpoint.signal_lead_time: the default {lead} s does not fit a time limit "
+                f"of {seconds} s (Slurm warns up to {SLURM_SIGNAL_EARLY} s early): {fits} s"
+            )
+        return fits
+    if lead >= seconds:
         raise PlanError(
-            f"checkpoint.signal_lead_time: {lead} s does not fit a time limit of {seconds} s "
-            f"(resources.time): Slurm warns up to {SLURM_SIGNAL_EARLY} s early, so the job "
-            "would be told to stop as soon as it starts",
-            hint=f"set signal_lead_time to {fits} or less, or ask for more time",
+            f"checkpoint.signal_lead_time: {lead} s is not shorter than the time limit, "
+            f"{seconds} s (resources.time): the job would be told to stop as it starts",
+            hint=f"set signal_lead_time to {fits} or less (Slurm warns up to "
+            f"{SLURM_SIGNAL_EARLY} s early), or ask for more time",
         )
     if notes is not None:
         notes.append(
-            f"checkpoint.signal_lead_time: the default {lead} s does not fit a time limit of "
-            f"{seconds} s (Slurm warns up to {SLURM_SIGNAL_EARLY} s early): {fits} s"
+            f"checkpoint.signal_lead_time: {lead} s of a {seconds} s time limit; Slurm warns "
+            f"up to {SLURM_SIGNAL_EARLY} s early, so the warning may come {seconds - lead} s "
+            "or less after the start"
         )
-    return fits
+    return lead
 
 
 def _launch_prefix(

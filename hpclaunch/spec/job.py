@@ -228,8 +228,8 @@ class CheckpointPolicy(_Model):
         ge=0,
         le=65535,
         description="Seconds before the time limit to warn (Slurm may warn up to 60 s early); "
-        "with a short time limit the default shrinks to fit, a set value that does not fit "
-        "is refused.",
+        "with a short time limit the default shrinks to fit; a set value must be shorter "
+        "than the time limit.",
     )
     max_requeues: int = Field(
         5,
