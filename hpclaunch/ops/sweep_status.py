@@ -143,7 +143,7 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
             f"{len(lost)} task(s) ended successfully by their own ledgers but Slurm says "
             f"otherwise ({_some(lost)}): slurmctld lost their ends (a restart?); counted "
             "COMPLETED. Slurm holds their resources until it times them out: 'scancel "
-            f"{' '.join(lost[:3])}{' ...' if len(lost) > 3 else ''}' frees them now"
+            f"{' '.join(lost)}' frees them now"
         )
     return SweepStatus(record, tuple(tasks), tuple(problems))
 
