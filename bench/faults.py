@@ -1,7 +1,7 @@
 """Faults survived, as figures (issue 19): each fault made to happen on the local cluster.
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
-        [--victims 10] [--points 1000] [--task-points 300]
+        [--victims 10] [--points 1000] [--task-points 1000]
         [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,
                 tasks_killed]
 
@@ -55,9 +55,10 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
 
 * ``tasks_killed``: a sweep of ``--task-points`` points (srun launcher, each task 1 s)
   whose slurmctld is SIGKILLed once a tenth of them are done, and started 3 s later
-  (faults.ctld_killed_while_tasks_run). Survived: points finished exactly once (a marker
-  each); duplicates: finishes beyond one; notes: what the tasks Slurm started again did,
-  and the nodes it drained.
+  (faults.ctld_killed_while_tasks_run; meanwhile it runs the ``scontrol release`` that
+  ``sweep status`` names and resumes drained nodes, as a user and an admin would).
+  Survived: points finished exactly once (a marker each); lost: points never finished;
+  duplicates: finishes beyond one; notes: what slurmctld's recovery did to the tasks.
 
 Prints one row per fault (the "Faults" table of bench/RESULTS.md and the README).
 """
@@ -396,7 +397,10 @@ def tasks_killed(points: int) -> Row:
         f"killed when {seen.killed_at_markers} points were done; final counts "
         f"{seen.status.get('counts')}; tasks started again that found their point "
         f"completed: {seen.skipped}, that waited for a running copy: {seen.waited}; "
-        f"nodes Slurm drained (resumed after): {seen.drained or 'none'}"
+        f"tasks whose ends slurmctld lost (COMPLETED by their ledgers): {seen.lost_ends}; "
+        f"attempts srun found unknown to slurmctld (job_lost): {seen.job_lost}; tasks "
+        f"Slurm held after a failed launch (released): {len(seen.released)}; nodes Slurm "
+        f"drained (resumed): {', '.join(sorted(seen.drained)) or 'none'}"
     )
     return row
 
@@ -409,7 +413,7 @@ def main() -> None:
     parser.add_argument("--cuts", type=int, default=25)
     parser.add_argument("--victims", type=int, default=10)
     parser.add_argument("--points", type=int, default=1000)
-    parser.add_argument("--task-points", type=int, default=300)
+    parser.add_argument("--task-points", type=int, default=1000)
     parser.add_argument(
         "--only",
         default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,"

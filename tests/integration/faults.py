@@ -375,7 +375,10 @@ class TasksKilled:
     runs: Counter[str] = field(default_factory=Counter)  # finished runs per point
     skipped: int = 0  # task logs saying "already completed"
     waited: int = 0  # task logs saying "running in another job"
-    drained: list[str] = field(default_factory=list)  # nodes Slurm drained meanwhile
+    drained: set[str] = field(default_factory=set)  # "node reason" Slurm drained meanwhile
+    released: set[str] = field(default_factory=set)  # tasks held after a failed launch
+    lost_ends: int = 0  # tasks COMPLETED by their ledgers while Slurm said otherwise
+    job_lost: int = 0  # task ledgers with an attempt srun found unknown to slurmctld
 
 
 def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksKilled:
@@ -383,8 +386,9 @@ def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksK
     whose tasks each sleep 1 s then leave a marker; once a tenth of them are done,
     slurmctld is SIGKILLed while others start, and started again 3 s later. slurmctld
     forgets what it did in its last seconds (it saves at most every 5 s), so it starts
-    some tasks again. Waits for the sweep to end, counts the markers per point and what
-    the tasks' logs say, and resumes any node Slurm drained."""
+    some tasks again. Waits for the sweep to end meanwhile doing what a user does (the
+    ``scontrol release`` that ``sweep status`` names) and what an admin does (resume the
+    nodes Slurm drained), then counts the markers per point and what the tasks' logs say."""
     seen = TasksKilled(f"tasks-{uuid.uuid4().hex[:8]}", points)
     marks = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     marks.mkdir(parents=True)
@@ -414,35 +418,52 @@ def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksK
         cluster_sh("start", "slurmctld")
 
         def ended() -> bool:
+            seen.drained |= _resume_drained()  # the admin
             out = cli("sweep", "status", seen.sweep_id, "--json", "--no-metrics")
             if out.returncode != 0:
                 return False
             seen.status = json.loads(out.stdout)
+            for problem in seen.status["problems"]:  # the user, doing what it says
+                said = re.search(r"'(scontrol release [^']+)'", problem)
+                if said:
+                    seen.released |= set(said.group(1).split()[2:])
+                    subprocess.run(said.group(1).split(), capture_output=True, check=False)
             counts = seen.status["counts"]
             return not any(state in counts for state in ("PENDING", "RUNNING", "REQUEUED"))
 
         wait_for("the sweep to end", ended, 600)
         seen.runs = Counter(p.name.split(".")[0] for p in marks.iterdir())
+        seen.lost_ends = sum(1 for t in seen.status["tasks"] if t["slurm_state"])
         logs = Path(cli.submitted_rows()[0]["job_dir"]) / "tasks"
         for log in logs.glob("*/attempt-*.log"):
             text = log.read_text(errors="replace")
             seen.skipped += "already completed" in text
             seen.waited += "running in another job" in text
+        for ledger in logs.glob("*/events.jsonl"):
+            seen.job_lost += '"reason": "job_lost"' in ledger.read_text(errors="replace")
     finally:
         subprocess.run(["scancel", "--name", f"it-{seen.sweep_id}"], capture_output=True)
-        sinfo = subprocess.run(
-            ["sinfo", "-N", "-h", "-t", "drain,drained,draining", "-o", "%N %E"],
-            capture_output=True,
-            text=True,
-        ).stdout.split("\n")
-        seen.drained = sorted({line for line in sinfo if line.strip()})
-        for line in seen.drained:
-            node = line.split()[0]
-            subprocess.run(
-                ["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True
-            )
+        seen.drained |= _resume_drained()
         shutil.rmtree(marks, ignore_errors=True)
     return seen
+
+
+def _resume_drained() -> set[str]:
+    """Resume the nodes Slurm drained (what an admin does); return ``"node reason"``."""
+    lines = subprocess.run(
+        ["sinfo", "-N", "-h", "-t", "drain,drained,draining", "-o", "%N %E"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    drained = {line.strip() for line in lines if line.strip()}
+    for node in sorted({line.split()[0] for line in drained}):
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+            capture_output=True,
+            check=False,
+        )
+    return drained
 
 
 def fill(directory: Path) -> Path:
