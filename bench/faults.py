@@ -70,6 +70,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +100,15 @@ class Row:
     retrained: list[int] = field(default_factory=list)
     recover: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def count_points(self, points: int, runs: Mapping[str, int], *, clean: bool = True) -> None:
+        """A sweep's figures from its markers (point → finished runs): survived, points run
+        exactly once (none unless ``clean``); lost, points never run; duplicates, extra
+        runs."""
+        self.trials = points
+        self.survived = sum(1 for n in runs.values() if n == 1) if clean else 0
+        self.lost = points - len(runs)
+        self.duplicates = sum(n - 1 for n in runs.values())
 
     def cells(self) -> list[str]:
         steps = f"{sum(self.retrained)} ({', '.join(map(str, self.retrained))})"
@@ -368,10 +378,7 @@ def ctld_killed(points: int, wait: float) -> Row:
     first_ok = seen.first is not None and seen.first.returncode == 3
     retried = seen.retry is not None and seen.retry.returncode == 0
     resubmitted = seen.retry.stderr.count("not known to slurmctld") if seen.retry else "?"
-    row.trials = points
-    row.survived = sum(1 for n in seen.runs.values() if n == 1) if clean and first_ok else 0
-    row.lost = points - len(seen.runs)
-    row.duplicates = sum(n - 1 for n in seen.runs.values())
+    row.count_points(points, seen.runs, clean=clean and first_ok)
     row.notes.append(
         f"first call exit {seen.first.returncode if seen.first else '?'}, retry "
         f"{'ok' if retried else 'FAILED'}; sweep status during the outage exit "
@@ -386,13 +393,10 @@ def ctld_killed(points: int, wait: float) -> Row:
 def tasks_killed(points: int) -> Row:
     from tests.integration.faults import ctld_killed_while_tasks_run
 
-    row = Row(f"slurmctld SIGKILLed while a sweep's tasks start ({points} points)")
+    row = Row(f"slurmctld SIGKILLed while a sweep's tasks start and end ({points} points)")
     with tempfile.TemporaryDirectory() as tmp:
         seen = ctld_killed_while_tasks_run(Cli(Path(tmp) / "state"), Path(tmp), points)
-    row.trials = points
-    row.survived = sum(1 for n in seen.runs.values() if n == 1)
-    row.lost = points - len(seen.runs)
-    row.duplicates = sum(n - 1 for n in seen.runs.values())
+    row.count_points(points, seen.runs)
     row.notes.append(
         f"killed when {seen.killed_at_markers} points were done; final counts "
         f"{seen.status.get('counts')}; tasks started again that found their point "

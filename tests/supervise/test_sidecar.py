@@ -248,25 +248,29 @@ def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
     assert not (ctl / control.REQUEST).exists()
 
 
-def test_user_error_through_the_command_line(tmp_path: Path) -> None:
-    """``python -m hpclaunch.supervise run`` as the batch script runs it: the exit code
-    passes through, no requeue, and the ledger quotes the traceback's last line."""
-    log = tmp_path / "attempt-0.log"
+def run_as_batch_script(tmp_path: Path, *command: str) -> int:
+    """``python -m hpclaunch.supervise run --launcher=srun -- COMMAND`` as the batch script
+    runs it (outside Slurm: the launch runs here), its output in ``attempt-0.log``."""
     env = dict(os.environ, PYTHONPATH=str(REPO), HPCLAUNCH_JOB_DIR=str(tmp_path))
     env.update(HPCLAUNCH_LOG_DIR=str(tmp_path), HPCLAUNCH_ATTEMPT="0")
     for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
         env.pop(name, None)
     argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun", "--"]
-    with log.open("w") as out:
-        proc = subprocess.run(
-            [*argv, sys.executable, TRAINER, "--fail"],
+    with (tmp_path / "attempt-0.log").open("w") as out:
+        return subprocess.run(
+            [*argv, *command],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=30,
             check=False,
-        )
-    assert proc.returncode == 1
+        ).returncode
+
+
+def test_user_error_through_the_command_line(tmp_path: Path) -> None:
+    """The exit code passes through, no requeue, and the ledger quotes the traceback's last
+    line."""
+    assert run_as_batch_script(tmp_path, sys.executable, TRAINER, "--fail") == 1
     end = events(tmp_path)["attempt_end"]
     assert end["reason"] == "user_error"
     assert end["requeued"] is False
@@ -282,23 +286,8 @@ def test_a_job_slurmctld_forgot_is_job_lost_not_a_user_error(tmp_path: Path) -> 
         "srun: error: Unable to confirm allocation for job 170: Invalid job id specified\n"
         "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 170\n"
     )
-    log = tmp_path / "attempt-0.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO), HPCLAUNCH_JOB_DIR=str(tmp_path))
-    env.update(HPCLAUNCH_LOG_DIR=str(tmp_path), HPCLAUNCH_ATTEMPT="0")
-    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
-        env.pop(name, None)
-    argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun", "--"]
     fake_srun = f"import sys; sys.stderr.write({said!r}); sys.exit(1)"
-    with log.open("w") as out:
-        proc = subprocess.run(
-            [*argv, sys.executable, "-c", fake_srun],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=30,
-            check=False,
-        )
-    assert proc.returncode == 1
+    assert run_as_batch_script(tmp_path, sys.executable, "-c", fake_srun) == 1
     end = events(tmp_path)["attempt_end"]
     assert end["reason"] == "job_lost"
     assert "slurmctld does not know this job" in end["why"]

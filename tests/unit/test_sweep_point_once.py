@@ -19,19 +19,20 @@ from hpclaunch.supervise.sweep_task import completed_at, main
 SUCCESS = {"event": "attempt_end", "attempt": 0, "time": 1795655469.5, "reason": "success"}
 
 
-def sweep(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def sweep(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """A one-point sweep: its params file, a task's environment, the point's directory."""
     params = tmp_path / "sweep-params.jsonl"
     params.write_text(json.dumps({"index": 0, "params": {"lr": 0.1}}) + "\n")
     env = {"HPCLAUNCH_SWEEP_INDEX": "0", "HPCLAUNCH_JOB_DIR": str(tmp_path), "PATH": "/bin"}
-    return params, env
+    task = tmp_path / "tasks" / "0"
+    task.mkdir(parents=True)
+    return params, env, task
 
 
 def test_a_completed_point_is_not_run_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    params, env = sweep(tmp_path)
-    task = tmp_path / "tasks" / "0"
-    task.mkdir(parents=True)
+    params, env, task = sweep(tmp_path)
     (task / "events.jsonl").write_text(
         json.dumps({**SUCCESS, "reason": "preempted"}) + "\n" + json.dumps(SUCCESS) + "\n{torn"
     )
@@ -49,9 +50,7 @@ def test_only_success_counts_as_completed(tmp_path: Path) -> None:
 def test_a_second_copy_waits_for_the_first_then_sees_it_completed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    params, env = sweep(tmp_path)
-    task = tmp_path / "tasks" / "0"
-    task.mkdir(parents=True)
+    params, env, task = sweep(tmp_path)
     first = subprocess.Popen(  # the first copy: holds the lock 1 s, then succeeds
         [
             sys.executable,
@@ -82,7 +81,7 @@ def test_a_second_copy_waits_for_the_first_then_sees_it_completed(
 
 def test_the_lock_lasts_as_long_as_the_task(tmp_path: Path) -> None:
     """The exec'd command still holds the point: a new lock on it fails from inside."""
-    params, env = sweep(tmp_path)
+    params, env, _ = sweep(tmp_path)
     probe = (
         "import fcntl, os, sys\n"
         "fd = os.open(os.environ['HPCLAUNCH_JOB_DIR'] + '/.running', os.O_RDWR)\n"
