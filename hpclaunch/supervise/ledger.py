@@ -10,6 +10,8 @@ event                       fields
 ``attempt_start``           ``nodes``, ``master_addr``, ``master_port``, ``argv``,
                             ``progress_step`` (the trainer's step when it started)
 ``stale_control_file``      ``file``, ``content`` (left by the previous attempt)
+``early_signal``            ``signal``: the batch script caught it before the sidecar ran
+                            (then handled as if it came at the start)
 ``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)
 ``checkpoint_requested``    ``reason``, ``deadline``, ``time_left`` (seconds to the time limit
                             at the warning, from squeue or ``SLURM_JOB_END_TIME``; null: unknown)

@@ -5,13 +5,14 @@ It runs in the batch shell (the rendered script ``exec``\\ s it) and:
 1. records and removes stale control files, writes ``attempt_start`` to the ledger;
 2. starts the launch (:mod:`hpclaunch.supervise.launchers`) in a process group of its own;
 3. on USR1/USR2 (``--signal=B:SIG@lead``: time limit, or preemption with
-   ``preempt_send_user_signal``): writes the checkpoint request, waits for the trainer's
-   ``checkpoint-done.json`` until the deadline (time limit: the time left minus a margin;
-   preemption: ``HPCLAUNCH_GRACE`` minus a margin, 30 s when unknown), asks the retry policy,
-   runs ``scontrol requeue``, stops the launch and exits 0. Only a commit made knowing of
-   the request answers it: a periodic one that ends just after the request is followed by
-   the requested one, which stopping the launch then would cut short (unless the launch
-   exits after the periodic one);
+   ``preempt_send_user_signal``; also one the batch script's trap caught while it set up,
+   ``HPCLAUNCH_EARLY_SIGNAL``, handled as if it came at the start): writes the checkpoint
+   request, waits for the trainer's ``checkpoint-done.json`` until the deadline (time limit:
+   the time left minus a margin; preemption: ``HPCLAUNCH_GRACE`` minus a margin, 30 s when
+   unknown), asks the retry policy, runs ``scontrol requeue``, stops the launch and exits 0.
+   Only a commit made knowing of the request answers it: a periodic one that ends just after
+   the request is followed by the requested one, which stopping the launch then would cut
+   short (unless the launch exits after the periodic one);
 4. on SIGTERM without a warning (scancel, ``scontrol requeue``, preemption without a user
    signal, the end of the grace): asks for a checkpoint with the little time left
    (``HPCLAUNCH_KILL_WAIT``, 5 s by default), stops the launch and leaves the requeue to
@@ -78,6 +79,8 @@ EXIT_NOT_REQUEUED = 76
 EXIT_STOPPED = 143
 #: Seconds kept back from a deadline for the requeue and the stop.
 MARGIN = 2.0
+#: The warning the batch script's trap caught before the sidecar ran (templates/sbatch.sh.j2).
+EARLY_SIGNAL_ENV = "HPCLAUNCH_EARLY_SIGNAL"
 #: Slurm may send the --signal up to 60 s early (sbatch(1)); a warning this close to the end
 #: (lead + slack) is read as the time limit, anything earlier as preemption.
 TIME_LIMIT_SLACK = 60
@@ -226,6 +229,7 @@ class Sidecar:
                 self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
                 return 127
             self.output.child_started()
+            self._replay_early_signal()
             while proc.poll() is None:
                 got = signals.wait(_POLL)
                 self._note_failed_checkpoint()
@@ -236,6 +240,14 @@ class Sidecar:
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
             self.output.close()  # every line is in the log before its tail is read
         return self._on_exit(code, history)
+
+    def _replay_early_signal(self) -> None:
+        """Act on a warning that came while the batch script set up (its trap remembered it
+        in ``HPCLAUNCH_EARLY_SIGNAL``, templates/sbatch.sh.j2) as if it came now."""
+        early = self.env.get(EARLY_SIGNAL_ENV, "")
+        if early in ("USR1", "USR2"):
+            self.ledger.append("early_signal", signal=early)
+            signal.raise_signal(signal.Signals[f"SIG{early}"])
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> None:
         """Stop the launch, its shutdown noise (tracebacks of SIGTERM) to the side file."""
@@ -309,6 +321,7 @@ class Sidecar:
 
     def _child_env(self) -> dict[str, str]:
         env = dict(self.env)
+        env.pop(EARLY_SIGNAL_ENV, None)
         env["HPCLAUNCH_JOB_DIR"] = str(self.config.job_dir)
         env["HPCLAUNCH_CONTROL_DIR"] = str(self.control)
         env["HPCLAUNCH_ATTEMPT"] = str(self.config.attempt)

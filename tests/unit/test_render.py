@@ -287,6 +287,41 @@ def test_script_runs_with_private_dir_and_one_log_per_attempt(
         assert data["umask"] == current_umask()  # the submitter's umask is restored
 
 
+def test_a_warning_during_set_up_reaches_the_sidecar(plan_for: PlanFor, tmp_path: Path) -> None:
+    """Slurm's USR1 lands while the script still sets up (here: the venv's activate sends
+    it to the batch shell): bash does not die of it; the sidecar, once it runs, records
+    ``early_signal`` and handles it like a warning at its start (no scontrol here: the
+    requeue fails, exit 75). Without the trap bash dies of USR1 (exit 138)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text("kill -USR1 $$\nsleep 0.2\n")
+    repo = Path(__file__).resolve().parents[2]
+    trainer = repo / "tests" / "supervise" / "trainer.py"
+    spec = make_spec(
+        command=[sys.executable, str(trainer), "--steps", "1000"],
+        launcher="srun",
+        tier="low",
+        venv=str(venv),
+        resources={"time": "10"},
+    )
+    job = render(
+        plan_for(spec, home=str(tmp_path / "home"), cwd=str(tmp_path), python=sys.executable)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(SLURM_JOB_ID="42", PATH=f"{tmp_path}/nobin:/usr/bin:/bin", PYTHONPATH=str(repo))
+    proc = subprocess.run(
+        ["bash", "-c", job.script, "job.sbatch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 75, (proc.returncode, proc.stderr)
+    ledger = Path(job.plan.job_dir) / "events.jsonl"
+    events = [json.loads(line)["event"] for line in ledger.read_text().splitlines()]
+    assert events[:3] == ["attempt_start", "early_signal", "signal_received"], events
+
+
 def test_venv_is_activated_before_the_command(plan_for: PlanFor, tmp_path: Path) -> None:
     """A spec's venv (relative to the workdir, here with a space and a quote in its path)
     is activated, so `python` in the command is the venv's."""
