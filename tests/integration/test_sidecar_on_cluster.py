@@ -11,6 +11,8 @@ module takes about as long as its slowest job (the time-limit one, ~1.5 min):
 * srun launcher, 2 nodes: the same flow with the warning delivered by
   ``scancel --batch --signal=USR1`` (what ``--signal=B:USR1`` does).
 * a command that raises: not requeued, ``user_error`` with the traceback's last line.
+* srun launcher whose venv takes 5 s to activate, warned (USR1) meanwhile: the batch
+  script's trap keeps the warning for the sidecar, which requeues; attempt 1 completes.
 * a 1-minute job with a 30 s signal lead and max_requeues 1: checkpoints and requeues once at
   the time limit, then the cap stops it.
 """
@@ -18,6 +20,7 @@ module takes about as long as its slowest job (the time-limit one, ~1.5 min):
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import time
@@ -85,6 +88,14 @@ class Jobs:
                 return state
             assert time.monotonic() < deadline, f"{name} ({self.ids[name]}) still {state}"
             time.sleep(0.5)
+
+    def wait_setting_up(self, name: str, timeout: float = 60) -> None:
+        """Until attempt 0's batch script has started (its first log line)."""
+        log = self.job_dir(name) / "attempt-0.log"
+        deadline = time.monotonic() + timeout
+        while not (log.exists() and "hpclaunch: job" in log.read_text()):
+            assert time.monotonic() < deadline, f"{name} never started"
+            time.sleep(0.1)
 
     def wait_progress(self, name: str, step: int, timeout: float = 60) -> None:
         path = self.job_dir(name) / "control" / "progress.json"
@@ -162,6 +173,18 @@ def jobs(
             sbatch_extra=away,
             resources={"time": "00:02:00", "mem": "100M"},
         ),
+        # Its venv's activate takes 5 s: the warning lands while the batch script sets up.
+        "setup": _submit(
+            cli,
+            tmp,
+            "setup",
+            command=train("setup"),
+            launcher="srun",
+            tier="low",
+            venv=str(_slow_venv(shared)),
+            sbatch_extra=away,
+            resources={"time": "00:05:00", "mem": "200M"},
+        ),
         "timelimit": _submit(
             cli,
             tmp,
@@ -176,6 +199,9 @@ def jobs(
         ),
     }
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
+    # The set-up job first: its warning must land within the 5 s its venv takes.
+    jobs.wait_setting_up("setup")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", ids["setup"]], check=True)
     # Interrupt both resumable jobs mid-run, in parallel, before any test waits.
     jobs.wait_progress("torchrun", 30)
     jobs.preemptor = _preempt(ids["torchrun"])
@@ -186,6 +212,15 @@ def jobs(
     subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
     shutil.rmtree(shared, ignore_errors=True)
     subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def _slow_venv(shared: Path) -> Path:
+    """A venv whose activate takes 5 s (like modules or conda on a busy cluster) and then
+    activates the real one."""
+    venv = shared / "slow-venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text(f"sleep 5\n. {shlex.quote(VENV)}/bin/activate\n")
+    return venv
 
 
 def _steps(shared: Path, key: str, attempt: int) -> list[int]:
@@ -276,6 +311,20 @@ def test_user_error_is_not_requeued(jobs: Jobs) -> None:
     text = jobs.cli("events", jobs.ids["raises"])
     assert "attempt_end reason=user_error" in text.stdout
     assert "ValueError: it-boom" in text.stdout
+
+
+def test_a_warning_while_the_script_sets_up_is_handled_by_the_sidecar(jobs: Jobs) -> None:
+    """USR1 during the batch script's set-up (its venv takes 5 s to activate): bash used to
+    die of it (the job ended FAILED). Its trap keeps it for the sidecar, which records
+    ``early_signal``, requeues, and attempt 1 runs to the end."""
+    assert jobs.wait_final("setup", 150) == "COMPLETED"
+    ledger = jobs.events("setup")["ledger"]
+    first, second = _by(ledger, 0), _by(ledger, 1)
+    assert first["early_signal"]["signal"] == "USR1"
+    assert first["signal_received"]["signal"] == "USR1"
+    assert first["attempt_end"]["requeued"] is True
+    assert second["attempt_end"]["reason"] == "success"
+    assert _steps(jobs.shared, "setup", 1)[-1] == STEPS
 
 
 def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> None:
