@@ -215,13 +215,8 @@ def build_plan(
         ("--output", posixpath.join(job_dir.replace("%", "%%"), "slurm-%j.out")),
         ("--open-mode", "append"),
     ]
-    requeue = _requeue_options(spec, policy, notes)
+    requeue, lead = _requeue_options(spec, policy, notes)
     opts += requeue
-    # The sidecar's HPCLAUNCH_SIGNAL_LEAD: the lead --signal has (shrunk to fit the limit).
-    lead = next(
-        (int(v.rsplit("@", 1)[1]) for k, v in requeue if k == "--signal" and v),
-        spec.checkpoint.signal_lead_time,
-    )
     opts += _dependency_options(spec, notes)
     opts += _extra_options(spec, notes)
     modules = (*site.modules, *spec.modules)
@@ -560,7 +555,9 @@ def _gpu_option(spec: JobSpec, site: SiteConfig, partition: Partition) -> tuple[
 
 def _requeue_options(
     spec: JobSpec, policy: TierPolicy, notes: list[str]
-) -> list[tuple[str, str | None]]:
+) -> tuple[list[tuple[str, str | None]], int]:
+    """The requeue and signal options, and the lead the sidecar is told
+    (``HPCLAUNCH_SIGNAL_LEAD``): --signal's, shrunk to fit the limit, or the spec's."""
     ckpt = spec.checkpoint
     qos = policy.qos
     if policy.preemptible and ckpt.max_requeues > 0 and spec.launcher == "none":
@@ -573,21 +570,22 @@ def _requeue_options(
             "no --signal (launcher none has no sidecar to checkpoint: at preemption Slurm "
             "stops the job after the grace time and requeues it; it starts over)"
         )
-        return [("--requeue", None)]
+        return [("--requeue", None)], ckpt.signal_lead_time
     if policy.preemptible and ckpt.max_requeues > 0:
-        signal = f"B:{ckpt.signal}@{signal_lead(spec, notes)}"
+        lead = signal_lead(spec, notes)
+        signal = f"B:{ckpt.signal}@{lead}"
         notes.append(
             f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): "
             f"--requeue and --signal={signal} (B: signals the batch shell, which execs the "
             "command)"
         )
-        return [("--requeue", None), ("--signal", signal)]
+        return [("--requeue", None), ("--signal", signal)], lead
     reason = "max_requeues is 0" if policy.preemptible else "not preemptible"
     notes.append(
         f"tier {spec.tier} → QOS {qos}, {reason}: --no-requeue (the site's JobRequeue "
         "default would otherwise requeue it after a node failure)"
     )
-    return [("--no-requeue", None)]
+    return [("--no-requeue", None)], ckpt.signal_lead_time
 
 
 #: sbatch(1), --signal: "the signal may be sent up to 60 seconds earlier than specified"

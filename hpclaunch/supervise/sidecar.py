@@ -192,8 +192,6 @@ class Sidecar:
         self.failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
         self.failed: dict[str, Any] | None = None  # what it said
         self._requeue_why: str | None = None
-        #: What ``_time_left`` answered at the warning (the ledger shows why it was read so).
-        self._warned_time_left: float | None = None
 
     # -- the attempt --------------------------------------------------------------------
     def run(self) -> int:
@@ -398,9 +396,11 @@ class Sidecar:
             )
             self._say_end("SIGTERM", requeued=False)
             return EXIT_STOPPED
-        reason, seconds = self._classify_warning()
+        left = self._time_left()
+        reason, seconds = self._classify_warning(left)
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
-        self._checkpoint(request_reason, first.at + max(1.0, seconds - MARGIN), proc, signals)
+        deadline = first.at + max(1.0, seconds - MARGIN)
+        self._checkpoint(request_reason, deadline, proc, signals, time_left=left)
         # Before the requeue: Slurm cancels the step at once, and srun and slurmstepd say so.
         self.output.divert(self.stop_log)
         code = self._maybe_requeue(reason, history)
@@ -410,11 +410,10 @@ class Sidecar:
         self._say_end(reason, requeued=code == EXIT_REQUEUED, why=why)
         return code
 
-    def _classify_warning(self) -> tuple[str, float]:
-        """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint)."""
+    def _classify_warning(self, left: float | None) -> tuple[str, float]:
+        """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint), given
+        the seconds ``left`` until the time limit (``None``: unknown)."""
         cfg = self.config
-        left = self._time_left()
-        self._warned_time_left = left
         if left is not None and left <= cfg.lead + TIME_LIMIT_SLACK:
             return "time_limit", max(1.0, min(left, cfg.lead) - 8.0)
         return "preempted", cfg.grace
@@ -449,7 +448,11 @@ class Sidecar:
         deadline: float,
         proc: subprocess.Popen[bytes],
         signals: SignalCatcher,
+        *,
+        time_left: float | None = None,
     ) -> None:
+        """Ask for a checkpoint and wait for it until ``deadline``; ``time_left``: what was
+        known of the time limit at the warning (for the ledger)."""
         requested_at = time.time()
         control.write_json_atomic(
             self.control / control.REQUEST,
@@ -459,7 +462,7 @@ class Sidecar:
             "checkpoint_requested",
             reason=reason,
             deadline=deadline,
-            time_left=self._warned_time_left,
+            time_left=time_left,
         )
         periodic: dict[str, Any] | None = None
         while time.time() < deadline:
