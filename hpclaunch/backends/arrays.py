@@ -21,7 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import JobInfo, JobState
 
-__all__ = ["ACTIVE_STATES", "WORST_FIRST", "held_problem", "summarise_array", "task_index"]
+__all__ = [
+    "ACTIVE_STATES",
+    "WORST_FIRST",
+    "held_problem",
+    "some_tasks",
+    "summarise_array",
+    "task_index",
+]
 
 #: Task states that count as "the array runs".
 ACTIVE_STATES = frozenset(
@@ -63,11 +70,16 @@ def held_problem(held: Mapping[str, str]) -> str | None:
         return None
     ids = sorted(held, key=lambda job: [int(x) for x in job.split("_")])
     reasons = ", ".join(sorted(set(held.values())))
-    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
     return (
-        f"{len(ids)} task(s) wait on a hold ({reasons}): {shown}. 'scontrol release "
+        f"{len(ids)} task(s) wait on a hold ({reasons}): {some_tasks(ids)}. 'scontrol release "
         f"{' '.join(ids)}' lets them run (a hold an admin set, JobHeldAdmin, needs the admin)"
     )
+
+
+def some_tasks(job_ids: Sequence[str]) -> str:
+    """The first five of ``job_ids`` and how many more, for a one-line message."""
+    more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
+    return ", ".join(job_ids[:5]) + more
 
 
 def task_index(ref: JobRef) -> int:

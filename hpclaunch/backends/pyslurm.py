@@ -38,7 +38,7 @@ from hpclaunch.backends.cli import (
 )
 from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.backends.merge import merge_status
-from hpclaunch.backends.slurm_text import ended_by, field, wanted_ref
+from hpclaunch.backends.slurm_text import ended_by, field, is_held, wanted_ref
 from hpclaunch.errors import (
     ACCOUNTING_UNAVAILABLE,
     CONTROLLER_UNREACHABLE,
@@ -308,7 +308,7 @@ class PyslurmBackend(Backend):
             {
                 ref.job_id: info.reason or ""
                 for ref, info in found.items()
-                if info.state is JobState.PENDING and "held" in (info.reason or "").lower()
+                if is_held(info.state.value, info.reason or "")
             }
         )
         if held:

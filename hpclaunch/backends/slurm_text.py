@@ -23,6 +23,7 @@ __all__ = [
     "SQUEUE_FIELDS",
     "SQUEUE_FORMAT",
     "ended_by",
+    "is_held",
     "is_waiting_reason",
     "parse_attempts",
     "parse_held_tasks",
@@ -381,11 +382,12 @@ def parse_held_tasks(text: str) -> dict[str, str]:
     """Task id → reason of the PENDING tasks of ``<id>|<state>|<reason>`` lines (squeue
     ``%i|%T|%r``) that wait on a hold: ``launch failed requeued held`` (Slurm requeues and
     holds a job whose launch failed, job_mgr.c), ``JobHeldUser``, ``JobHeldAdmin``..."""
-    return {
-        task: reason
-        for task, state, reason in _task_lines(text)
-        if state == "PENDING" and "held" in reason.lower()
-    }
+    return {task: reason for task, state, reason in _task_lines(text) if is_held(state, reason)}
+
+
+def is_held(state: str, reason: str) -> bool:
+    """A pending job waiting on a hold (any reason that says so: see parse_held_tasks)."""
+    return state == "PENDING" and "held" in reason.lower()
 
 
 def _task_lines(text: str) -> Iterator[tuple[str, str, str]]:

@@ -21,9 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
-from hpclaunch.supervise.ledger import LEDGER_NAME
+from hpclaunch.supervise.ledger import LEDGER_NAME, SUCCESS_LINE
 from hpclaunch.supervise.sweep_task import METRICS_NAME
 from hpclaunch.transport.base import Runner
 
@@ -141,7 +142,7 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
     if lost:
         problems.append(
             f"{len(lost)} task(s) ended successfully by their own ledgers but Slurm says "
-            f"otherwise ({_some(lost)}): slurmctld lost their ends (a restart?); counted "
+            f"otherwise ({some_tasks(lost)}): slurmctld lost their ends (a restart?); counted "
             "COMPLETED. Slurm holds their resources until it times them out: 'scancel "
             f"{' '.join(lost)}' frees them now"
         )
@@ -150,14 +151,12 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
 
 #: Slurm states that need no second opinion: nothing ran yet, or the end Slurm saw.
 _SURE = frozenset({"COMPLETED", "PENDING", "UNKNOWN"})
-#: How the sidecar's ledger writes a successful end (json.dumps: event, attempt, time, ...).
-_SUCCESS = r'^\{"event": "attempt_end", .*"reason": "success"'
 
 
 def _succeeded_points(runner: Runner, record: SweepRecord, problems: list[str]) -> set[int]:
     """The points whose task ledger has an attempt that ended ``success``."""
     tasks = posixpath.join(record.job_dir, "tasks")
-    argv = ["grep", "-rlE", "--include", LEDGER_NAME, "--", _SUCCESS, tasks]
+    argv = ["grep", "-rlE", "--include", LEDGER_NAME, "--", SUCCESS_LINE, tasks]
     try:
         found = runner.run(argv, timeout=60)
     except TransportError as exc:
@@ -169,10 +168,6 @@ def _succeeded_points(runner: Runner, record: SweepRecord, problems: list[str]) 
         if name.isdigit():
             points.add(int(name))
     return points
-
-
-def _some(job_ids: list[str]) -> str:
-    return ", ".join(job_ids[:5]) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
 
 
 def _read_params(

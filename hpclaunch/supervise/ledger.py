@@ -56,9 +56,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LEDGER_NAME", "Ledger", "describe_event", "parse_ledger", "read_ledger"]
+__all__ = [
+    "LEDGER_NAME",
+    "SUCCESS_LINE",
+    "Ledger",
+    "describe_event",
+    "parse_ledger",
+    "read_ledger",
+]
 
 LEDGER_NAME = "events.jsonl"
+#: An extended regular expression (``grep -E``) for the line :meth:`Ledger.append` writes
+#: when an attempt ends ``success`` (json.dumps: event, attempt and time first).
+SUCCESS_LINE = r'^\{"event": "attempt_end", .*"reason": "success"'
 
 
 class Ledger:
