@@ -286,9 +286,10 @@ class GpuSampler:
 def start_detached(env: Mapping[str, str]) -> int | None:
     """Start the node's sampler (call right before ``exec``); its pid, or ``None``.
 
-    Only the first task of the node (``SLURM_LOCALID`` unset or 0) samples. Without pynvml
-    the ``gpu_monitor_off`` event is written here, before the ``exec``, so it is never lost
-    to a launch that ends at once. Otherwise a child is forked; it polls its parent pid at
+    Only the first task of the node (``SLURM_LOCALID`` unset or 0) samples. Turned off
+    (``HPCLAUNCH_GPU_INTERVAL=0``) or without pynvml, the ``gpu_monitor_off`` event is
+    written here, before the ``exec``, so it is never lost to a launch that ends at once.
+    Otherwise a child is forked; it polls its parent pid at
     least once a second and leaves when the parent (the launcher this process becomes) has
     exited. It stays in the launch's process group, so the sidecar's stop (SIGTERM, then
     SIGKILL, to the group) ends it with the launch; SIGTERM is held back until its start
@@ -296,7 +297,10 @@ def start_detached(env: Mapping[str, str]) -> int | None:
     """
     if (env.get("SLURM_LOCALID") or "0") != "0":
         return None
-    nvml, why = load_nvml()
+    # Turned off (HPCLAUNCH_GPU_INTERVAL=0), or no pynvml: say so here, without a fork. The
+    # interval is looked at first, so that "off" means off on a machine with GPUs too.
+    off = GpuSampler.from_env(env).interval <= 0
+    nvml, why = (None, None) if off else load_nvml()
     if nvml is None:
         with contextlib.suppress(Exception):  # monitoring never stops the job
             GpuSampler.from_env(env, None, why).start()

@@ -19,6 +19,7 @@ from hpclaunch.supervise.gpumon import (
     latest_samples,
     read_metrics,
     select_gpus,
+    start_detached,
 )
 from hpclaunch.supervise.ledger import read_ledger
 
@@ -328,3 +329,17 @@ def test_real_nvml_samples_this_machines_gpus(tmp_path: Path) -> None:
     assert record["gpu"].startswith(("GPU-", "MIG-"))
     assert 0 <= record["util"] <= 100
     assert record["mem_total"] > 0
+
+
+def test_turned_off_is_recorded_without_a_sampler_on_any_machine(tmp_path: Path) -> None:
+    # HPCLAUNCH_GPU_INTERVAL=0 wins over a working NVML: no fork, one event saying so.
+    env = {
+        "HPCLAUNCH_JOB_DIR": str(tmp_path),
+        "HPCLAUNCH_GPU_INTERVAL": "0",
+        "SLURMD_NODENAME": "n2",
+    }
+    assert start_detached(env) is None
+    (event,) = read_ledger(tmp_path)
+    assert event["event"] == "gpu_monitor_off"
+    assert event["reason"] == "disabled (HPCLAUNCH_GPU_INTERVAL=0)"
+    assert event["node"] == "n2"
