@@ -9,6 +9,7 @@ and why a job waits for the jobs it depends on.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -49,8 +50,12 @@ def job_statuses(
     infos = ctx.backend.status([*refs, *waited_for])
     remember_finished(ctx, infos.values(), records)
     return [
-        _explain_dependency(
-            _annotate(infos[ref], records.get(ref.job_id), ctx.site), infos, records
+        _explain_start_failure(
+            ctx,
+            _explain_dependency(
+                _annotate(infos[ref], records.get(ref.job_id), ctx.site), infos, records
+            ),
+            records.get(ref.job_id),
         )
         for ref in refs
     ]
@@ -98,6 +103,25 @@ def _explain_dependency(
     names = {job_id: rec.name for job_id, rec in records.items()}
     why = explain_wait(info, record.dependency, states, names)
     return info if why is None else dataclasses.replace(info, reason=why)
+
+
+def _explain_start_failure(ctx: Context, info: JobInfo, record: SubmissionRecord | None) -> JobInfo:
+    """``info`` with the batch script's own line as its reason when it stopped before the
+    command started (the node lacked the workdir: :mod:`hpclaunch.planning.script_start`).
+    Only a failed job with that exit code costs a file read."""
+    from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+    from hpclaunch.slurm.jobs import JobState
+
+    if record is None or info.state is not JobState.FAILED or info.exit_code != EXIT_NO_WORKDIR:
+        return info
+    from hpclaunch.errors import TransportError
+
+    try:
+        text = ctx.runner.read_file(posixpath.join(record.logs, START_FAILURE_NAME))
+    except TransportError:
+        return info
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return dataclasses.replace(info, reason=line) if line else info
 
 
 def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[SubmissionRecord]:

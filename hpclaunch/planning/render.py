@@ -34,6 +34,7 @@ import jinja2
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import RenderError
 from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 from hpclaunch.spec.words import ENV_NAME
 
 __all__ = [
@@ -172,6 +173,8 @@ def _environment(dirs: tuple[Path, ...]) -> jinja2.Environment:
     env.filters["shjoin"] = _shjoin
     env.filters["sbatch_quote"] = sbatch_quote
     env.filters["envname"] = _envname
+    env.globals["EXIT_NO_WORKDIR"] = EXIT_NO_WORKDIR
+    env.globals["START_FAILURE_NAME"] = START_FAILURE_NAME
     return env
 
 

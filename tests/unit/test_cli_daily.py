@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpclaunch.cli import cli
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 from hpclaunch.store.history import SubmissionRecord, history_path, record_submission
 from hpclaunch.transport.base import CommandResult
 
@@ -385,3 +386,20 @@ def test_a_plain_job_says_it_has_no_sidecar_in_events_and_top(
     events = run(env, "events", "12")
     assert "no sidecar ledger (events.jsonl) yet: the job has not started" in events.stdout
     assert "no sample is due yet" in run(env, "top", "12").stdout
+
+
+def test_status_gives_the_scripts_own_reason_when_the_node_lacked_the_workdir(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    logs = tmp_path / "job" / "logs"
+    logs.mkdir(parents=True)
+    why = "the node n3 has no directory /tmp/mine (the job's workdir; ...)"
+    (logs / START_FAILURE_NAME).write_text(why + "\n")
+    remember(env, "77", logs)
+    slurm.jobs["77"] = FakeJob("job", ["FAILED"], exit_code=f"{EXIT_NO_WORKDIR}:0")
+    data = json.loads(run(env, "status", "77", "--json").stdout)
+    assert (data[0]["state"], data[0]["reason"]) == ("FAILED", why)
+    # Another exit code: the file is not the reason (nothing else is read).
+    slurm.jobs["77"] = FakeJob("job", ["FAILED"], exit_code="1:0")
+    data = json.loads(run(env, "status", "77", "--json").stdout)
+    assert data[0]["reason"] != why

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from hpclaunch.errors import RenderError
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import RenderedJob, render, render_command_section, sbatch_quote
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 
 from .conftest import make_site, make_spec
 
@@ -268,6 +270,7 @@ def test_script_runs_with_private_dir_and_one_log_per_attempt(
             del env["SLURM_RESTART_COUNT"]  # a first attempt has no restart count
         proc = subprocess.run(
             ["bash", "-c", job.script, "job.sbatch"],
+            cwd=job.plan.workdir,  # slurmd's --chdir
             env=env,
             capture_output=True,
             text=True,
@@ -311,6 +314,7 @@ def test_a_warning_during_set_up_reaches_the_sidecar(plan_for: PlanFor, tmp_path
     env.update(SLURM_JOB_ID="42", PATH=f"{tmp_path}/nobin:/usr/bin:/bin", PYTHONPATH=str(repo))
     proc = subprocess.run(
         ["bash", "-c", job.script, "job.sbatch"],
+        cwd=job.plan.workdir,  # slurmd's --chdir
         env=env,
         capture_output=True,
         text=True,
@@ -426,3 +430,44 @@ def test_missing_module_command_and_scratch_variable_fail_clearly(
     )
     assert proc.returncode != 0
     assert "the scratch variable SCRATCH of the site config is not set" in proc.stderr
+
+
+def test_a_node_without_the_workdir_stops_before_anything_runs(
+    plan_for: PlanFor, tmp_path: Path
+) -> None:
+    """Slurm starts the script in /tmp when the node lacks --chdir's directory: the script
+    notices, says where and why in one line, and runs nothing (a hostile name stays inert)."""
+    workdir = tmp_path / "pro ject $(touch pwned)"
+    marker = tmp_path / "ran"
+    spec = make_spec(command=["touch", str(marker)], workdir=str(workdir))
+    job = render(plan_for(spec, home=str(tmp_path / "home"), cwd=str(tmp_path)))
+    env = {**os.environ, "SLURM_JOB_ID": "42"}
+
+    def run_in(cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", job.script, "job.sbatch"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    elsewhere = tmp_path / "fallback"  # where Slurm started it instead
+    elsewhere.mkdir()
+    proc = run_in(elsewhere)
+    assert proc.returncode == EXIT_NO_WORKDIR, proc.stderr
+    assert not marker.exists()
+    assert not (tmp_path / "pwned").exists()
+    assert not (elsewhere / "pwned").exists()
+    log_dir = Path(job.plan.log_dir)
+    (why,) = (log_dir / START_FAILURE_NAME).read_text().splitlines()
+    assert why.startswith(f"the node {socket.gethostname()} has no directory {workdir} ")
+    assert f"Slurm started the job in {elsewhere} instead" in why
+    assert "a filesystem the compute nodes share" in why
+    assert f"hpclaunch: {why}" in (log_dir / "attempt-0.log").read_text()
+
+    workdir.mkdir()  # the node has it: the command runs
+    proc = run_in(workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()
