@@ -395,19 +395,19 @@ class CliBackend(Backend):
         argv = queue_argv(
             me=me, partition=partition, account=account, states=states or QUEUE_STATES
         )
-        return parse_queue(self._squeue_stdout(argv))
+        return parse_queue(self._squeue_stdout(argv), self.site.gres_name)
 
     def queue_job(self, job_id: str) -> list[QueueRow]:
         """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.slurm.queue.job_argv`)."""
         from hpclaunch.slurm.queue import job_argv, parse_queue
 
-        return parse_queue(self._squeue_stdout(job_argv(job_id)))
+        return parse_queue(self._squeue_stdout(job_argv(job_id)), self.site.gres_name)
 
     def cluster_jobs(self) -> list[ClusterJob]:
         """One ``squeue`` (:func:`hpclaunch.slurm.cluster.jobs_argv`)."""
         from hpclaunch.slurm.cluster import jobs_argv, parse_jobs
 
-        return parse_jobs(self._squeue_stdout(jobs_argv()))
+        return parse_jobs(self._squeue_stdout(jobs_argv()), self.site.gres_name)
 
     def node_gpus(self) -> list[NodeGpus]:
         """One ``scontrol show nodes --oneliner``."""

@@ -512,7 +512,7 @@ class PyslurmBackend(Backend):
                     reason=row.reason,
                     priority=row.priority or 0,
                     nodes=row.nodes,
-                    gpus_per_node=row.gpus_per_node,
+                    gpus=row.gpus,
                     hosts=expand_hosts(job.allocated_nodes)
                     if running and job.allocated_nodes
                     else (),
@@ -663,12 +663,23 @@ def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
         # squeue %V: the cluster's local time, ISO 8601 without a zone.
         submit=None if not submit else datetime.fromtimestamp(submit).isoformat(),
         nodes=job.num_nodes or 1,
-        gpus_per_node=_gpus_per_node(job.gres_per_node),
+        gpus=_job_gpus(job),
         nice=job.nice or 0,
         partition=job.partition or None,
         elapsed=format_elapsed(0 if pending else job.run_time or 0),
         name=job.name or "",
     )
+
+
+def _job_gpus(job: Any, gres: str = "gpu") -> int:
+    """The GPUs a job holds (running) or asks for (pending), as squeue's ``tres-alloc``
+    gives them (:func:`hpclaunch.slurm.tres.job_gpus`): the allocated TRES, else the
+    requested ones, which count ``--gpus`` and ``--gpus-per-task`` too (recorded on 25.11).
+    Where the site does not track ``gres/gpu``, the per-node request times the nodes."""
+    counted = _gpus(job.allocated_tres or job.requested_tres, gres)
+    if counted:
+        return counted
+    return _gpus_per_node(job.gres_per_node) * (job.num_nodes or 1)
 
 
 def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from hpclaunch.slurm.tres import gpus_per_node, gres_count, to_int, tres_value
+from hpclaunch.slurm.tres import GPU_FIELDS, gres_count, job_gpus, to_int, tres_value
 
 __all__ = [
     "JOB_FIELDS",
@@ -38,13 +38,29 @@ __all__ = [
     "usable",
 ]
 
-#: squeue ``--format`` letters (22.05): ``%i`` the id to act on (``123``, ``123_4`` for an
-#: array task; a folded pending line ``123_[5-9]`` too), ``%A`` the unique job id, user,
-#: account, QOS, state (long), reason, priority (``%Q``), node count, tres-per-node (``%b``:
-#: ``gres:gpu:4``), node list (``%N``, compressed), start time (``%S``: the expected start
-#: of a pending job, ``N/A`` if unknown), partition; the command (``%o``: the batch script's
-#: path and arguments, which may hold ``|``) last.
-JOB_FIELDS = ("%i", "%A", "%u", "%a", "%q", "%T", "%r", "%Q", "%D", "%b", "%N", "%S", "%P", "%o")
+#: squeue ``--Format`` fields (22.05 to 26.05): ``JobArrayID`` the id to act on (``123``,
+#: ``123_4`` for an array task; a folded pending line ``123_[5-9]`` too), ``JobID`` the
+#: unique job id, user, account, QOS, state (long), reason, priority, node count, the fields
+#: the job's GPUs are counted from (:data:`hpclaunch.slurm.tres.GPU_FIELDS`), node list
+#: (compressed), start time (the expected start of a pending job, ``N/A`` if unknown),
+#: partition; the command (the batch script's path and arguments, which may hold ``|``)
+#: last.
+JOB_FIELDS = (
+    "JobArrayID",
+    "JobID",
+    "UserName",
+    "Account",
+    "QOS",
+    "State",
+    "Reason",
+    "PriorityLong",
+    "NumNodes",
+    *GPU_FIELDS,
+    "NodeList",
+    "StartTime",
+    "Partition",
+    "Command",
+)
 #: The states the arbiter reads (pending and running work), and those of running jobs.
 JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 RUNNING_STATES = ("RUNNING", "CONFIGURING")
@@ -59,7 +75,8 @@ class ClusterJob:
     Attributes:
         job_id: ``%i``: what ``scancel``/``scontrol requeue`` get (one task of an array).
         unique_id: ``%A``: Slurm's own id of this job (of this array task).
-        gpus_per_node: GPUs per node asked for (0: none).
+        gpus: GPUs of the whole job, held (running) or asked for (pending), however it
+            asked for them (:func:`hpclaunch.slurm.tres.job_gpus`).
         hosts: The expanded node list (running jobs); ``()`` while pending.
         start: The start of the current run (running jobs; epoch seconds), else ``None``.
         command: ``%o``: the batch script's path and its arguments, joined by spaces.
@@ -74,7 +91,7 @@ class ClusterJob:
     reason: str | None
     priority: int
     nodes: int
-    gpus_per_node: int
+    gpus: int
     hosts: tuple[str, ...]
     start: float | None
     partition: str | None
@@ -89,8 +106,10 @@ class ClusterJob:
         return self.state == "PENDING"
 
     @property
-    def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
+    def gpus_per_node(self) -> int:
+        """GPUs per node (rounded up where a ``--gpus`` job's are spread unevenly: the
+        arbiter then counts a node's share of such a job as the largest one)."""
+        return -(-self.gpus // max(1, self.nodes))
 
     @property
     def partitions(self) -> frozenset[str]:
@@ -118,7 +137,7 @@ def jobs_argv() -> list[str]:
         "squeue",
         "--noheader",
         f"--states={','.join(JOB_STATES)}",
-        f"--format={'|'.join(JOB_FIELDS)}",
+        "--Format=" + ",".join(f"{f}:0|" for f in JOB_FIELDS[:-1]) + f",{JOB_FIELDS[-1]}:0",
     ]
 
 
@@ -152,18 +171,21 @@ def nodes_argv() -> list[str]:
     return ["scontrol", "show", "nodes", "--oneliner"]
 
 
-def parse_jobs(stdout: str) -> list[ClusterJob]:
-    """Parse :func:`jobs_argv`'s lines; lines that do not fit are skipped."""
+def parse_jobs(stdout: str, gres: str = "gpu") -> list[ClusterJob]:
+    """Parse :func:`jobs_argv`'s lines (``gres``: the site's GPU GRES name); lines that do
+    not fit are skipped."""
     width = len(JOB_FIELDS)
     jobs = []
     for line in stdout.splitlines():
         cols = [c.strip() for c in line.split("|", width - 1)]
         if len(cols) != width or not cols[0][:1].isdigit():
             continue
-        job_id, unique, user, account, qos, state, reason, prio, nodes, tres, hosts = cols[:11]
-        start, partition, command = cols[11:]
+        job_id, unique, user, account, qos, state, reason, prio, nodes = cols[:9]
+        tasks, tres, per_job, per_node, per_task = cols[9:14]
+        hosts, start, partition, command = cols[14:]
         state = state.split()[0].upper() if state else "UNKNOWN"
         running = state in ("RUNNING", "CONFIGURING", "COMPLETING")
+        node_count = to_int(nodes) or 1
         jobs.append(
             ClusterJob(
                 job_id=job_id,
@@ -174,8 +196,16 @@ def parse_jobs(stdout: str) -> list[ClusterJob]:
                 state=state,
                 reason=_field(reason),
                 priority=to_int(prio) or 0,
-                nodes=to_int(nodes) or 1,
-                gpus_per_node=gpus_per_node(tres) if _field(tres) else 0,
+                nodes=node_count,
+                gpus=job_gpus(
+                    tres,
+                    per_job,
+                    per_node,
+                    per_task,
+                    nodes=node_count,
+                    tasks=to_int(tasks) or 1,
+                    gres=gres,
+                ),
                 hosts=expand_hosts(hosts) if running and _field(hosts) else (),
                 start=_epoch(start) if running else None,
                 partition=_field(partition),

@@ -28,7 +28,7 @@ from datetime import datetime
 
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import parse_elapsed
-from hpclaunch.slurm.tres import gpus_per_node, to_int
+from hpclaunch.slurm.tres import GPU_FIELDS, job_gpus, to_int
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -41,13 +41,31 @@ __all__ = [
     "sort_key",
 ]
 
-#: squeue ``--format`` letters (22.05): job id (``123``, ``123_4`` or ``123_[5-9]`` for
-#: pending array tasks folded into one line), user, account, QOS, state (long), reason,
-#: priority (``%Q``, an integer), submit time (``%V``, local time of the cluster), node
-#: count, tres-per-node (``%b``: ``gres:gpu:4``, ``N/A``), nice, partition, time used; the
-#: name (free text, may hold ``|``) last. Without a width squeue prints values unpadded.
-QUEUE_FIELDS = ("%i", "%u", "%a", "%q", "%T", "%r", "%Q", "%V", "%D", "%b", "%y", "%P", "%M", "%j")
-QUEUE_FORMAT = "|".join(QUEUE_FIELDS)
+#: squeue ``--Format`` fields (22.05 to 26.05): job id (``123``, ``123_4`` or ``123_[5-9]``
+#: for pending array tasks folded into one line), user, account, QOS, state (long), reason,
+#: priority (an integer), submit time (the cluster's local time), node count, the fields
+#: the job's GPUs are counted from (:data:`hpclaunch.slurm.tres.GPU_FIELDS`: ``%b`` alone
+#: misses ``--gpus`` and ``--gpus-per-task``), nice, partition, time used; the name (free
+#: text, may hold ``|``) last.
+QUEUE_FIELDS = (
+    "JobArrayID",
+    "UserName",
+    "Account",
+    "QOS",
+    "State",
+    "Reason",
+    "PriorityLong",
+    "SubmitTime",
+    "NumNodes",
+    *GPU_FIELDS,
+    "Nice",
+    "Partition",
+    "TimeUsed",
+    "Name",
+)
+#: ``type:0|``: width 0 prints the whole value unpadded, ``|`` is the field's suffix
+#: (squeue's opts.c ``_parse_long_token``).
+QUEUE_FORMAT = ",".join(f"{f}:0|" for f in QUEUE_FIELDS[:-1]) + f",{QUEUE_FIELDS[-1]}:0"
 #: The states shown: waiting or holding resources (finished jobs are not work ahead).
 QUEUE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
 
@@ -64,7 +82,9 @@ class QueueRow:
         reason: Slurm's raw reason (``Priority``, ``Resources``, ...); ``None``: none.
         priority: ``%Q``; ``None`` when unreadable.
         submit: Submit time as squeue prints it (ISO 8601, the cluster's local time).
-        gpus_per_node: GPUs per node asked for (0: none).
+        gpus: GPUs of the whole job, held (running) or asked for (pending), however it
+            asked (``--gres``, ``--gpus``, ``--gpus-per-node``, ``--gpus-per-task``); of one
+            task for a line of folded array tasks.
         partition: One partition, or several comma-separated for a multi-partition job.
         elapsed: Run time in Slurm's format (``0:00`` while pending).
     """
@@ -78,7 +98,7 @@ class QueueRow:
     priority: int | None
     submit: str | None
     nodes: int
-    gpus_per_node: int
+    gpus: int
     nice: int
     partition: str | None
     elapsed: str | None
@@ -90,9 +110,9 @@ class QueueRow:
         return self.state == "PENDING"
 
     @property
-    def gpus(self) -> int:
-        """GPUs of the whole job (of one task, for a line of folded array tasks)."""
-        return self.nodes * self.gpus_per_node
+    def gpus_per_node(self) -> int:
+        """GPUs per node (rounded up where a ``--gpus`` job's are spread unevenly)."""
+        return -(-self.gpus // max(1, self.nodes))
 
     @property
     def gpus_of_all_tasks(self) -> int:
@@ -153,7 +173,7 @@ def queue_argv(
 ) -> list[str]:
     """The one squeue call for the queue: the whole cluster, or (``me``) your jobs only, or
     one partition's, or one account's; in ``states`` (comma-separated)."""
-    argv = ["squeue", "--noheader", f"--states={states}", f"--format={QUEUE_FORMAT}"]
+    argv = ["squeue", "--noheader", f"--states={states}", f"--Format={QUEUE_FORMAT}"]
     if me:
         argv.append("--me")
     if partition is not None:
@@ -165,20 +185,24 @@ def queue_argv(
 
 def job_argv(job_id: str) -> list[str]:
     """squeue for one job (every state), in :data:`QUEUE_FORMAT`: all tasks of an array id."""
-    return ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--format={QUEUE_FORMAT}"]
+    return ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--Format={QUEUE_FORMAT}"]
 
 
-def parse_queue(stdout: str) -> list[QueueRow]:
-    """Parse :data:`QUEUE_FORMAT` lines; lines that do not fit are skipped."""
+def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
+    """Parse :data:`QUEUE_FORMAT` lines (``gres``: the site's GPU GRES name); lines that do
+    not fit are skipped."""
     rows = []
     width = len(QUEUE_FIELDS)
     for line in stdout.splitlines():
         cols = line.split("|", width - 1)
         if len(cols) != width or not _LEADING_INT.match(cols[0].strip()):
             continue
-        job_id, user, account, qos, state, reason, prio, submit, nodes, tres, nice, part = [
-            c.strip() for c in cols[:-2]
+        job_id, user, account, qos, state, reason, prio, submit, nodes = [
+            c.strip() for c in cols[:9]
         ]
+        tasks, tres, per_job, per_node, per_task = cols[9:14]
+        nice, part, elapsed = (c.strip() for c in cols[14:17])
+        node_count = to_int(nodes) or 1
         rows.append(
             QueueRow(
                 job_id=job_id,
@@ -189,11 +213,19 @@ def parse_queue(stdout: str) -> list[QueueRow]:
                 reason=_field(reason),
                 priority=to_int(prio),
                 submit=_field(submit),
-                nodes=to_int(nodes) or 1,
-                gpus_per_node=gpus_per_node(tres) if _field(tres) else 0,
+                nodes=node_count,
+                gpus=job_gpus(
+                    tres,
+                    per_job,
+                    per_node,
+                    per_task,
+                    nodes=node_count,
+                    tasks=to_int(tasks) or 1,
+                    gres=gres,
+                ),
                 nice=to_int(nice) or 0,
                 partition=_field(part),
-                elapsed=_field(cols[-2]),
+                elapsed=_field(elapsed),
                 name=cols[-1],
             )
         )

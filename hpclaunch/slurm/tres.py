@@ -70,3 +70,54 @@ _GPU_PER_NODE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]+)?[:=](\d
 def gpus_per_node(tres_per_node: str) -> int:
     """GPUs per node in a squeue ``%b`` value (0 when it asks for none)."""
     return sum(int(m.group(1)) for m in _GPU_PER_NODE.finditer(tres_per_node.strip()))
+
+
+def requested(tres_per: str, gres: str = "gpu") -> int:
+    """GPUs in one of squeue's ``tres-per-job``/``-node``/``-task`` values (``gres/gpu:2``,
+    ``gres:gpu:a100:2``; 0 for ``N/A`` or no GPU)."""
+    if gres == "gpu":
+        return gpus_per_node(tres_per)
+    entry = re.compile(rf"(?:^|,)(?:gres[:/])?{re.escape(gres)}(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
+    return sum(int(m.group(1)) for m in entry.finditer(tres_per.strip()))
+
+
+#: The squeue ``--Format`` fields a job's GPUs are counted from, in :func:`job_gpus`'s
+#: argument order. A job asks for GPUs in one of three ways, and squeue prints each in its
+#: own field (``%b`` is only the first): ``--gres=gpu:N``/``--gpus-per-node=N`` in
+#: tres-per-node, ``--gpus=N`` in tres-per-job, ``--gpus-per-task=N`` in tres-per-task
+#: (22.05 to 26.05, recorded in tests/unit/data/slurm-*/commands.json). ``tres-alloc`` is
+#: the allocation of a running job and the request of a pending one (squeue's print.c falls
+#: back to the request), with a ``gres/gpu`` entry when the site tracks it
+#: (``AccountingStorageTRES=gres/gpu``).
+GPU_FIELDS = ("NumTasks", "tres-alloc", "tres-per-job", "tres-per-node", "tres-per-task")
+
+
+def job_gpus(
+    tres: str,
+    per_job: str,
+    per_node: str,
+    per_task: str,
+    *,
+    nodes: int,
+    tasks: int,
+    gres: str = "gpu",
+) -> int:
+    """The GPUs a job holds (running) or asks for (pending), however it asked for them.
+
+    Args:
+        tres: ``tres-alloc``: trusted when it has a ``gres/<gres>`` entry.
+        per_job: ``tres-per-job`` (``--gpus``).
+        per_node: ``tres-per-node`` (``--gres``, ``--gpus-per-node``), times ``nodes``.
+        per_task: ``tres-per-task`` (``--gpus-per-task``), times ``tasks``.
+        nodes: The job's node count.
+        tasks: The job's task count (``NumTasks``).
+        gres: The GRES name of GPUs on the site.
+    """
+    total, typed = tres_gpus(tres, gres)
+    if typed or tres_value(tres, f"gres/{gres}") is not None:
+        return total
+    return (
+        requested(per_job, gres)
+        + requested(per_node, gres) * nodes
+        + requested(per_task, gres) * tasks
+    )

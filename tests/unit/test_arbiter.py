@@ -77,9 +77,9 @@ def test_typed_gres_are_counted() -> None:
 
 def test_jobs_are_parsed_running_array_task_and_pending() -> None:
     out = (
-        "17_2|20|alice|research-oq|low|RUNNING|None|1|2|gres:gpu:2|n[1-2]|"
+        "17_2|20|alice|research-oq|low|RUNNING|None|1|2|1|N/A|N/A|gres:gpu:2|N/A|n[1-2]|"
         "2026-11-23T18:30:00|gpu|/home/alice/.hpclaunch/jobs/ab|c/job.sh\n"
-        "21|21|bob|vision|high|PENDING|Resources|5000|1|gres:gpu:3|N/A|N/A|gpu|"
+        "21|21|bob|vision|high|PENDING|Resources|5000|1|1|N/A|N/A|gres:gpu:3|N/A|N/A|N/A|gpu|"
         "/home/bob/.hpclaunch/jobs/x/job.sh\n"
         "junk line\n"
     )
@@ -95,17 +95,17 @@ def test_jobs_are_parsed_running_array_task_and_pending() -> None:
     assert pending.hosts == ()
     assert pending.start is None
     assert (pending.reason, pending.priority, pending.gpus_per_node) == ("Resources", 5000, 3)
-    assert jobs_argv()[-1].startswith("--format=%i|%A|")
+    assert jobs_argv()[-1].startswith("--Format=JobArrayID:0|,JobID:0|,")
 
 
 # squeue in the arbiter's format on the local cluster (22.05.8, bench/arbiter_cluster.py
 # running): pending lines have an empty node list and an expected start time.
 SQUEUE = (
-    "33|33|root|research-oq|low|PENDING|Resources|1|1|gres:gpu:4||2026-11-23T19:10:28|gpu|"
+    "33|33|root|research-oq|low|PENDING|Resources|1|1|1|N/A|N/A|gres:gpu:4|N/A||2026-11-23T19:10:28|gpu|"
     "/root/.hpclaunch/jobs/90cea9f11ea14a6daaf87de44ddb7206/job.sbatch\n"
-    "35|35|root|research|high|RUNNING|None|50000|1|gres:gpu:1|n1|2026-11-23T18:30:38|gpu|"
+    "35|35|root|research|high|RUNNING|None|50000|1|1|N/A|N/A|gres:gpu:1|N/A|n1|2026-11-23T18:30:38|gpu|"
     "/root/.hpclaunch/jobs/ec873ac9a9ae45c2a618970e2cfc51e4/job.sbatch\n"
-    "26|26|root|research-oq|low|RUNNING|None|1|2|gres:gpu:4|n[2-3]|2026-11-23T18:29:33|gpu|"
+    "26|26|root|research-oq|low|RUNNING|None|1|2|1|N/A|N/A|gres:gpu:4|N/A|n[2-3]|2026-11-23T18:29:33|gpu|"
     "/root/.hpclaunch/jobs/f3801175b26d489c99a5da502ca24755/job.sbatch\n"
 )
 
@@ -255,7 +255,7 @@ def _job(
         reason=reason,
         priority=priority,
         nodes=nodes,
-        gpus_per_node=gpus,
+        gpus=gpus * nodes,
         hosts=tuple(hosts),
         start=NOW - 1000 if state == "RUNNING" else None,
         partition="gpu",
@@ -412,7 +412,7 @@ class Cluster:
         self.fail: set[str] = set()
 
     def __call__(self, argv: tuple[str, ...]) -> CommandResult:
-        if argv[0] == "squeue" and any(a.startswith("--Format=") for a in argv):
+        if argv[0] == "squeue" and any(a.startswith("--Format=JobArrayID:|,Restart") for a in argv):
             return result(argv, out=self.restarts)  # squeue -O RestartCnt
         if argv[0] == "squeue":
             return result(argv, out=self.jobs)
@@ -427,7 +427,7 @@ def _line(job_id: str, qos: str, state: str, gpus: int, hosts: str, start: str, 
     reason = "Resources" if state == "PENDING" else "None"
     prio = "500" if qos == "high" else "1"
     return (
-        f"{job_id}|{job_id}|alice|research|{qos}|{state}|{reason}|{prio}|1|gres:gpu:{gpus}|"
+        f"{job_id}|{job_id}|alice|research|{qos}|{state}|{reason}|{prio}|1|1|N/A|N/A|gres:gpu:{gpus}|N/A|"
         f"{hosts}|{start}|gpu|{cmd}\n"
     )
 

@@ -24,21 +24,29 @@ from .test_cli import assert_clean_error, run
 env = test_cli.env
 Env = dict[str, str]
 
-LOW = "100|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|gres:gpu:1|0|gpu|0:00|j\n"
+LOW = (
+    "100|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|1|"
+    "N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|j\n"
+)
 MEDIUM = (
-    "101|root|research|normal|PENDING|Resources|100|2026-11-22T14:20:05|1|gres:gpu:4|0|gpu|0:00|m\n"
+    "101|root|research|normal|PENDING|Resources|100|2026-11-22T14:20:05|1|1|"
+    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:00|m\n"
 )
 RUNNING = (
-    "29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|gres:gpu:4|0|gpu|0:07|a\n"
+    "29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|1|"
+    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|a\n"
 )
-ARRAY = "7_[1-3]|root|research|normal|PENDING|Priority|5|2026-11-22T14:01:42|1|N/A|0|gpu|0:00|arr\n"
+ARRAY = (
+    "7_[1-3]|root|research|normal|PENDING|Priority|5|2026-11-22T14:01:42|1|1|"
+    "N/A|N/A|N/A|N/A|0|gpu|0:00|arr\n"
+)
 
 
 def usage(*jobs: tuple[str, int]) -> str:
     """squeue's lines of a project's running jobs, each (QOS, nodes) with 4 GPUs a node."""
     return "".join(
-        f"{30 + i}|root|research|{qos}|RUNNING|None|100|2026-11-22T14:20:01|{nodes}|gres:gpu:4|"
-        "0|gpu|0:07|u\n"
+        f"{30 + i}|root|research|{qos}|RUNNING|None|100|2026-11-22T14:20:01|{nodes}|"
+        "1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|u\n"
         for i, (qos, nodes) in enumerate(jobs)
     )
 

@@ -19,14 +19,15 @@ from hpclaunch.store.history import (
     record_submission,
 )
 
-# Recorded on the local cluster (Slurm 22.05) with --format=QUEUE_FORMAT, then odd values.
+# Recorded on the local cluster (Slurm 22.05) in the earlier -o format and put into
+# QUEUE_FORMAT's fields (tres-per-node where %b was), then odd values.
 RECORDED = """\
-29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|gres:gpu:4|0|gpu|0:07|it-a
-30|root|vision|critical|RUNNING|None|100000|2026-11-22T14:20:02|1|gres:gpu:4|0|gpu|0:06|it-b
-32|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|gres:gpu:1|0|gpu|0:00|it-low
-33|root|research-oq|overquota|PENDING|Priority|3000|2026-11-22T14:20:06|1|gres:gpu:1|2000|gpu|0:00|it-m
-34|root|research-oq|overquota|PENDING|Resources|5000|2026-11-22T14:20:07|1|gres:gpu:1|0|gpu|0:00|it-c
-10_[0-3]|root|research|low|PENDING|JobHeldUser|0|2026-11-22T14:01:42|1|N/A|0|gpu|0:00|tqarr
+29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|it-a
+30|root|vision|critical|RUNNING|None|100000|2026-11-22T14:20:02|1|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:06|it-b
+32|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|it-low
+33|root|research-oq|overquota|PENDING|Priority|3000|2026-11-22T14:20:06|1|1|N/A|N/A|gres:gpu:1|N/A|2000|gpu|0:00|it-m
+34|root|research-oq|overquota|PENDING|Resources|5000|2026-11-22T14:20:07|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|it-c
+10_[0-3]|root|research|low|PENDING|JobHeldUser|0|2026-11-22T14:01:42|1|1|N/A|N/A|N/A|N/A|0|gpu|0:00|tqarr
 """
 NOW = datetime.fromisoformat("2026-11-22T14:21:07")
 
@@ -47,7 +48,7 @@ def row(job_id: str = "1", **fields: object) -> QueueRow:
         "priority": 100,
         "submit": "2026-11-22T14:00:00",
         "nodes": 1,
-        "gpus_per_node": 1,
+        "gpus": 1,
         "nice": 0,
         "partition": "gpu",
         "elapsed": "0:00",
@@ -65,10 +66,10 @@ def test_queue_argv_is_one_squeue_call() -> None:
         "squeue",
         "--noheader",
         "--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED",
-        f"--format={QUEUE_FORMAT}",
+        f"--Format={QUEUE_FORMAT}",
     ]
     assert queue_argv(me=True, partition="debug")[-2:] == ["--me", "--partition=debug"]
-    assert QUEUE_FORMAT.endswith("|%j")  # the free-text name last
+    assert QUEUE_FORMAT.endswith("|,Name:0")  # the free-text name last
 
 
 def test_parse_recorded_lines() -> None:
@@ -90,7 +91,7 @@ def test_parse_odd_values() -> None:
         "\n"
         "x|too|few\n"
         "7|bob|(null)|(null)|PENDING|ReqNodeNotAvail, UnavailableNodes:n[1-2]|N/A|N/A|"
-        "|gres:gpu:a100:2,gres:gpu:1|-5|gpu,debug||name|with|bars\n"
+        "|1|N/A|N/A|gres:gpu:a100:2,gres:gpu:1|N/A|-5|gpu,debug||name|with|bars\n"
     )
     (odd,) = parse_queue(text)
     assert odd.account is None
@@ -146,16 +147,16 @@ def test_build_queue_ranks_reasons_and_waits(site: SiteConfig) -> None:
 
 
 def test_a_waiting_in_quota_job_says_which_jobs_it_will_preempt(site: SiteConfig) -> None:
-    running = {"state": "RUNNING", "reason": None, "gpus_per_node": 4}
+    running = {"state": "RUNNING", "reason": None, "gpus": 4}
     rows = [
         row("31", qos="critical", **running, elapsed="5:00"),
         row("32", qos="overquota", account="vision-oq", **running, elapsed="3:00"),
         row("33", qos="low", account="research-oq", **running, elapsed="4:00"),
         row("34", qos="low", account="research-oq", **running, elapsed="1:00"),
-        row("40", qos="critical", reason="Resources", priority=100000, gpus_per_node=4),
-        row("41", qos="high", reason="Priority", priority=50000, gpus_per_node=8),
-        row("42", qos="normal", reason="Priority", priority=10000, gpus_per_node=4),
-        row("43", qos="normal", reason="AssocGrpGRES", priority=10000, gpus_per_node=4),
+        row("40", qos="critical", reason="Resources", priority=100000, gpus=4),
+        row("41", qos="high", reason="Priority", priority=50000, gpus=8),
+        row("42", qos="normal", reason="Priority", priority=10000, gpus=4),
+        row("43", qos="normal", reason="AssocGrpGRES", priority=10000, gpus=4),
     ]
     why = {e.row.job_id: e.why for e in build_queue(rows, site, now=NOW)}
     # low (priority 0) before overquota (50); among equals the youngest (34) first.

@@ -109,10 +109,11 @@ def test_without_quotas_the_tier_alone_decides(plan_for: PlanFor, site: SiteConf
 
 
 def queue_line(qos: str, nodes: int, tres: str, job_id: str = "7") -> str:
-    """A line of squeue in :data:`hpclaunch.slurm.queue.QUEUE_FORMAT` (only QOS and GPUs vary)."""
+    """A line of squeue in :data:`hpclaunch.slurm.queue.QUEUE_FORMAT` (only QOS and GPUs
+    vary; ``tres``: tres-per-node)."""
     return (
-        f"{job_id}|alice|research|{qos}|RUNNING|None|100|2026-11-25T10:00:00|{nodes}|{tres}|0|"
-        "gpu|1:00|train"
+        f"{job_id}|alice|research|{qos}|RUNNING|None|100|2026-11-25T10:00:00|{nodes}|1|N/A|N/A|"
+        f"{tres}|N/A|0|gpu|1:00|train"
     )
 
 

@@ -183,3 +183,18 @@ def test_what_the_sidecar_reads_from_scontrol_show_job(rec: Recording) -> None:
     match = _PREEMPT_TIME.search(shown)
     assert match is not None
     assert match.group(1) == "None"  # not being preempted
+
+
+#: The GPUs of each way of asking for them that scripts/record-slurm submits (GPU_STYLES):
+#: --gres=gpu:1, --gpus=2, --gpus-per-node=1, -n2 --gpus-per-task=1, -N2 --gpus-per-node=1.
+STYLE_GPUS = {"gres": 1, "gpus": 2, "per-node": 1, "per-task": 2, "two-nodes": 2}
+
+
+def test_gpus_are_counted_however_a_job_asked_for_them(rec: Recording) -> None:
+    rows = {r.job_id: r for r in parse_queue(rec.stdout(queue_argv()))}
+    jobs = {j.job_id: j for j in parse_jobs(rec.stdout(jobs_argv()))}
+    for style, gpus in STYLE_GPUS.items():
+        for state in ("RUNNING", "PENDING"):
+            job_id = rec.jobs[f"gpu-{style}-{state.lower()}"]
+            assert (rows[job_id].state, rows[job_id].gpus) == (state, gpus), (style, rows[job_id])
+            assert (jobs[job_id].state, jobs[job_id].gpus) == (state, gpus), (style, jobs[job_id])

@@ -3,7 +3,9 @@ shapes each supported release prints (the recorded outputs exercise it through t
 
 from __future__ import annotations
 
-from hpclaunch.slurm.tres import gpus_per_node, gres_count, to_int, tres_gpus, tres_value
+import pytest
+
+from hpclaunch.slurm.tres import gpus_per_node, gres_count, job_gpus, to_int, tres_gpus, tres_value
 
 
 def test_to_int_takes_signs_and_blanks_and_refuses_slurms_blanks() -> None:
@@ -51,3 +53,24 @@ def test_gpus_per_node_of_squeues_tres_per_node() -> None:
     assert gpus_per_node("gres/gpu=3") == 3
     assert gpus_per_node("N/A") == 0
     assert gpus_per_node("gres:gpudirect:1") == 0
+
+
+@pytest.mark.parametrize(
+    ("tres", "per_job", "per_node", "per_task", "nodes", "tasks", "gpus"),
+    [
+        # As squeue printed them on 25.11 (tests/unit/data/slurm-25.11): the TRES count.
+        ("cpu=2,mem=50M,node=1,billing=2,gres/gpu=2", "N/A", "N/A", "gres/gpu=1", 1, 2, 2),
+        ("cpu=1,mem=50M,node=1,billing=1,gres/gpu=2", "gres/gpu:2", "N/A", "N/A", 1, 1, 2),
+        ("cpu=2,node=2,gres/gpu=8,gres/gpu:a100=8", "N/A", "gres/gpu:a100:4", "N/A", 2, 2, 8),
+        # A site that does not track gres/gpu: counted from the request, however it asked.
+        ("cpu=2,mem=50M,node=1,billing=2", "N/A", "N/A", "gres/gpu=1", 1, 2, 2),
+        ("cpu=1,mem=50M,node=1,billing=1", "gres/gpu:3", "N/A", "N/A", 1, 1, 3),
+        ("cpu=2,mem=100M,node=2,billing=2", "N/A", "gres:gpu:2", "N/A", 2, 2, 4),
+        ("N/A", "N/A", "N/A", "N/A", 1, 1, 0),
+        ("cpu=1,mem=50M,node=1", "N/A", "gres/shard:1", "N/A", 1, 1, 0),
+    ],
+)
+def test_job_gpus_however_the_job_asked(
+    tres: str, per_job: str, per_node: str, per_task: str, nodes: int, tasks: int, gpus: int
+) -> None:
+    assert job_gpus(tres, per_job, per_node, per_task, nodes=nodes, tasks=tasks) == gpus
