@@ -65,6 +65,15 @@ class Recording:
 
         return FakeRunner(answer)
 
+    def require(self, argv: list[str]) -> None:
+        """Skip, saying so, where this release was recorded before hpclaunch asked ``argv``
+        (24.11 and 26.05 still hold the queue's earlier ``-o`` format: issue 26)."""
+        if tuple(argv) not in self.answers:
+            pytest.skip(
+                f"Slurm {self.release} was recorded before this call ({' '.join(argv[:4])} "
+                f"...): run scripts/record-slurm on a {self.release} cluster"
+            )
+
     def stdout(self, argv: list[str]) -> str:
         out = self.answers[tuple(argv)]["stdout"]
         assert isinstance(out, str)
@@ -138,14 +147,16 @@ def test_attempts_of_a_requeued_job(rec: Recording) -> None:
 
 
 def test_queue(rec: Recording) -> None:
+    rec.require(queue_argv())
     rows = {r.job_id: r for r in parse_queue(rec.stdout(queue_argv()))}
     running, pending = rows[rec.jobs["running"]], rows[rec.jobs["pending"]]
-    assert (running.state, running.nodes, running.gpus_per_node) == ("RUNNING", 2, 4)
-    assert (pending.state, pending.nodes, pending.gpus_per_node) == ("PENDING", 3, 4)
+    assert (running.state, running.nodes, running.gpus) == ("RUNNING", 2, 8)
+    assert (pending.state, pending.nodes, pending.gpus) == ("PENDING", 3, 12)
     assert (running.account, running.qos) == ("research", "normal")
 
 
 def test_arbiter_snapshot(rec: Recording) -> None:
+    rec.require(jobs_argv())
     jobs = {j.job_id: j for j in parse_jobs(rec.stdout(jobs_argv()))}
     running = jobs[rec.jobs["running"]]
     assert (running.state, running.gpus_per_node, running.hosts) == ("RUNNING", 4, ("n1", "n2"))
@@ -191,6 +202,7 @@ STYLE_GPUS = {"gres": 1, "gpus": 2, "per-node": 1, "per-task": 2, "two-nodes": 2
 
 
 def test_gpus_are_counted_however_a_job_asked_for_them(rec: Recording) -> None:
+    rec.require(queue_argv())
     rows = {r.job_id: r for r in parse_queue(rec.stdout(queue_argv()))}
     jobs = {j.job_id: j for j in parse_jobs(rec.stdout(jobs_argv()))}
     for style, gpus in STYLE_GPUS.items():
