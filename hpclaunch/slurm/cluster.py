@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from hpclaunch.slurm.tres import GPU_FIELDS, gres_count, job_gpus, to_int, tres_value
+from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
 
 __all__ = [
     "JOB_FIELDS",
@@ -181,7 +181,7 @@ def parse_jobs(stdout: str, gres: str = "gpu") -> list[ClusterJob]:
         if len(cols) != width or not cols[0][:1].isdigit():
             continue
         job_id, unique, user, account, qos, state, reason, prio, nodes = cols[:9]
-        tasks, tres, per_job, per_node, per_task = cols[9:14]
+        gpu_fields = cols[9:14]
         hosts, start, partition, command = cols[14:]
         state = state.split()[0].upper() if state else "UNKNOWN"
         running = state in ("RUNNING", "CONFIGURING", "COMPLETING")
@@ -197,15 +197,7 @@ def parse_jobs(stdout: str, gres: str = "gpu") -> list[ClusterJob]:
                 reason=_field(reason),
                 priority=to_int(prio) or 0,
                 nodes=node_count,
-                gpus=job_gpus(
-                    tres,
-                    per_job,
-                    per_node,
-                    per_task,
-                    nodes=node_count,
-                    tasks=to_int(tasks) or 1,
-                    gres=gres,
-                ),
+                gpus=gpus_of_fields(gpu_fields, nodes=node_count, gres=gres),
                 hosts=expand_hosts(hosts) if running and _field(hosts) else (),
                 start=_epoch(start) if running else None,
                 partition=_field(partition),

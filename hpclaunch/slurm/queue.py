@@ -28,7 +28,7 @@ from datetime import datetime
 
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import parse_elapsed
-from hpclaunch.slurm.tres import GPU_FIELDS, job_gpus, to_int
+from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, to_int
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -200,7 +200,7 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
         job_id, user, account, qos, state, reason, prio, submit, nodes = [
             c.strip() for c in cols[:9]
         ]
-        tasks, tres, per_job, per_node, per_task = cols[9:14]
+        gpu_fields = cols[9:14]
         nice, part, elapsed = (c.strip() for c in cols[14:17])
         node_count = to_int(nodes) or 1
         rows.append(
@@ -214,15 +214,7 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
                 priority=to_int(prio),
                 submit=_field(submit),
                 nodes=node_count,
-                gpus=job_gpus(
-                    tres,
-                    per_job,
-                    per_node,
-                    per_task,
-                    nodes=node_count,
-                    tasks=to_int(tasks) or 1,
-                    gres=gres,
-                ),
+                gpus=gpus_of_fields(gpu_fields, nodes=node_count, gres=gres),
                 nice=to_int(nice) or 0,
                 partition=_field(part),
                 elapsed=_field(elapsed),

@@ -13,6 +13,7 @@ Slurm prints resources in two shapes:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = ["gpus_per_node", "gres_count", "to_int", "tres_gpus", "tres_value"]
 
@@ -90,6 +91,14 @@ def requested(tres_per: str, gres: str = "gpu") -> int:
 #: back to the request), with a ``gres/gpu`` entry when the site tracks it
 #: (``AccountingStorageTRES=gres/gpu``).
 GPU_FIELDS = ("NumTasks", "tres-alloc", "tres-per-job", "tres-per-node", "tres-per-task")
+
+
+def gpus_of_fields(fields: Sequence[str], *, nodes: int, gres: str = "gpu") -> int:
+    """:func:`job_gpus` of a squeue line's :data:`GPU_FIELDS` columns, in that order."""
+    tasks, tres, per_job, per_node, per_task = fields
+    return job_gpus(
+        tres, per_job, per_node, per_task, nodes=nodes, tasks=to_int(tasks) or 1, gres=gres
+    )
 
 
 def job_gpus(
