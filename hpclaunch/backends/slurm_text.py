@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed
 from hpclaunch.slurm.tres import to_int, tres_value
@@ -52,8 +53,7 @@ SQUEUE_FIELDS = (
     "exit_code",
     "Name",
 )
-#: ``type:0|``: width 0 prints the whole value unpadded, ``|`` is the field's suffix.
-SQUEUE_FORMAT = ",".join(f"{f}:0|" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
+SQUEUE_FORMAT = long_format(SQUEUE_FIELDS)
 #: sacct fields valid in 22.05 (``sacct --helpformat``); there is no "Restarts" field, so
 #: the restarts are counted from ``--duplicates`` records. Name last (free text).
 SACCT_FIELDS = (

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
 
 __all__ = [
@@ -137,7 +138,7 @@ def jobs_argv() -> list[str]:
         "squeue",
         "--noheader",
         f"--states={','.join(JOB_STATES)}",
-        "--Format=" + ",".join(f"{f}:0|" for f in JOB_FIELDS[:-1]) + f",{JOB_FIELDS[-1]}:0",
+        f"--Format={long_format(JOB_FIELDS)}",
     ]
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "QUEUE_STATES",
     "QueueRow",
     "job_argv",
+    "long_format",
     "order",
     "parse_queue",
     "queue_argv",
@@ -63,9 +64,16 @@ QUEUE_FIELDS = (
     "TimeUsed",
     "Name",
 )
-#: ``type:0|``: width 0 prints the whole value unpadded, ``|`` is the field's suffix
-#: (squeue's opts.c ``_parse_long_token``).
-QUEUE_FORMAT = ",".join(f"{f}:0|" for f in QUEUE_FIELDS[:-1]) + f",{QUEUE_FIELDS[-1]}:0"
+
+
+def long_format(fields: tuple[str, ...]) -> str:
+    """squeue ``--Format`` for ``fields`` split by ``|``: ``type:0|`` prints the whole value
+    unpadded (width 0) with ``|`` as its suffix (squeue's opts.c ``_parse_long_token``); the
+    last field, free text, has no suffix."""
+    return ",".join(f"{f}:0|" for f in fields[:-1]) + f",{fields[-1]}:0"
+
+
+QUEUE_FORMAT = long_format(QUEUE_FIELDS)
 #: The states shown: waiting or holding resources (finished jobs are not work ahead).
 QUEUE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
 
