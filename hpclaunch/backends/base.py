@@ -75,6 +75,19 @@ class Backend(abc.ABC):
             SubmissionError: Slurm refused it (the message carries Slurm's answer).
         """
 
+    def submit_script(
+        self, script_path: str, sbatch_argv: Sequence[str], submission_id: str, name: str
+    ) -> JobRef:
+        """Submit a batch script hpclaunch wrote earlier, already at ``script_path``, with
+        ``sbatch_argv`` (``sbatch --parsable [--opt=value ...] SCRIPT [ARG ...]``, whose
+        options replace the script's): a sweep's rerun of some points. A lost reply is
+        recovered by ``submission_id`` (the argv's ``--comment`` tag), as in :meth:`submit`.
+
+        Raises:
+            SubmissionError: Slurm refused it.
+        """
+        raise self._unsupported("submit a script again")
+
     @abc.abstractmethod
     def status(self, refs: Sequence[JobRef]) -> Mapping[JobRef, JobInfo]:
         """Return the state of every job in ``refs``, asking Slurm once for all of them.

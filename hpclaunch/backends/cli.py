@@ -136,9 +136,18 @@ class CliBackend(Backend):
                     + exc.message.splitlines()[0],
                     hint="run the same command again",
                 ) from exc
-        sid = job.plan.submission_id
+        return self.submit_script(
+            job.script_path, job.sbatch_argv, job.plan.submission_id, job.plan.job_name
+        )
+
+    def submit_script(
+        self, script_path: str, sbatch_argv: Sequence[str], submission_id: str, name: str
+    ) -> JobRef:
+        """``sbatch --parsable`` a script already written (see :meth:`submit` for a lost
+        reply)."""
+        sid = submission_id
         try:
-            result = self._run(job.sbatch_argv)
+            result = self._run(list(sbatch_argv))
         except CommandTimeout as exc:
             return self.recover_submission(
                 sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc
@@ -150,7 +159,7 @@ class CliBackend(Backend):
                 lost = f"sbatch lost its reply: {first_line(result)}"
                 return self.recover_submission(sid, lost, SubmissionError(lost, result=result))
             raise SubmissionError(
-                f"sbatch refused job {job.plan.job_name!r}",
+                f"sbatch refused job {name!r}",
                 result=result,
                 hint=sbatch_hint(result.stderr),
             )

@@ -12,6 +12,7 @@ never dropped: the job would run without it.
 from __future__ import annotations
 
 import math
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from hpclaunch.errors import PlanError
 from hpclaunch.slurm.sbatch_options import normalise_flag
 from hpclaunch.slurm.times import parse_time
 
-__all__ = ["JobDescription", "describe_job", "merged_options"]
+__all__ = ["JobDescription", "describe_job", "merged_options", "script_options"]
 
 #: Options whose value becomes an attribute as it is (a string).
 _TEXT = {
@@ -92,6 +93,24 @@ class JobDescription:
 
     attributes: dict[str, object]
     script_args: tuple[str, ...]
+
+
+def script_options(script: str) -> list[tuple[str, str | None]]:
+    """The ``#SBATCH`` options of a batch script hpclaunch rendered (``--flag`` or
+    ``--flag=value``, the value double-quoted with ``\\`` escapes when it is not plain:
+    :func:`hpclaunch.planning.render.sbatch_quote`), up to its first command, where
+    sbatch stops reading them too (sbatch(1))."""
+    options: list[tuple[str, str | None]] = []
+    for line in script.splitlines()[1:]:
+        if line.strip() and not line.startswith("#"):
+            break
+        if not line.startswith("#SBATCH "):
+            continue
+        flag, sep, value = line[len("#SBATCH ") :].strip().partition("=")
+        if sep and len(value) >= 2 and value[0] == value[-1] == '"':
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        options.append((flag, value if sep else None))
+    return options
 
 
 def merged_options(

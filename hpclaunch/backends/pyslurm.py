@@ -36,7 +36,12 @@ from hpclaunch.backends.cli import (
     CliBackend,
     sbatch_hint,
 )
-from hpclaunch.backends.jobdesc import describe_job, merged_options
+from hpclaunch.backends.jobdesc import (
+    JobDescription,
+    describe_job,
+    merged_options,
+    script_options,
+)
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.slurm_text import ended_by, field, is_held, wanted_ref
 from hpclaunch.errors import (
@@ -211,6 +216,22 @@ class PyslurmBackend(Backend):
         described = describe_job(options, args)
         if not script_written:
             self.runner.put_file(job.script_path, job.script, 0o700)
+        return self._submit_described(
+            described, job.script_path, job.plan.submission_id, job.plan.job_name
+        )
+
+    def submit_script(
+        self, script_path: str, sbatch_argv: Sequence[str], submission_id: str, name: str
+    ) -> JobRef:
+        """Submit a script already written, with its ``#SBATCH`` options read back from
+        it and ``sbatch_argv``'s over them (as sbatch would)."""
+        written = script_options(self.runner.read_file(script_path))
+        options, args = merged_options(written, sbatch_argv, script_path)
+        return self._submit_described(describe_job(options, args), script_path, submission_id, name)
+
+    def _submit_described(
+        self, described: JobDescription, script_path: str, submission_id: str, name: str
+    ) -> JobRef:
         attributes = dict(described.attributes)
         # What sbatch puts in the job's environment besides the caller's own (sbatch.c,
         # _set_submit_dir_env, _set_umask_env): the sidecar and users' scripts read them.
@@ -222,14 +243,14 @@ class PyslurmBackend(Backend):
             "SLURM_SUBMIT_HOST": socket.gethostname(),
             "SLURM_UMASK": f"{umask:04o}",
         }
-        sid = job.plan.submission_id
+        sid = submission_id
         try:
             description = self.pyslurm.JobSubmitDescription(
-                script=job.script_path,
+                script=script_path,
                 # argv[0] is the script's path, as sbatch gives it: slurmctld keeps it as the
                 # job's Command (squeue %o), where the arbiter finds the job directory.
                 # pyslurm sets argv only when there are arguments (core/job/submission.pyx).
-                script_args=[job.script_path, *described.script_args],
+                script_args=[script_path, *described.script_args],
                 **attributes,
             )
             job_id = self._submit_retrying(description)
@@ -240,12 +261,12 @@ class PyslurmBackend(Backend):
                     sid, f"the submission lost its reply: {message}", exc
                 )
             raise SubmissionError(
-                f"Slurm refused job {job.plan.job_name!r}: {message}",
+                f"Slurm refused job {name!r}: {message}",
                 hint=sbatch_hint(message),
             ) from exc
         except ValueError as exc:  # pyslurm's own checks of the description
             raise SubmissionError(
-                f"pyslurm refused job {job.plan.job_name!r}: {exc}",
+                f"pyslurm refused job {name!r}: {exc}",
                 hint="'hpclaunch render SPEC' shows the options; the cli backend "
                 "(--backend cli) submits them with sbatch",
             ) from exc

@@ -1,4 +1,5 @@
-"""``hpclaunch sweep SPEC`` (submit a sweep as job arrays), ``sweep status ID``, ``sweep list``."""
+"""``hpclaunch sweep SPEC`` (submit a sweep as job arrays), ``sweep status ID``, ``sweep rerun
+ID`` (the points that never ran), ``sweep list``, ``sweep cancel ID``."""
 
 from __future__ import annotations
 
@@ -210,6 +211,31 @@ def list_command(app: App) -> None:
             for i, (cell, width) in enumerate(zip(fixed, widths, strict=True))
         ]
         click.echo("  ".join([*cells, name]))
+
+
+@sweep_command.command("rerun")
+@click.argument("sweep_id")
+@click.pass_obj
+def rerun_command(app: App, sweep_id: str) -> None:
+    """Submit again the points of SWEEP_ID that never ran (Slurm ended their tasks before
+    the batch script started, e.g. after a slurmctld restart). Safe to repeat: a point
+    runs once, and a rerun already in Slurm is not submitted again."""
+    from hpclaunch.backends.arrays import some_tasks
+    from hpclaunch.ops.sweep_rerun import rerun_sweep
+
+    rerun = rerun_sweep(app, sweep_id)
+    sid = rerun.record.sweep_id
+    if not rerun.points:
+        click.echo(f"sweep {sid}: every point has run or is queued; nothing to rerun")
+        return
+    arrays = ", ".join(
+        f"{a.job_id} (--array={','.join(map(str, a.task_ids()))})" for a in rerun.arrays
+    )
+    points = some_tasks([str(p) for p in rerun.points])
+    click.echo(
+        f"sweep {sid}: {len(rerun.points)} point(s) submitted again ({points}) as {arrays}; "
+        f"hpclaunch sweep status {sid}"
+    )
 
 
 @sweep_command.command("cancel")

@@ -165,6 +165,19 @@ class SweepRun:
         wait_for(self.session.backend, list(self.arrays), timeout=timeout)
         return self.status()
 
+    def rerun(self) -> tuple[int, ...]:
+        """Submit again the points that never ran (Slurm ended their tasks before the
+        batch script started), as ``hpclaunch sweep rerun``; their new arrays join
+        :attr:`arrays` (so :meth:`wait` waits for them). Returns those points; safe to
+        repeat."""
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.sweep_rerun import rerun_sweep
+
+        rerun = rerun_sweep(self.session, self.sweep_id)
+        cluster = rerun.record.cluster
+        self.arrays = (*self.arrays, *(JobRef(a.job_id, cluster) for a in rerun.arrays))
+        return rerun.points
+
     def cancel(self) -> None:
         """Cancel every task (finished ones keep their results)."""
         for ref in self.arrays:

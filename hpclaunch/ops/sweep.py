@@ -163,7 +163,7 @@ def _taken_array(
     history = find_record(submission_id=tag)
     candidates = [
         *([found.job_id.split("_", 1)[0]] if found is not None else []),  # 514_[0-100]
-        *(a.job_id for a in record.arrays if a.offset == offset),
+        *(a.job_id for a in record.arrays if a.offset == offset and a.tasks is None),
         *([history.job_id] if history is not None else []),
     ]
     refs = [JobRef(job_id, record.cluster) for job_id in dict.fromkeys(candidates)]
@@ -257,17 +257,15 @@ def _add_array(
     from hpclaunch.store.sweeps import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
-    others = tuple(a for a in record.arrays if a.offset != chunk.offset)  # a lost one goes
+    plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
+    # A lost array goes (submitted again); reruns of points stay, after the arrays.
+    others = tuple(a for a in record.arrays if a.offset != chunk.offset or a.tasks is not None)
+    added = SweepArray(ref.job_id, chunk.offset, chunk.count, script=plan.script_path)
     record = replace(
         record,
         cluster=ref.cluster,
-        arrays=tuple(
-            sorted(
-                (*others, SweepArray(ref.job_id, chunk.offset, chunk.count)), key=lambda a: a.offset
-            )
-        ),
+        arrays=tuple(sorted((*others, added), key=lambda a: (a.tasks is not None, a.offset))),
     )
-    plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
     try:
         save_sweep(record)
     except OSError as exc:  # submitted: failing now would invite a second submission

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
 
 __all__ = [
+    "NEVER_STARTED_STATES",
     "SweepStatus",
     "TaskStatus",
     "sort_tasks",
@@ -50,6 +51,8 @@ class TaskStatus:
     metrics: dict[str, Any] | None = None
     #: Slurm's state when the task's ledger says it ended ``success`` and Slurm does not.
     slurm_state: str | None = None
+    #: Slurm ended the task (``state``) before its batch script started: ``sweep rerun``.
+    never_ran: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ class SweepStatus:
             "name": rec.name,
             "points": rec.points,
             "arrays": [
-                {"job_id": a.job_id, "offset": a.offset, "count": a.count} for a in rec.arrays
+                {"job_id": a.job_id, "offset": a.offset, "count": a.count, "tasks": a.tasks}
+                for a in rec.arrays
             ],
             "counts": self.counts,
             "problems": list(self.problems),
@@ -85,6 +89,7 @@ class SweepStatus:
                     "params": t.params,
                     "metrics": t.metrics,
                     "slurm_state": t.slurm_state,
+                    "never_ran": t.never_ran,
                 }
                 for t in self.tasks
             ],
@@ -115,29 +120,30 @@ def sort_tasks(
 
 def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True) -> SweepStatus:
     """Ask Slurm for the state of every task (:meth:`Backend.task_states`) and read the
-    params file and each ended task's final metrics."""
+    params file and each ended task's final metrics. A point rerun (``hpclaunch sweep
+    rerun``) shows its newest task."""
     problems: list[str] = []
-    wanted = [f"{a.job_id}_{t}" for a in record.arrays for t in range(a.count)]
-    states = backend.task_states([a.job_id for a in record.arrays], wanted, problems)
+    latest = record.latest_tasks()
+    states = backend.task_states(
+        list(dict.fromkeys(a.job_id for a in record.arrays)), list(latest.values()), problems
+    )
     runner = backend.runner
     params = _read_params(runner, record, problems)
     unsure = {job for job, state in states.items() if state not in _SURE}
     succeeded = _succeeded_points(runner, record, problems) if unsure else set()
+    failed = {p for p, job in latest.items() if states.get(job) in NEVER_STARTED_STATES}
+    started = _started_points(runner, record, problems) if failed - succeeded else set()
     tasks = []
-    for array in record.arrays:
-        for task in range(array.count):
-            point = array.offset + task
-            job_id = f"{array.job_id}_{task}"
-            state = states.get(job_id, "UNKNOWN")
-            slurm_state = None
-            if point in succeeded and job_id in unsure:
-                state, slurm_state = "COMPLETED", state
-            found = (
-                _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
-            )
-            tasks.append(
-                TaskStatus(point, job_id, state, params.get(point, {}), found, slurm_state)
-            )
+    for point, job_id in sorted(latest.items()):
+        state = states.get(job_id, "UNKNOWN")
+        slurm_state = None
+        if point in succeeded and job_id in unsure:
+            state, slurm_state = "COMPLETED", state
+        found = _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
+        never_ran = point in failed and point not in succeeded and point not in started
+        tasks.append(
+            TaskStatus(point, job_id, state, params.get(point, {}), found, slurm_state, never_ran)
+        )
     lost = [t.job_id for t in tasks if t.slurm_state]
     if lost:
         problems.append(
@@ -146,11 +152,45 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
             "COMPLETED. Slurm holds their resources until it times them out: 'scancel "
             f"{' '.join(lost)}' frees them now"
         )
+    never = [t for t in tasks if t.never_ran]
+    if never:
+        problems.append(
+            f"{len(never)} point(s) never ran: Slurm ended their tasks "
+            f"({some_tasks([f'{t.job_id} {t.state}' for t in never])}) before the batch "
+            "script started (a slurmctld restart, a node that refused the launch): "
+            f"'hpclaunch sweep rerun {record.sweep_id}' runs them again (a point that "
+            "completed meanwhile is not run twice)"
+        )
     return SweepStatus(record, tuple(tasks), tuple(problems))
 
 
 #: Slurm states that need no second opinion: nothing ran yet, or the end Slurm saw.
 _SURE = frozenset({"COMPLETED", "PENDING", "UNKNOWN"})
+#: Ends of a task that may come before its batch script ever started: a launch that
+#: failed (slurmd refused it: "Duplicate jobid" after a slurmctld restart, seen on 25.11
+#: in CI), a node that failed or did not boot. A point is rerun only when, besides, it
+#: has no attempt log and no ledger (:func:`_started_points`).
+NEVER_STARTED_STATES = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL"})
+
+
+def _started_points(runner: Runner, record: SweepRecord, problems: list[str]) -> set[int]:
+    """The points whose batch script started at least once: an ``attempt-N.log`` in
+    ``<log dir>/tasks/<point>/`` (the script's first act) or a sidecar ledger in
+    ``<job dir>/tasks/<point>/``; one ``find`` for all."""
+    roots = dict.fromkeys(posixpath.join(d, "tasks") for d in (record.log_dir, record.job_dir))
+    names = ["(", "-name", "attempt-*.log", "-o", "-name", LEDGER_NAME, ")"]
+    argv = ["find", *roots, "-mindepth", "2", "-maxdepth", "2", *names]
+    try:
+        found = runner.run(argv, timeout=60)
+    except TransportError as exc:
+        problems.append(f"task logs: {exc.message.splitlines()[0]}")
+        return set(range(record.points))  # unknown: no point is taken as never run
+    points = set()
+    for path in found.stdout.splitlines():  # find exits 1 for a missing root: none there
+        name = posixpath.basename(posixpath.dirname(path))
+        if name.isdigit():
+            points.add(int(name))
+    return points
 
 
 def _succeeded_points(runner: Runner, record: SweepRecord, problems: list[str]) -> set[int]:

@@ -35,11 +35,24 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SweepArray:
-    """One array of a sweep: Slurm job ``job_id`` runs points ``offset`` .. ``+ count - 1``."""
+    """One array of a sweep: Slurm job ``job_id`` runs points ``offset`` .. ``+ count - 1``
+    (task *t* runs point ``offset + t``).
+
+    ``tasks``: a rerun of some points (``hpclaunch sweep rerun``): only these task ids of
+    the array at ``offset`` were submitted, as ``--array=35,37``; ``None``: all of them.
+    ``script``: the batch script it runs (a split sweep's over-quota part has its own);
+    ``None`` in records written before it was kept: the job directory's ``job.sbatch``.
+    """
 
     job_id: str
     offset: int
     count: int
+    tasks: tuple[int, ...] | None = None
+    script: str | None = None
+
+    def task_ids(self) -> tuple[int, ...]:
+        """The task ids this array has in Slurm."""
+        return self.tasks if self.tasks is not None else tuple(range(self.count))
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,18 @@ class SweepRecord:
     def task_of(self, job_id: str, task: int) -> int | None:
         """The point that task ``task`` of array ``job_id`` runs, or ``None``."""
         for array in self.arrays:
-            if array.job_id == job_id and 0 <= task < array.count:
+            if array.job_id == job_id and task in array.task_ids():
                 return array.offset + task
         return None
+
+    def latest_tasks(self) -> dict[int, str]:
+        """Point → the job id of the task that runs it now (``<array>_<task>``): a rerun's
+        task replaces the one before it (arrays are kept in submission order)."""
+        return {
+            array.offset + task: f"{array.job_id}_{task}"
+            for array in self.arrays
+            for task in array.task_ids()
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -75,7 +97,10 @@ class SweepRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> SweepRecord:
         """From :meth:`to_dict` (unknown keys ignored)."""
         known = {f for f in cls.__dataclass_fields__ if f != "arrays"}
-        arrays = tuple(SweepArray(**a) for a in data.get("arrays", ()))
+        arrays = tuple(
+            SweepArray(**{**a, "tasks": None if a.get("tasks") is None else tuple(a["tasks"])})
+            for a in data.get("arrays", ())
+        )
         return cls(**{k: v for k, v in data.items() if k in known}, arrays=arrays)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from hpclaunch.config.site import load_site
+from hpclaunch.slurm.jobs import parse_state
 from hpclaunch.store.capabilities import cache_path
 from hpclaunch.supervise.ledger import read_ledger
 
@@ -379,6 +380,7 @@ class TasksKilled:
     released: set[str] = field(default_factory=set)  # tasks held after a failed launch
     lost_ends: int = 0  # tasks COMPLETED by their ledgers while Slurm said otherwise
     job_lost: int = 0  # task ledgers with an attempt srun found unknown to slurmctld
+    reran: list[str] = field(default_factory=list)  # what each 'sweep rerun' said
 
 
 def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksKilled:
@@ -387,8 +389,9 @@ def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksK
     slurmctld is SIGKILLed while others start, and started again 3 s later. slurmctld
     forgets what it did in its last seconds (it saves at most every 5 s), so it starts
     some tasks again. Waits for the sweep to end meanwhile doing what a user does (the
-    ``scontrol release`` that ``sweep status`` names) and what an admin does (resume the
-    nodes Slurm drained), then counts the markers per point and what the tasks' logs say."""
+    ``scontrol release`` and the ``hpclaunch sweep rerun`` that ``sweep status`` names)
+    and what an admin does (resume the nodes Slurm drained), then counts the markers per
+    point and what the tasks' logs say."""
     seen = TasksKilled(f"tasks-{uuid.uuid4().hex[:8]}", points)
     marks = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     marks.mkdir(parents=True)
@@ -423,13 +426,19 @@ def ctld_killed_while_tasks_run(cli: Cli, spec_dir: Path, points: int) -> TasksK
             if out.returncode != 0:
                 return False
             seen.status = json.loads(out.stdout)
+            acted = False
             for problem in seen.status["problems"]:  # the user, doing what it says
                 said = re.search(r"'(scontrol release [^']+)'", problem)
                 if said:
                     seen.released |= set(said.group(1).split()[2:])
                     subprocess.run(said.group(1).split(), capture_output=True, check=False)
+                said = re.search(r"'hpclaunch (sweep rerun [^']+)'", problem)
+                if said:
+                    rerun = cli(*said.group(1).split())
+                    seen.reran.append(rerun.stdout.strip() or rerun.stderr.strip())
+                    acted = True
             counts = seen.status["counts"]
-            return not any(state in counts for state in ("PENDING", "RUNNING", "REQUEUED"))
+            return not acted and all(parse_state(state).is_finished for state in counts)
 
         wait_for("the sweep to end", ended, 600)
         seen.runs = Counter(p.name.split(".")[0] for p in marks.iterdir())

@@ -241,16 +241,22 @@ def test_slurmctld_killed_while_tasks_start_no_point_runs_twice(
 ) -> None:
     """slurmctld SIGKILLed while a 200-point sweep's tasks (srun launcher, 1 s each) start
     and end, back 3 s later: it forgets its last seconds, starts some tasks again and keeps
-    some ended ones RUNNING. Each point still finishes exactly once (a task whose point
-    completed says so and exits, a copy of a running point waits for it), and `sweep
-    status` counts all 200 COMPLETED, by the tasks' ledgers where Slurm lost the end (the
-    driver runs the `scontrol release` it names for tasks Slurm held)."""
+    some ended ones RUNNING; a node that still has such a job id refuses the new launch
+    ("Duplicate jobid": drained, the task FAILED before its script ran). Each point still
+    finishes exactly once (a task whose point completed says so and exits, a copy of a
+    running point waits for it), and `sweep status` counts all 200 COMPLETED, by the
+    tasks' ledgers where Slurm lost the end. The driver does what `sweep status` says: the
+    `scontrol release` of tasks Slurm held, and `hpclaunch sweep rerun` for points that
+    never ran."""
     seen = ctld_killed_while_tasks_run(Cli(tmp_path / "state"), tmp_path, 200)
     print(seen)  # what slurmctld's recovery did this time (pytest -s, or on a failure)
     assert 0 < seen.killed_at_markers < 200
     assert seen.status["counts"] == {"COMPLETED": 200}, (seen.status["counts"], seen.drained)
     assert len(seen.runs) == 200
     assert set(seen.runs.values()) == {1}, seen  # no point finished twice
+    assert not any(t["never_ran"] for t in seen.status["tasks"]), seen
+    for said in seen.reran:  # each rerun names what it submitted, or that none was needed
+        assert "submitted again" in said or "nothing to rerun" in said, said
     lost = [t for t in seen.status["tasks"] if t["slurm_state"]]
     if lost:  # how many ends slurmctld loses depends on where the kill lands
         assert any("ended successfully by their own ledgers" in p for p in seen.status["problems"])

@@ -483,6 +483,8 @@ def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
     def answer(argv: tuple[str, ...]) -> Any:
         if argv[0] == "squeue":
             return result(argv, out="11_0|RUNNING\n")
+        if argv[0] == "find":  # 10_2 FAILED after its script started: not a rerun
+            return result(argv, out="/jobs/s/tasks/2/attempt-0.log\n")
         return result(argv, out="10_0|COMPLETED\n10_1|COMPLETED\n10_2|FAILED\n11_0|PENDING\n")
 
     runner = FakeRunner(answer)
@@ -492,8 +494,10 @@ def test_status_is_one_squeue_and_one_sacct_and_reads_metrics(
     runner.put_file("/jobs/s/tasks/0/final-metrics.json", '{"metrics": {"loss": 0.5}}', 0o600)
     runner.put_file("/jobs/s/tasks/1/final-metrics.json", "not json", 0o600)
     status = sweep_status(CliBackend(runner, load_site("local")), _record())
-    # grep: the ledgers of the tasks Slurm has not seen complete (one call for all)
-    assert [c[0] for c in runner.calls] == ["squeue", "sacct", "grep"]
+    # grep: the ledgers of the tasks Slurm has not seen complete (one call for all);
+    # find: which of those that FAILED ever started
+    assert [c[0] for c in runner.calls] == ["squeue", "sacct", "grep", "find"]
+    assert not any(t.never_ran for t in status.tasks)
     assert "--jobs=10,11" in runner.calls[0]
     assert status.counts == {"COMPLETED": 2, "FAILED": 1, "RUNNING": 1}
     assert [t.metrics for t in status.tasks] == [{"loss": 0.5}, None, None, None]
@@ -536,7 +540,7 @@ def test_a_task_whose_ledger_says_success_is_completed_whatever_slurm_kept(
     states = "10_0|COMPLETED\n10_1|RUNNING\n10_2|TIMEOUT\n10_3|FAILED\n11_0|RUNNING\n"
 
     def answer(argv: tuple[str, ...]) -> Any:
-        if argv[0] == "grep":
+        if argv[0] in ("grep", "find"):
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
             return result(argv, done.returncode, done.stdout)
         return result(argv, out=states if argv[0] == "squeue" else "")
@@ -555,6 +559,7 @@ def test_a_task_whose_ledger_says_success_is_completed_whatever_slurm_kept(
         ("RUNNING", None),
     ]
     assert status.counts == {"COMPLETED": 3, "FAILED": 1, "RUNNING": 1}
+    assert not status.tasks[3].never_ran  # its ledger shows the attempt: the user's error
     (lost,) = [p for p in status.problems if "ledgers" in p]
     assert "2 task(s) ended successfully" in lost
     assert "'scancel 10_1 10_2'" in lost
