@@ -48,7 +48,9 @@ def cost_command(
 
     One sacct call; every attempt of a requeued job counts, each once. A job that
     straddles the period counts only its time inside it. Over-quota accounts (P-oq) count
-    towards project P. The price column needs 'prices:' in the site config.
+    towards project P. CHARGED is what fair share counts: GPU-hours times the QOS usage
+    factor (half for preemptible and over-quota work by default; shown where it differs).
+    The price column needs 'prices:' in the site config.
     """
     from hpclaunch.cli._app import slurm_user
     from hpclaunch.errors import ConfigError
@@ -73,10 +75,11 @@ def _print_csv(cost: CostReport) -> None:
 
     writer = csv.writer(sys.stdout, lineterminator="\n")
     money = ["cost", "currency"] if cost.currency else []
-    writer.writerow([*cost.by, "jobs", "gpu_hours", *money])
+    writer.writerow([*cost.by, "jobs", "gpu_hours", "charged_gpu_hours", *money])
     for row in cost.rows:
         priced = [f"{row.cost:.2f}", cost.currency] if cost.currency else []
-        writer.writerow([*row.keys, row.jobs, f"{row.gpu_hours:.6f}", *priced])
+        hours = [f"{row.gpu_hours:.6f}", f"{row.charged_hours:.6f}"]
+        writer.writerow([*row.keys, row.jobs, *hours, *priced])
 
 
 def _print_table(cost: CostReport, whose: str) -> None:
@@ -95,10 +98,16 @@ def _print_table(cost: CostReport, whose: str) -> None:
         table.add_column(key.upper())
     table.add_column("JOBS", justify="right")
     table.add_column("GPU-HOURS", justify="right")
+    # Charged (fair share) differs where a QOS has a usage factor: preemptible work.
+    charged = any(abs(r.charged_hours - r.gpu_hours) > 5e-4 for r in cost.rows)
+    if charged:
+        table.add_column("CHARGED", justify="right")
     if cost.currency:
         table.add_column(f"COST ({cost.currency})", justify="right")
     for row in (*cost.rows, cost.total):
         cells = [*row.keys, str(row.jobs), f"{row.gpu_hours:.3f}"]
+        if charged:
+            cells.append(f"{row.charged_hours:.3f}")
         if cost.currency:
             cells.append(f"{row.cost or 0.0:.2f}")
         table.add_row(*cells, style="bold" if row is cost.total else None)

@@ -39,8 +39,17 @@ _STATE_STYLE = {"RUNNING": "cyan", "PENDING": "yellow"}
     help="Everyone's jobs, or only yours.",
 )
 @click.option("--partition", metavar="P", help="Only jobs that may run in partition P.")
+@click.option(
+    "--why",
+    "why_job",
+    metavar="JOB",
+    help="Why pending JOB is behind the jobs ranked before it: their priority factors "
+    "against its own (sprio) and the projects' fair-share standing (sshare).",
+)
 @click.pass_obj
-def queue_command(app: App, as_json: bool, all_users: bool, partition: str | None) -> None:
+def queue_command(
+    app: App, as_json: bool, all_users: bool, partition: str | None, why_job: str | None = None
+) -> None:
     """Show pending and running jobs as the scheduler will take them.
 
     Running jobs first, then pending ones ranked as Slurm considers them: priority (which
@@ -48,6 +57,18 @@ def queue_command(app: App, as_json: bool, all_users: bool, partition: str | Non
     waits. One squeue call (or one job-list RPC with pyslurm) for the whole queue.
     """
     from hpclaunch.ops.queue import queue_entries
+
+    if why_job is not None:
+        from hpclaunch.ops.queue_why import why_waiting
+
+        explained = why_waiting(app, why_job)
+        if as_json:
+            import json
+
+            click.echo(json.dumps(explained.to_dict(), indent=2))
+        else:
+            click.echo("\n".join(explained.lines))
+        return
 
     entries = queue_entries(app, me=not all_users, partition=partition)
     if as_json:

@@ -20,6 +20,7 @@ from hpclaunch.spec.container import Mounts, RuntimeName
 from hpclaunch.spec.tiers import Tier
 
 __all__ = [
+    "PREEMPTIBLE_USAGE_FACTOR",
     "OverQuota",
     "Partition",
     "Prices",
@@ -92,6 +93,15 @@ class Partition(_Model):
         return parse_time_limit(self.max_time)
 
 
+#: The QOS ``UsageFactor`` of preemptible work (preemptible tiers, over-quota work) unless
+#: the site says otherwise: it runs on GPUs nobody else asked for and may lose its last
+#: minutes at each preemption, so it costs its project half the fair share of
+#: guaranteed work. Not 0: free use would let one project hold every idle GPU at no
+#: cost to its standing, and a factor of 0 adds no usage to limits such as
+#: ``GrpTRESMins`` either (sacctmgr(1), UsageFactor).
+PREEMPTIBLE_USAGE_FACTOR = 0.5
+
+
 class TierPolicy(_Model):
     """How one priority tier maps onto Slurm.
 
@@ -109,6 +119,10 @@ class TierPolicy(_Model):
         max_wall: The QOS ``MaxWall`` (Slurm time format; a bare number is minutes).
         max_gpus_per_user: The QOS ``MaxTRESPerUser=gres/gpu=N``.
         max_jobs_per_user: The QOS ``MaxJobsPerUser``.
+        usage_factor: The QOS ``UsageFactor``: how much of its jobs' use is charged to
+            their association's fair share (and ``hpclaunch cost``'s charged GPU-hours):
+            1 in full, 0.5 half, 0 free. Default: :data:`PREEMPTIBLE_USAGE_FACTOR` for a
+            preemptible tier, else left as the admins set it (Slurm's default is 1).
     """
 
     qos: str = Field(pattern=_NAME)
@@ -120,6 +134,7 @@ class TierPolicy(_Model):
     max_wall: str | None = None
     max_gpus_per_user: int | None = Field(None, ge=0)
     max_jobs_per_user: int | None = Field(None, ge=0)
+    usage_factor: float | None = Field(None, ge=0)
 
     @field_validator("max_wall", mode="before")
     @classmethod
@@ -134,6 +149,13 @@ class TierPolicy(_Model):
                 "preempt/qos would let its jobs take each other's GPUs in turn"
             )
         return self
+
+    @property
+    def charged_factor(self) -> float | None:
+        """The ``UsageFactor`` the tier's QOS gets (``None``: whatever it has)."""
+        if self.usage_factor is None and self.preemptible:
+            return PREEMPTIBLE_USAGE_FACTOR
+        return self.usage_factor
 
     @property
     def may_preempt(self) -> bool:
@@ -161,6 +183,7 @@ class OverQuota(_Model):
         account: The over-quota account of project ``{project}``.
         nice_step: ``--nice`` added per tier below critical, so over-quota jobs keep their
             tiers' order among themselves (critical 0, high 1 step, medium 2 steps).
+        usage_factor: Its QOS ``UsageFactor`` (:data:`PREEMPTIBLE_USAGE_FACTOR`).
     """
 
     qos: str = Field("overquota", pattern=_NAME)
@@ -168,6 +191,7 @@ class OverQuota(_Model):
     grace: int = Field(10, ge=0)
     account: str = Field("{project}-oq", pattern=r"^[A-Za-z0-9_.{}-]+$")
     nice_step: int = Field(1000, ge=0)
+    usage_factor: float = Field(PREEMPTIBLE_USAGE_FACTOR, ge=0)
 
     @field_validator("account")
     @classmethod
@@ -380,6 +404,18 @@ class SiteConfig(_Model):
         """The tier whose QOS is ``qos``, if exactly one tier has it."""
         found = [str(name) for name, policy in self.tiers.items() if policy.qos == qos]
         return found[0] if qos is not None and len(found) == 1 else None
+
+    def usage_factor_of(self, qos: str) -> float:
+        """The share of a job's use charged to its fair share for QOS ``qos``, as this site
+        config sets it (``site apply``; ``site check`` says where the cluster differs):
+        1 where the config leaves the QOS alone."""
+        if self.has_quotas and qos == self.overquota.qos:
+            return self.overquota.usage_factor
+        for policy in self.tiers.values():  # two tiers sharing a QOS: the first one's
+            if policy.qos == qos:
+                factor = policy.charged_factor
+                return 1.0 if factor is None else factor
+        return 1.0
 
     @overload
     def project_of(self, account: str) -> str: ...

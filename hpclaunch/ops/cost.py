@@ -5,6 +5,10 @@ Grouping: *project* is the account, with a project's over-quota account (``P-oq`
 towards ``P``; *tier* is the tier whose QOS the attempt ran with, ``over-quota`` for the
 over-quota QOS, else ``qos:<name>``; *user* is Slurm's user. Attempts without GPUs are left
 out. Money uses the site's ``prices`` (per GPU type where ``AllocTRES`` names the type).
+
+Charged GPU-hours are the GPU-hours times the usage factor of the attempt's QOS (the site
+config's ``usage_factor``, which ``site apply`` sets as the QOS ``UsageFactor``): what
+Slurm's fair share counts. Money is on the raw GPU-hours.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class CostRow:
     jobs: int
     gpu_hours: float
     cost: float | None
+    charged_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class CostReport:
 
         def row(r: CostRow) -> dict[str, object]:
             out: dict[str, object] = dict(zip(self.by, r.keys, strict=True))
-            out.update(jobs=r.jobs, gpu_hours=r.gpu_hours)
+            out.update(jobs=r.jobs, gpu_hours=r.gpu_hours, charged_gpu_hours=r.charged_hours)
             if self.currency is not None:
                 out["cost"] = r.cost
             return out
@@ -116,7 +121,7 @@ def report(
     if bad or not by:
         raise ValueError(f"group by {', '.join(GROUP_KEYS)}; got {', '.join(bad) or 'nothing'}")
     prices = site.prices
-    groups: dict[tuple[str, ...], tuple[set[str], float, float]] = {}
+    groups: dict[tuple[str, ...], tuple[set[str], float, float, float]] = {}
     attempts: list[dict[str, object]] = []
     for usage in usages:
         seconds = usage.seconds_in(since, until)
@@ -128,10 +133,11 @@ def report(
             "user": usage.user,
         }
         hours = usage.gpus * seconds / 3600
+        charged = hours * site.usage_factor_of(usage.qos)
         money = prices.cost(usage.gpus, usage.typed, seconds / 3600) if prices else 0.0
         key = tuple(values[k] for k in by)
-        jobs, used, cost = groups.get(key, (set(), 0.0, 0.0))
-        groups[key] = (jobs | {usage.job_id}, used + hours, cost + money)
+        jobs, used, cost, counted = groups.get(key, (set(), 0.0, 0.0, 0.0))
+        groups[key] = (jobs | {usage.job_id}, used + hours, cost + money, counted + charged)
         attempts.append(
             {
                 "job_id": usage.job_id,
@@ -142,11 +148,12 @@ def report(
                 "gpus": usage.gpus,
                 "seconds": seconds,
                 "gpu_hours": hours,
+                "charged_gpu_hours": charged,
             }
         )
     rows = tuple(
-        CostRow(key, len(jobs), hours, cost if prices else None)
-        for key, (jobs, hours, cost) in sorted(groups.items())
+        CostRow(key, len(jobs), hours, cost if prices else None, charged)
+        for key, (jobs, hours, cost, charged) in sorted(groups.items())
     )
     all_jobs = set().union(*(g[0] for g in groups.values())) if groups else set()
     total = CostRow(
@@ -154,6 +161,7 @@ def report(
         len(all_jobs),
         sum(r.gpu_hours for r in rows),
         sum(r.cost or 0.0 for r in rows) if prices else None,
+        sum(r.charged_hours for r in rows),
     )
     currency = prices.currency if prices else None
     return CostReport(since, until, tuple(by), rows, total, currency, tuple(attempts))

@@ -12,8 +12,9 @@ What a site config asks for:
    ``may_preempt`` and the site leaves preemption to Slurm, else none (``preemption:
    arbiter``: ``hpclaunch arbiter`` preempts instead); preemptible tiers:
    ``PreemptMode=requeue`` and ``GraceTime``; ``MaxWall``/``MaxTRESPerUser``/
-   ``MaxJobsPerUser`` when set.
-2. With quotas, the over-quota QOS: preemptible, requeued, its priority and grace.
+   ``MaxJobsPerUser`` when set; ``UsageFactor`` (half for preemptible tiers unless set).
+2. With quotas, the over-quota QOS: preemptible, requeued, its priority, grace and
+   ``UsageFactor``.
 3. With quotas, each project ``P``: account ``P`` with ``GrpTRES=gres/gpu=<quota>`` whose
    QOS list includes every non-preemptible tier's QOS (others are never removed); a
    sibling account ``P-oq`` (same parent) allowing exactly the over-quota and preemptible
@@ -106,6 +107,7 @@ class _QosWant:
     max_wall: int | None = None
     max_gpus: int | None = None
     max_jobs: int | None = None
+    usage_factor: float | None = None
 
 
 def _wanted_qos(site: SiteConfig) -> dict[str, _QosWant]:
@@ -129,11 +131,18 @@ def _wanted_qos(site: SiteConfig) -> dict[str, _QosWant]:
             max_wall=parse_time_limit(policy.max_wall) if policy.max_wall else None,
             max_gpus=policy.max_gpus_per_user,
             max_jobs=policy.max_jobs_per_user,
+            usage_factor=policy.charged_factor,
         )
     if site.has_quotas:
         over = site.overquota
         wanted[over.qos] = _QosWant(
-            over.qos, "over-quota work", over.priority, (), True, over.grace
+            over.qos,
+            "over-quota work",
+            over.priority,
+            (),
+            True,
+            over.grace,
+            usage_factor=over.usage_factor,
         )
     return wanted
 
@@ -161,6 +170,9 @@ def _qos_settings(want: _QosWant, live: LiveQos, gres: str) -> list[tuple[str, s
             out.append((f"MaxTRESPerUser=gres/{gres}={want.max_gpus}", str(have)))
     if want.max_jobs is not None and live.max_jobs_per_user != want.max_jobs:
         out.append((f"MaxJobsPerUser={want.max_jobs}", str(live.max_jobs_per_user)))
+    # sacctmgr keeps 6 decimals (prints 0.500000): compare at that precision.
+    if want.usage_factor is not None and round(live.usage_factor - want.usage_factor, 6):
+        out.append((f"UsageFactor={want.usage_factor:g}", f"{live.usage_factor:g}"))
     return out
 
 

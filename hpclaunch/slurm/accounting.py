@@ -31,7 +31,10 @@ __all__ = [
 #: Seconds a sacctmgr call may take (read here, run by :func:`hpclaunch.planning.siteplan.apply`).
 COMMAND_TIMEOUT = 60.0
 # Description last: it is free text and might hold a "|".
-QOS_FORMAT = "Name,Priority,Preempt,PreemptMode,GraceTime,MaxWall,MaxTRESPU,MaxJobsPU,Description"
+QOS_FORMAT = (
+    "Name,Priority,Preempt,PreemptMode,GraceTime,MaxWall,MaxTRESPU,MaxJobsPU,UsageFactor,"
+    "Description"
+)
 ASSOC_FORMAT = "Cluster,Account,User,Partition,ParentName,QOS,DefaultQOS,GrpTRES"
 ACCOUNT_FORMAT = "Account,Description"
 _NULL = frozenset({"", "(null)", "N/A", "NONE", "None"})
@@ -50,6 +53,7 @@ class LiveQos:
     max_wall: int | None = None
     max_tres_per_user: str = ""
     max_jobs_per_user: int | None = None
+    usage_factor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ def parse_live(cluster: str, qos_text: str, assoc_text: str, account_text: str) 
     qos = []
     for line in qos_text.splitlines():
         cols = line.split("|")
-        if len(cols) < 9 or not cols[0]:
+        if len(cols) < 10 or not cols[0]:
             continue
         qos.append(
             LiveQos(
@@ -145,7 +149,8 @@ def parse_live(cluster: str, qos_text: str, assoc_text: str, account_text: str) 
                 max_wall=_seconds(cols[5]),
                 max_tres_per_user=cols[6],
                 max_jobs_per_user=to_int(cols[7]),
-                description="|".join(cols[8:]),
+                usage_factor=_factor(cols[8]),  # sacctmgr prints 1.000000
+                description="|".join(cols[9:]),
             )
         )
     assocs = []
@@ -170,6 +175,13 @@ def parse_live(cluster: str, qos_text: str, assoc_text: str, account_text: str) 
         if name:
             accounts.append(LiveAccount(name, description))
     return LiveState(cluster, tuple(qos), tuple(assocs), tuple(accounts))
+
+
+def _factor(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return 1.0  # unset: Slurm charges in full
 
 
 def _names(value: str) -> tuple[str, ...]:

@@ -179,7 +179,12 @@ def test_cost_json(env: dict[str, str], cost_slurm: CostSlurm) -> None:
         ("research", "medium"),
         ("vision", "over-quota"),
     }
-    assert set(data["total"]) == {"jobs", "gpu_hours", "cost"}
+    assert set(data["total"]) == {"jobs", "gpu_hours", "charged_gpu_hours", "cost"}
+    # What fair share counts: preemptible and over-quota work at the site's factor 0.5.
+    for group in data["groups"]:
+        factor = 0.5 if group["tier"] in ("low", "over-quota") else 1.0
+        assert group["charged_gpu_hours"] == pytest.approx(factor * group["gpu_hours"])
+    assert 0 < data["total"]["charged_gpu_hours"] < data["total"]["gpu_hours"]
     assert sum(a["gpu_hours"] for a in data["attempts"]) == pytest.approx(
         data["total"]["gpu_hours"]
     )
@@ -190,11 +195,12 @@ def test_cost_csv_and_table(env: dict[str, str], cost_slurm: CostSlurm) -> None:
     out = run(env, "cost", *PERIOD, "--csv", "--by", "user")
     assert out.exit_code == 0, out.output
     rows = list(csv.reader(io.StringIO(out.stdout)))
-    assert rows[0] == ["user", "jobs", "gpu_hours", "cost", "currency"]
+    assert rows[0] == ["user", "jobs", "gpu_hours", "charged_gpu_hours", "cost", "currency"]
     assert [r[0] for r in rows[1:]] == ["hpcuser", "root"]
     table = run(env, "cost", *PERIOD)
     assert table.exit_code == 0, table.output
     assert "COST (EUR)" in table.stdout
+    assert "CHARGED" in table.stdout  # the recorded attempts include low and over-quota work
     assert "TOTAL" in table.stdout
     assert "research" in table.stdout
 

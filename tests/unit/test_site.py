@@ -104,11 +104,28 @@ def test_unknown_key_in_a_tier_lists_tier_keys(tmp_path: Path) -> None:
         ({"gres_style": "gpus"}, "gres_style"),
         ({"quotas": {"vision": -1}}, ">= 0"),
         ({"partitions": []}, "partitions"),
+        ({"tiers": {"low": {"qos": "low", "usage_factor": -0.5}}}, "tiers.low.usage_factor"),
+        ({"overquota": {"usage_factor": -1}}, "overquota.usage_factor"),
     ],
 )
 def test_invalid_sites(fields: dict[str, object], words: str) -> None:
     with pytest.raises(Exception, match=words):
         make_site(**fields)
+
+
+def test_usage_factors_half_for_preemptible_work_unless_set() -> None:
+    """What fair share is charged per QOS: preemptible tiers and over-quota work half by
+    default, other tiers as the admins set them (1 here), a tier's own factor as given."""
+    site = load_site("local")
+    assert site.usage_factor_of("low") == 0.5
+    assert site.usage_factor_of("overquota") == 0.5
+    assert site.usage_factor_of("normal") == 1.0
+    assert site.tiers["medium"].charged_factor is None  # site plan leaves it alone
+    assert site.usage_factor_of("someone-elses-qos") == 1.0
+    tiers = {"low": {"qos": "low", "preemptible": True, "usage_factor": 0}}
+    own = make_site(tiers=tiers, overquota={"usage_factor": 0.25}, quotas={"p": 1})
+    assert (own.usage_factor_of("low"), own.usage_factor_of("overquota")) == (0.0, 0.25)
+    assert make_site(tiers=tiers).usage_factor_of("overquota") == 1.0  # no quotas: no such QOS
 
 
 def _flags(plan: SubmissionPlan) -> dict[str, str | None]:

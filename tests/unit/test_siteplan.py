@@ -32,10 +32,10 @@ from .test_discover import recorded
 # `sacctmgr -n -P show qos|assoc|account format=...` (accounting's formats) on the local
 # cluster right after docker/slurm-cluster/cluster.sh up: four bare QOS, two projects.
 FRESH_QOS = """\
-normal|0||cluster|00:00:00||||Normal QOS default
-low|0||cluster|00:00:00||||low
-high|0||cluster|00:00:00||||high
-critical|0||cluster|00:00:00||||critical
+normal|0||cluster|00:00:00|||||Normal QOS default
+low|0||cluster|00:00:00||||1.000000|low
+high|0||cluster|00:00:00||||1.000000|high
+critical|0||cluster|00:00:00||||1.000000|critical
 """
 FRESH_ASSOC = """\
 hpclaunch|root||||normal||
@@ -157,6 +157,8 @@ class FakeAccounting:
                 q["max_tres_per_user"] = value
             elif key == "maxjobsperuser":
                 q["max_jobs_per_user"] = int(value)
+            elif key == "usagefactor":
+                q["usage_factor"] = float(value)
             else:
                 raise AssertionError(key)
 
@@ -232,7 +234,7 @@ class FakeAccounting:
             return "".join(
                 f"{q['name']}|{q['priority']}|{','.join(q['preempt'])}|{q['preempt_mode']}|"
                 f"{format_time(q['grace'])}|{_time(q['max_wall'])}|{q['max_tres_per_user']}|"
-                f"{q['max_jobs_per_user'] or ''}|{q['description']}\n"
+                f"{q['max_jobs_per_user'] or ''}|{q['usage_factor']:.6f}|{q['description']}\n"
                 for q in self.qos.values()
             )
         if what == "account":
@@ -273,8 +275,9 @@ def test_a_fresh_cluster_gets_the_tiers_quotas_and_over_quota_accounts(
         "sacctmgr -i modify qos critical set Priority=1000 Preempt=low,overquota",
         "sacctmgr -i modify qos high set Priority=500 Preempt=low,overquota",
         "sacctmgr -i modify qos normal set Priority=100 Preempt=low,overquota",
-        "sacctmgr -i modify qos low set PreemptMode=requeue GraceTime=10",
-        "sacctmgr -i modify qos overquota set Priority=50 PreemptMode=requeue GraceTime=10",
+        "sacctmgr -i modify qos low set PreemptMode=requeue GraceTime=10 UsageFactor=0.5",
+        "sacctmgr -i modify qos overquota set Priority=50 PreemptMode=requeue GraceTime=10 "
+        "UsageFactor=0.5",
         "sacctmgr -i add account research-oq cluster=hpclaunch parent=root "
         "'Description=hpclaunch: over-quota work of research (site hpclaunch)' "
         "Organization=hpclaunch",
@@ -323,6 +326,7 @@ def test_every_qos_setting(caps: Capabilities) -> None:
                     "max_gpus_per_user": 8,
                     "max_jobs_per_user": 3,
                     "preempts": False,
+                    "usage_factor": 2,
                 },
                 "low": {"qos": "low", "preemptible": True, "grace": 30},
             },
@@ -330,8 +334,8 @@ def test_every_qos_setting(caps: Capabilities) -> None:
     )
     live = parse_live(
         "hpclaunch",
-        "high|10|low|cluster|00:00:00|1-00:00:00|cpu=4,gres/gpu=2|5|high\n"
-        "low|0||requeue|00:00:30||||low\n",
+        "high|10|low|cluster|00:00:00|1-00:00:00|cpu=4,gres/gpu=2|5|1.000000|high\n"
+        "low|0||requeue|00:00:30||||0.500000|low\n",  # a preemptible tier's default factor
         "",
         "",
     )
@@ -344,6 +348,7 @@ def test_every_qos_setting(caps: Capabilities) -> None:
         "MaxWall=2-00:00:00",
         "MaxTRESPerUser=gres/gpu=8",
         "MaxJobsPerUser=3",
+        "UsageFactor=2",
     )
     fake = FakeAccounting(live)
     apply([change], fake.runner())

@@ -178,6 +178,9 @@ def test_cost(rec: Recording) -> None:
 
 
 def test_accounting_read_for_site_plan(rec: Recording) -> None:
+    from hpclaunch.slurm.accounting import QOS_FORMAT
+
+    rec.require(["sacctmgr", "-n", "-P", "show", "qos", f"format={QOS_FORMAT}"])
     live = read_live(rec.runner(), "hpclaunch")
     qos = {q.name: q for q in live.qos}
     assert qos["low"].preempt_mode == "requeue"
@@ -210,3 +213,35 @@ def test_gpus_are_counted_however_a_job_asked_for_them(rec: Recording) -> None:
             job_id = rec.jobs[f"gpu-{style}-{state.lower()}"]
             assert (rows[job_id].state, rows[job_id].gpus) == (state, gpus), (style, rows[job_id])
             assert (jobs[job_id].state, jobs[job_id].gpus) == (state, gpus), (style, jobs[job_id])
+
+
+def test_queue_why_from_sprio_and_sshare(
+    rec: Recording, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A low-tier job of vision waits behind research's normal-QOS job: `queue --why`
+    reads both jobs' factors (sprio), the weights (sprio -w) and the standing (sshare)."""
+    from hpclaunch.ops.context import Context
+    from hpclaunch.ops.queue_why import why_waiting
+    from hpclaunch.slurm.priority import sprio_argv
+
+    rec.require(sprio_argv())
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # no history of our own
+    context = Context(site="local", warn=lambda text: None)
+    context.__dict__["backend"] = CliBackend(rec.runner(), load_site("local"))
+    why = why_waiting(context, rec.jobs["pending-low"])
+    assert why.priority is not None
+    assert (why.priority.account, why.priority.qos) == ("vision-oq", "low")
+    research = next(a for a in why.ahead if a.entry.row.job_id == rec.jobs["pending"])
+    assert research.priority is not None
+    assert (research.priority.account, research.priority.qos) == ("research", "normal")
+    # QOS weight 100000 (slurm.conf), normal's priority 100 of the highest 1000.
+    assert why.weights is not None
+    assert why.weights.weighted["qos"] == 100000
+    assert research.priority.weighted["qos"] == 10000
+    assert research.priority.normalized["qos"] == pytest.approx(0.1)
+    assert research.reasons[0] == "QOS (tier) +10000 (normal vs low)"
+    assert {"research", "vision-oq"} <= {s.account for s in why.shares}
+    mine = next(s for s in why.shares if s.account == "vision-oq" and s.user)
+    assert mine.fair_share is not None
+    assert 0 <= mine.fair_share <= 1
+    assert why.lines[0].startswith(f"job {rec.jobs['pending-low']} waits (")
