@@ -92,6 +92,17 @@ _NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|Node .* not responding", re.
 #: srun's words when slurmctld no longer knows the job it runs in: killed within its
 #: state-save delay (<= 5 s) after starting it, it restarts without that start (25.11).
 _JOB_LOST = re.compile(r"Unable to confirm allocation for job \d+: Invalid job id")
+#: srun's words when it could not ask slurmctld about the job or create the step, because
+#: slurmctld did not answer (killed and restarting: seen on 25.11 in the fault tests). The
+#: step was never created, so nothing ran: the launch is tried again.
+_CONTROLLER_MISSED = re.compile(
+    r"Unable to (?:confirm allocation|create step) for job \d+: (?:Unexpected missing "
+    r"socket error|Unable to contact slurm controller|Socket timed out|Zero Bytes were "
+    r"transmitted|Connection refused|Communication connection failure)"
+)
+#: Seconds before each new launch after :data:`_CONTROLLER_MISSED` (about 1.5 min in all:
+#: a controller restart or failover).
+LAUNCH_RETRY_WAITS = (2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,7 @@ class Sidecar:
         self.failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
         self.failed: dict[str, Any] | None = None  # what it said
         self._requeue_why: str | None = None
+        self._launch_start = 0  # the attempt log's size when the last launch started
 
     # -- the attempt --------------------------------------------------------------------
     def run(self) -> int:
@@ -212,32 +224,67 @@ class Sidecar:
             argv=argv,
             progress_step=self.start_step,
         )
-        self.output = OutputGate()
         with SignalCatcher() as signals:
-            try:
-                proc = subprocess.Popen(
-                    argv,
-                    env=self._child_env(),
-                    start_new_session=True,
-                    stdout=self.output.write_fd,
-                    stderr=self.output.write_fd,
-                )
-            except OSError as exc:
-                self.output.close()
-                self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
-                return 127
-            self.output.child_started()
-            self._replay_early_signal()
-            while proc.poll() is None:
-                got = signals.wait(_POLL)
+            for retry in range(len(LAUNCH_RETRY_WAITS) + 1):
+                self.output = OutputGate()
+                start = self._launch_start = self._log_size()
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        env=self._child_env(),
+                        start_new_session=True,
+                        stdout=self.output.write_fd,
+                        stderr=self.output.write_fd,
+                    )
+                except OSError as exc:
+                    self.output.close()
+                    self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
+                    return 127
+                self.output.child_started()
+                if retry == 0:
+                    self._replay_early_signal()
+                while proc.poll() is None:
+                    got = signals.wait(_POLL)
+                    self._note_failed_checkpoint()
+                    if got is not None:
+                        return self._on_signal(got, proc, signals, history)
                 self._note_failed_checkpoint()
-                if got is not None:
-                    return self._on_signal(got, proc, signals, history)
-            self._note_failed_checkpoint()
-            code = proc.returncode
-            stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
-            self.output.close()  # every line is in the log before its tail is read
+                code = proc.returncode
+                stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
+                self.output.close()  # every line is in the log before its tail is read
+                if code == 0 or retry == len(LAUNCH_RETRY_WAITS):
+                    break
+                if not any(_CONTROLLER_MISSED.search(x) for x in self._log_lines(start)):
+                    break
+                wait = LAUNCH_RETRY_WAITS[retry]
+                self.ledger.append(
+                    "launch_retry",
+                    retry=retry + 1,
+                    wait=wait,
+                    why="srun could not reach slurmctld before it started the step "
+                    "(restarting?): nothing ran; launching again",
+                )
+                signals.wait_pending(wait)  # a signal now is handled with the next launch
         return self._on_exit(code, history)
+
+    def _log_size(self) -> int:
+        try:
+            return os.path.getsize(self.config.log_path) if self.config.log_path else 0
+        except OSError:
+            return 0
+
+    def _log_lines(self, start: int, max_bytes: int = 65536) -> list[str]:
+        """The attempt log's last lines written from byte ``start`` on (by the last launch;
+        at most its last ``max_bytes``)."""
+        if self.config.log_path is None:
+            return []
+        try:
+            with open(self.config.log_path, "rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(max(start, end - max_bytes))
+                return fh.read().decode(errors="replace").splitlines()
+        except OSError:
+            return []
 
     def _replay_early_signal(self) -> None:
         """Act on a warning that came while the batch script set up (its trap remembered it
@@ -332,9 +379,16 @@ class Sidecar:
         if code == 0:
             self._end("success", exit_code=0, requeued=False)
             return 0
-        tail = self._log_tail()
+        # The last launch's lines: an earlier one may have failed to reach slurmctld.
+        tail = [x for x in self._log_lines(self._launch_start) if x.strip()][-60:]
         reason = "node_failure" if any(_NODE_FAILURE.search(x) for x in tail) else "user_error"
         extra: dict[str, Any] = {}
+        if any(_CONTROLLER_MISSED.search(x) for x in tail):
+            reason = "controller_unreachable"
+            extra = {
+                "why": "srun could not reach slurmctld to start the step, "
+                f"{len(LAUNCH_RETRY_WAITS) + 1} times: nothing ran"
+            }
         if any(_JOB_LOST.search(x) for x in tail):
             reason = "job_lost"
             extra = {
@@ -622,19 +676,6 @@ class Sidecar:
             no_progress=self._no_progress(),
             **extra,
         )
-
-    def _log_tail(self, max_bytes: int = 65536) -> list[str]:
-        path = self.config.log_path
-        if path is None:
-            return []
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - max_bytes))
-                text = fh.read().decode(errors="replace")
-        except OSError:
-            return []
-        return [line for line in text.splitlines() if line.strip()][-60:]
 
 
 def wandb_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -79,6 +79,16 @@ class SignalCatcher:
             self._event.clear()
             return None
 
+    def wait_pending(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a signal, leaving it queued for
+        :meth:`wait`; whether one is queued."""
+        if self._queue:
+            return True
+        self._event.clear()  # set by a signal already popped
+        if not self._queue:  # one may have come between the two looks
+            self._event.wait(max(0.0, timeout))
+        return bool(self._queue)
+
     def wait(self, timeout: float) -> Received | None:
         """Wait up to ``timeout`` seconds for a signal and return it (``None``: none came)."""
         got = self.pop()

@@ -294,6 +294,53 @@ def test_a_job_slurmctld_forgot_is_job_lost_not_a_user_error(tmp_path: Path) -> 
     assert "error_line" not in end
 
 
+#: srun's words when slurmctld was down as it asked about the job (recorded on 25.11 in
+#: the slurmctld-kill sweep test): the step was never created.
+CONTROLLER_MISSED = (
+    "srun: error: slurm_send_node_msg: [socket:[950179]] slurm_bufs_sendto(msg_type="
+    "REQUEST_HET_JOB_ALLOC_INFO) failed: Unexpected missing socket error\n"
+    "srun: error: Unable to confirm allocation for job 840: Unexpected missing socket error\n"
+    "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 840\n"
+)
+
+
+def _fails_first(tmp_path: Path, then: str) -> str:
+    """A command that says CONTROLLER_MISSED and exits 1 the first time, then runs ``then``."""
+    mark = tmp_path / "launched-once"
+    return (
+        "import pathlib, sys\n"
+        f"mark = pathlib.Path({str(mark)!r})\n"
+        "if not mark.exists():\n"
+        "    mark.touch()\n"
+        f"    sys.stderr.write({CONTROLLER_MISSED!r})\n"
+        "    sys.exit(1)\n"
+        f"{then}\n"
+    )
+
+
+def test_a_launch_that_could_not_reach_slurmctld_is_tried_again(tmp_path: Path) -> None:
+    """Nothing ran (srun never created the step), so the sidecar launches again after 2 s,
+    says so in the ledger, and the attempt ends as the second launch does."""
+    command = _fails_first(tmp_path, "print('ran'); sys.exit(0)")
+    assert run_as_batch_script(tmp_path, sys.executable, "-c", command) == 0
+    found = events(tmp_path)
+    assert found["launch_retry"]["retry"] == 1
+    assert found["launch_retry"]["wait"] == 2.0
+    assert "nothing ran" in found["launch_retry"]["why"]
+    assert found["attempt_end"]["reason"] == "success"
+
+
+def test_after_a_retry_the_end_is_judged_by_the_last_launch(tmp_path: Path) -> None:
+    """The second launch fails in the user's code: user_error with its error line, not
+    controller_unreachable from the first launch's words."""
+    command = _fails_first(tmp_path, "raise ValueError('boom after retry')")
+    assert run_as_batch_script(tmp_path, sys.executable, "-c", command) == 1
+    end = events(tmp_path)["attempt_end"]
+    assert end["reason"] == "user_error"
+    assert end["error_line"] == "ValueError: boom after retry"
+    assert not any("Unexpected missing socket" in line for line in end["tail"])
+
+
 @pytest.mark.parametrize(("restarts", "reason"), [("1", "requeued"), ("0", "cancelled")])
 def test_sigterm_is_a_requeue_when_slurms_restart_count_went_up(
     tmp_path: Path, signal_at_step: Any, restarts: str, reason: str

@@ -1,0 +1,126 @@
+"""Preemptible work is charged less, and not to the project's in-quota standing (issue 26,
+part 2).
+
+The session's ``site apply`` gave the over-quota QOS ``UsageFactor=0.5`` (site-configs/
+local.yaml's default); QOS normal keeps 1. Research runs over-quota (account research-oq,
+QOS overquota) while vision runs the same work in-quota (account vision, QOS normal): same
+CPUs and GPUs, same time, side by side. Slurm's fair-share usage (``sshare`` RawUsage,
+updated every minute: PriorityCalcPeriod=1 on the test cluster) then grows by half as much
+per second for research-oq as for vision, and research's own in-quota association is not
+charged at all: its later in-quota jobs keep their fair-share standing. ``hpclaunch queue
+--why`` names what puts one pending job before another.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hpclaunch.slurm.priority import parse_sshare, sshare_argv
+
+from .conftest import Cli
+
+pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+
+WORK = ("-n1", "-c2", "--gres=gpu:2", "--mem=50M", "--time=5", "--output=/dev/null")
+
+
+def _sbatch(*args: str) -> str:
+    out = subprocess.run(
+        ["sbatch", "--parsable", *args], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip().split(";")[0]
+
+
+def _usage() -> dict[tuple[str, str | None], int]:
+    out = subprocess.run(
+        sshare_argv(["research", "research-oq", "vision"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {(s.account, s.user): s.raw_usage for s in parse_sshare(out.stdout)}
+
+
+def _elapsed(job_id: str) -> int:
+    """Seconds the job ran, once it ended (sacct); 0 before."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "--format=State,ElapsedRaw"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    state, _, elapsed = (out[0] if out else "").partition("|")
+    return int(elapsed) if state == "COMPLETED" and elapsed.isdigit() else 0
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[str]]:
+    ids: list[str] = []
+    yield ids
+    if ids:
+        subprocess.run(["scancel", *ids], check=False, capture_output=True)
+
+
+def test_over_quota_work_is_charged_half_and_not_to_the_in_quota_standing(
+    slurm_cluster: object, jobs: list[str]
+) -> None:
+    before = _usage()
+    over = _sbatch(
+        "--account=research-oq",
+        "--qos=overquota",
+        "--job-name=it-fs-over",
+        *WORK,
+        "--wrap=sleep 30",
+    )
+    inq = _sbatch(
+        "--account=vision", "--qos=normal", "--job-name=it-fs-in", *WORK, "--wrap=sleep 30"
+    )
+    jobs.extend([over, inq])
+    deadline = time.monotonic() + 240
+    while True:
+        ran = {job: _elapsed(job) for job in (over, inq)}
+        now = _usage()
+        grown = {k: now.get(k, 0) - before.get(k, 0) for k in now}
+        accounts = {a: grown.get((a, None), 0) for a in ("research", "research-oq", "vision")}
+        # Charged in full once the decay thread ran after the job's end: per second of run
+        # time, vision's usage is whole billing units (the 2 CPUs), research-oq's half.
+        if all(ran.values()) and accounts["vision"] >= 2 * ran[inq] and accounts["research-oq"]:
+            per_second_over = accounts["research-oq"] / ran[over]
+            per_second_in = accounts["vision"] / ran[inq]
+            if per_second_over >= 0.5 * per_second_in * 0.9:
+                break
+        assert time.monotonic() < deadline, (ran, accounts, before, now)
+        time.sleep(5)
+    assert per_second_over / per_second_in == pytest.approx(0.5, rel=0.15), (accounts, ran)
+    assert accounts["research"] == 0, accounts  # research's in-quota standing: untouched
+
+
+def test_queue_why_names_the_factors_of_the_jobs_ahead(
+    slurm_cluster: object, hpclaunch: Cli, jobs: list[str]
+) -> None:
+    """Two jobs that wait an hour (``--begin``): vision's low-tier one is behind research's
+    medium one, by the QOS factor, and `queue --why` says so in words and in JSON."""
+    later = ("--begin=now+1hour", "--gres=gpu:4", "--mem=50M", "--time=5", "--wrap=true")
+    ahead = _sbatch("--account=research", "--qos=normal", "--job-name=it-why-a", *later)
+    behind = _sbatch("--account=vision-oq", "--qos=low", "--job-name=it-why-b", *later)
+    jobs.extend([ahead, behind])
+    out = hpclaunch("queue", "--why", behind)
+    assert out.returncode == 0, out.stderr
+    assert f"job {behind} waits (" in out.stdout
+    assert f"job {ahead} (research, medium, priority " in out.stdout
+    assert "QOS (tier) +10000 (normal vs low)" in out.stdout
+    assert "Fair share of " in out.stdout
+    data = json.loads(hpclaunch("queue", "--why", behind, "--json").stdout)
+    nearest = {a["job"]["job_id"]: a for a in data["ahead"]}
+    assert nearest[ahead]["factors"]["qos"] == 10000
+    assert data["factors"]["qos"] == 0
+    assert data["weights"]["fairshare"] == 100
+    missing = hpclaunch("queue", "--why", "999999")
+    assert missing.returncode != 0
+    assert "job 999999 is not pending or running" in missing.stderr
+    assert "Traceback" not in missing.stderr
