@@ -154,7 +154,7 @@ def explain_wait(
         return WaitExplanation(job, None, weights, (), 0, tuple(shares), (line,))
     by_id = {p.job_id: p for p in priorities}
     mine = _priority(by_id, job)
-    before = [
+    ranked = [
         e
         for e in entries
         if e.rank is not None
@@ -164,6 +164,10 @@ def explain_wait(
             not e.row.partitions or not job.row.partitions or e.row.partitions & job.row.partitions
         )
     ]
+    # sprio lists only jobs that may start: one held, or waiting for its begin time or a
+    # dependency, is ranked before but does not compete (seen on 25.11 for --begin).
+    before = [e for e in ranked if _priority(by_id, e) is not None or mine is None]
+    idle = len(ranked) - len(before)
     ahead = tuple(
         Ahead(e, _priority(by_id, e), _reasons(_priority(by_id, e), mine, e, job))
         for e in reversed(before[-NEAREST:])
@@ -176,6 +180,11 @@ def explain_wait(
         lines.append(f"  job {item.entry.row.job_id} ({who}{theirs}): " + "; ".join(item.reasons))
     if len(before) > NEAREST:
         lines.append(f"  ... and {len(before) - NEAREST} more ranked before it")
+    if idle:
+        lines.append(
+            f"({idle} more ranked before it cannot start yet: held, or waiting for their "
+            "begin time or a dependency)"
+        )
     lines += _standing(job, [a.entry for a in ahead], shares, site)
     if weights is not None:
         off = [_WORDS[k] for k, v in weights.weighted.items() if v == 0]
@@ -203,7 +212,7 @@ def _reasons(
 ) -> tuple[str, ...]:
     """What the job ranked before has over ``job``: each factor it gains by, largest first."""
     if theirs is None or mine is None:
-        return ("no priority factors (held, or started meanwhile)",)
+        return ("no priority factors (sprio does not list these jobs)",)
     gains = sorted(
         ((theirs.weighted[k] - mine.weighted[k], k) for k in theirs.weighted),
         reverse=True,

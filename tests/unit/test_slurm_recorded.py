@@ -245,3 +245,5 @@ def test_queue_why_from_sprio_and_sshare(
     assert mine.fair_share is not None
     assert 0 <= mine.fair_share <= 1
     assert why.lines[0].startswith(f"job {rec.jobs['pending-low']} waits (")
+    # The held-back GPU-style jobs (--begin) rank before it; sprio does not list them.
+    assert "5 more ranked before it cannot start yet" in "\n".join(why.lines)
