@@ -7,7 +7,8 @@ association and TRES, which hpclaunch does not explain), minus its nice. ``sprio
 prints the weights; a factor whose weight is 0 is not computed at all (sprio prints 0).
 ``sshare`` gives each association's ``FairShare`` factor (0-1, higher ranks first) and
 its decayed ``RawUsage`` (TRES-billing seconds, each job's use times its QOS
-``UsageFactor``). pyslurm (25.11) has neither, so both backends run these two commands.
+``UsageFactor``). pyslurm (25.11) has neither (a job's ``priority`` and ``nice``, an
+association's raw ``shares``; no factors, no usage), so both backends run these commands.
 
 Formats are given explicitly, ``|``-separated; the fields used exist in 22.05 and later
 (sprio(1), sshare(1)).
