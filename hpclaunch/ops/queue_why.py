@@ -223,7 +223,7 @@ def _reasons(
             continue
         text = f"{_WORDS[key]} +{gain}"
         if key == "qos":
-            text += f" ({theirs.qos} vs {mine.qos})"
+            text += f" ({entry.row.qos} vs {job.row.qos})"
         elif key == "fairshare":
             text += (
                 f" (its fair-share factor {theirs.normalized[key]:.3f} vs "

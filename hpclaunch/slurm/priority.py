@@ -11,7 +11,7 @@ its decayed ``RawUsage`` (TRES-billing seconds, each job's use times its QOS
 association's raw ``shares``; no factors, no usage), so both backends run these commands.
 
 Formats are given explicitly, ``|``-separated; the fields used exist in 22.05 and later
-(sprio(1), sshare(1)).
+(recorded: 22.05.8, 25.11.7).
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ FACTORS = (
     ("partition", "P", "p", "partition"),
     ("qos", "Q", "q", "QOS (tier)"),
 )
-_HEAD = "%i|%r|%u|%o|%n|%Y|%N"
-#: sprio's format: id, partition, user, account, QOS, priority, nice, then each factor
-#: weighted and normalized.
+_HEAD = "%i|%r|%u|%Y|%N"
+#: sprio's format: id, partition, user, priority, nice, then each factor weighted and
+#: normalized. Not the account (%o) nor the QOS (%n): 22.05's sprio has neither (it says
+#: "Invalid job format specification" and exits 0 without them); squeue has both.
 SPRIO_FORMAT = _HEAD + "".join(f"|%{w}|%{n}" for _, w, n, _ in FACTORS)
 SHARE_FIELDS = "Account,User,RawShares,RawUsage,EffectvUsage,FairShare,LevelFS"
 
@@ -59,8 +60,6 @@ class JobPriority:
     job_id: str
     partition: str
     user: str
-    account: str
-    qos: str
     priority: int
     nice: int
     weighted: dict[str, int]
@@ -105,21 +104,19 @@ def sshare_argv(accounts: list[str]) -> list[str]:
 def parse_sprio(text: str) -> list[JobPriority]:
     """``sprio --format=SPRIO_FORMAT`` lines; the weights line too (job id ``Weights``)."""
     out = []
-    width = 7 + 2 * len(FACTORS)
+    head = _HEAD.count("|") + 1
     for line in text.splitlines():
         cols = [c.strip() for c in line.split("|")]
-        if len(cols) != width or not cols[0]:
+        if len(cols) != head + 2 * len(FACTORS) or not cols[0]:
             continue
-        values = cols[7:]
+        values = cols[head:]
         out.append(
             JobPriority(
                 job_id=cols[0],
                 partition=cols[1],
                 user=cols[2],
-                account=cols[3],
-                qos=cols[4],
-                priority=to_int(cols[5]) or 0,
-                nice=to_int(cols[6]) or 0,
+                priority=to_int(cols[3]) or 0,
+                nice=to_int(cols[4]) or 0,
                 weighted={key: _int(values[2 * i]) for i, (key, *_) in enumerate(FACTORS)},
                 normalized={key: _float(values[2 * i + 1]) for i, (key, *_) in enumerate(FACTORS)},
             )

@@ -33,14 +33,12 @@ def _row(job: str, account: str, qos: str, priority: int, submit: str) -> QueueR
     )
 
 
-def _prio(job: str, account: str, qos_name: str, **weighted: int) -> JobPriority:
+def _prio(job: str, account: str, **weighted: int) -> JobPriority:
     values = {key: weighted.get(key, 0) for key, *_ in FACTORS}
     return JobPriority(
         job_id=job,
         partition="gpu",
         user="alice" if account.startswith("research") else "bob",
-        account=account,
-        qos=qos_name,
         priority=sum(values.values()),
         nice=0,
         weighted=values,
@@ -58,17 +56,17 @@ def test_each_job_ahead_is_named_with_the_factors_it_gains_by() -> None:
     entries = build_queue(rows, SITE)
     job = next(e for e in entries if e.row.job_id == "14")
     factors = [
-        _prio("11", "research", "normal", qos=10000, fairshare=50),
-        _prio("12", "vision", "normal", qos=10000, fairshare=10),
-        _prio("13", "vision", "normal", qos=10000, fairshare=10),
-        _prio("14", "research", "normal", qos=10000, fairshare=10),
+        _prio("11", "research", qos=10000, fairshare=50),
+        _prio("12", "vision", qos=10000, fairshare=10),
+        _prio("13", "vision", qos=10000, fairshare=10),
+        _prio("14", "research", qos=10000, fairshare=10),
     ]
     shares = [
         ShareRow("research", None, 1, 3600, 0.7, None),
         ShareRow("research", "alice", 1, 3600, 1.0, 0.25),
         ShareRow("vision", "bob", 1, 600, 1.0, 0.75),
     ]
-    weights = _prio("Weights", "", "", age=100, qos=100000)
+    weights = _prio("Weights", "", age=100, qos=100000)
     why = explain_wait(entries, job, factors, weights, shares, SITE)
     assert [a.entry.row.job_id for a in why.ahead] == ["13", "12", "11"]  # nearest first
     assert why.ahead[0].reasons == ("same priority, submitted earlier",)
@@ -84,7 +82,7 @@ def test_each_job_ahead_is_named_with_the_factors_it_gains_by() -> None:
 def test_a_job_first_in_line_or_running_says_so() -> None:
     rows = [_row("21", "research", "high", 50000, "2026-11-26T10:00:00")]
     entries = build_queue(rows, SITE)
-    why = explain_wait(entries, entries[0], [_prio("21", "research", "high")], None, [], SITE)
+    why = explain_wait(entries, entries[0], [_prio("21", "research")], None, [], SITE)
     assert why.lines[0].endswith("no pending job is ranked before it")
     started = build_queue([replace(_row("22", "vision", "normal", 1, "x"), state="RUNNING")], SITE)
     why = explain_wait(started, started[0], [], None, [], SITE)

@@ -230,10 +230,13 @@ def test_queue_why_from_sprio_and_sshare(
     context.__dict__["backend"] = CliBackend(rec.runner(), load_site("local"))
     why = why_waiting(context, rec.jobs["pending-low"])
     assert why.priority is not None
-    assert (why.priority.account, why.priority.qos) == ("vision-oq", "low")
+    assert (why.priority.job_id, why.priority.user) == (rec.jobs["pending-low"], "root")
+    assert (why.job.row.account, why.job.row.qos) == ("vision-oq", "low")
     research = next(a for a in why.ahead if a.entry.row.job_id == rec.jobs["pending"])
     assert research.priority is not None
-    assert (research.priority.account, research.priority.qos) == ("research", "normal")
+    assert research.priority.partition == "gpu"
+    assert (research.entry.row.account, research.entry.row.qos) == ("research", "normal")
+    assert research.priority.priority > why.priority.priority
     # QOS weight 100000 (slurm.conf), normal's priority 100 of the highest 1000.
     assert why.weights is not None
     assert why.weights.weighted["qos"] == 100000
