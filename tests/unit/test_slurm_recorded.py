@@ -67,7 +67,7 @@ class Recording:
 
     def require(self, argv: list[str]) -> None:
         """Skip, saying so, where this release was recorded before hpclaunch asked ``argv``
-        (24.11 and 26.05 still hold the queue's earlier ``-o`` format: issue 26)."""
+        (a new or changed call, until the release is recorded again)."""
         if tuple(argv) not in self.answers:
             pytest.skip(
                 f"Slurm {self.release} was recorded before this call ({' '.join(argv[:4])} "
