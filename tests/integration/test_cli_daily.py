@@ -287,6 +287,9 @@ def test_ctrl_c_in_submit_follow_leaves_the_job_and_says_how_to_cancel(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As in a terminal: a suite started in the background (`cmd &` in a script) has
+        # SIGINT ignored, which children inherit and Python then keeps ignoring.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     job_id = proc.stdout.readline().strip()  # the id comes first, then the log
