@@ -292,11 +292,16 @@ def test_ctrl_c_in_submit_follow_leaves_the_job_and_says_how_to_cancel(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
-    job_id = proc.stdout.readline().strip()  # the id comes first, then the log
-    assert job_id.isdigit(), job_id
-    assert proc.stdout.readline().startswith("hpclaunch: job")  # the attempt's first line
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=30)
+    try:
+        job_id = proc.stdout.readline().strip()  # the id comes first, then the log
+        assert job_id.isdigit(), job_id
+        assert proc.stdout.readline().startswith("hpclaunch: job")  # the attempt's first line
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:  # a failure must not leave it running for a later test's garbage collection
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
     assert f"job {job_id} is still in Slurm (only the following stopped)" in err
     assert f"hpclaunch cancel {job_id}" in err
