@@ -194,3 +194,14 @@ def wait_state(run: Run, job_id: str, wanted: set[str], timeout: float = 60) -> 
             return info
         assert time.monotonic() < deadline, f"job {job_id} never reached {wanted}: {info}"
         time.sleep(0.2)
+
+
+def squeue(job_id: str, fmt: str) -> str:
+    """One squeue field of a job (``%T``, ``%r``, ...; each task of an array on its own line)."""
+    out = subprocess.run(
+        ["squeue", "--noheader", "--array", f"--jobs={job_id}", f"--format={fmt}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip()

@@ -31,7 +31,7 @@ from hpclaunch.slurm.jobs import JobInfo
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster
-from .conftest import TEST_BACKENDS
+from .conftest import TEST_BACKENDS, squeue
 
 pytestmark = [pytest.mark.slurm]
 
@@ -56,16 +56,6 @@ def sbatch(name: str, *args: str, script: str = "sleep 300") -> str:
         check=True,
     )
     return out.stdout.strip().split(";")[0]
-
-
-def squeue(job_id: str, fmt: str) -> str:
-    out = subprocess.run(
-        ["squeue", "--noheader", "--array", f"--jobs={job_id}", f"--format={fmt}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return out.stdout.strip()
 
 
 def until(what: str, check: Callable[[], bool], timeout: float = 60) -> None:
