@@ -22,7 +22,7 @@ import pytest
 
 from hpclaunch.slurm.priority import parse_sshare, sshare_argv
 
-from .conftest import Cli
+from .conftest import Cli, squeue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
@@ -56,20 +56,6 @@ def _elapsed(job_id: str) -> int:
     ).stdout.split()
     state, _, elapsed = (out[0] if out else "").partition("|")
     return int(elapsed) if state == "COMPLETED" and elapsed.isdigit() else 0
-
-
-def _reason(job_id: str) -> str:
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%r"], capture_output=True, text=True, check=False
-    )
-    return out.stdout.strip()
-
-
-def _state(job_id: str) -> str:
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, check=False
-    )
-    return out.stdout.strip()
 
 
 def _billing(job_id: str) -> int:
@@ -155,8 +141,8 @@ def test_queue_why_names_the_factors_of_the_jobs_ahead(
     )
     jobs.append(holder)
     deadline = time.monotonic() + 60
-    while _state(holder) != "RUNNING":  # n1 taken before the others come
-        assert time.monotonic() < deadline, _state(holder)
+    while squeue(holder, "%T") != "RUNNING":  # n1 taken before the others come
+        assert time.monotonic() < deadline, squeue(holder, "%T")
         time.sleep(0.2)
     later = _sbatch(
         "--account=research", "--qos=high", "--job-name=it-why-later", "--begin=now+1hour", *whole
@@ -167,8 +153,8 @@ def test_queue_why_names_the_factors_of_the_jobs_ahead(
     jobs.extend([ahead, behind])
     # The scene as described: the later job is waiting for its begin time.
     deadline = time.monotonic() + 60
-    while _reason(later) != "BeginTime":
-        assert time.monotonic() < deadline, _reason(later)
+    while squeue(later, "%r") != "BeginTime":
+        assert time.monotonic() < deadline, squeue(later, "%r")
         time.sleep(0.5)
     out = hpclaunch("queue", "--why", behind)
     assert out.returncode == 0, out.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Cli
+from .conftest import Cli, squeue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
@@ -49,13 +49,6 @@ def _sbatch(*args: str) -> str:
     return out.stdout.strip().split(";")[0]
 
 
-def _state(job_id: str) -> str:
-    out = subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, check=False
-    )
-    return out.stdout.strip()
-
-
 @pytest.fixture
 def project_full(backend: str) -> Iterator[Callable[[str], tuple[str, str]]]:
     """fill(style): research's 8 GPUs held or waited for by two plain-sbatch jobs."""
@@ -67,7 +60,7 @@ def project_full(backend: str) -> Iterator[Callable[[str], tuple[str, str]]]:
         held = _sbatch(f"--job-name=it-quota-{style}-held", "--hold", *held_args, "--wrap=true")
         ids.extend([running, held])
         deadline = time.monotonic() + 60
-        while _state(running) != "RUNNING":
+        while squeue(running, "%T") != "RUNNING":
             assert time.monotonic() < deadline, f"job {running} ({style}) did not start"
             time.sleep(0.2)
         return running, held
