@@ -166,12 +166,10 @@ def explain_wait(
     ]
     # sprio lists only jobs that may start: one held, or waiting for its begin time or a
     # dependency, is ranked before but does not compete (seen on 25.11 for --begin).
-    before = [e for e in ranked if _priority(by_id, e) is not None or mine is None]
+    factors = [(e, _priority(by_id, e)) for e in ranked]
+    before = [(e, p) for e, p in factors if p is not None or mine is None]
     idle = len(ranked) - len(before)
-    ahead = tuple(
-        Ahead(e, _priority(by_id, e), _reasons(_priority(by_id, e), mine, e, job))
-        for e in reversed(before[-NEAREST:])
-    )
+    ahead = tuple(Ahead(e, p, _reasons(p, mine, e, job)) for e, p in reversed(before[-NEAREST:]))
     lines = [_headline(job, mine, len(before))]
     for item in ahead:
         theirs = "" if item.priority is None else f", priority {item.priority.priority}"
