@@ -54,6 +54,10 @@ class SweepArray:
         """The task ids this array has in Slurm."""
         return self.tasks if self.tasks is not None else tuple(range(self.count))
 
+    def has_task(self, task: int) -> bool:
+        """Whether task ``task`` is one of this array's (no tuple of every id built)."""
+        return 0 <= task < self.count if self.tasks is None else task in self.tasks
+
 
 @dataclass(frozen=True)
 class SweepRecord:
@@ -76,7 +80,7 @@ class SweepRecord:
     def task_of(self, job_id: str, task: int) -> int | None:
         """The point that task ``task`` of array ``job_id`` runs, or ``None``."""
         for array in self.arrays:
-            if array.job_id == job_id and task in array.task_ids():
+            if array.job_id == job_id and array.has_task(task):
                 return array.offset + task
         return None
 
