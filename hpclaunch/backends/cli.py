@@ -145,19 +145,22 @@ class CliBackend(Backend):
     ) -> JobRef:
         """``sbatch --parsable`` a script already written (see :meth:`submit` for a lost
         reply)."""
-        sid = submission_id
         try:
             result = self._run(list(sbatch_argv))
         except CommandTimeout as exc:
             return self.recover_submission(
-                sid, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc
+                submission_id, f"sbatch did not answer within {COMMAND_TIMEOUT:g} s", exc
             )
         except ConnectionDropped as exc:  # over SSH: sbatch may have run; the runner reconnects
-            return self.recover_submission(sid, "the connection dropped while sbatch ran", exc)
+            return self.recover_submission(
+                submission_id, "the connection dropped while sbatch ran", exc
+            )
         if not result.ok:
             if any(text in result.stderr for text in LOST_REPLY):
                 lost = f"sbatch lost its reply: {first_line(result)}"
-                return self.recover_submission(sid, lost, SubmissionError(lost, result=result))
+                return self.recover_submission(
+                    submission_id, lost, SubmissionError(lost, result=result)
+                )
             raise SubmissionError(
                 f"sbatch refused job {name!r}",
                 result=result,

@@ -3,7 +3,7 @@
 slurmctld killed while tasks start forgets what it launched in its last seconds (it saves
 its state at most every 5 s) and launches some tasks again: the node's slurmd, which still
 has that job id, refuses ("Duplicate jobid"), drains, and the task ends FAILED before its
-batch script ever ran (measured on 25.11). :func:`~hpclaunch.ops.sweep_status.sweep_status`
+batch script ever ran (seen on 25.11 in CI). :func:`~hpclaunch.ops.sweep_status.sweep_status`
 marks such points (``never_ran``); this submits them again, one sbatch per array they
 belong to: the same script with ``--array=<their task ids>`` and the array's offset, so
 each task runs the same point in the same ``tasks/<point>/`` directory. The new arrays are
