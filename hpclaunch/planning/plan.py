@@ -557,33 +557,52 @@ def _requeue_options(
     spec: JobSpec, policy: TierPolicy, notes: list[str]
 ) -> tuple[list[tuple[str, str | None]], int]:
     """The requeue and signal options, and the lead the sidecar is told
-    (``HPCLAUNCH_SIGNAL_LEAD``): --signal's, shrunk to fit the limit, or the spec's."""
+    (``HPCLAUNCH_SIGNAL_LEAD``): --signal's, shrunk to fit the limit, or the spec's.
+
+    Every tier gets the time-limit warning and requeue when the checkpoint policy allows
+    requeues (``max_requeues`` > 0) and a sidecar handles the signal: ``--requeue`` does not
+    make a job preemptible (only a QOS that another QOS's ``Preempt`` names is), it lets
+    ``scontrol requeue`` and Slurm's requeue after a node failure act on it (sbatch(1):
+    ``--no-requeue`` jobs are never requeued, ``scontrol requeue`` refuses them).
+    """
     ckpt = spec.checkpoint
     qos = policy.qos
-    if policy.preemptible and ckpt.max_requeues > 0 and spec.launcher == "none":
+    kind = f"preemptible (grace {policy.grace} s)" if policy.preemptible else "never preempted"
+    if ckpt.max_requeues > 0 and spec.launcher == "none":
+        if not policy.preemptible:
+            notes.append(
+                f"tier {spec.tier} → QOS {qos}, never preempted: --no-requeue; launcher none "
+                "has no sidecar, so there is no warning before the time limit and no "
+                "checkpoint or requeue at it (use launcher srun, torchrun, deepspeed or "
+                "accelerate for that)"
+            )
+            return [("--no-requeue", None)], ckpt.signal_lead_time
         # Nothing in the job would handle the signal: the batch shell execs the command, and
         # a process without a handler dies of USR1. Slurm would then end the job (COMPLETED
         # or FAILED) instead of requeueing it. Without --signal, the batch shell hears
         # nothing until GraceTime ends, then Slurm kills and requeues it (Slurm 22.05).
         notes.append(
-            f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): --requeue, "
-            "no --signal (launcher none has no sidecar to checkpoint: at preemption Slurm "
-            "stops the job after the grace time and requeues it; it starts over)"
+            f"tier {spec.tier} → QOS {qos}, {kind}: --requeue, no --signal (launcher none "
+            "has no sidecar to checkpoint: at preemption Slurm stops the job after the grace "
+            "time and requeues it, and it starts over; at the time limit it ends TIMEOUT)"
         )
         return [("--requeue", None)], ckpt.signal_lead_time
-    if policy.preemptible and ckpt.max_requeues > 0:
+    if ckpt.max_requeues > 0:
         lead = signal_lead(spec, notes)
         signal = f"B:{ckpt.signal}@{lead}"
+        at = "preemption or " if policy.preemptible else ""
+        node = "after a node failure Slurm requeues it and it resumes from its last checkpoint"
         notes.append(
-            f"tier {spec.tier} → QOS {qos}, preemptible (grace {policy.grace} s): "
-            f"--requeue and --signal={signal} (B: signals the batch shell, which execs the "
-            "command)"
+            f"tier {spec.tier} → QOS {qos}, {kind}: --requeue and --signal={signal} (B: "
+            f"signals the batch shell, which execs the sidecar: at {at}{lead} s before the "
+            f"time limit it asks for a checkpoint and requeues the job, at most "
+            f"{ckpt.max_requeues} times for the time limit and node failures; {node})"
         )
         return [("--requeue", None), ("--signal", signal)], lead
-    reason = "max_requeues is 0" if policy.preemptible else "not preemptible"
     notes.append(
-        f"tier {spec.tier} → QOS {qos}, {reason}: --no-requeue (the site's JobRequeue "
-        "default would otherwise requeue it after a node failure)"
+        f"tier {spec.tier} → QOS {qos}, {kind}, checkpoint.max_requeues is 0: --no-requeue "
+        "and no warning before the time limit (the site's JobRequeue default would otherwise "
+        "requeue it after a node failure)"
     )
     return [("--no-requeue", None)], ckpt.signal_lead_time
 

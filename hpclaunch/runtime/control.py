@@ -83,7 +83,7 @@ class CheckpointRequest:
     """A checkpoint request written by the sidecar.
 
     Attributes:
-        reason: ``"preemption"``, ``"time_limit"`` or ``"manual"``.
+        reason: ``"preemption"``, ``"time_limit"``, ``"cancel"`` or ``"manual"``.
         requested_at: Unix time the sidecar wrote the request.
         deadline: Unix time by which the checkpoint must be committed (the sidecar kills the
             job then); ``None`` if the file did not say.

@@ -234,8 +234,9 @@ class CheckpointPolicy(_Model):
     max_requeues: int = Field(
         5,
         ge=0,
-        description="How many times the job may be requeued (preemption, time limit); 0: "
-        "never (--no-requeue).",
+        description="How many times the job may be requeued after its time limit or a node "
+        "failure (preemption is not counted), in every tier; 0: never (--no-requeue, no "
+        "warning before the time limit).",
     )
 
 

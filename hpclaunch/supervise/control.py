@@ -4,7 +4,8 @@
 JSON files, each written atomically (temp file + fsync + rename):
 
 ``checkpoint-request.json`` (sidecar → every rank)
-    ``{"reason": "preemption"|"time_limit"|"manual", "requested_at": ts, "deadline": ts}``.
+    ``{"reason": "preemption"|"time_limit"|"cancel"|"manual", "requested_at": ts,
+    "deadline": ts}``.
     Ranks poll for it (one ``stat`` per step): a file on the shared job directory reaches
     every rank under torchrun, DeepSpeed, accelerate and srun alike, where a signal would
     not (torchrun forwards only some signals and kills workers 30 s after SIGTERM;

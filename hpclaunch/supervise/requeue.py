@@ -59,6 +59,7 @@ CAPPED_REASONS = frozenset({"time_limit", "node_failure"})
 _RESTARTS = re.compile(r"\bRestarts=(\d+)")
 _FAILED_NODE = re.compile(r"\bFailedNode=(\S+)")
 _PREEMPT_TIME = re.compile(r"\bPreemptTime=(\S+)")
+_REASON = re.compile(r"\bReason=(\S+)")
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
 
@@ -150,10 +151,21 @@ class JobNow:
         failed_node: ``FailedNode=NODE``: a node of the job failed (or was set DOWN) and
             Slurm ends the attempt as NODE_FAIL (seen on 25.11 while the job is COMPLETING,
             ``tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt``).
+        reason: ``Reason=``: ``TimeLimit`` when the SIGTERM is the time limit's (25.11:
+            ``JobState=COMPLETING Reason=TimeLimit``; a scancel leaves ``Reason=None``,
+            ``scontrol_show_job_sigterm_*.txt`` next to it).
+        preempting: ``PreemptTime`` is set: Slurm is preempting the job.
     """
 
     restarts: int | None = None
     failed_node: str | None = None
+    reason: str | None = None
+    preempting: bool = False
+
+    @property
+    def at_time_limit(self) -> bool:
+        """Slurm is ending the job because its time limit came."""
+        return self.reason == "TimeLimit"
 
 
 def job_now(runner: Runner, job_id: str, *, timeout: float = 5) -> JobNow:
@@ -174,10 +186,18 @@ def job_now(runner: Runner, job_id: str, *, timeout: float = 5) -> JobNow:
     restarts = _RESTARTS.search(result.stdout)
     failed = _FAILED_NODE.search(result.stdout)
     node = failed.group(1) if failed else None
+    reason = _REASON.search(result.stdout)
     return JobNow(
         int(restarts.group(1)) if restarts else None,
         node if node and node != "(null)" else None,
+        reason.group(1) if reason else None,
+        _preempt_time_set(result.stdout),
     )
+
+
+def _preempt_time_set(text: str) -> bool:
+    match = _PREEMPT_TIME.search(text)
+    return match is not None and match.group(1) not in ("None", "Unknown", "(null)")
 
 
 def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | None:
@@ -199,8 +219,7 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
         job = runner.run(["scontrol", "show", "job", target], timeout=timeout)
     except TransportError:
         return False
-    match = _PREEMPT_TIME.search(job.stdout) if job.ok else None
-    return match is not None and match.group(1) not in ("None", "Unknown", "(null)")
+    return job.ok and _preempt_time_set(job.stdout)
 
 
 @dataclass(frozen=True)
@@ -226,6 +245,14 @@ def decide(
         return Decision(False, f"{reason}: not requeued")
     if max_requeues <= 0:
         return Decision(False, "max_requeues is 0: never requeued")
+    if reason == "time_limit" and no_progress:
+        # A job that reports no steps (no runtime API) would run the same steps again, to
+        # the same time limit: a requeue only doubles what it costs.
+        return Decision(
+            False,
+            "time_limit: no progress reported in this attempt (runtime.report_progress or a "
+            "committed checkpoint), so a requeue would run the same steps again",
+        )
     ends = [e for e in history if e.get("event") == "attempt_end"]
     if no_progress:
         streak = 1

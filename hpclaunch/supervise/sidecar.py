@@ -19,7 +19,8 @@ It runs in the batch shell (the rendered script ``exec``\\ s it) and:
    Slurm; the attempt ends ``requeued`` when Slurm's restart count already went up
    (:func:`~hpclaunch.supervise.requeue.job_now`), ``node_failure`` when it also names a
    failed node (a requeue that counts against ``max_requeues``: past it the requeued job is
-   cancelled), else ``cancelled``;
+   cancelled), ``time_limit`` when Slurm says ``Reason=TimeLimit``, ``preempted`` when it
+   has a ``PreemptTime``, else ``cancelled``;
 5. otherwise passes the launch's exit code through, recording success or user error.
 
 Stopping is SIGTERM to the group, a wait (``HPCLAUNCH_STOP_TIMEOUT``, 3 s), then SIGKILL to
@@ -51,6 +52,7 @@ from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.requeue import (
+    JobNow,
     cancel_requeued,
     decide,
     forbid_requeue,
@@ -333,12 +335,28 @@ class Sidecar:
                 + (f"step {resume}" if resume is not None else "the start")
             )
         else:
-            kept = "no checkpoint committed in time: the next attempt resumes from the last one"
+            kept = f"no checkpoint committed in time; {self._resume_said(requeued)}"
         tail = f"; not requeued: {why}" if why else ""
         self.output.say(
             f"hpclaunch: {head}; {kept}{tail} (the launcher's shutdown output: "
             f"{self.stop_log.name})"
         )
+
+    def _resume_said(self, requeued: bool) -> str:
+        """Where the job would go on from: the newest complete checkpoint, or none."""
+        from hpclaunch.runtime.checkpoint import resume_point
+
+        where = self._child_env()["HPCLAUNCH_CHECKPOINT_DIR"]
+        found = resume_point(where, verify="size", clean=False)
+        if found is None:
+            return (
+                "the next attempt starts from the beginning"
+                if requeued
+                else f"there is no complete checkpoint in {where}"
+            )
+        if requeued:
+            return f"the next attempt resumes from step {found.step}"
+        return f"the newest complete checkpoint is step {found.step}"
 
     def _launch_argv(self) -> tuple[Rendezvous, list[str]]:
         cfg = self.config
@@ -411,7 +429,6 @@ class Sidecar:
         signals: SignalCatcher,
         history: list[dict[str, Any]],
     ) -> int:
-        cfg = self.config
         self.ledger.append("signal_received", signal=first.name, when=first.at)
         if first.name == "INT":
             self._stop(proc)
@@ -419,37 +436,7 @@ class Sidecar:
             self._say_end("cancelled", requeued=False)
             return EXIT_STOPPED
         if first.name == "TERM":
-            deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
-            job = self.env.get("SLURM_JOB_ID")
-            now = job_now(self.runner, job) if job else None
-            restarts = now.restarts if now else None
-            self._checkpoint("preemption", deadline, proc, signals)
-            self._stop(proc)
-            if now and now.failed_node and restarts is not None and restarts > cfg.attempt:
-                return self._node_failed(proc, now.failed_node, restarts, history)
-            if restarts is not None and restarts > cfg.attempt:
-                self._end(
-                    "requeued",
-                    exit_code=proc.returncode,
-                    requeued=True,
-                    signal="TERM",
-                    restarts=restarts,
-                    why="Slurm requeued the job (scontrol requeue by a user or operator, or "
-                    "a preemption without --signal); the next attempt resumes from the last "
-                    "committed checkpoint",
-                )
-                self._say_end("requeued", requeued=True)
-                return EXIT_STOPPED
-            self._end(
-                "cancelled",
-                exit_code=proc.returncode,
-                requeued=False,
-                signal="TERM",
-                why="SIGTERM without a warning: scancel, or preemption/time limit without "
-                "--signal; Slurm decides whether the job comes back",
-            )
-            self._say_end("SIGTERM", requeued=False)
-            return EXIT_STOPPED
+            return self._on_sigterm(first, proc, signals, history)
         left = self._time_left()
         reason, seconds = self._classify_warning(left)
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
@@ -463,6 +450,52 @@ class Sidecar:
         why = None if code == EXIT_REQUEUED else self._requeue_why
         self._say_end(reason, requeued=code == EXIT_REQUEUED, why=why)
         return code
+
+    def _on_sigterm(
+        self,
+        first: Received,
+        proc: subprocess.Popen[bytes],
+        signals: SignalCatcher,
+        history: list[dict[str, Any]],
+    ) -> int:
+        """SIGTERM without a warning first: a requeue (by someone, or by Slurm after a node
+        failure or a preemption), the time limit or a preemption without ``--signal``, or a
+        cancel. ``scontrol show job`` tells which; the trainer gets the few seconds left."""
+        cfg = self.config
+        deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
+        job = self.env.get("SLURM_JOB_ID")
+        now = job_now(self.runner, job) if job else None
+        restarts = now.restarts if now else None
+        requeued = restarts is not None and restarts > cfg.attempt
+        cause = "requeued" if requeued else _term_cause(now)
+        request = {"time_limit": "time_limit", "cancelled": "cancel"}.get(cause, "preemption")
+        self._checkpoint(request, deadline, proc, signals)
+        self._stop(proc)
+        if now and now.failed_node and requeued and restarts is not None:
+            return self._node_failed(proc, now.failed_node, restarts, history)
+        if requeued:
+            self._end(
+                "requeued",
+                exit_code=proc.returncode,
+                requeued=True,
+                signal="TERM",
+                restarts=restarts,
+                why="Slurm requeued the job (scontrol requeue by a user or operator, or "
+                "a preemption without --signal); the next attempt resumes from the last "
+                "committed checkpoint",
+            )
+            self._say_end("requeued", requeued=True)
+            return EXIT_STOPPED
+        why = {
+            "time_limit": "SIGTERM at the time limit without a warning first (no --signal: "
+            "checkpoint.max_requeues 0 or launcher none); Slurm ends the job TIMEOUT",
+            "preempted": "SIGTERM at a preemption without a warning first; Slurm decides "
+            "whether the job comes back",
+            "cancelled": "SIGTERM without a warning: scancel (or a signal sent by hand)",
+        }[cause]
+        self._end(cause, exit_code=proc.returncode, requeued=False, signal="TERM", why=why)
+        self._say_end(cause, requeued=False)
+        return EXIT_STOPPED
 
     def _classify_warning(self, left: float | None) -> tuple[str, float]:
         """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint), given
@@ -676,6 +709,16 @@ class Sidecar:
             no_progress=self._no_progress(),
             **extra,
         )
+
+
+def _term_cause(now: JobNow | None) -> str:
+    """What a SIGTERM that is no requeue means: ``time_limit``, ``preempted`` or
+    ``cancelled`` (also when slurmctld could not be asked)."""
+    if now is None:
+        return "cancelled"
+    if now.at_time_limit:
+        return "time_limit"
+    return "preempted" if now.preempting else "cancelled"
 
 
 def wandb_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -13,8 +13,8 @@ module takes about as long as its slowest job (the time-limit one, ~1.5 min):
 * a command that raises: not requeued, ``user_error`` with the traceback's last line.
 * srun launcher whose venv takes 5 s to activate, warned (USR1) meanwhile: the batch
   script's trap keeps the warning for the sidecar, which requeues; attempt 1 completes.
-* a 1-minute job with a 30 s signal lead and max_requeues 1: checkpoints and requeues once at
-  the time limit, then the cap stops it.
+* a 1-minute medium-tier job with a 30 s signal lead and max_requeues 1: checkpoints and
+  requeues once at the time limit, then the cap stops it.
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ def jobs(
             "timelimit",
             command=[*train("timelimit")[:3], "100000", *train("timelimit")[4:]],
             launcher="torchrun",
-            tier="low",
+            # The default tier: issue 27 found only the low tier warned before the limit.
+            tier="medium",
             venv=VENV,
             sbatch_extra=away,
             checkpoint={"signal_lead_time": 30, "max_requeues": 1},
@@ -328,12 +329,18 @@ def test_a_warning_while_the_script_sets_up_is_handled_by_the_sidecar(jobs: Jobs
 
 
 def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> None:
+    """A medium-tier (never preempted) job is warned before its time limit, commits,
+    is requeued with no step lost, and resumes; the second time the cap holds."""
     jobs.wait_final("timelimit", 170)
     ledger = jobs.events("timelimit")["ledger"]
     first, second = _by(ledger, 0), _by(ledger, 1)
+    assert first["signal_received"]["signal"] == "USR1"
     assert first["checkpoint_requested"]["reason"] == "time_limit", first
     assert first["attempt_end"]["reason"] == "time_limit"
     assert first["attempt_end"]["requeued"] is True
+    assert first["attempt_end"]["steps_lost"] == 0
+    log = (jobs.job_dir("timelimit") / "attempt-0.log").read_text()
+    assert "stopped for requeue at step" in log and "(the time limit)" in log
     committed = first["checkpoint_committed"]["step"]
     assert second["attempt_start"]["progress_step"] == committed
     assert "max_requeues (1)" in second["requeue_skipped"]["why"]

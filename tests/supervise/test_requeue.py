@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hpclaunch.errors import ProgramNotFound
 from hpclaunch.supervise.requeue import decide, issue_requeue, requeue_target, slurm_restarts
 from tests.unit.fakes import FakeRunner, result
@@ -107,3 +109,30 @@ def test_job_now_reads_a_failed_node_from_real_scontrol_output() -> None:
     assert (now.restarts, now.failed_node) == (1, "n2")
     healthy = "JobId=77\n   JobState=RUNNING Reason=None Dependency=(null)\n   Restarts=0\n"
     assert job_now(FakeRunner(lambda argv: result(argv, out=healthy)), "77").failed_node is None
+
+
+@pytest.mark.parametrize(
+    ("recording", "time_limit", "restarts"),
+    [("timelimit", True, 0), ("scancel", False, 0), ("preempted", False, 1)],
+)
+def test_job_now_tells_the_time_limit_from_real_scontrol_output(
+    recording: str, time_limit: bool, restarts: int
+) -> None:
+    """Recorded on the 25.11.7 cluster by a batch script's SIGTERM trap: at a 1-minute
+    job's time limit (``Reason=TimeLimit``), at a scancel, and at a preemption of a low-QOS
+    job (PreemptMode=REQUEUE: already requeued, ``Restarts=1``)."""
+    from hpclaunch.supervise.requeue import job_now
+
+    recorded = (DATA / "cluster-25.11" / f"scontrol_show_job_sigterm_{recording}.txt").read_text()
+    now = job_now(FakeRunner(lambda argv: result(argv, out=recorded)), "1")
+    assert now.at_time_limit is time_limit
+    assert now.restarts == restarts
+    assert not now.preempting
+
+
+def test_a_time_limit_without_progress_is_not_requeued() -> None:
+    """A trainer that reports no steps would run the same steps to the same limit again."""
+    refused = decide("time_limit", [], max_requeues=5, no_progress=True)
+    assert not refused.requeue
+    assert "no progress reported in this attempt" in refused.why
+    assert decide("preempted", [], max_requeues=5, no_progress=True).requeue

@@ -367,6 +367,68 @@ def test_sigterm_is_a_requeue_when_slurms_restart_count_went_up(
     assert end["signal"] == "TERM"
 
 
+RECORDED = REPO / "tests/unit/data/cluster-25.11"
+
+
+@pytest.mark.parametrize(
+    ("recording", "reason", "asked", "said"),
+    [
+        ("timelimit", "time_limit", "time_limit", "the time limit"),
+        ("scancel", "cancelled", "cancel", "a cancel"),
+    ],
+)
+def test_a_bare_sigterm_names_its_real_cause(
+    tmp_path: Path,
+    signal_at_step: Any,
+    capfd: Any,
+    recording: str,
+    reason: str,
+    asked: str,
+    said: str,
+) -> None:
+    """Issue 27: a SIGTERM at the time limit (a job without --signal) was recorded as a
+    preemption request and a cancel. ``scontrol show job`` at that SIGTERM says
+    ``Reason=TimeLimit`` (recorded on 25.11, as is the scancel's ``Reason=None``)."""
+    shown = (RECORDED / f"scontrol_show_job_sigterm_{recording}.txt").read_text()
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=shown)
+        return result(argv, out="0:00\n")
+
+    signal_at_step(signal.SIGTERM, 3)
+    code = Sidecar(config(tmp_path, "--steps", "1000", kill_wait=4.0), FakeRunner(answer)).run()
+    assert code == 143
+    ev = events(tmp_path)
+    assert ev["checkpoint_requested"]["reason"] == asked
+    assert json.loads((tmp_path / "control" / control.REQUEST).read_text())["reason"] == asked
+    end = ev["attempt_end"]
+    assert (end["reason"], end["requeued"]) == (reason, False)
+    out = capfd.readouterr().out
+    assert "hpclaunch: stopped at step" in out
+    assert f"({said}); checkpoint step-" in out
+
+
+def test_a_stop_without_a_commit_says_what_the_next_attempt_resumes_from(
+    tmp_path: Path, signal_at_step: Any, capfd: Any
+) -> None:
+    """Issue 27: the log said "the next attempt resumes from the last one" with no
+    checkpoint at all and no next attempt."""
+    shown = (RECORDED / "scontrol_show_job_sigterm_timelimit.txt").read_text()
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:3] == ("scontrol", "show", "job"):
+            return result(argv, out=shown)
+        return result(argv, out="0:00\n")
+
+    signal_at_step(signal.SIGTERM, 3)
+    cfg = config(tmp_path, "--steps", "1000", "--no-checkpoint", kill_wait=3.0)
+    Sidecar(cfg, FakeRunner(answer)).run()
+    out = capfd.readouterr().out
+    assert "(the time limit); no checkpoint committed in time; there is no complete " in out
+    assert "the next attempt" not in out
+
+
 # A trainer whose periodic commit ends just after the request, before it saw the request
 # (the done file says "periodic", as hpclaunch.runtime writes it), then answers the request
 # ("preemption") after ANSWER_AFTER s (never when negative), or exits after the periodic one.

@@ -178,8 +178,11 @@ def test_preemptible_tier_requeues_and_signals(plan_for: PlanFor) -> None:
     assert plan.preemptible
     assert flags(plan)[-2:] == ["--requeue", "--signal=B:USR1@120"]
     assert (
-        "tier low → QOS low, preemptible (grace 10 s): --requeue and --signal=B:USR1@120 "
-        "(B: signals the batch shell, which execs the command)" in plan.notes
+        "tier low → QOS low, preemptible (grace 10 s): --requeue and --signal=B:USR1@120 (B: "
+        "signals the batch shell, which execs the sidecar: at preemption or 120 s before the "
+        "time limit it asks for a checkpoint and requeues the job, at most 5 times for the "
+        "time limit and node failures; after a node failure Slurm requeues it and it resumes "
+        "from its last checkpoint)" in plan.notes
     )
 
 
@@ -223,8 +226,11 @@ def test_a_lead_the_spec_sets_is_kept_with_a_note_or_refused(plan_for: PlanFor) 
     assert exc.value.hint == (
         "set signal_lead_time to 30 or less (Slurm warns up to 60 s early), or ask for more time"
     )
-    # not preemptible: no --signal, so no lead to fit
-    assert plan_for(spec.model_copy(update={"tier": "medium"})).preemptible is False
+    # every tier gets the warning, so the lead must fit at every tier (issue 27)
+    with pytest.raises(PlanError, match=r"signal_lead_time: 120 s is not shorter"):
+        plan_for(spec.model_copy(update={"tier": "medium"}))
+    # without a sidecar there is no --signal, so no lead to fit
+    assert plan_for(spec.model_copy(update={"tier": "medium", "launcher": "none"}))
 
 
 def test_preemptible_without_a_sidecar_gets_no_signal(plan_for: PlanFor) -> None:
@@ -245,12 +251,32 @@ def test_preemptible_without_requeues(plan_for: PlanFor) -> None:
 @pytest.mark.parametrize(
     ("tier", "qos"), [("critical", "critical"), ("high", "high"), ("medium", "normal")]
 )
-def test_other_tiers_do_not_requeue(plan_for: PlanFor, tier: str, qos: str) -> None:
-    plan = plan_for(make_spec(tier=tier))
+def test_every_tier_gets_the_time_limit_warning_and_requeue(
+    plan_for: PlanFor, tier: str, qos: str
+) -> None:
+    """Issue 27: a medium job with a checkpoint policy was rendered --no-requeue without
+    --signal, so its time limit killed it without a checkpoint. Not preemptible still."""
+    plan = plan_for(make_spec(tier=tier, launcher="torchrun", checkpoint={"max_requeues": 3}))
     assert plan.qos == qos
-    assert plan.option("--no-requeue") is None
-    with pytest.raises(KeyError):
-        plan.option("--signal")
+    assert not plan.preemptible
+    assert flags(plan)[-2:] == ["--requeue", "--signal=B:USR1@120"]
+    note = next(n for n in plan.notes if n.startswith(f"tier {tier} →"))
+    assert "never preempted" in note
+    assert "120 s before the time limit it asks for a checkpoint and requeues the job, at " in note
+    assert "most 3 times" in note
+    assert "after a node failure Slurm requeues it" in note
+    assert dict(plan.runtime_env)["HPCLAUNCH_SIGNAL_LEAD"] == "120"
+
+
+def test_a_non_preemptible_job_without_a_sidecar_is_told_it_gets_no_warning(
+    plan_for: PlanFor,
+) -> None:
+    plan = plan_for(make_spec(tier="medium", launcher="none"))
+    assert flags(plan)[-1] == "--no-requeue"
+    assert any(
+        "launcher none has no sidecar, so there is no warning before the time limit" in n
+        for n in plan.notes
+    )
 
 
 def test_missing_tier_lists_the_sites_tiers(plan_for: PlanFor) -> None:
