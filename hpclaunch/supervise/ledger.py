@@ -41,9 +41,10 @@ event                       fields
 ``time_limit`` (warned by USR1/USR2, or a SIGTERM that ``scontrol show job`` says is
 Slurm's: ``Reason=TimeLimit``, ``PreemptTime`` set), ``requeued`` (SIGTERM while Slurm
 requeues the job: ``scontrol requeue`` by a user or operator), ``cancelled`` (SIGTERM
-otherwise: scancel; SIGINT), ``launch_failed``, ``job_lost`` (srun: slurmctld no longer knows the job, after a
-restart that lost its last seconds; with ``why``), ``controller_unreachable`` (srun could not
-reach slurmctld to start the step, every ``launch_retry``; with ``why``).
+otherwise: scancel; SIGINT), ``launch_failed``, ``job_lost`` (srun: slurmctld no longer
+knows the job, after a restart that lost its last seconds; with ``why``),
+``controller_unreachable`` (srun could not reach slurmctld to start the step, every
+``launch_retry``; with ``why``).
 
 ``launch_retry`` (``retry``, ``wait``, ``why``): srun could not reach slurmctld before it
 started the step, so nothing ran; the sidecar launches again after ``wait`` seconds.

@@ -340,7 +340,8 @@ def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> 
     assert first["attempt_end"]["requeued"] is True
     assert first["attempt_end"]["steps_lost"] == 0
     log = (jobs.job_dir("timelimit") / "attempt-0.log").read_text()
-    assert "stopped for requeue at step" in log and "(the time limit)" in log
+    assert "stopped for requeue at step" in log
+    assert "(the time limit)" in log
     committed = first["checkpoint_committed"]["step"]
     assert second["attempt_start"]["progress_step"] == committed
     assert "max_requeues (1)" in second["requeue_skipped"]["why"]
