@@ -16,12 +16,18 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
 
 
-#: A spec: a YAML file's path, its mapping, or a validated spec.
-SpecInput = str | Mapping[str, Any] | JobSpec
+#: A spec: a YAML file's path (text or ``pathlib.Path``), its mapping, or a validated spec.
+SpecInput = str | os.PathLike[str] | Mapping[str, Any] | JobSpec
+
+
+def as_spec_input(spec: SpecInput) -> str | Mapping[str, Any] | JobSpec:
+    """``spec`` with a ``pathlib.Path`` (any ``os.PathLike``) turned into its text."""
+    return os.fspath(spec) if isinstance(spec, os.PathLike) else spec
 
 
 def spec_source(spec: SpecInput) -> str:
     """How ``spec`` is named in messages: its file's path, or ``<python>``."""
+    spec = as_spec_input(spec)
     return spec if isinstance(spec, str) else "<python>"
 
 
@@ -32,6 +38,7 @@ def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     from hpclaunch.errors import SpecError
     from hpclaunch.spec.job import apply_overrides
 
+    spec = as_spec_input(spec)
     if isinstance(spec, str):
         return load_spec(spec, overrides)
     data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec

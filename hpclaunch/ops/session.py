@@ -6,8 +6,9 @@ with the use cases as methods; the CLI's commands call the same use cases.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hpclaunch.ops.context import Context
 
@@ -17,10 +18,10 @@ if TYPE_CHECKING:
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, SweepRun
+    from hpclaunch.ops.jobs import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.slurm.jobs import JobInfo
-    from hpclaunch.spec.job import JobSpec
     from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["Session", "submit"]
@@ -32,7 +33,7 @@ class Session(Context):
 
     def submit(
         self,
-        spec: str | Mapping[str, Any] | JobSpec,
+        spec: SpecInput,
         *,
         overrides: Sequence[str] = (),
         submission_id: str | None = None,
@@ -40,11 +41,11 @@ class Session(Context):
         dry_run: bool = False,
         sync: bool = False,
     ) -> Job:
-        """Submit ``spec`` (a YAML file's path, a mapping, or a :class:`JobSpec`) as
-        ``hpclaunch submit`` does: the job starts in the current directory, the project's
-        quota use is read live, the plan is checked against the cluster, a known
-        ``submission_id`` is not submitted twice, and the job enters the history
-        (``hpclaunch status``/``logs`` know it). An over-quota placement warns.
+        """Submit ``spec`` (a YAML file's path, as text or a ``pathlib.Path``; a mapping;
+        or a :class:`JobSpec`) as ``hpclaunch submit`` does: the job starts in the current
+        directory, the project's quota use is read live, the plan is checked against the
+        cluster, a known ``submission_id`` is not submitted twice, and the job enters the
+        history (``hpclaunch status``/``logs`` know it). An over-quota placement warns.
 
         ``dry_run``: plan and render only; the returned job has no Slurm id (``id`` is
         ``""``) and ``.rendered`` holds the script.
@@ -84,7 +85,7 @@ class Session(Context):
 
     def sweep(
         self,
-        spec: str,
+        spec: str | os.PathLike[str],
         *,
         check: bool = True,
         dry_run: bool = False,
@@ -103,7 +104,9 @@ class Session(Context):
         from hpclaunch.ops.job import SweepRun
         from hpclaunch.ops.sweep import submit_sweep_spec
 
-        swept = submit_sweep_spec(self, spec, check=check, dry_run=dry_run, sweep_id=sweep_id)
+        swept = submit_sweep_spec(
+            self, os.fspath(spec), check=check, dry_run=dry_run, sweep_id=sweep_id
+        )
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
 
     def sweep_run(self, sweep_id: str) -> SweepRun:
@@ -255,7 +258,7 @@ _DEFAULT: list[Session] = []
 
 
 def submit(
-    spec: str | Mapping[str, Any] | JobSpec,
+    spec: SpecInput,
     *,
     overrides: Sequence[str] = (),
     submission_id: str | None = None,

@@ -18,6 +18,7 @@ from hpclaunch.errors import BackendError, SubmissionError, TransportError
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.jobs import (
     SpecInput,
+    as_spec_input,
     naming,
     plan_spec,
     remember_submission,
@@ -141,6 +142,7 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
     from hpclaunch.errors import SpecError
     from hpclaunch.spec.job import apply_overrides
 
+    spec = as_spec_input(spec)
     try:
         if isinstance(spec, str):
             with open(spec, encoding="utf-8") as fh:

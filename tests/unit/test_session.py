@@ -128,7 +128,7 @@ def test_a_sweep_from_python_is_the_clis_sweep(
         "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
         "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
     )
-    run_ = session.sweep(str(spec), check=False)
+    run_ = session.sweep(spec, check=False)  # a pathlib.Path, as str works
     assert (run_.points, [r.job_id for r in run_.arrays]) == (3, ["1000"])
     listed = run(env, "sweep", "list")
     assert run_.sweep_id in listed.stdout
@@ -234,3 +234,15 @@ def test_sync_runs_the_job_in_a_snapshot_later_edits_do_not_reach(
     assert snapshot_cwd != code / "sub"
     (code / "sub" / "fit.py").write_text("print('v2')\n")  # an edit after submitting
     assert (snapshot_cwd / "fit.py").read_text() == "print('v1')\n"
+
+
+def test_a_pathlib_path_is_a_spec_file_as_its_text_is(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    """Issue 27: ``hpclaunch.submit(Path(...))`` raised ``TypeError: 'PosixPath' object is
+    not iterable``; the README says it takes a path."""
+    job = session.submit(Path(HELLO))
+    by_text = session.submit(HELLO)
+    rows = {r.job_id: r for r in recent_submissions(path=history_path(env))}
+    assert rows[job.id].spec_hash == rows[by_text.id].spec_hash
+    assert rows[job.id].spec_hash is not None
