@@ -5,7 +5,8 @@ file* (see :mod:`hpclaunch.runtime.control`); the training loop polls it cheaply
 agree on the step, rank 0 commits the checkpoint atomically, and the sidecar requeues the
 job once ``checkpoint-done.json`` appears. On restart, :func:`resume_point` returns the
 newest *complete* checkpoint: a half-written one is never picked up. Outside hpclaunch the
-same code works (directories default to ``./control`` and ``./checkpoints``)::
+same code works: each run writes to a new ``./hpclaunch-local/<run>`` directory (said on
+stderr), and resumes an earlier run only when ``HPCLAUNCH_JOB_DIR`` names its directory::
 
     import torch
     from hpclaunch import runtime

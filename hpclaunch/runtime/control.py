@@ -40,6 +40,7 @@ __all__ = [
     "control_dir",
     "current_request",
     "job_dir",
+    "local_run_dir",
     "mark_checkpoint_done",
     "mark_checkpoint_failed",
     "report_progress",
@@ -52,9 +53,47 @@ PROGRESS_FILE = "progress.json"
 FAILED_FILE = "checkpoint-failed.json"
 
 
+#: Outside an hpclaunch job, each run's files go under this directory of the current one.
+LOCAL_RUNS = "hpclaunch-local"
+
+
 def job_dir() -> Path:
-    """``$HPCLAUNCH_JOB_DIR``, or the current directory outside hpclaunch."""
-    return Path(os.environ.get("HPCLAUNCH_JOB_DIR") or os.getcwd())
+    """``$HPCLAUNCH_JOB_DIR``; outside an hpclaunch job, a new directory of this run
+    (:func:`local_run_dir`), so that a run on a laptop never resumes another's checkpoints
+    unless asked (``HPCLAUNCH_JOB_DIR`` or ``HPCLAUNCH_CHECKPOINT_DIR`` set to it)."""
+    value = os.environ.get("HPCLAUNCH_JOB_DIR")
+    return Path(value) if value else local_run_dir()
+
+
+def local_run_dir() -> Path:
+    """This local run's directory, ``./hpclaunch-local/<run>``, made on first use and put
+    in ``HPCLAUNCH_JOB_DIR`` so that the processes it starts agree; said once on stderr.
+
+    The ranks of one launch (torchrun, accelerate, deepspeed: each sets ``LOCAL_RANK``) are
+    siblings that cannot share an environment change, so they name the run alike:
+    torchrun's ``TORCHELASTIC_RUN_ID`` when it has one, else their launcher's pid and
+    ``MASTER_PORT``. A plain process names it by the time and its own pid.
+    """
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if "LOCAL_RANK" in os.environ and run_id not in ("", "none"):
+        name = f"torchrun-{run_id}"
+    elif "LOCAL_RANK" in os.environ:
+        name = f"launch-{os.getppid()}-{os.environ.get('MASTER_PORT', '0')}"
+    else:
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    path = Path.cwd() / LOCAL_RUNS / name
+    os.environ["HPCLAUNCH_JOB_DIR"] = str(path)
+    if _dist.rank() == 0:
+        import sys
+
+        print(
+            f"hpclaunch.runtime: not in an hpclaunch job: this run's checkpoints, control "
+            f"files and metrics go to {path}; nothing is resumed from an earlier run unless "
+            "HPCLAUNCH_JOB_DIR (or HPCLAUNCH_CHECKPOINT_DIR) names its directory",
+            file=sys.stderr,
+            flush=True,
+        )
+    return path
 
 
 def control_dir() -> Path:

@@ -62,19 +62,72 @@ def test_paths_default_under_the_job_dir(job: Path, monkeypatch: pytest.MonkeyPa
     assert runtime.control_dir() == job / "ctl"
 
 
-def test_outside_hpclaunch_uses_the_current_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_outside_hpclaunch_each_run_has_its_own_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("HPCLAUNCH_JOB_DIR")
     monkeypatch.delenv("HPCLAUNCH_ATTEMPT")
     monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert runtime.checkpoint_dir() == tmp_path / "checkpoints"
+    here = runtime.checkpoint_dir()
+    assert here.parent.parent == tmp_path / "hpclaunch-local"
+    assert here.name == "checkpoints"
+    assert f"this run's checkpoints, control files and metrics go to {here.parent}" in (
+        capsys.readouterr().err
+    )
+    assert runtime.control_dir() == here.parent / "control"  # the same run: said once
+    assert capsys.readouterr().err == ""
     assert runtime.attempt() == 0
     assert (runtime.rank(), runtime.world_size()) == (0, 1)
     monkeypatch.setenv("SLURM_PROCID", "3")
     monkeypatch.setenv("SLURM_NTASKS", "4")
     assert (runtime.rank(), runtime.world_size()) == (3, 4)
+
+
+_LOCAL_RUN = """
+from hpclaunch import runtime
+ckpt = runtime.resume_point()
+start = ckpt.step if ckpt else 0
+print("start", start)
+for step in range(start + 1, start + 151):
+    runtime.report_progress(step)
+runtime.commit_checkpoint(start + 150, lambda d: (d / "w").write_text("w"))
+runtime.report_metrics({"loss": 0.5})
+"""
+
+
+def test_a_second_local_run_starts_over_unless_told_where_to_resume(tmp_path: Path) -> None:
+    """Issue 27: run locally twice, the second run said "RESUMED from step 150" from the
+    first run's ./checkpoints (and wrote control/ and final-metrics.json into the start
+    directory)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCLAUNCH_", "SLURM_"))}
+    env.pop("LOCAL_RANK", None)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+
+    def run(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _LOCAL_RUN],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+
+    first, second = run(), run()
+    assert "start 0" in first.stdout
+    assert "start 0" in second.stdout  # not the first run's step 150
+    runs = sorted((tmp_path / "hpclaunch-local").iterdir())
+    assert len(runs) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hpclaunch-local"]  # nothing else
+    assert f"go to {runs[0]}" in first.stderr or f"go to {runs[1]}" in first.stderr
+    for run_dir in runs:
+        assert (run_dir / "checkpoints" / "step-000000150").is_dir()
+        assert (run_dir / "final-metrics.json").is_file()
+    asked = run(HPCLAUNCH_JOB_DIR=str(runs[0]))  # resuming is asked for by naming the run
+    assert "start 150" in asked.stdout
+    assert asked.stderr == ""
 
 
 def test_request_is_seen_then_sticky(job: Path) -> None:
