@@ -140,10 +140,14 @@ def preemption_outlook(
 
     A job whose QOS preempts nothing (over-quota work, a preemptible tier) waits for idle
     GPUs. Otherwise, with ``preemption: slurm`` (``PreemptType=preempt/qos``), the running
-    jobs of the preemptible QOS in its partitions are its victims: the lowest QOS priority
-    first, then the youngest (preempt/qos orders candidates by priority; Slurm 22.05
-    ``slurm.conf(5)`` ``PreemptParameters=youngest_order`` is the site's choice; an estimate).
-    Victims named for a job ranked before are not counted again (``claimed``).
+    jobs of the preemptible QOS in its partitions are its candidates, in Slurm's order:
+    preempt/qos ranks a job by its QOS priority, then its node count (``preempt_p_get_prio``:
+    ``priority << 16 | nodes``, fewest first), and keeps the job list's order among equals,
+    oldest job first (``slurm_find_preemptable_jobs``, src/interfaces/preempt.c, 25.11;
+    not with ``PreemptParameters=youngest_first``). cons_tres removes candidates in that
+    order until the job fits and preempts those it removed (job_test.c ``_run_now``). Which
+    node it lands on is Slurm's to pick, so the words say "likely". Victims named for a job
+    ranked before are not counted again (``claimed``).
     """
     if row.gpus == 0 or row.reason_code not in _MAY_PREEMPT_REASONS:
         return None
@@ -167,7 +171,7 @@ def preemption_outlook(
             and r.job_id not in claimed
             and (not row.partitions or not r.partitions or row.partitions & r.partitions)
         ),
-        key=lambda r: (prio.get(r.qos or "", 0), r.elapsed_seconds),
+        key=lambda r: (prio.get(r.qos or "", 0), r.nodes, _job_order(r.job_id)),
     )
     chosen: list[QueueRow] = []
     for victim in victims:
@@ -179,7 +183,13 @@ def preemption_outlook(
     claimed.update(v.job_id for v in chosen)
     grace = max(preemptible[v.qos or ""] for v in chosen)
     ids = ", ".join(v.job_id for v in chosen)
-    return f"will preempt job{'s' if len(chosen) > 1 else ''} {ids}, grace {grace} s"
+    return f"will likely preempt job{'s' if len(chosen) > 1 else ''} {ids}, grace {grace} s"
+
+
+def _job_order(job_id: str) -> tuple[int, int]:
+    """Where a job stands in slurmctld's job list: by id (``123_4``: array 123, task 4)."""
+    base, _, task = job_id.partition("_")
+    return (int(base) if base.isdigit() else 0, int(task) if task.isdigit() else -1)
 
 
 #: Pending reasons under which a job may start by preemption: it waits only for GPUs.

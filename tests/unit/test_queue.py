@@ -159,11 +159,27 @@ def test_a_waiting_in_quota_job_says_which_jobs_it_will_preempt(site: SiteConfig
         row("43", qos="normal", reason="AssocGrpGRES", priority=10000, gpus=4),
     ]
     why = {e.row.job_id: e.why for e in build_queue(rows, site, now=NOW)}
-    # low (priority 0) before overquota (50); among equals the youngest (34) first.
-    assert why["40"].endswith("; will preempt job 34, grace 10 s")
-    assert why["41"].endswith("; will preempt jobs 33, 32, grace 10 s")
+    # low (priority 0) before overquota (50); among equals the oldest job (33) first, as
+    # Slurm's preempt/qos keeps its job list's order (issue 27: the youngest was named).
+    assert why["40"].endswith("; will likely preempt job 33, grace 10 s")
+    assert why["41"].endswith("; will likely preempt jobs 34, 32, grace 10 s")
     assert why["42"].endswith("; no preemptible job holds GPUs: waits for GPUs to free up")
     assert why["43"] == explain("AssocGrpGRES")  # at its quota: preemption does not help
+
+
+def test_victims_are_ranked_as_slurm_ranks_them(site: SiteConfig) -> None:
+    """preempt/qos: QOS priority, then fewest nodes, then the older job; the youngest
+    2-node low job comes after the 1-node ones, over-quota work after every low job."""
+    running = {"state": "RUNNING", "reason": None}
+    rows = [
+        row("50", qos="low", account="research-oq", **running, gpus=1, elapsed="9:00"),
+        row("51", qos="low", account="research-oq", **running, gpus=1, elapsed="8:00"),
+        row("52", qos="overquota", account="vision-oq", **running, gpus=1, elapsed="7:00"),
+        row("53", qos="low", account="research-oq", **running, gpus=2, nodes=2, elapsed="1:00"),
+        row("60", qos="critical", reason="Resources", priority=100000, gpus=2),
+    ]
+    why = {e.row.job_id: e.why for e in build_queue(rows, site, now=NOW)}
+    assert why["60"].endswith("; will likely preempt jobs 50, 51, grace 10 s")
 
 
 def test_jobs_ahead_are_counted_per_partition(site: SiteConfig) -> None:
