@@ -43,7 +43,8 @@ def logs_command(
     record = log_record(job_id)
     if not follow:
         printed = _print_lines(read_logs(app, record.logs, attempt))
-        if attempt is None and _print_slurm_lines(job_id, slurm_lines(app, record)):
+        said = slurm_lines(app, record.job_dir, record.job_id)
+        if attempt is None and print_slurm_lines(job_id, said):
             return
         if not printed:
             _no_log(app, job_id, attempt, record.logs)
@@ -57,7 +58,7 @@ def logs_command(
         app, JobRef(job_id), record.logs, attempt=attempt, timeout=timeout, on_change=show
     )
     _print_lines(follower)
-    _print_slurm_lines(job_id, slurm_lines(app, record))
+    print_slurm_lines(job_id, slurm_lines(app, record.job_dir, record.job_id))
     assert follower.final is not None
     exit_unless_completed(follower.final)
 
@@ -91,7 +92,7 @@ def _no_log(app: App, job_id: str, attempt: int | None, log_dir: str) -> None:
     )
 
 
-def _print_slurm_lines(job_id: str, lines: list[str]) -> bool:
+def print_slurm_lines(job_id: str, lines: list[str]) -> bool:
     """Slurm's own lines for the job (time limit, OOM kill, ...) after its attempt logs."""
     if not lines:
         return False

@@ -147,7 +147,7 @@ def submit_command(
     click.echo(ref.job_id)
     click.echo(f"logs: {result.plan.log_dir}/attempt-N.log", err=True)
     if wait or follow:
-        _follow(app, ref, timeout, result.plan.log_dir if follow else None)
+        _follow(app, ref, timeout, result.plan.log_dir if follow else None, result.plan.job_dir)
 
 
 def shlex_join(words: Iterable[str]) -> str:
@@ -157,8 +157,13 @@ def shlex_join(words: Iterable[str]) -> str:
     return shlex.join(list(words))
 
 
-def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -> None:
-    from hpclaunch.ops.logs import LogFollower
+def _follow(
+    app: App, ref: JobRef, timeout: float | None, log_dir: str | None, job_dir: str
+) -> None:
+    """Wait for the job (``--wait``), printing its lines as they come (``--follow``: then
+    Slurm's own lines at the end, as ``logs -f`` does)."""
+    from hpclaunch.cli.logs import print_slurm_lines
+    from hpclaunch.ops.logs import LogFollower, slurm_lines
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
@@ -178,6 +183,8 @@ def _follow(app: App, ref: JobRef, timeout: float | None, log_dir: str | None) -
         raise click.exceptions.Exit(130) from None
     final = follower.final
     assert final is not None
+    if log_dir is not None:
+        print_slurm_lines(ref.job_id, slurm_lines(app, job_dir, ref.job_id))
     _remember_final(app, final)
     exit_unless_completed(final)
 

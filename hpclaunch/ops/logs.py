@@ -75,11 +75,12 @@ def attempts_written(ctx: Context, log_dir: str) -> list[int]:
     return [attempt_of(p) for p in attempt_logs(log_dir, remote_files(ctx))]
 
 
-def slurm_lines(ctx: Context, record: SubmissionRecord) -> list[str]:
-    """What Slurm itself wrote for the job (``slurm-<id>.out``): none if nothing."""
+def slurm_lines(ctx: Context, job_dir: str, job_id: str) -> list[str]:
+    """What Slurm itself wrote for the job (``<job dir>/slurm-<id>.out``: a chdir that
+    failed, the time limit, an OOM kill): none if nothing."""
     from hpclaunch.ops.logtail import slurm_messages
 
-    return slurm_messages(record.job_dir, record.job_id, remote_files(ctx))
+    return slurm_messages(job_dir, job_id, remote_files(ctx))
 
 
 class LogFollower:

@@ -307,3 +307,41 @@ def test_ctrl_c_in_submit_follow_leaves_the_job_and_says_how_to_cancel(
     assert f"hpclaunch cancel {job_id}" in err
     assert "Traceback" not in err
     assert job_status(hpclaunch, job_id)["state"] == "RUNNING"
+
+
+def test_submit_follow_ends_with_slurms_own_lines(hpclaunch: Run, write_spec: WriteSpec) -> None:
+    """Issue 27: ``submit --follow`` never showed what Slurm itself wrote for the job
+    (here slurmstepd's "couldn't chdir": the start directory is gone when the job starts),
+    which ``logs`` shows; it now ends with them as ``logs -f`` does."""
+    workdir = Path.home() / ".hpclaunch-it" / f"gone-{os.getpid()}-{time.monotonic_ns()}"
+    workdir.mkdir(parents=True)
+    spec = write_spec(
+        command=["bash", "-c", "echo ran in $PWD"],
+        workdir=str(workdir),
+        sbatch_extra={"--hold": None},
+    )
+    proc = subprocess.Popen(
+        [HPCLAUNCH, "--site", hpclaunch.site, "submit", str(spec), "--follow", "--timeout", "90"],
+        cwd=REPO,
+        env=hpclaunch.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        job_id = proc.stdout.readline().strip()
+        assert job_id.isdigit(), job_id
+        workdir.rmdir()
+        subprocess.run(["scontrol", "release", job_id], check=True)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    slurm_said = hpclaunch("logs", job_id)
+    assert f"==> slurm-{job_id}.out (Slurm's own messages) <==" in slurm_said.stderr
+    chdir = [x for x in slurm_said.stdout.splitlines() if "couldn't chdir" in x]
+    assert chdir, slurm_said.stdout  # 25.11 writes it twice, slurmd's and slurmstepd's
+    assert f"==> slurm-{job_id}.out (Slurm's own messages) <==" in err, err
+    assert out.rstrip().endswith(chdir[-1]), out
