@@ -80,6 +80,7 @@ def submit_sweep_spec(
             context, spec_path, refresh=False, check_paths=check, sweep_id=sweep_id
         )
         warn_over_quota(context, sweep.plan, spec_path)
+        _warn_unused_parameters(context, spec_path, sweep)
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
@@ -181,6 +182,16 @@ def _taken_array(
             "submitting the array again"
         )
     return None
+
+
+def _warn_unused_parameters(context: Context, spec_path: str, sweep: SweepPlan) -> None:
+    """Parameters no placeholder uses: a warning (the trainer may read sweep_params())."""
+    from hpclaunch.planning.sweep import unused_note, unused_parameters
+    from hpclaunch.spec.job import load_spec
+
+    unused = unused_parameters(load_spec(spec_path), sweep.points)
+    if unused:
+        context.warn(f"{spec_path}: {unused_note(unused)}")
 
 
 def plan_sweep_spec(

@@ -32,7 +32,8 @@ ratio. The parts run side by side; ``max_concurrent`` still holds over the whole
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hpclaunch.config.site import SiteConfig
@@ -150,6 +151,7 @@ def plan_sweep(
         spec = spec.model_copy(update={"tier": "low"})
     python = job_python(site, home, python)
     points = tuple(expand(sweep))
+    check_placeholders(spec, points)
     try:
         arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)
     except ValueError as exc:
@@ -329,12 +331,57 @@ def _notes(
             f"max_concurrent {spec.sweep.max_concurrent}: each array starts after the one "
             "before ended (--dependency=afterany), so the cap holds over the whole sweep"
         )
-    unknown = sorted(placeholders(plan.command) - set(names))
-    if unknown:
-        notes.append(
-            "not sweep parameters, passed as written: " + ", ".join(f"{{{n}}}" for n in unknown)
-        )
+    unused = unused_parameters(spec, points)
+    if unused:
+        notes.append(unused_note(unused))
     return notes
+
+
+def _words(spec: JobSpec) -> tuple[str, ...]:
+    """The words a task's placeholders may be in: ``command``, or ``script`` and ``args``."""
+    return tuple(spec.command) if spec.command is not None else (spec.script or "", *spec.args)
+
+
+def _parameter_names(points: Sequence[Mapping[str, object]]) -> set[str]:
+    return {name for point in points for name in point}
+
+
+def check_placeholders(spec: JobSpec, points: Sequence[Mapping[str, object]]) -> None:
+    """Refuse a ``{name}`` that names no sweep parameter: every task would get it as
+    written (a typo, ``{hiden}`` for ``hidden``, made every task fail).
+
+    Raises:
+        PlanError: Naming the placeholder, the closest parameter and the escape.
+    """
+    import difflib
+
+    names = _parameter_names(points)
+    field = "command" if spec.command is not None else "args"
+    # ${HOME} in a `bash -c` line is the shell's: not ours to refuse.
+    words = [re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", "", word) for word in _words(spec)]
+    for unknown in sorted(placeholders(words) - names):
+        close = difflib.get_close_matches(unknown, sorted(names), n=1, cutoff=0.6)
+        guess = f"did you mean {{{close[0]}}}? " if close else ""
+        raise PlanError(
+            f"{field}: {{{unknown}}} is not a sweep parameter (parameters: "
+            f"{', '.join(sorted(names)) or 'none'}): every task would get it as written",
+            hint=f"{guess}write {{{{{unknown}}}}} for a literal {{{unknown}}}",
+        )
+
+
+def unused_parameters(spec: JobSpec, points: Sequence[Mapping[str, object]]) -> list[str]:
+    """Sweep parameters no ``{name}`` in the command uses: only
+    :func:`hpclaunch.runtime.sweep_params` gives them to the task."""
+    return sorted(_parameter_names(points) - placeholders(_words(spec)))
+
+
+def unused_note(unused: Sequence[str]) -> str:
+    """The dry run's and the submit warning's words for :func:`unused_parameters`."""
+    return (
+        f"sweep parameter{'s' if len(unused) > 1 else ''} {', '.join(unused)} not in "
+        "command or args (no {name} placeholder): the tasks differ only if the trainer reads "
+        "runtime.sweep_params()"
+    )
 
 
 def _quota_notes(

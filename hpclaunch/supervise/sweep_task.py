@@ -53,7 +53,8 @@ __all__ = [
 PARAMS_NAME = "sweep-params.jsonl"
 #: A task's final metrics (:func:`hpclaunch.runtime.report_metrics`), in its directory.
 METRICS_NAME = "final-metrics.json"
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``{name}``: the point's value; ``{{name}}``: a literal ``{name}`` (group 1).
+_PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class TaskError(Exception):
@@ -71,20 +72,23 @@ def format_value(value: Any) -> str:
 
 
 def placeholders(words: Sequence[str]) -> set[str]:
-    """The ``{name}`` placeholders used in ``words``."""
-    return {m.group(1) for word in words for m in _PLACEHOLDER.finditer(word)}
+    """The ``{name}`` placeholders used in ``words`` (not the ``{{name}}`` escapes)."""
+    return {m.group(2) for word in words for m in _PLACEHOLDER.finditer(word) if m.group(2)}
 
 
 def substitute(words: Sequence[str], params: Mapping[str, Any]) -> list[str]:
     """Replace ``{name}`` in each word by the point's value of ``name``.
 
-    Only names of the point are replaced; any other brace (``{"a": 1}``, ``{0}``) is left
-    as written. Each word stays one argv word whatever the value holds (quotes, ``$()``,
-    blanks, newlines): nothing goes through a shell.
+    Only names of the point are replaced; ``{{name}}`` becomes a literal ``{name}``; any
+    other brace (``{"a": 1}``, ``{0}``) is left as written. Each word stays one argv word
+    whatever the value holds (quotes, ``$()``, blanks, newlines): nothing goes through a
+    shell.
     """
 
     def value(match: re.Match[str]) -> str:
-        name = match.group(1)
+        if match.group(1):
+            return "{" + match.group(1) + "}"
+        name = match.group(2)
         return format_value(params[name]) if name in params else match.group(0)
 
     return [_PLACEHOLDER.sub(value, word) for word in words]

@@ -209,6 +209,40 @@ def test_sweep_cancel_cancels_every_task(sweeps: Sweeps, tmp_path: Path) -> None
     assert data["counts"] == {"CANCELLED": 4}, data["counts"]
 
 
+def test_a_placeholder_typo_is_refused_before_anything_is_submitted(
+    sweeps: Sweeps, tmp_path: Path
+) -> None:
+    """Issue 27: ``{hiden}`` for the parameter ``hidden`` was submitted and every task
+    failed. Now the sweep (and its dry run) stops with the field, a guess and the escape."""
+    name = f"it-sweep-typo-{uuid.uuid4().hex[:6]}"
+    spec = tmp_path / "typo.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "project": "research",
+                "command": ["echo", "--hidden", "{hiden}", "--seed", "{seed}"],
+                "resources": {"time": "00:05:00", "mem": "50M"},
+                "sweep": {"method": "grid", "parameters": {"hidden": [64, 128], "seed": [1]}},
+            }
+        )
+    )
+    for extra in ((), ("--dry-run",)):
+        out = sweeps.cli("sweep", str(spec), *extra)
+        assert out.returncode != 0, out.stdout
+        assert f"{spec}: command: {{hiden}} is not a sweep parameter (parameters: hidden, " in (
+            out.stderr
+        )
+        assert "did you mean {hidden}? write {{hiden}} for a literal {hiden}" in out.stderr
+        assert "Traceback" not in out.stderr
+    queued = subprocess.run(
+        ["squeue", "-h", "--name", name, "-o", "%i"], capture_output=True, text=True, check=True
+    )
+    assert queued.stdout.strip() == ""
+    listed = sweeps.cli("sweep", "list")
+    assert name not in listed.stdout
+
+
 def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Sweeps) -> None:
     config = subprocess.run(
         ["scontrol", "show", "config"], capture_output=True, text=True, check=True

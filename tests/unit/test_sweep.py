@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ from hpclaunch.store.sweeps import (
     save_sweep,
 )
 from hpclaunch.supervise.ledger import Ledger
-from hpclaunch.supervise.sweep_task import read_point, substitute, task_env
+from hpclaunch.supervise.sweep_task import placeholders, read_point, substitute, task_env
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
 from .fakes import FakeRunner, result
@@ -206,18 +207,48 @@ def test_a_spec_without_sweep_is_refused() -> None:
         plan_sweep(_spec(), SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
 
 
-def test_unknown_placeholders_are_noted_not_replaced() -> None:
+def test_a_placeholder_that_names_no_parameter_is_refused_with_a_guess() -> None:
+    """Issue 27: ``{hiden}`` with a parameter ``hidden`` was submitted, and every task
+    failed; only the dry run mentioned it."""
     spec = _spec(
-        sweep={"method": "grid", "parameters": {"lr": [1]}}, command=["t", "{lr}", "{lrr}"]
+        sweep={"method": "grid", "parameters": {"hidden": [64, 128], "lr": [1]}},
+        command=["t", "--hidden", "{hiden}", "--lr", "{lr}"],
+    )
+    with pytest.raises(PlanError) as refused:
+        plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert refused.value.message == (
+        "command: {hiden} is not a sweep parameter (parameters: hidden, lr): every task "
+        "would get it as written"
+    )
+    assert refused.value.hint == "did you mean {hidden}? write {{hiden}} for a literal {hiden}"
+
+
+def test_an_escaped_placeholder_is_passed_literally_and_braces_alone() -> None:
+    spec = _spec(
+        sweep={"method": "grid", "parameters": {"lr": [1]}},
+        command=["t", "{lr}", "--fmt", "{{epoch}}", '{"a": 1}', "echo ${HOME}"],
     )
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
-    assert any("{lrr}" in note for note in planned.plan.notes)
-    assert substitute(["{lr}", "{lrr}", '{"a": 1}', "{0}"], {"lr": 0.5}) == [
+    assert not any("not in command or args" in note for note in planned.plan.notes)
+    assert substitute(["{lr}", "{{epoch}}", '{"a": 1}', "{0}", "{x}"], {"lr": 0.5}) == [
         "0.5",
-        "{lrr}",
+        "{epoch}",
         '{"a": 1}',
         "{0}",
+        "{x}",
     ]
+
+
+def test_a_parameter_no_placeholder_uses_is_noted() -> None:
+    """The trainer may read it with runtime.sweep_params(): said, not refused."""
+    spec = _spec(
+        sweep={"method": "grid", "parameters": {"lr": [1], "seed": [1, 2]}}, command=["t", "{lr}"]
+    )
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert (
+        "sweep parameter seed not in command or args (no {name} placeholder): the tasks "
+        "differ only if the trainer reads runtime.sweep_params()"
+    ) in planned.plan.notes
 
 
 def test_submit_writes_the_params_file_then_one_sbatch_per_array() -> None:
@@ -319,7 +350,11 @@ values = st.one_of(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     a=st.lists(values, min_size=1, max_size=3),
-    words=st.lists(hostile_text, max_size=3),
+    # A word with {name} for a name that is no parameter is refused (check_placeholders).
+    words=st.lists(
+        hostile_text.filter(lambda w: not placeholders([re.sub(r"\$\{\w+\}", "", w)]) - {"a"}),
+        max_size=3,
+    ),
 )
 def test_hostile_values_reach_the_task_exactly(a: list[Any], words: list[str]) -> None:
     """The whole rendered batch script under bash, as array task 1 of the array at offset
