@@ -215,6 +215,8 @@ def build_plan(
         ("--output", posixpath.join(job_dir.replace("%", "%%"), "slurm-%j.out")),
         ("--open-mode", "append"),
     ]
+    if spec.launcher != "none":
+        notes.append(_processes_note(spec))
     requeue, lead = _requeue_options(spec, policy, notes)
     opts += requeue
     opts += _dependency_options(spec, notes)
@@ -333,7 +335,7 @@ def _tasks_per_node(spec: JobSpec) -> int:
     GPUs) in a job step, and a step may only use the CPUs the allocation holds, so the
     allocation must count them ("More processors requested than permitted" otherwise).
     Other launchers start one process per node, which forks the ranks itself."""
-    return max(1, spec.resources.gpus_per_node) if spec.launcher == "srun" else 1
+    return processes_per_node(spec) if spec.launcher == "srun" else 1
 
 
 def _cpus_per_node(spec: JobSpec) -> int:
@@ -653,6 +655,25 @@ def signal_lead(spec: JobSpec, notes: list[str] | None = None) -> int:
     return lead
 
 
+def processes_per_node(spec: JobSpec) -> int:
+    """The launcher's processes on each node: the spec's, else one per GPU (one without)."""
+    return spec.processes_per_node or max(1, spec.resources.gpus_per_node)
+
+
+def _processes_note(spec: JobSpec) -> str:
+    count = processes_per_node(spec)
+    if spec.launcher == "srun":
+        what = "copy of the command" if count == 1 else "copies of the command"
+    else:
+        what = "worker" if count == 1 else "workers"
+    why = (
+        "processes_per_node"
+        if spec.processes_per_node is not None
+        else "one per GPU; set processes_per_node to change"
+    )
+    return f"launcher {spec.launcher}: {count} {what} per node ({why})"
+
+
 def _launch_prefix(
     spec: JobSpec, python: str, container: ContainerPlan | None = None
 ) -> tuple[str, ...]:
@@ -665,8 +686,9 @@ def _launch_prefix(
         return ("srun", "--nodes=1", "--ntasks=1", *container.step_options, *container.inner_prefix)
     # The sidecar starts the launcher once per node with srun (hpclaunch/supervise/
     # launchers.py: --kill-on-bad-exit=1, and --cpus-per-task again, which srun no longer
-    # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs).
-    nproc = max(1, spec.resources.gpus_per_node)
+    # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs)
+    # unless the spec says how many.
+    nproc = processes_per_node(spec)
     return (
         python,
         "-m",

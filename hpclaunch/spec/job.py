@@ -479,6 +479,14 @@ class JobSpec(_Model):
     workdir: str | None = Field(None, min_length=1, description="Directory to start in.")
     env: EnvVars = Field(default_factory=dict, description="Environment variables.")
     launcher: Launcher = Field("none", description="How the command is started.")
+    processes_per_node: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Processes the launcher starts on each node (torchrun/deepspeed/accelerate "
+        "workers, or copies of the command with launcher srun); default: one per GPU, one on "
+        "a node without GPUs. 1 for a single-process multi-GPU trainer.",
+    )
     resources: Resources = Field(
         default_factory=Resources, description="What to ask Slurm for, per node."
     )
@@ -596,6 +604,11 @@ class JobSpec(_Model):
             raise ValueError("args go with script; with command, put them in the list")
         if self.conda and self.venv:
             raise ValueError("give venv or conda, not both: one environment is activated")
+        if self.processes_per_node is not None and self.launcher == "none":
+            raise ValueError(
+                "processes_per_node needs a launcher (srun, torchrun, deepspeed or accelerate): "
+                "with launcher none the command runs once, as written"
+            )
         return self
 
 

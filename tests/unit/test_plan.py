@@ -571,3 +571,28 @@ def test_the_sites_python_runs_the_sidecar_with_home_expanded() -> None:
     assert plan.launch_prefix[0] == f"{HOME}/venvs/hpc/bin/python"
     assert job_python(site, HOME, "/explicit/python") == "/explicit/python"
     assert job_python(make_site(), HOME) == sys.executable
+
+
+def test_processes_per_node_defaults_to_one_per_gpu_and_can_be_set(plan_for: PlanFor) -> None:
+    """Issue 27: launcher srun started one copy of the command per GPU with no way to say
+    otherwise; a single-process multi-GPU trainer needs one."""
+    gpus = {"gpus_per_node": 4, "time": "10", "mem": "1G"}
+    default = plan_for(make_spec(launcher="srun", resources=gpus))
+    assert "--nproc-per-node=4" in default.launch_prefix
+    assert default.option("--ntasks-per-node") == "4"
+    assert (
+        "launcher srun: 4 copies of the command per node (one per GPU; set processes_per_node "
+        "to change)" in default.notes
+    )
+    one = plan_for(make_spec(launcher="srun", processes_per_node=1, resources=gpus))
+    assert "--nproc-per-node=1" in one.launch_prefix
+    assert one.option("--ntasks-per-node") == "1"
+    assert "launcher srun: 1 copy of the command per node (processes_per_node)" in one.notes
+    torchrun = plan_for(make_spec(launcher="torchrun", processes_per_node=2, resources=gpus))
+    assert "--nproc-per-node=2" in torchrun.launch_prefix
+    assert "launcher torchrun: 2 workers per node (processes_per_node)" in torchrun.notes
+
+
+def test_processes_per_node_without_a_launcher_is_refused() -> None:
+    with pytest.raises(ValueError, match="processes_per_node needs a launcher"):
+        make_spec(processes_per_node=2)
