@@ -9,14 +9,17 @@ Two kinds of runtime (each argument one argv word: no shell string is ever built
   (torchrun, ...) runs inside, from the image.
 * **step** runtimes are srun options: pyxis/enroot ``--container-image=IMAGE
   --container-mounts=S:D[:ro],... --container-workdir=W``, and Slurm's own OCI support
-  (23.02+) ``--container=BUNDLE`` with the site's ``oci.conf``. Without a launcher the
+  (23.02+) ``--container=BUNDLE`` with the site's ``oci.conf``, where BUNDLE is the job's
+  own (the image's ``config.json`` with the mounts added, written by the batch script:
+  :mod:`hpclaunch.supervise.oci_bundle`). Without a launcher the
   command runs as a one-task srun step with them; with one, the sidecar's step gets them,
   so ``node-exec`` runs inside with the image's ``python3``: hpclaunch must be importable
   there (installed in the image, or the site's ``containers.hpclaunch_path``).
 
 Every container mounts, at the same paths: the site's ``containers.mounts``, the job
 directory (control files, ledger, logs), the checkpoint directory, the log directory and the
-directory the job starts in, then the spec's own mounts.
+directory the job starts in, then the spec's own mounts (oci: also the spec's venv and its
+base interpreter, read-only).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class ContainerPlan:
         inner_prefix: Argv inside the container before the command (oci: ``env --chdir=W``).
         env: Environment the job exports for the container (``PYTHONPATH``).
         notes: Why, for ``--dry-run`` and ``render --explain``.
+        prepare: Argv the batch script runs before the launch (oci: the job's own bundle,
+            :mod:`hpclaunch.supervise.oci_bundle`).
     """
 
     runtime: RuntimeName
@@ -52,6 +57,7 @@ class ContainerPlan:
     inner_prefix: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    prepare: tuple[str, ...] = ()
 
 
 def plan_container(
@@ -62,6 +68,9 @@ def plan_container(
     cwd: str,
     home: str,
     env_names: tuple[str, ...] = (),
+    job_dir: str | None = None,
+    python: str = "python3",
+    venv: str | None = None,
 ) -> ContainerPlan:
     """The container part of a plan.
 
@@ -72,10 +81,12 @@ def plan_container(
         cwd: Where the job starts (mounted; the default working directory inside).
         home: The user's home where Slurm runs (``~`` in paths).
         env_names: The spec's ``env`` names (pyxis lets them override the image's).
+        job_dir: The job's directory (oci: its own bundle goes there).
+        python: The interpreter that runs hpclaunch on the nodes (oci: builds the bundle).
+        venv: The spec's venv (oci: mounted read-only with its base interpreter).
 
     Raises:
-        PlanError: The site has no containers or not this runtime, or a runtime cannot do
-            what the spec asks (mounts with ``oci``).
+        PlanError: The site has no containers or not this runtime.
     """
     offered = site.containers
     if offered is None:
@@ -137,26 +148,37 @@ def plan_container(
             *flags,
         ]
         return ContainerPlan(runtime, image, step_options=tuple(options), env=env, notes=(*notes,))
-    # Slurm's OCI support: the bundle's config.json and oci.conf say what is mounted.
-    if container.mounts:
-        raise PlanError(
-            "container.mounts: with runtime oci the mounts are the bundle's (config.json) "
-            "and the site's oci.conf's, not the job's",
-            hint="add the mounts to the bundle's config.json, or use another runtime",
-        )
+    # Slurm's OCI support: the bundle's config.json and oci.conf say what is mounted, and
+    # srun has no option for more. The batch script writes the job's own bundle (the
+    # image's config.json with the mounts added; hpclaunch/supervise/oci_bundle.py).
+    bundle = posixpath.join(job_dir or cwd, "oci-bundle")
+    prepare = [python, "-m", "hpclaunch.supervise.oci_bundle", "--image", image]
+    prepare += ["--bundle", bundle]
+    prepare += [f"--mount={s}:{d}" + (":ro" if ro else "") for s, d, ro in mounts]
+    prepare += [f"--venv={venv}"] if venv else []
     # Slurm starts the container in the bundle's process.cwd: srun's --chdir is not carried
     # inside (checked on 25.11 with crun), so an asked-for workdir is entered with
     # coreutils' `env --chdir` inside the image. Without one the job's directory may not
     # exist in the bundle at all, so the bundle's cwd is kept.
-    options = [f"--container={image}", *flags]
+    options = [f"--container={bundle}", *flags]
     inner = ("env", f"--chdir={container.workdir}") if container.workdir else ()
     notes[0] = (
         f"container: oci runs {image} (working directory "
         f"{container.workdir or 'the bundle config.json process.cwd'})"
     )
-    notes.append("container: oci mounts come from the bundle's config.json and oci.conf")
+    notes.append(
+        f"container: oci: the job's bundle {bundle} is the image's config.json with the "
+        "mounts added (written by the batch script at each attempt)"
+        + (f"; the venv {venv} and its base interpreter mounted read-only" if venv else "")
+    )
     return ContainerPlan(
-        runtime, image, step_options=tuple(options), inner_prefix=inner, env=env, notes=(*notes,)
+        runtime,
+        image,
+        step_options=tuple(options),
+        inner_prefix=inner,
+        env=env,
+        notes=(*notes,),
+        prepare=tuple(prepare),
     )
 
 

@@ -240,6 +240,9 @@ def build_plan(
             cwd=workdir,
             home=home,
             env_names=tuple(spec.env),
+            job_dir=job_dir,
+            python=python,
+            venv=spec.venv,
         )
         notes += container.notes
         runtime_env += container.env + _container_env(container, spec.launcher)

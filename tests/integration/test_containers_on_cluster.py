@@ -10,8 +10,10 @@ it ran inside. site-configs/local.yaml offers both (``containers:``).
   image (the sidecar outside): preempted by a critical job, checkpointed, requeued, resumed
   with final weights equal to an uninterrupted bare-metal twin's, bit for bit.
 * ``oci``: ``srun --container=BUNDLE`` (launcher none; crun in the node containers, runc on
-  the native cluster, whose cgroup v1+v2 "hybrid" crun 1.8 refuses): the command runs in the bundle,
-  sees its 2 GPUs (``CUDA_VISIBLE_DEVICES``) and starts in the asked ``workdir``.
+  the native cluster, whose cgroup v1+v2 "hybrid" crun 1.8 refuses): the command runs in the
+  job's own bundle (the image's, with the job's mounts), sees its 2 GPUs
+  (``CUDA_VISIBLE_DEVICES``), a spec mount, the job directory and the venv's python, and
+  starts in the asked ``workdir``.
 * ``apptainer`` and ``pyxis``, which Debian 12 lacks, through stand-ins that record how
   they were called and run the command on the node: ``tests/integration/stubs/apptainer``
   first on the job's PATH, and a SPANK plugin with pyxis' srun options
@@ -98,13 +100,15 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
             cli,
             tmp,
             "oci",
-            command=[
-                "sh",
-                "-c",
-                'cat /etc/hpclaunch-image; echo "gpus=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"',
-            ],
+            command=["sh", "-c", OCI_SEEN],
             resources={"gpus_per_node": 2, "time": "00:02:00", "mem": "100M"},
-            container={"image": f"{IMAGE}.oci", "runtime": "oci", "workdir": "/srv"},
+            venv=VENV,
+            container={
+                "image": f"{IMAGE}.oci",
+                "runtime": "oci",
+                "workdir": "/srv",
+                "mounts": [f"{_oci_data(shared)}:/data:ro"],
+            },
         ),
     }
     # Apptainer: the stub (tests/integration/stubs/apptainer) first on the job's PATH, on
@@ -164,13 +168,35 @@ def test_torchrun_in_charliecloud_preempted_resumes_exactly(jobs: Jobs) -> None:
     assert (jobs.shared / "charliecloud" / "final.sha256").read_text() == twin
 
 
-def test_oci_bundle_runs_the_command_inside_with_its_gpus(jobs: Jobs) -> None:
+def test_oci_bundle_runs_the_command_inside_with_its_gpus_and_mounts(jobs: Jobs) -> None:
+    """Inside the bundle with its GPUs and workdir; and (issue 27: none of these were
+    mounted) the spec's mount, the job directory and the venv, whose python runs there."""
     assert jobs.wait_final("oci", 60) == "COMPLETED"
     log = jobs.cli.log(jobs.ids["oci"])
     assert f"\n{IMAGE} " in log, log
     gpus = next(line for line in log.splitlines() if line.startswith("gpus="))
     assert len(gpus.removeprefix("gpus=").split(",")) == 2, log
     assert "pwd=/srv" in log, log
+    assert "data=from the spec's mount" in log, log
+    assert "jobdir=ok" in log, log
+    assert f"python={VENV} hpclaunch=ok" in log, log
+    bundle = json.loads((jobs.job_dir("oci") / "oci-bundle" / "config.json").read_text())
+    assert bundle["root"]["path"] == f"{IMAGE_DIR}/{IMAGE}.oci/rootfs"
+
+
+def _oci_data(shared: Path) -> Path:
+    data = shared / "oci-data"
+    data.mkdir()
+    (data / "marker").write_text("from the spec's mount\n")
+    return data
+
+
+# What the oci job shows of where it runs.
+OCI_SEEN = (
+    'cat /etc/hpclaunch-image; echo "gpus=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"; '
+    'echo "data=$(cat /data/marker)"; test -d "$HPCLAUNCH_JOB_DIR" && echo jobdir=ok; '
+    "python -c \"import sys, hpclaunch; print('python=' + sys.prefix, 'hpclaunch=ok')\""
+)
 
 
 def test_site_check_finds_the_runtimes_on_a_node(tmp_path: Path) -> None:

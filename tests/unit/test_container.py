@@ -66,9 +66,39 @@ def test_a_runtime_the_site_lacks_names_the_sites_runtimes() -> None:
         plan({"image": "/i.sif"}, make_site())
 
 
-def test_oci_refuses_job_mounts_and_a_bad_site_default_is_a_config_error() -> None:
-    with pytest.raises(PlanError, match="bundle's"):
-        plan({"image": "/b", "runtime": "oci", "mounts": ["/data"]})
+def test_oci_mounts_the_jobs_paths_through_its_own_bundle() -> None:
+    """Issue 27: runtime oci mounted nothing of what the README promises (job and start
+    directories, site mounts, venv), and the job failed with "python: not found". srun has
+    no option for mounts: the batch script writes the job's own bundle with them."""
+    planned = plan(
+        {"image": "/b", "runtime": "oci", "mounts": ["/data:/d:ro"]},
+        launcher="none",
+        venv="/sw/venv",
+    )
+    job_dir = planned.job_dir
+    bundle = f"{job_dir}/oci-bundle"
+    assert planned.launch_argv[3] == f"--container={bundle}"
+    prepare = planned.container.prepare
+    assert prepare[:7] == (
+        PYTHON,
+        "-m",
+        "hpclaunch.supervise.oci_bundle",
+        "--image",
+        "/b",
+        "--bundle",
+        bundle,
+    )
+    mounts = [a.removeprefix("--mount=") for a in prepare if a.startswith("--mount=")]
+    assert f"{job_dir}:{job_dir}" in mounts
+    assert f"{CWD}:{CWD}" in mounts
+    assert "/data:/d:ro" in mounts
+    assert prepare[-1] == "--venv=/sw/venv"
+    script = render(planned).script
+    assert f"hpclaunch.supervise.oci_bundle --image /b --bundle {bundle}" in script
+    assert script.index("oci_bundle") < script.index("exec srun")
+
+
+def test_a_bad_site_default_runtime_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="not among runtimes"):
         make_site(containers={"runtimes": ["pyxis"], "default": "oci"})
 
@@ -229,7 +259,7 @@ def test_oci_enters_an_asked_workdir_inside_and_otherwise_keeps_the_bundles_cwd(
     # Slurm does not carry srun's --chdir into an OCI container (checked on 25.11 with
     # crun): the workdir is entered by `env --chdir` inside the image.
     asked = plan({"image": "/b", "runtime": "oci", "workdir": "/srv"}, launcher="none")
-    assert asked.launch_argv[3:7] == ("--container=/b", "env", "--chdir=/srv", "python")
+    assert asked.launch_argv[4:7] == ("env", "--chdir=/srv", "python")
     kept = plan({"image": "/b", "runtime": "oci"}, launcher="none")
     assert not any(a.startswith(("--chdir", "env")) for a in kept.launch_argv[:-1])
     assert "the bundle config.json process.cwd" in kept.container.notes[0]
