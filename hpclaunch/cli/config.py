@@ -16,9 +16,12 @@ _LAYERS = {
 }
 
 
-@click.group("config")
-def config_group() -> None:
-    """Show hpclaunch's own settings."""
+@click.group("config", invoke_without_command=True)
+@click.pass_context
+def config_group(ctx: click.Context) -> None:
+    """Show hpclaunch's own settings (alone: as ``config show --sources``)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(show_command, sources=True, as_json=False)
 
 
 @config_group.command("show")

@@ -82,7 +82,8 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
             f"commands on {app.runner.where}: {caps.client_version}"
         )
         source = app.settings.backend
-        click.echo(f"backend {source.value!r} (from {source.source}): {app.backend_reason}")
+        said = source.said_by("backend")
+        click.echo(f"backend {source.value!r} (from {said}): {app.backend_reason}")
         if caps.accounting_problem:
             click.echo(f"Note: {caps.accounting_problem}; QOS and accounts not checked", err=True)
         if probe is not None:

@@ -59,6 +59,17 @@ class Sourced:
     source: Source
     origin: str = ""
 
+    def said_by(self, name: str) -> str:
+        """Where the value of setting ``name`` came from, in words: ``the --backend option``,
+        ``HPCLAUNCH_BACKEND``, ``the user config ~/.config/hpclaunch/config.yaml``, ..."""
+        return {
+            "cli": f"the --{name} option",
+            "env": f"{ENV_PREFIX}{name.upper()}",
+            "user": f"the user config {self.origin}".rstrip(),
+            "site": f"the defaults of site {self.origin}".rstrip(),
+            "default": "the default",
+        }[self.source]
+
     def describe(self) -> str:
         """E.g. ``'cli' (from env HPCLAUNCH_BACKEND)``."""
         where = f" {self.origin}" if self.origin else ""

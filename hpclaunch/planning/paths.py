@@ -180,9 +180,18 @@ def check_paths(
         for n in missing
     )
     relative = any(
-        not posixpath.isabs(n.written) and not n.written.startswith("~") for n in missing
+        not posixpath.isabs(n.written) and not n.written.startswith("~")
+        for n in missing
+        if n.field != "container.image"
     )
     hint = "fix the path"
+    image = next((n for n in missing if n.field == "container.image"), None)
+    if image is not None and not posixpath.isabs(image.written) and site.containers:
+        # A relative image is the site's image_dir's, not the workdir's.
+        hint += (
+            f"; a relative container.image is looked up in the site's containers.image_dir "
+            f"({site.containers.image_dir}): give an image there, or an absolute path"
+        )
     if relative:
         hint += (
             f"; relative paths start from the workdir ({plan.workdir}): run hpclaunch from the "

@@ -59,7 +59,22 @@ def _parse_str(text: str) -> int:
             return _checked(parts[0] * 60 + parts[1], 0, 0, parts[1], text)
         h, m, s = parts
         return _checked((h * 60 + m) * 60 + s, 0, m, s, text)
-    raise ValueError(f"{text!r} is not a Slurm time; use {FORMATS}")
+    raise ValueError(f"{text!r} is not a Slurm time; use {FORMATS}{_guess(text)}")
+
+
+_UNIT = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|hours?|d|days?)$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _guess(text: str) -> str:
+    """``2h`` → ``: for 2h write 02:00:00`` (units are not Slurm's); else nothing."""
+    match = _UNIT.match(text.strip())
+    if match is None:
+        return ""
+    seconds = round(float(match.group(1)) * _UNIT_SECONDS[match.group(2)[0].lower()])
+    if seconds <= 0:
+        return ""
+    return f": for {text.strip()} write {format_time(seconds)}"
 
 
 def _checked(total: int, hours: int, minutes: int, seconds: int, text: str) -> int:

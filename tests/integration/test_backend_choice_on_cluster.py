@@ -45,7 +45,9 @@ def test_pyslurm_for_another_release_is_refused_naming_both(hpclaunch: Run) -> N
     result = hpclaunch("--backend", "pyslurm", "site", "check")
     if built == cluster:
         assert result.returncode == 0, result.stderr
-        assert f"backend 'pyslurm' (from cli): pyslurm: pyslurm {built}." in result.stdout
+        assert f"backend 'pyslurm' (from the --backend option): pyslurm: pyslurm {built}." in (
+            result.stdout
+        )
         return
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

@@ -115,3 +115,11 @@ def test_quota_from_the_site_the_user_config_and_a_bad_value(
     assert "quota: 'never' is not one of allow, strict (from env HPCLAUNCH_QUOTA)" in (
         result.stderr
     )
+
+
+def test_config_alone_shows_the_settings_and_where_they_came_from(env: dict[str, str]) -> None:
+    """Issue 27: ``hpclaunch config`` alone exited 2 with a usage text."""
+    result = run(env, "config")
+    assert result.exit_code == 0, result.output
+    assert result.output == run(env, "config", "show", "--sources").output
+    assert result.output.startswith("site ")

@@ -222,6 +222,20 @@ def spec_file(tmp_path: Path, container: dict[str, Any]) -> str:
     return str(path)
 
 
+def test_a_missing_relative_image_points_at_the_sites_image_dir(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 27: the hint talked about the workdir; a relative image is image_dir's."""
+    with_containers(env, {"runtimes": ["apptainer"], "image_dir": str(tmp_path / "images")})
+    missing = run(env, "submit", spec_file(tmp_path, {"image": "nope.sif"}))
+    assert_clean_error(missing, 2, "container.image")
+    assert (
+        "a relative container.image is looked up in the site's containers.image_dir "
+        f"({tmp_path / 'images'})"
+    ) in missing.stderr
+    assert "relative paths start from the workdir" not in missing.stderr
+
+
 def test_submit_refuses_a_missing_image_and_a_runtime_the_site_lacks(
     env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
 ) -> None:

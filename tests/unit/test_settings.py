@@ -105,3 +105,13 @@ def test_user_config_file(tmp_path: Path) -> None:
     path.write_text("site: 3\n")
     with pytest.raises(ConfigError, match="expected a string"):
         load_user_config(path)
+
+
+def test_where_a_setting_came_from_in_words() -> None:
+    """Issue 27: site check printed "backend 'pyslurm' (from cli)" for the --backend flag."""
+    from hpclaunch.config.settings import Sourced
+
+    assert Sourced("pyslurm", "cli").said_by("backend") == "the --backend option"
+    assert Sourced("cli", "env").said_by("backend") == "HPCLAUNCH_BACKEND"
+    assert Sourced("x", "user", "/u.yaml").said_by("site") == "the user config /u.yaml"
+    assert Sourced("cli", "default").said_by("backend") == "the default"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hpclaunch.slurm.times import format_time, parse_time, parse_time_limit
@@ -49,3 +51,13 @@ def test_unlimited(text: str | None) -> None:
 def test_format(seconds: int, text: str) -> None:
     assert format_time(seconds) == text
     assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [("2h", "02:00:00"), ("90m", "01:30:00"), ("1d", "1-00:00:00"), ("1.5h", "01:30:00")],
+)
+def test_a_time_with_a_unit_is_refused_with_slurms_spelling(text: str, meant: str) -> None:
+    """Issue 27: ``time: 2h`` got no suggestion."""
+    with pytest.raises(ValueError, match=f"for {re.escape(text)} write {meant}$"):
+        parse_time(text)
