@@ -19,7 +19,10 @@ _LAYERS = {
 @click.group("config", invoke_without_command=True)
 @click.pass_context
 def config_group(ctx: click.Context) -> None:
-    """Show hpclaunch's own settings (alone: as ``config show --sources``)."""
+    """Show hpclaunch's own settings.
+
+    Alone, as ``config show --sources``.
+    """
     if ctx.invoked_subcommand is None:
         ctx.invoke(show_command, sources=True, as_json=False)
 

@@ -55,6 +55,8 @@ class Partition(_Model):
         gpu_type: The GRES type of its GPUs (``gpu:a100``); ``None`` when GRES has no type.
         gpus_per_node: GPUs on each node (0: a CPU partition).
         cpus_per_node: CPUs on each node.
+        mem_per_node: slurm.conf ``RealMemory`` of its nodes, in MB (what ``--mem`` may ask
+            for at most); ``None``: not checked.
         max_time: slurm.conf ``MaxTime`` (Slurm time format; a bare number is minutes;
             ``UNLIMITED``/absent: no limit), normalised to ``HH:MM:SS``.
         max_nodes: slurm.conf ``MaxNodes``, or the node count; ``None``: no limit.
@@ -70,6 +72,7 @@ class Partition(_Model):
     gpu_type: str | None = Field(None, pattern=_NAME)
     gpus_per_node: int = Field(0, ge=0)
     cpus_per_node: int = Field(ge=1)
+    mem_per_node: int | None = Field(None, ge=1)
     max_time: str | None = None
     max_nodes: int | None = Field(None, ge=1)
     default: bool = False

@@ -314,6 +314,7 @@ def _resource_options(
         opts.append(_gpu_option(spec, site, partition))
     if res.mem:
         opts.append(("--mem", res.mem))
+        notes.append(_mem_note(res.mem, res.mem_mb or 0))
     if res.time:
         opts.append(("--time", res.time))
     constraint = _constraint(partition.constraint, res.constraint)
@@ -331,6 +332,14 @@ def _resource_options(
         opts.append(("--exclusive", None))
         notes.append("--exclusive: whole nodes, shared with no other job")
     return opts
+
+
+def _mem_note(mem: str, mb: int) -> str:
+    """``--mem`` in words; a bare number is megabytes (sbatch's default unit)."""
+    note = f"--mem={mem}: {mb:,} MB per node"
+    if mb < 100:
+        note += f" (a number without a unit is megabytes: did you mean {mem[:-1]}G?)"
+    return note
 
 
 def _tasks_per_node(spec: JobSpec) -> int:
@@ -448,6 +457,15 @@ def _partition_checks(spec: JobSpec) -> list[_Check]:
                 f"{max(p.cpus_per_node for p in ps)}"
             ),
             "ask for fewer CPUs" + (" per GPU" if res.cpus_per_gpu else " per task"),
+        ),
+        _Check(
+            "resources.mem",
+            lambda p: p.mem_per_node is None or (res.mem_mb or 0) <= p.mem_per_node,
+            lambda ps: (
+                f"{res.mem} per node asked ({res.mem_mb:,} MB), but the most a node has is "
+                f"{max(p.mem_per_node or 0 for p in ps):,} MB"
+            ),
+            "ask for less memory per node (a number without a unit is megabytes)",
         ),
         _Check(
             "resources.nodes",

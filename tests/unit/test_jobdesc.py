@@ -23,7 +23,7 @@ def test_every_option_of_a_gpu_job_with_requeue_maps(plan_for: PlanFor) -> None:
         name="gpu job",
         launcher="torchrun",
         tier="low",
-        resources={"nodes": 2, "gpus_per_node": 2, "time": "45:00", "mem": "4G"},
+        resources={"nodes": 2, "gpus_per_node": 2, "time": "45:00", "mem": "3G"},
         checkpoint={"signal": "USR1", "signal_lead_time": 60},
         sbatch_extra={"--begin": "now+1minute", "--mail-type": "END"},
     )
@@ -40,7 +40,7 @@ def test_every_option_of_a_gpu_job_with_requeue_maps(plan_for: PlanFor) -> None:
     assert attrs["ntasks_per_node"] == 1
     assert attrs["ntasks"] == 2  # as sbatch derives it (pyslurm would say 1)
     assert attrs["time_limit"] == 45
-    assert attrs["memory_per_node"] == "4G"
+    assert attrs["memory_per_node"] == "3G"
     assert attrs["log_files_open_mode"] == "append"
     assert attrs["is_requeueable"] is True
     assert plan.option("--signal") == "B:USR1@60"

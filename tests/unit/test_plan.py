@@ -596,3 +596,17 @@ def test_processes_per_node_defaults_to_one_per_gpu_and_can_be_set(plan_for: Pla
 def test_processes_per_node_without_a_launcher_is_refused() -> None:
     with pytest.raises(ValueError, match="processes_per_node needs a launcher"):
         make_spec(processes_per_node=2)
+
+
+def test_mem_is_said_in_megabytes_and_checked_against_the_nodes(plan_for: PlanFor) -> None:
+    """Issue 27: ``mem: 4`` silently meant 4 MB, and 40G passed on 4,000 MB nodes."""
+    small = plan_for(make_spec(resources={"mem": 4}))
+    assert small.option("--mem") == "4M"
+    assert (
+        "--mem=4M: 4 MB per node (a number without a unit is megabytes: did you mean 4G?)"
+        in small.notes
+    )
+    site = make_site(partitions=[{"name": "gpu", "cpus_per_node": 8, "mem_per_node": 4000}])
+    assert plan_for(make_spec(resources={"mem": "3900M"}), site).option("--mem") == "3900M"
+    with pytest.raises(PlanError, match=r"40G per node asked \(40,960 MB\), but the most a node "):
+        plan_for(make_spec(resources={"mem": "40G"}), site)
