@@ -9,7 +9,8 @@ event                       fields
 ==========================  ========================================================
 ``attempt_start``           ``nodes``, ``master_addr``, ``master_port``, ``argv``,
                             ``progress_step`` (the trainer's step when it started)
-``stale_control_file``      ``file``, ``content`` (left by the previous attempt)
+``stale_control_files``     ``files``: name → content (left by the previous attempt; one
+                            event, before ``attempt_start``)
 ``early_signal``            ``signal``: the batch script caught it before the sidecar ran
                             (then handled as if it came at the start)
 ``signal_received``         ``signal`` (``USR1``, ``TERM``, ...)

@@ -213,8 +213,9 @@ class Sidecar:
         cfg = self.config
         history = self.ledger.history()
         control.prepare(self.control)
-        for name, content in control.clear_stale(self.control):
-            self.ledger.append("stale_control_file", file=name, content=content)
+        stale = dict(control.clear_stale(self.control))
+        if stale:  # one event per attempt: a resume finds the request and the commit
+            self.ledger.append("stale_control_files", files=stale)
         self.start_step = control.read_step(self.control / control.PROGRESS)
         rdzv, argv = self._launch_argv()
         self.ledger.append(

@@ -240,11 +240,13 @@ def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
     control.write_json_atomic(ctl / control.REQUEST, {"reason": "preemption", "requested_at": 1})
     control.write_json_atomic(ctl / control.DONE, {"step": 9, "committed_at": 2})
     assert Sidecar(config(tmp_path, "--steps", "1"), slurm_answers()).run() == 0
-    stale = [e for e in read_ledger(tmp_path) if e["event"] == "stale_control_file"]
-    assert [(e["file"], e["content"]) for e in stale] == [
-        (control.REQUEST, {"reason": "preemption", "requested_at": 1}),
-        (control.DONE, {"step": 9, "committed_at": 2}),
-    ]
+    # One event for both (issue 27: every resume logged two).
+    (stale,) = [e for e in read_ledger(tmp_path) if e["event"].startswith("stale_control")]
+    assert stale["event"] == "stale_control_files"
+    assert stale["files"] == {
+        control.REQUEST: {"reason": "preemption", "requested_at": 1},
+        control.DONE: {"step": 9, "committed_at": 2},
+    }
     assert not (ctl / control.REQUEST).exists()
 
 

@@ -174,13 +174,11 @@ def test_a_resumed_job_keeps_its_measured_write_time_until_it_commits_again(
         {"event": "attempt_start", "attempt": 0, "time": 100.0},
         {"event": "checkpoint_committed", "attempt": 0, "time": 150.1, "seconds": 0.25},
         {"event": "attempt_end", "attempt": 0, "reason": "preempted", "time": 151.0},
-        {"event": "stale_control_file", "attempt": 1, "time": 200.0, "file": "x", "content": {}},
         {
-            "event": "stale_control_file",
+            "event": "stale_control_files",
             "attempt": 1,
             "time": 200.0,
-            "file": "checkpoint-done.json",
-            "content": done,
+            "files": {"x": {}, "checkpoint-done.json": done},
         },
         {"event": "attempt_start", "attempt": 1, "time": 200.0},
     )

@@ -9,7 +9,7 @@ script (``<job dir>/job.sbatch``, which ``squeue %o`` names):
 * ``control/checkpoint-done.json``: the newest committed checkpoint, when it was committed
   and how long the write took (the runtime writes it at every commit, periodic ones too).
   The sidecar removes it when a new attempt starts (after recording it in the ledger as a
-  ``stale_control_file``): until the new attempt's first commit, the ledger's newest
+  ``stale_control_files``): until the new attempt's first commit, the ledger's newest
   commit (that record, or a ``checkpoint_committed`` on request) gives the write time.
 
 A sweep's array task has its own directory ``<job dir>/tasks/<point>/`` (see
@@ -136,8 +136,10 @@ def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     """
     for event in reversed(events):
         kind = event.get("event")
-        if kind == "stale_control_file" and event.get("file") == DONE_FILE:
-            content = event.get("content")
+        if kind in ("stale_control_files", "stale_control_file"):
+            # one event with every file; before 2026-11-27, one event per file
+            files = event.get("files") or {event.get("file"): event.get("content")}
+            content = files.get(DONE_FILE) if isinstance(files, dict) else None
             if isinstance(content, dict) and "seconds" in content:
                 return content
         elif kind == "checkpoint_committed" and event.get("seconds") is not None:
