@@ -90,6 +90,11 @@ _POLL = 0.1
 _ERROR_LINE = re.compile(
     r"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
 )
+#: Exceptions that follow another rank's failure rather than cause it.
+_AFTERMATH = re.compile(
+    r"ChildFailedError|SignalException|KeyboardInterrupt|Connection closed by peer|"
+    r"Connection reset by peer|got signal: ?\d+|Signal \d+ \(SIG"
+)
 _NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|Node .* not responding", re.IGNORECASE)
 #: srun's words when slurmctld no longer knows the job it runs in: killed within its
 #: state-save delay (<= 5 s) after starting it, it restarts without that start (25.11).
@@ -738,11 +743,18 @@ def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def error_line(lines: Sequence[str]) -> str | None:
-    """The last line that names an exception (``ValueError: ...``), else the last line
-    that is not srun's own."""
+    """The last line that names an exception (``ValueError: ...``) and is not what the
+    other ranks and the launcher said because of it (:data:`_AFTERMATH`), else the last
+    line that is not srun's own.
+
+    When one rank of a torchrun launch fails, the others then fail too ("Connection closed
+    by peer", or SIGTERM: ``SignalException``) and torchrun ends with ``ChildFailedError``;
+    those come last, but the first rank's exception is the cause
+    (tests/supervise/data/torchrun-2.13-rank1-raises.txt).
+    """
     for line in reversed(lines):
         match = _ERROR_LINE.match(line.strip())
-        if match:
+        if match and not _AFTERMATH.search(line):
             return match.group(1)
     for line in reversed(lines):
         if not line.startswith("srun:"):

@@ -710,3 +710,16 @@ def test_a_node_failure_past_the_cap_survives_a_missing_scancel(
     assert skipped["ok"] is False
     assert skipped["cancel_failed"].startswith("scancel not found")
     assert events(tmp_path)["attempt_end"]["reason"] == "node_failure"
+
+
+def test_the_error_line_of_a_torchrun_launch_is_the_failing_ranks() -> None:
+    """Issue 27: it named what the surviving rank and torchrun said after rank 1 failed
+    (recorded: torchrun 2.13, 2 CPU ranks on gloo, rank 1 raises)."""
+    from hpclaunch.supervise.sidecar import error_line
+
+    recorded = (REPO / "tests/supervise/data/torchrun-2.13-rank1-raises.txt").read_text()
+    assert "ChildFailedError" in recorded
+    assert "Connection closed by peer" in recorded
+    assert error_line(recorded.splitlines()) == "ValueError: boom on rank 1"
+    alone = ["Traceback (most recent call last):", "KeyError: 'lr'", "srun: error: n1: task 0"]
+    assert error_line(alone) == "KeyError: 'lr'"
