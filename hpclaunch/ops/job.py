@@ -64,14 +64,16 @@ class Job:
         return self.state.is_finished
 
     def wait(self, timeout: float | None = None) -> JobInfo:
-        """Block until the job ends (polling at the site's pace) and return its end.
+        """Block until the job ends (polling at the site's pace) and return its end, as
+        :meth:`status` has it (tier, quota, ...).
 
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
         from hpclaunch.slurm.jobs import wait_for
 
-        return wait_for(self.session.backend, [self.ref], timeout=timeout)[self.ref]
+        wait_for(self.session.backend, [self.ref], timeout=timeout)
+        return self.status()
 
     @overload
     def logs(

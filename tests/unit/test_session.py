@@ -246,3 +246,15 @@ def test_a_pathlib_path_is_a_spec_file_as_its_text_is(
     rows = {r.job_id: r for r in recent_submissions(path=history_path(env))}
     assert rows[job.id].spec_hash == rows[by_text.id].spec_hash
     assert rows[job.id].spec_hash is not None
+
+
+def test_wait_returns_the_end_as_status_has_it(
+    slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 27: ``job.wait()`` returned tier and quota ``None`` where ``job.status()``
+    had them."""
+    monkeypatch.chdir(tmp_path)
+    job = session.submit({"name": "w", "command": ["true"], "project": "research"}, check=False)
+    end = job.wait(timeout=30)
+    assert end.state.name == "COMPLETED"
+    assert (end.tier, end.quota) == ("medium", "in-quota")
