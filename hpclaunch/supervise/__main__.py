@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         exec_node(node_argv, env)
         return 127  # not reached
-    from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig
+    from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
     from hpclaunch.transport.local import LocalRunner
 
     config = SidecarConfig.from_env(
@@ -73,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         env=os.environ,
         nproc_per_node=args.nproc_per_node,
     )
-    return Sidecar(config, LocalRunner()).run()
+    sidecar = Sidecar(config, LocalRunner())
+    code = sidecar.run()
+    end_by(sidecar.stopped_by)
+    return code
 
 
 if __name__ == "__main__":

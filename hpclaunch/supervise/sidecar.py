@@ -29,7 +29,8 @@ whatever of the group is left: no process of the launch survives the sidecar.
 Exit codes: the launch's own, or :data:`EXIT_REQUEUED` (0) after a requeue,
 :data:`EXIT_REQUEUE_FAILED` (75, EX_TEMPFAIL) when a requeue was wanted but ``scontrol`` is
 missing or refused, :data:`EXIT_NOT_REQUEUED` (76) when the policy refused it (cap reached or
-crash loop) and :data:`EXIT_STOPPED` (143) after a plain SIGTERM/SIGINT.
+crash loop) and :data:`EXIT_STOPPED` (143) after a plain SIGTERM/SIGINT, which the command
+line turns into an end by that signal (:func:`end_by`), as a plain job's.
 """
 
 from __future__ import annotations
@@ -206,6 +207,8 @@ class Sidecar:
         self.output: OutputGate  # made by run(): the launch's output, see _stop
         self.control = config.control_dir
         self.start_step: int | None = None
+        #: ``TERM`` or ``INT`` when that signal stopped the attempt (see :func:`end_by`).
+        self.stopped_by: str | None = None
         self.committed: dict[str, Any] | None = None
         self.failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
         self.failed: dict[str, Any] | None = None  # what it said
@@ -255,7 +258,10 @@ class Sidecar:
                     got = signals.wait(_POLL)
                     self._note_failed_checkpoint()
                     if got is not None:
-                        return self._on_signal(got, proc, signals, history)
+                        code = self._on_signal(got, proc, signals, history)
+                        if code == EXIT_STOPPED:
+                            self.stopped_by = got.name
+                        return code
                 self._note_failed_checkpoint()
                 code = proc.returncode
                 stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
@@ -740,6 +746,17 @@ def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
         return {}
     out = {"WANDB_RUN_ID": run_id, "WANDB_RESUME": "allow"}
     return {key: value for key, value in out.items() if key not in env}
+
+
+def end_by(stopped_by: str | None) -> None:
+    """End this process by the signal that stopped the attempt, as a process without a
+    handler would: Slurm then records it as it does for a plain job (``CANCELLED``, exit
+    ``0:15``) instead of the sidecar's 143 (the shell's 128 + 15). Returns if it could not."""
+    if stopped_by is None:
+        return
+    sig = getattr(signal, f"SIG{stopped_by}")
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
 
 
 def error_line(lines: Sequence[str]) -> str | None:

@@ -723,3 +723,31 @@ def test_the_error_line_of_a_torchrun_launch_is_the_failing_ranks() -> None:
     assert error_line(recorded.splitlines()) == "ValueError: boom on rank 1"
     alone = ["Traceback (most recent call last):", "KeyError: 'lr'", "srun: error: n1: task 0"]
     assert error_line(alone) == "KeyError: 'lr'"
+
+
+def test_a_cancelled_sidecar_ends_by_the_signal_as_a_plain_job(tmp_path: Path) -> None:
+    """Issue 27: ``status`` showed exit 143 for a cancelled sidecar job and SIGTERM for a
+    plain one. The command line now ends by the signal after its clean-up (Slurm then
+    records 0:15 for both)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), HPCLAUNCH_JOB_DIR=str(tmp_path))
+    env.update(HPCLAUNCH_LOG_DIR=str(tmp_path), HPCLAUNCH_ATTEMPT="0", HPCLAUNCH_KILL_WAIT="2")
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        env.pop(name, None)
+    argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun", "--"]
+    proc = subprocess.Popen(
+        [*argv, sys.executable, TRAINER, "--steps", "10000"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while (control.read_step(tmp_path / "control" / control.PROGRESS) or 0) < 3:
+            assert time.monotonic() < deadline, "the trainer never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+    end = events(tmp_path)["attempt_end"]
+    assert (end["reason"], end["signal"]) == ("cancelled", "TERM")  # cleaned up first
