@@ -45,6 +45,10 @@ def local_iso(stamp: str) -> str:
     return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
 
 
+#: Attempt states Slurm gives an attempt it ended itself.
+_ENDED_BY_SLURM = frozenset({"PREEMPTED", "REQUEUED", "NODE_FAIL"})
+
+
 def _print(events: JobEvents) -> None:
     from hpclaunch.supervise.ledger import describe_event
 
@@ -67,7 +71,10 @@ def _print(events: JobEvents) -> None:
         by_attempt.setdefault(index if isinstance(index, int) else -1, []).append(event)
     accounted = {a.index for a in attempts}
     for a in attempts:
-        code = "" if a.exit_code is None else f" exit {a.exit_code}"
+        # Slurm records 0:0 for an attempt it ended itself (preempted, requeued): not the
+        # launch's end, which the ledger's attempt_end has (launch_exit).
+        ended_by_slurm = a.state in _ENDED_BY_SLURM and not a.exit_code and not a.exit_signal
+        code = "" if a.exit_code is None or ended_by_slurm else f" exit {a.exit_code}"
         signal = "" if a.exit_signal is None else f" signal {a.exit_signal}"
         click.echo(
             f"  attempt {a.index}: {a.state}{code}{signal}  start {a.start or '-'}  "

@@ -142,7 +142,11 @@ def describe_event(event: dict[str, Any]) -> str:
     local = time.localtime(when) if isinstance(when, (int, float)) else None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", local) if local is not None else "?"
     skip = {"event", "attempt", "time", "tail", "argv"}
+    # attempt_end's exit_code is the launch's, not Slurm's (sacct's ExitCode of the attempt).
+    rename = {"exit_code": "launch_exit"} if name == "attempt_end" else {}
     shown = " ".join(
-        f"{key}={value}" for key, value in event.items() if key not in skip and value is not None
+        f"{rename.get(key, key)}={value}"
+        for key, value in event.items()
+        if key not in skip and value is not None
     )
     return f"{stamp} {name}" + (f" {shown}" if shown else "")

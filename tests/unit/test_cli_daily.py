@@ -250,7 +250,9 @@ def test_events_shows_the_record_and_the_attempts(
     out = run(env, "events", "9")
     assert out.exit_code == 0, out.output
     assert "job 9 'trainer'" in out.stdout
-    assert "attempt 0: PREEMPTED exit 0" in out.stdout
+    # Slurm's 0:0 of an attempt it ended says nothing (issue 27: "PREEMPTED exit 0" beside
+    # a ledger with 137): the launch's exit is attempt_end's launch_exit.
+    assert "attempt 0: PREEMPTED  start s" in out.stdout
     assert "attempt 1: RUNNING  start st" in out.stdout
     assert "no sidecar ledger" in out.stdout
     data = json.loads(run(env, "events", "9", "--json").stdout)
@@ -261,14 +263,19 @@ def test_events_shows_the_record_and_the_attempts(
     from hpclaunch.supervise.ledger import Ledger
 
     Ledger(tmp_path, 0).append("signal_received", signal="USR1")
-    Ledger(tmp_path, 0).append("attempt_end", reason="preempted", requeued=True, steps_lost=0)
+    Ledger(tmp_path, 0).append(
+        "attempt_end", reason="preempted", exit_code=137, requeued=True, steps_lost=0
+    )
     Ledger(tmp_path, 1).append("attempt_start", nodes=["n2"])
     merged = run(env, "events", "9")
     assert merged.exit_code == 0, merged.output
     lines = merged.stdout.splitlines()
     first = next(i for i, line in enumerate(lines) if "attempt 0: PREEMPTED" in line)
     assert "signal_received signal=USR1" in lines[first + 1]
-    assert "attempt_end reason=preempted requeued=True steps_lost=0" in lines[first + 2]
+    assert (
+        "attempt_end reason=preempted launch_exit=137 requeued=True steps_lost=0"
+        in (lines[first + 2])
+    )
     assert "attempt 1: RUNNING" in lines[first + 3]
     assert "attempt_start nodes=['n2']" in lines[first + 4]
     assert "no sidecar ledger" not in merged.stdout
