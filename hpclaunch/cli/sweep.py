@@ -46,6 +46,25 @@ def sweep_command() -> None:
     "id of a sweep that was interrupted (Slurm down, a lost link) submits only its arrays "
     "that are not in Slurm yet: a script can retry safely.",
 )
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Change a field of SPEC for this sweep, e.g. --set resources.gpus_per_node=2 "
+    "--set sweep.max_concurrent=8 (the value is YAML; validated as the file is; repeatable).",
+)
+@click.option(
+    "--partition",
+    metavar="NAME",
+    help="Run in this partition of the site (the same as --set resources.partition=NAME).",
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Wait until every task has ended, then print the sweep's status; exit 0 only if "
+    "every task COMPLETED.",
+)
 @quota_option
 @click.pass_obj
 def submit_command(
@@ -54,13 +73,20 @@ def submit_command(
     dry_run: bool,
     no_check: bool,
     sweep_id: str | None = None,
+    overrides: tuple[str, ...] = (),
+    partition: str | None = None,
+    wait: bool = False,
     quota: str | None = None,
 ) -> None:
-    """Submit SPEC's sweep; stdout is only the sweep id."""
+    """Submit SPEC's sweep; stdout is only the sweep id (with --wait, then its status)."""
     from hpclaunch.ops.sweep import submit_sweep_spec
 
     app.set_typed("quota", quota)
-    swept = submit_sweep_spec(app, spec, check=not no_check, dry_run=dry_run, sweep_id=sweep_id)
+    if partition is not None:
+        overrides = (*overrides, f"resources.partition={partition}")
+    swept = submit_sweep_spec(
+        app, spec, check=not no_check, dry_run=dry_run, sweep_id=sweep_id, overrides=overrides
+    )
     sweep = swept.sweep
     if dry_run:
         _print_dry_run(app, sweep)
@@ -75,6 +101,24 @@ def submit_command(
         f"{arrays}; hpclaunch sweep status {sweep.sweep_id}",
         err=True,
     )
+    if wait:
+        _wait_and_report(app, sweep.sweep_id)
+
+
+def _wait_and_report(app: App, sweep_id: str) -> None:
+    """``sweep --wait``: until every task ended, then the counts; exit 1 unless all
+    COMPLETED."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.job import SweepRun
+    from hpclaunch.store.sweeps import find_sweep
+
+    record = find_sweep(sweep_id)
+    arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
+    done = SweepRun(app, record.sweep_id, arrays, record.points).wait()
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(done.counts.items()))
+    click.echo(f"sweep {sweep_id}: {counts}", err=True)
+    if set(done.counts) != {"COMPLETED"}:
+        raise click.exceptions.Exit(1)
 
 
 def _print_dry_run(app: App, sweep: SweepPlan) -> None:

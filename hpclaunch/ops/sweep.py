@@ -11,7 +11,7 @@ Slurm).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -61,10 +61,12 @@ def submit_sweep_spec(
     check: bool = True,
     dry_run: bool = False,
     sweep_id: str | None = None,
+    overrides: Sequence[str] = (),
 ) -> Swept:
     """Plan ``spec_path``'s sweep and submit its arrays (see the module docstring).
 
     Args:
+        overrides: ``KEY=VALUE`` changes (``sweep --set``), validated as the file is.
         sweep_id: Your own id for the sweep. A sweep that already has it is completed, not
             doubled: each array that a job already carries (its ``<id>-a<index>`` tag, in
             the history or in Slurm) is taken, only the others are submitted: the retry
@@ -77,10 +79,15 @@ def submit_sweep_spec(
     """
     with naming(spec_path):
         sweep = plan_sweep_spec(
-            context, spec_path, refresh=False, check_paths=check, sweep_id=sweep_id
+            context,
+            spec_path,
+            refresh=False,
+            check_paths=check,
+            sweep_id=sweep_id,
+            overrides=overrides,
         )
         warn_over_quota(context, sweep.plan, spec_path)
-        _warn_unused_parameters(context, spec_path, sweep)
+        _warn_unused_parameters(context, spec_path, sweep, overrides)
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
@@ -106,7 +113,9 @@ def submit_sweep_spec(
             if done or "array" not in str(exc.result.stderr if exc.result else "").lower():
                 raise
             # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
-            sweep = plan_sweep_spec(context, spec_path, refresh=True, sweep_id=sweep.sweep_id)
+            sweep = plan_sweep_spec(
+                context, spec_path, refresh=True, sweep_id=sweep.sweep_id, overrides=overrides
+            )
             record = _record(context, sweep)
             submit_sweep(context.backend, context.runner, sweep, on_array=remember)
     except HpclaunchError as exc:
@@ -184,12 +193,14 @@ def _taken_array(
     return None
 
 
-def _warn_unused_parameters(context: Context, spec_path: str, sweep: SweepPlan) -> None:
+def _warn_unused_parameters(
+    context: Context, spec_path: str, sweep: SweepPlan, overrides: Sequence[str]
+) -> None:
     """Parameters no placeholder uses: a warning (the trainer may read sweep_params())."""
     from hpclaunch.planning.sweep import unused_note, unused_parameters
     from hpclaunch.spec.job import load_spec
 
-    unused = unused_parameters(load_spec(spec_path), sweep.points)
+    unused = unused_parameters(load_spec(spec_path, overrides), sweep.points)
     if unused:
         context.warn(f"{spec_path}: {unused_note(unused)}")
 
@@ -201,13 +212,14 @@ def plan_sweep_spec(
     refresh: bool,
     sweep_id: str | None = None,
     check_paths: bool = False,
+    overrides: Sequence[str] = (),
 ) -> SweepPlan:
     """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew)."""
     from hpclaunch.planning.plan import new_submission_id
     from hpclaunch.planning.sweep import plan_sweep
     from hpclaunch.spec.job import load_spec
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, overrides)
     require_python(context, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota

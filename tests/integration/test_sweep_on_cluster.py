@@ -243,6 +243,37 @@ def test_a_placeholder_typo_is_refused_before_anything_is_submitted(
     assert name not in listed.stdout
 
 
+def test_sweep_wait_with_set_and_partition_exits_0_when_every_task_completed(
+    sweeps: Sweeps, tmp_path: Path
+) -> None:
+    spec = tmp_path / "wait.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": f"it-sweep-wait-{uuid.uuid4().hex[:6]}",
+                "project": "research",
+                "command": ["echo", "{x}"],
+                "resources": {"time": "00:05:00", "mem": "50M"},
+                "sweep": {"method": "grid", "parameters": {"x": [1, 2]}},
+            }
+        )
+    )
+    out = sweeps.cli(
+        "sweep", str(spec), "--wait", "--partition", "debug", "--set", "resources.time=3"
+    )
+    assert out.returncode == 0, out.stderr
+    sweep_id = out.stdout.strip()
+    assert f"sweep {sweep_id}: 2 COMPLETED" in out.stderr
+    (array,) = json.loads(sweeps.cli("sweep", "status", sweep_id, "--json").stdout)["arrays"]
+    shown = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", array["job_id"], "-o", "Partition,Timelimit"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert set(shown) == {"debug|00:03:00"}, shown
+
+
 def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Sweeps) -> None:
     config = subprocess.run(
         ["scontrol", "show", "config"], capture_output=True, text=True, check=True

@@ -390,3 +390,33 @@ def test_a_controller_that_does_not_answer_is_exit_3_and_nothing_is_recorded(
     status = run(env, "status", job)
     assert status.exit_code == 3, status.output
     assert "slurmctld did not answer squeue" in status.stderr
+
+
+def test_sweep_takes_set_partition_and_wait(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 27: ``hpclaunch sweep`` lacked ``--set``, ``--partition`` and ``--wait``."""
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: s\ncommand: [echo, '{lr}']\nresources: {time: 5}\n"
+        "sweep: {method: grid, parameters: {lr: [0.1, 0.01]}}\n"
+    )
+    result = run(
+        env,
+        "sweep",
+        "--no-check",
+        "--set",
+        "resources.time=7",
+        "--partition",
+        "debug",
+        "--wait",
+        str(spec),
+    )
+    ((script, _),) = slurm.scripts.values()
+    assert "#SBATCH --time=00:07:00\n" in script
+    assert "#SBATCH --partition=debug\n" in script
+    # --wait waited for the array to end (the fake knows no tasks: the cluster test shows
+    # the counts and the exit code, tests/integration/test_sweep_on_cluster.py).
+    assert slurm.jobs["1000"].state == "COMPLETED"
+    sweep_id = result.stdout.strip()
+    assert f"\nsweep {sweep_id}: 2 " in result.stderr, result.stderr
