@@ -117,7 +117,9 @@ def summarise_array(ref: JobRef, tasks: Iterable[JobInfo], note: str | None = No
         source="squeue" if any(info.source == "squeue" for info in ordered) else "sacct",
         qos=qos.pop() if len(qos) == 1 else None,
         node_count=_sum([info.node_count for info in running]),
-        gpus=_sum([info.gpus for info in running]),
+        # Running: what the running tasks hold; else what one task holds or asks for (a
+        # finished job shows the GPUs it had: an array's 0 read as "no GPUs", issue 27).
+        gpus=_sum([info.gpus for info in running]) if running else _most(ordered),
         restarts=_sum([info.restarts for info in ordered]),
     )
 
@@ -139,6 +141,11 @@ def _counts(states: Sequence[JobState]) -> str:
     return ", ".join(
         f"{counted[s]} {s.value.lower().replace('_', ' ')}" for s in sorted(counted, key=key)
     )
+
+
+def _most(tasks: Sequence[JobInfo]) -> int | None:
+    known = [info.gpus for info in tasks if info.gpus is not None]
+    return max(known) if known else None
 
 
 def _sum(values: Sequence[int | None]) -> int | None:

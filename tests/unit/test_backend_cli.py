@@ -541,7 +541,7 @@ def test_finished_array_with_a_failed_task_is_failed_with_its_exit_code() -> Non
         JobState.FAILED,
         1,
         None,
-        None,
+        0,  # one task's: these asked for none
     )
     assert info.reason == "array: 4 completed, 1 failed"
     assert info.state.is_finished
@@ -623,3 +623,20 @@ def test_array_state_order(states: list[str], summary: JobState, exit_code: int 
     ]
     info = summarise_array(JobRef("9"), tasks)
     assert (info.state, info.exit_code, info.restarts) == (summary, exit_code, len(states))
+
+
+def test_an_array_that_runs_no_task_shows_the_gpus_of_one_task() -> None:
+    """Issue 27: sweep rows in ``status`` showed GPUS 0 (the sum over running tasks) while
+    their tasks waited or after they ended."""
+    from hpclaunch.backends.arrays import summarise_array
+    from hpclaunch.slurm.jobs import JobInfo
+
+    def task(i: int, state: JobState) -> JobInfo:
+        return JobInfo(JobRef(f"9_{i}"), state, gpus=2)
+
+    done = summarise_array(JobRef("9"), [task(0, JobState.COMPLETED), task(1, JobState.FAILED)])
+    assert done.gpus == 2
+    waiting = summarise_array(JobRef("9"), [task(0, JobState.PENDING)])
+    assert waiting.gpus == 2
+    running = [task(0, JobState.RUNNING), task(1, JobState.RUNNING), task(2, JobState.PENDING)]
+    assert summarise_array(JobRef("9"), running).gpus == 4
