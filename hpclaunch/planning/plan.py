@@ -613,11 +613,11 @@ def _requeue_options(
     if ckpt.max_requeues > 0:
         lead = signal_lead(spec, notes)
         signal = f"B:{ckpt.signal}@{lead}"
-        at = "preemption or " if policy.preemptible else ""
+        when = f"at preemption or {lead} s" if policy.preemptible else f"{lead} s"
         node = "after a node failure Slurm requeues it and it resumes from its last checkpoint"
         notes.append(
             f"tier {spec.tier} → QOS {qos}, {kind}: --requeue and --signal={signal} (B: "
-            f"signals the batch shell, which execs the sidecar: at {at}{lead} s before the "
+            f"signals the batch shell, which execs the sidecar: {when} before the "
             f"time limit it asks for a checkpoint and requeues the job, at most "
             f"{ckpt.max_requeues} times for the time limit and node failures; {node})"
         )
