@@ -231,7 +231,12 @@ class Decision:
 
 
 def decide(
-    reason: str, history: Sequence[Mapping[str, Any]], *, max_requeues: int, no_progress: bool
+    reason: str,
+    history: Sequence[Mapping[str, Any]],
+    *,
+    max_requeues: int,
+    no_progress: bool,
+    preemptible: bool = True,
 ) -> Decision:
     """Decide whether an attempt that ended for ``reason`` is requeued.
 
@@ -240,14 +245,17 @@ def decide(
         history: The ledger's events of the earlier attempts.
         max_requeues: The spec's ``checkpoint.max_requeues`` (0: never requeue).
         no_progress: This attempt made no progress.
+        preemptible: The job's tier may be preempted.
     """
     if reason not in ("preempted", *CAPPED_REASONS):
         return Decision(False, f"{reason}: not requeued")
     if max_requeues <= 0:
         return Decision(False, "max_requeues is 0: never requeued")
-    if reason == "time_limit" and no_progress:
-        # A job that reports no steps (no runtime API) would run the same steps again, to
-        # the same time limit: a requeue only doubles what it costs.
+    if reason == "time_limit" and no_progress and not preemptible:
+        # A job of a guaranteed tier that reports no steps (no runtime API) would run the
+        # same steps again, to the same time limit: a requeue only doubles what it costs.
+        # Preemptible work keeps its one retry (the breaker stops the second): a sweep task
+        # held up by a slurmctld outage finishes on it (tests/integration/faults.py).
         return Decision(
             False,
             "time_limit: no progress reported in this attempt (runtime.report_progress or a "

@@ -125,6 +125,8 @@ class SidecarConfig:
         attempt: ``SLURM_RESTART_COUNT``.
         max_requeues: ``HPCLAUNCH_MAX_REQUEUES``.
         grace: Seconds a preempted job has (``HPCLAUNCH_GRACE``; 30 when unknown).
+        preemptible: The job's tier may be preempted (the plan sets ``HPCLAUNCH_GRACE``
+            only then).
         lead: The ``--signal`` lead time (``HPCLAUNCH_SIGNAL_LEAD``).
         kill_wait: Seconds between SIGTERM and SIGKILL from Slurm (``HPCLAUNCH_KILL_WAIT``).
         stop_timeout: Seconds between our SIGTERM and SIGKILL to the launch.
@@ -140,6 +142,7 @@ class SidecarConfig:
     attempt: int = 0
     max_requeues: int = 5
     grace: float = 30.0
+    preemptible: bool = True
     lead: float = 120.0
     kill_wait: float = 5.0
     stop_timeout: float = 3.0
@@ -182,6 +185,7 @@ class SidecarConfig:
             attempt=attempt,
             max_requeues=int(num("HPCLAUNCH_MAX_REQUEUES", 5)),
             grace=grace,
+            preemptible=bool(env.get("HPCLAUNCH_GRACE")),
             lead=num("HPCLAUNCH_SIGNAL_LEAD", 120),
             kill_wait=num("HPCLAUNCH_KILL_WAIT", 5),
             stop_timeout=num("HPCLAUNCH_STOP_TIMEOUT", 3),
@@ -611,6 +615,7 @@ class Sidecar:
             history,
             max_requeues=self.config.max_requeues,
             no_progress=self._no_progress(),
+            preemptible=self.config.preemptible,
         )
         if not decision.requeue:
             cancelled = cancel_requeued(self.runner, requeue_target(self.env))
@@ -657,6 +662,7 @@ class Sidecar:
             history,
             max_requeues=self.config.max_requeues,
             no_progress=self._no_progress(),
+            preemptible=self.config.preemptible,
         )
         inside = "SLURM_JOB_ID" in self.env
         target = requeue_target(self.env) if inside else ""
@@ -719,6 +725,7 @@ class Sidecar:
             committed_step=committed,
             steps_lost=lost,
             no_progress=self._no_progress(),
+            preemptible=self.config.preemptible,
             **extra,
         )
 

@@ -210,9 +210,10 @@ def test_signal_inside_a_checkpoint_write_never_resumes_the_half_written_one(
     _assert_clean_end(  # the step progress.json last said (it lags the trained steps)
         jobs,
         "midwrite",
+        # it names the resume point (it said "from the last one" even with none: issue 27)
         r"hpclaunch: stopped for requeue at step \d+ \(preemption\); no checkpoint committed "
-        r"in time: the next attempt resumes from the last one \(the launcher's shutdown output: "
-        r"attempt-0\.stop\.log\)",
+        rf"in time; the next attempt resumes from step {resumed} \(the launcher's shutdown "
+        r"output: attempt-0\.stop\.log\)",
     )
 
 

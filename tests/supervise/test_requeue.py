@@ -130,9 +130,11 @@ def test_job_now_tells_the_time_limit_from_real_scontrol_output(
     assert not now.preempting
 
 
-def test_a_time_limit_without_progress_is_not_requeued() -> None:
+def test_a_time_limit_without_progress_is_not_requeued_in_a_guaranteed_tier() -> None:
     """A trainer that reports no steps would run the same steps to the same limit again."""
-    refused = decide("time_limit", [], max_requeues=5, no_progress=True)
+    refused = decide("time_limit", [], max_requeues=5, no_progress=True, preemptible=False)
     assert not refused.requeue
     assert "no progress reported in this attempt" in refused.why
     assert decide("preempted", [], max_requeues=5, no_progress=True).requeue
+    # Preemptible work keeps one retry (the crash-loop breaker stops the second).
+    assert decide("time_limit", [], max_requeues=5, no_progress=True, preemptible=True).requeue
