@@ -77,6 +77,8 @@ def submit_sweep_spec(
         SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
             ``sweep_id`` names a sweep of other points.
     """
+    from hpclaunch.planning.sweep import unused_note
+
     with naming(spec_path):
         sweep = plan_sweep_spec(
             context,
@@ -87,7 +89,8 @@ def submit_sweep_spec(
             overrides=overrides,
         )
         warn_over_quota(context, sweep.plan, spec_path)
-        _warn_unused_parameters(context, spec_path, sweep, overrides)
+        if sweep.unused:  # the trainer may read them with sweep_params(): a warning
+            context.warn(f"{spec_path}: {unused_note(sweep.unused)}")
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
@@ -191,18 +194,6 @@ def _taken_array(
             "submitting the array again"
         )
     return None
-
-
-def _warn_unused_parameters(
-    context: Context, spec_path: str, sweep: SweepPlan, overrides: Sequence[str]
-) -> None:
-    """Parameters no placeholder uses: a warning (the trainer may read sweep_params())."""
-    from hpclaunch.planning.sweep import unused_note, unused_parameters
-    from hpclaunch.spec.job import load_spec
-
-    unused = unused_parameters(load_spec(spec_path, overrides), sweep.points)
-    if unused:
-        context.warn(f"{spec_path}: {unused_note(unused)}")
 
 
 def plan_sweep_spec(

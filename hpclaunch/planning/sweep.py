@@ -63,6 +63,7 @@ class SweepPlan:
         overquota: A sweep split at its project's quota (:func:`plan_sweep`): the plan of
             the part that runs over-quota (its own script, account, QOS); ``None``: one part.
         parts: Per array, ``0`` (``plan``) or ``1`` (``overquota``); empty: all ``0``.
+        unused: Parameters no ``{name}`` in the command uses (:func:`unused_parameters`).
     """
 
     plan: SubmissionPlan
@@ -71,6 +72,7 @@ class SweepPlan:
     chained: bool
     overquota: SubmissionPlan | None = None
     parts: tuple[int, ...] = ()
+    unused: tuple[str, ...] = ()
 
     def part_of(self, index: int) -> int:
         """``0`` or ``1``: which plan array ``index`` runs."""
@@ -152,6 +154,7 @@ def plan_sweep(
     python = job_python(site, home, python)
     points = tuple(expand(sweep))
     check_placeholders(spec, points)
+    unused = tuple(unused_parameters(spec, points))
     try:
         arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)
     except ValueError as exc:
@@ -197,7 +200,9 @@ def plan_sweep(
     plans = []
     for part in parts:
         plan = part.plan
-        notes = plan.notes + tuple(_notes(spec, points, part.arrays, chained, max_array_size, plan))
+        notes = plan.notes + tuple(
+            _notes(spec, points, part.arrays, chained, max_array_size, plan, unused)
+        )
         if split:
             notes += (split,)
             plan = replace(plan, quota_warning=_split_warning(spec, site, fits, at_once, per_task))
@@ -221,6 +226,7 @@ def plan_sweep(
         chained=chained,
         overquota=plans[1] if len(plans) > 1 else None,
         parts=tuple(i for i, part in enumerate(parts) for _ in part.arrays) if fits else (),
+        unused=unused,
     )
 
 
@@ -316,6 +322,7 @@ def _notes(
     chained: bool,
     max_array_size: int,
     plan: SubmissionPlan,
+    unused: Sequence[str],
 ) -> list[str]:
     assert spec.sweep is not None
     names = sorted({name for point in points for name in point})
@@ -331,7 +338,6 @@ def _notes(
             f"max_concurrent {spec.sweep.max_concurrent}: each array starts after the one "
             "before ended (--dependency=afterany), so the cap holds over the whole sweep"
         )
-    unused = unused_parameters(spec, points)
     if unused:
         notes.append(unused_note(unused))
     return notes
