@@ -108,13 +108,9 @@ def submit_command(
 def _wait_and_report(app: App, sweep_id: str) -> None:
     """``sweep --wait``: until every task ended, then the counts; exit 1 unless all
     COMPLETED."""
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.job import SweepRun
-    from hpclaunch.store.sweeps import find_sweep
 
-    record = find_sweep(sweep_id)
-    arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
-    done = SweepRun(app, record.sweep_id, arrays, record.points).wait()
+    done = SweepRun.find(app, sweep_id).wait()
     counts = ", ".join(f"{n} {state}" for state, n in sorted(done.counts.items()))
     click.echo(f"sweep {sweep_id}: {counts}", err=True)
     if set(done.counts) != {"COMPLETED"}:

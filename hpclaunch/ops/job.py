@@ -149,6 +149,21 @@ class SweepRun:
     arrays: tuple[JobRef, ...]
     points: int
 
+    @classmethod
+    def find(cls, session: Context, sweep_id: str) -> SweepRun:
+        """The sweep recorded on this machine under ``sweep_id`` (a unique prefix, or one of
+        its arrays' job ids), its reruns' arrays included.
+
+        Raises:
+            JobNotFound: No such sweep in this machine's records.
+        """
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.store.sweeps import find_sweep
+
+        record = find_sweep(sweep_id)
+        arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
+        return cls(session, record.sweep_id, arrays, record.points)
+
     def status(self, *, metrics: bool = True) -> SweepStatus:
         """Every task's state (and, ``metrics``, the final metrics of those that completed)."""
         from hpclaunch.ops.sweep_status import sweep_status

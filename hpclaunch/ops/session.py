@@ -117,13 +117,9 @@ class Session(Context):
         Raises:
             JobNotFound: No such sweep in this machine's records.
         """
-        from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.job import SweepRun
-        from hpclaunch.store.sweeps import find_sweep
 
-        record = find_sweep(sweep_id)
-        arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
-        return SweepRun(self, record.sweep_id, arrays, record.points)
+        return SweepRun.find(self, sweep_id)
 
     def pipeline(
         self, path: str, *, submission_id: str | None = None, check: bool = True
