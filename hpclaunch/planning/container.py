@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.spec.container import Container, Mount, RuntimeName, parse_mount
+from hpclaunch.supervise.oci_bundle import mounted_at_same_path
 
 __all__ = ["ContainerPlan", "plan_container"]
 
@@ -224,11 +225,7 @@ def _mounts(
                 hint="submit from (or set workdir/output_dir/checkpoint.dir to) a path "
                 "without ':' or ','",
             )
-        covered = any(
-            s == d and (path == d or path.startswith(d.rstrip("/") + "/"))
-            for s, d, _ in found.values()
-        )
-        if not covered:
+        if not mounted_at_same_path(path, found.values()):
             add(path, path, False)
     if hpclaunch_path:
         add(hpclaunch_path, hpclaunch_path, True)

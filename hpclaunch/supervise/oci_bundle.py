@@ -21,22 +21,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hpclaunch.runtime._fs import write_json_atomic
 
-__all__ = ["bundle_config", "main", "venv_paths"]
+__all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 
 #: runc's and crun's PATH for a process.env without one.
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _covered(path: str, mounts: list[dict[str, Any]]) -> bool:
+def mounted_at_same_path(path: str, mounts: Iterable[tuple[str, str, bool]]) -> bool:
+    """Whether one of ``mounts`` (source, destination, read-only) already shows ``path``
+    at its own path inside: a same-path mount of it or of a directory above it."""
     return any(
-        m.get("source") == m.get("destination")
-        and (path == m["destination"] or path.startswith(m["destination"].rstrip("/") + "/"))
-        for m in mounts
+        src == dst and (path == dst or path.startswith(dst.rstrip("/") + "/"))
+        for src, dst, _ in mounts
     )
 
 
@@ -68,7 +70,7 @@ def bundle_config(
     added: list[dict[str, Any]] = config.setdefault("mounts", [])
     wanted = list(mounts)
     for path in venv_paths(venv) if venv else []:
-        if not _covered(path, [{"source": s, "destination": d} for s, d, _ in wanted]):
+        if not mounted_at_same_path(path, wanted):
             wanted.append((path, path, True))
     if venv:
         # Slurm passes the job's environment into the container but not its PATH (the
