@@ -124,6 +124,14 @@ class Queue:
         )
         return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
 
+    def queue_row(self, key: str) -> dict[str, Any]:
+        """The job's row of ``hpclaunch queue --json``."""
+        out = self.cli("queue", "--json")
+        assert out.returncode == 0, out.stderr
+        (row,) = [r for r in json.loads(out.stdout) if r["job_id"] == self.ids[key]]
+        assert isinstance(row, dict)
+        return row
+
     def status(self, key: str) -> dict[str, Any]:
         out = self.cli("status", self.ids[key], "--json")
         assert out.returncode == 0, out.stderr
@@ -335,9 +343,7 @@ def test_quotas_over_quota_runs_on_idle_gpus_and_gives_them_back(queue: Queue) -
     assert queue.status("a4")["quota"] == "in-quota"
     # While the victim has its grace time, queue names it: b2, the older of two equal jobs
     # (Slurm keeps its job list's order among equals), and Slurm preempts just that one.
-    out = queue.cli("queue", "--json")
-    assert out.returncode == 0, out.stderr
-    (a4,) = [r for r in json.loads(out.stdout) if r["job_id"] == queue.ids["a4"]]
+    a4 = queue.queue_row("a4")
     assert a4["state"] == "PENDING", a4
     assert a4["why"].endswith(f"will likely preempt job {queue.ids['b2']}, grace {GRACE} s"), a4
     queue.wait(running={"a4"}, timeout=GRACE + 30)
@@ -403,9 +409,7 @@ def test_queue_names_the_job_slurm_preempts_among_mixed_victims(queue: Queue) ->
     queue.submit(
         "c", "critical", project="vision", resources={"gpus_per_node": 1, "time": "1", "mem": "50M"}
     )
-    out = queue.cli("queue", "--json")
-    assert out.returncode == 0, out.stderr
-    (c,) = [r for r in json.loads(out.stdout) if r["job_id"] == queue.ids["c"]]
+    c = queue.queue_row("c")
     assert c["state"] == "PENDING", c
     assert c["why"].endswith(f"will likely preempt job {queue.ids['l2']}, grace {GRACE} s"), c
     queue.wait(running={"c"}, timeout=GRACE + 30)
