@@ -14,6 +14,11 @@ mounts), and for ``--venv`` the environment and the interpreter it was made from
 ``pyvenv.cfg``'s ``home``), read-only, where no mount covers them, with its ``bin`` first on
 the bundle's ``PATH`` (Slurm passes the job's environment in, but not ``PATH``). The step
 then runs with ``--container=<bundle>``. Written atomically, again at every attempt.
+
+Slurm 22.05 ignores ``root.path`` and always uses ``<bundle>/rootfs`` (slurmstepd
+container.c, ``_modify_config``; 23.02 reads ``root.path``), so ``<bundle>/rootfs`` is also a
+link to the image's rootfs (crun follows it; runc refuses a linked rootfs, so a native 22.05
+cluster with runc cannot run ``runtime: oci`` jobs).
 """
 
 from __future__ import annotations
@@ -113,7 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     bundle = Path(args.bundle)
     bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_json_atomic(bundle / "config.json", config)
+    link_rootfs(bundle, config["root"]["path"])
     return 0
+
+
+def link_rootfs(bundle: Path, rootfs: str) -> None:
+    """``<bundle>/rootfs`` -> ``rootfs``, replaced atomically (for Slurm 22.05, above)."""
+    link = bundle / "rootfs"
+    if link.is_symlink() and os.readlink(link) == rootfs:
+        return
+    staged = bundle / f".rootfs.{os.getpid()}"
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(rootfs)
+    staged.replace(link)
 
 
 if __name__ == "__main__":

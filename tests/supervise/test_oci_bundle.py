@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,11 @@ def test_the_command_line_writes_the_bundle(tmp_path: Path) -> None:
     config = json.loads((bundle / "config.json").read_text())
     assert config["root"]["path"] == f"{image}/rootfs"
     assert {"/b", "/c"} <= {m["destination"] for m in config["mounts"]}
+    # Slurm 22.05 runs <bundle>/rootfs whatever root.path says: it is the image's.
+    assert os.readlink(bundle / "rootfs") == f"{image}/rootfs"
+    subprocess.run(argv, check=True, cwd=REPO)  # the next attempt writes it again
+    assert os.readlink(bundle / "rootfs") == f"{image}/rootfs"
+    assert sorted(p.name for p in bundle.iterdir()) == ["config.json", "rootfs"]
     missing = subprocess.run(
         [*argv[:4], str(tmp_path / "none"), "--bundle", str(bundle)],
         capture_output=True,
