@@ -64,15 +64,65 @@ cmd_up() {
     die "a Slurm $running cluster is running: '$0 --mode $MODE down' before starting $SLURM_VERSION"
   fi
   local t0=$SECONDS
-  "${MODE}_install"
+  make_dirs
+  # Everything apt installs, in one go (dpkg takes one installer at a time); then Slurm
+  # compiles (if not built yet) while the job images and the node image's packages are
+  # made: on a fresh machine those would otherwise wait ~2 min for the compiler.
+  timed "packages" install_packages
+  start_slurm_build
+  timed "job images" build_job_images
+  [[ $MODE == docker ]] && timed "docker engine and the node image's packages" docker_prepare
+  timed "Slurm $SLURM_VERSION build" wait_slurm_build
   host_setup
   install_pyxis_stub
-  build_job_images
   mount_small_fs
-  "${MODE}_up"
+  timed "daemons ($MODE)" "${MODE}_up"
+  timed "accounts and nodes" setup_accounting_and_nodes
+  log "$MODE cluster (Slurm $SLURM_VERSION) up in $((SECONDS - t0)) s: $(sinfo -h -o '%D nodes %G' | head -1)"
+}
+
+setup_accounting_and_nodes() {
   setup_accounting
   wait_nodes_idle
-  log "$MODE cluster (Slurm $SLURM_VERSION) up in $((SECONDS - t0)) s: $(sinfo -h -o '%D nodes %G' | head -1)"
+}
+
+# timed NAME COMMAND...: run a step of `up`; say how long it took when it took a while.
+timed() {
+  local name=$1 t=$SECONDS
+  shift
+  "$@"
+  ((SECONDS - t < 2)) || log "$name: $((SECONDS - t)) s"
+}
+
+# The Debian packages of this mode and version, of the host's part (container runtimes,
+# the pyxis stub's compiler, debootstrap for the job images) and of Slurm's build.
+install_packages() {
+  local packages=(munge charliecloud-runtime crun runc gcc libc6-dev debootstrap)
+  if [[ $MODE == native ]]; then
+    packages+=(mariadb-server)
+    from_source || packages+=(slurmctld slurmd slurm-client slurmdbd libslurm-dev)
+  else
+    from_source || packages+=(slurm-client libslurm-dev)
+    docker_usable || packages+=(docker.io docker-compose)
+  fi
+  apt_install "${packages[@]}"
+  if from_source; then "$HERE/build-slurm.sh" "$SLURM_VERSION" --deps; fi
+}
+
+# Slurm from source, in the background (build-slurm.sh: nothing to do once built).
+start_slurm_build() {
+  SLURM_BUILD_PID=
+  from_source || return 0
+  if ! "$HERE/build-slurm.sh" "$SLURM_VERSION" --built 2>/dev/null; then
+    log "building Slurm $SLURM_VERSION from source in the background (~4 min on 2 cores; log: $STATE/log/build-slurm.log)"
+  fi
+  "$HERE/build-slurm.sh" "$SLURM_VERSION" >"$STATE/log/build-slurm.log" 2>&1 &
+  SLURM_BUILD_PID=$!
+}
+
+wait_slurm_build() {
+  [[ -n ${SLURM_BUILD_PID:-} ]] || return 0
+  wait "$SLURM_BUILD_PID" || { tail -20 "$STATE/log/build-slurm.log" >&2; die "building Slurm $SLURM_VERSION failed: see $STATE/log/build-slurm.log"; }
 }
 
 cmd_down() {

@@ -13,17 +13,16 @@ compose() {
     docker-compose -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
 }
 
-# The login node's side first: Debian's client commands for 22.05, else this host's own
-# build of the version (which the image then copies).
-docker_install() {
-  if from_source; then
-    apt_install munge
-    "$HERE/build-slurm.sh" "$SLURM_VERSION"
-  else
-    apt_install munge slurm-client
-  fi
-  command -v docker >/dev/null && docker info >/dev/null 2>&1 && command -v docker-compose >/dev/null && return 0
-  apt_install docker.io docker-compose debootstrap
+# Docker's commands are here (Debian's docker.io and docker-compose, or another install).
+docker_usable() {
+  command -v docker >/dev/null && command -v docker-compose >/dev/null
+}
+
+# What the node image needs that does not wait for Slurm's build: the engine, the base image
+# and the image's first stage (its packages), which the full build then takes from the cache.
+docker_prepare() {
+  engine_up
+  build_image runtime
 }
 
 engine_up() {
@@ -62,31 +61,39 @@ base_image() {
   echo local/bookworm:base
 }
 
-# The image of this version, rebuilt when the Dockerfile or the host's build changed (its
-# stamp, build-slurm.sh). The context: the Dockerfile and slurm.tar (the host's
-# /opt/slurm-<version>, empty for 22.05).
+# build_image [runtime]: the image of this version, rebuilt when the Dockerfile or the
+# host's build changed (its stamp, build-slurm.sh). The context: the Dockerfile and
+# slurm.tar (the host's /opt/slurm-<version>, empty for 22.05). With "runtime", only the
+# Dockerfile's first stage (packages; no Slurm build needed), for the layer cache.
 build_image() {
-  local sum have stamp=
-  from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
-  sum=$( (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16)
-  have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$(image)" 2>/dev/null || true)
-  [[ $have == "$sum" ]] && return 0
+  local target=${1:-} sum have stamp=
+  if [[ -z $target ]]; then
+    from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
+    sum=$( (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16)
+    have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$(image)" 2>/dev/null || true)
+    [[ $have == "$sum" ]] && return 0
+  fi
   local base context t0=$SECONDS
   base=$(base_image)
   context=$(mktemp -d)
   cp "$HERE/Dockerfile" "$context/"
-  if from_source; then
+  if from_source && [[ -z $target ]]; then
     tar -C /opt -cf "$context/slurm.tar" "slurm-$SLURM_VERSION"
   else
     tar -cf "$context/slurm.tar" -T /dev/null
   fi
-  log "building $(image) from $base"
-  DOCKER_BUILDKIT=0 docker build --network host --build-arg "BASE=$base" \
-    --build-arg "SLURM_VERSION=$SLURM_VERSION" --label "hpclaunch.dockerfile=$sum" \
-    -t "$(image)" "$context" >"$STATE/log/docker-build.log" 2>&1 ||
+  local args=(--network host --build-arg "BASE=$base" --build-arg "SLURM_VERSION=$SLURM_VERSION")
+  if [[ -n $target ]]; then
+    log "building the packages of $(image) from $base (while Slurm compiles)"
+    args+=(--target "$target" -t "$(image)-$target")
+  else
+    log "building $(image) from $base"
+    args+=(--label "hpclaunch.dockerfile=$sum" -t "$(image)")
+  fi
+  DOCKER_BUILDKIT=0 docker build "${args[@]}" "$context" >>"$STATE/log/docker-build.log" 2>&1 ||
     { rm -rf "$context"; die "docker build failed: see $STATE/log/docker-build.log"; }
   rm -rf "$context"
-  log "built $(image) in $((SECONDS - t0)) s"
+  log "built $(image)${target:+ ($target stage)} in $((SECONDS - t0)) s"
 }
 
 docker_running() {

@@ -1,15 +1,6 @@
 # shellcheck shell=bash
 # native mode: every daemon is a process on this host, tracked by its pid file.
 
-native_install() {
-  if from_source; then
-    apt_install munge mariadb-server
-    "$HERE/build-slurm.sh" "$SLURM_VERSION"
-  else
-    apt_install munge slurmctld slurmd slurm-client slurmdbd mariadb-server libslurm-dev
-  fi
-}
-
 native_running() {
   pid_alive "$STATE/run/slurmctld.pid" slurmctld && [[ -e $STATE/.mode-native ]]
 }
