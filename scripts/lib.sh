@@ -27,8 +27,22 @@ DEEPSPEED=deepspeed==0.19.8
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
-# The venv at .venv, with hpclaunch installed editable, dev tools and torch (CPU).
+# step NAME COMMAND...: run one set-up step, then say how long it took ("<== NAME: 12 s"),
+# so that a newcomer waiting on a fresh machine sees where the minutes go.
+step() {
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  printf '<== %s: %d s\n' "$name" "$((SECONDS - t0))"
+}
+
+# The venv at .venv with hpclaunch installed editable and torch (CPU): what the demo needs.
+# `ensure_venv all` adds what the tests need: dev tools, frameworks and DeepSpeed.
+# Either way the package's bytecode is compiled once here, as pip does for an installed
+# wheel: an editable install run where PYTHONDONTWRITEBYTECODE is set (CI images, tool
+# shells) would otherwise compile every module at every start (~40 ms of each command).
 ensure_venv() {
+  local level=${1:-demo}
   if [[ ! -x $VENV/bin/python ]]; then
     say "creating $VENV"
     python3 -m venv "$VENV"
@@ -37,15 +51,23 @@ ensure_venv() {
     say "installing $TORCH (CPU)"
     "$VENV/bin/pip" install -q --disable-pip-version-check "$TORCH" "$TORCH_EXTRAS"
   fi
-  local stamp=$VENV/.hpclaunch-installed sum
+  local sum
   sum=$( (cat "$REPO/pyproject.toml"; echo "$EXTRAS $TORCH $DEEPSPEED") | sha256sum | cut -c1-16)
-  if [[ ! -e $stamp || $(<"$stamp") != "$sum" ]]; then
-    say "installing hpclaunch (editable), dev tools, frameworks and $DEEPSPEED"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[$EXTRAS]" "$TORCH"
-    DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check \
-      --no-build-isolation "$DEEPSPEED" "$TORCH"
-    echo "$sum" >"$stamp"
+  # The full install satisfies the demo too.
+  if [[ $(cat "$VENV/.hpclaunch-installed" 2>/dev/null) != "$sum" ]]; then
+    if [[ $level == all ]]; then
+      say "installing hpclaunch (editable), dev tools, frameworks and $DEEPSPEED"
+      "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO[$EXTRAS]" "$TORCH"
+      DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --disable-pip-version-check \
+        --no-build-isolation "$DEEPSPEED" "$TORCH"
+      echo "$sum" >"$VENV/.hpclaunch-installed"
+    elif [[ $(cat "$VENV/.hpclaunch-installed-demo" 2>/dev/null) != "$sum" ]]; then
+      say "installing hpclaunch (editable)"
+      "$VENV/bin/pip" install -q --disable-pip-version-check -e "$REPO" "$TORCH"
+      echo "$sum" >"$VENV/.hpclaunch-installed-demo"
+    fi
   fi
+  "$VENV/bin/python" -m compileall -q "$REPO/hpclaunch" >/dev/null
   export PATH=$VENV/bin:$PATH
 }
 
@@ -53,6 +75,8 @@ ensure_venv() {
 # Slurm build (/opt/slurm-<version>: headers and libslurm). PyPI has pyslurm only for Slurm
 # 25.11; for another version nothing is installed and the tests run the cli backend only.
 # About 3.5 min the first time on 2 cores; pip's wheel cache makes later venvs take seconds.
+# The test command builds it; the demo does not (it submits with the cli backend, and
+# `--backend pyslurm` without it says how to install it).
 PYSLURM_SLURM=25.11
 PYSLURM=pyslurm==25.11.2
 ensure_pyslurm() {
@@ -89,6 +113,11 @@ running_cluster_mode() {
 # down first). Either way, then make its QOS and accounts match site-configs/local.yaml (the
 # cluster comes up with bare QOS; `site apply` sets tiers, quotas, over-quota accounts).
 ensure_cluster() {
+  ensure_cluster_up
+  site_apply
+}
+
+ensure_cluster_up() {
   local mode version
   mode=$(running_cluster_mode)
   if [[ -n $mode ]]; then
@@ -105,9 +134,11 @@ ensure_cluster() {
     say "starting the $mode test cluster (Slurm $DEFAULT_SLURM)"
     "$CLUSTER" --mode "$mode" --slurm "$DEFAULT_SLURM" up
   fi
+}
+
+site_apply() {
   say "hpclaunch site apply (site local)"
   hpclaunch --site local site apply --yes
-  ensure_pyslurm "$DEFAULT_SLURM"
 }
 
 # The full version of the Slurm commands on PATH ("slurm 25.11.7" / "slurm-wlm 22.05.8").
@@ -118,23 +149,36 @@ pytest_summary() {
   grep -E '(passed|failed|error|skipped|deselected).* in [0-9.]+s' "$1" | tail -1 | tr -d '=' | xargs
 }
 
-# run_integration LEG [PYTEST ARGS...]: smoke-check the running cluster, run the
-# integration tests on it, and add "slurm <version>[ (LEG)]: <pytest's summary>" to $SUMMARY.
+# run_integration LEG MARKS [PYTEST ARGS...]: smoke-check the running cluster, run the
+# integration tests on it (those of the pytest mark expression MARKS; all when empty) and
+# add "slurm <version>[ (LEG)] [<backends>]: <pytest's summaries>" to $SUMMARY. Two passes:
+# the tests not marked exclusive side by side in $TEST_WORKERS pytest-xdist workers (a
+# module and backend per worker: they share its fixtures' jobs), then the exclusive ones
+# (preemption, quotas, the whole cluster) one at a time.
+TEST_WORKERS=${HPCLAUNCH_TEST_WORKERS:-3}
 run_integration() {
-  local leg=$1 mode version log rc summary backends
-  shift
+  local leg=$1 marks=$2 mode version log rc=0 part summaries=() backends
+  shift 2
   mode=$(running_cluster_mode)
   "$CLUSTER" --mode "$mode" smoke
   version=$(slurm_version)
   backends=$(test_backends)
-  say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}; backends: $backends"
   log=$(mktemp /tmp/hpclaunch-integration.XXXXXX)
-  set +e
-  HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider tests/integration "$@" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  set -e
-  summary=$(pytest_summary "$log")
-  echo "slurm $version${leg:+ ($leg)} [$backends]: ${summary:-no pytest summary (exit code $rc)}" >>"$SUMMARY"
+  for part in side-by-side alone; do
+    local select="${marks:+($marks) and }not exclusive" xdist=(-n "$TEST_WORKERS" --dist loadgroup)
+    if [[ $part == alone ]]; then select="${marks:+($marks) and }exclusive"; xdist=(); fi
+    say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}, $part ($select); backends: $backends"
+    set +e
+    HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider "${xdist[@]}" -m "$select" \
+      tests/integration "$@" 2>&1 | tee "$log"
+    local part_rc=${PIPESTATUS[0]}
+    set -e
+    # 5: nothing selected (a -k or a path that leaves no test of this part)
+    ((part_rc == 0 || part_rc == 5)) || rc=$part_rc
+    summaries+=("$part: $(pytest_summary "$log" || true)")
+  done
+  local IFS=';'
+  echo "slurm $version${leg:+ ($leg)} [$backends]: ${summaries[*]}" | sed 's/;/; /g' >>"$SUMMARY"
   rm -f "$log"
   return "$rc"
 }
