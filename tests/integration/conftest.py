@@ -33,13 +33,26 @@ HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 
 # One test session at a time on the shared local cluster: tests that assert scheduling
 # order or preemption need the GPUs to themselves. Ad-hoc jobs: `flock LOCK sbatch ...`.
+# The workers of one session run side by side (pytest-xdist: scripts/test runs the tests
+# not marked ``exclusive`` so): they share the lock, which still keeps other sessions out.
 CLUSTER_LOCK = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOCK", "/tmp/hpclaunch-cluster.lock"))
+#: Set in each pytest-xdist worker ("gw0", "gw1", ...).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 
 
 #: The backends that tests marked ``backends`` run with, each in turn
 #: ($HPCLAUNCH_TEST_BACKENDS; scripts/test's 22.05 leg runs cli only: pyslurm is built for
 #: 25.11). Every other cluster test runs with cli.
 TEST_BACKENDS = os.environ.get("HPCLAUNCH_TEST_BACKENDS", "cli pyslurm").split()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) a module's tests run in one worker, a
+    backend at a time: its module-scoped fixtures (the jobs its tests share) are made once
+    per backend, as without workers."""
+    for item in items:
+        backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
+        item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}[{backend or 'cli'}]"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -86,22 +99,25 @@ def _require_backend(name: str) -> None:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """The reachable cluster (``.nodes``); skips, or fails under CI=true, without one.
-    Held under an exclusive lock (:data:`CLUSTER_LOCK`) for the whole test session."""
+    Held under :data:`CLUSTER_LOCK` for the whole test session (shared by its workers)."""
     import fcntl
 
     with CLUSTER_LOCK.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH if XDIST_WORKER else fcntl.LOCK_EX)
         cluster = require_cluster(LocalRunner(), os.environ)
         # The cluster comes up with bare QOS: make tiers, quotas and over-quota accounts
-        # match site-configs/local.yaml once per session (nothing to do when they do).
-        applied = subprocess.run(
-            [HPCLAUNCH, "--site", "local", "site", "apply", "--yes"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        # match site-configs/local.yaml once per session (nothing to do when they do); one
+        # worker at a time (two would both add what is missing).
+        with Path(f"{CLUSTER_LOCK}.apply").open("a") as applying:
+            fcntl.flock(applying, fcntl.LOCK_EX)
+            applied = subprocess.run(
+                [HPCLAUNCH, "--site", "local", "site", "apply", "--yes"],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
         if applied.returncode != 0:
             pytest.fail(
                 f"hpclaunch --site local site apply --yes failed:\n{applied.stdout}{applied.stderr}"

@@ -35,7 +35,7 @@ from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO, Cli
 from .test_tiers_on_cluster import GRACE, VENV, Queue
 
-pytestmark = [pytest.mark.slurm, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.backends, pytest.mark.exclusive]
 
 STEPS = 150  # 0.2 s each: ~30 s, so the trainer is still running when it is preempted
 

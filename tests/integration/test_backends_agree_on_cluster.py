@@ -33,7 +33,7 @@ from hpclaunch.transport.local import LocalRunner
 from .cluster import SlurmCluster
 from .conftest import TEST_BACKENDS, squeue
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 T = TypeVar("T")
 SITE = load_site("local")

@@ -30,6 +30,9 @@ def submit(run: Run, spec: Path, *args: str) -> str:
     return job_id
 
 
+# Exclusive: both jobs must be in-quota (research's 8 GPUs free enough), which other tests'
+# GPU jobs running beside it could change.
+@pytest.mark.exclusive
 def test_status_columns_for_a_one_gpu_and_a_two_node_job(
     hpclaunch: Run, write_spec: WriteSpec
 ) -> None:

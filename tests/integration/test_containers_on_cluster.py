@@ -47,7 +47,7 @@ from .test_sidecar_on_cluster import (
 )
 from .test_sidecar_on_cluster import _submit as submit
 
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.exclusive]
 
 IMAGE = "debian-python"  # in the site's image_dir
 IMAGE_DIR = Path("/var/cache/hpclaunch-cluster/images")

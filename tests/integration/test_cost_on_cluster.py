@@ -20,7 +20,7 @@ import pytest
 
 from .conftest import Cli, wait_state
 
-pytestmark = [pytest.mark.slurm, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.backends, pytest.mark.exclusive]
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
 WriteSpec = Callable[..., Path]

@@ -24,7 +24,7 @@ from hpclaunch.slurm.priority import parse_sshare, sshare_argv
 
 from .conftest import Cli, squeue
 
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.exclusive]
 
 WORK = ("-n1", "-c2", "--gres=gpu:2", "--mem=50M", "--time=5", "--output=/dev/null")
 

@@ -58,7 +58,7 @@ from .faults import (
 from .preempt_anywhere import PreemptRun
 from .test_sidecar_on_cluster import STEPS, _by, _steps
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 
 @pytest.fixture(scope="module")

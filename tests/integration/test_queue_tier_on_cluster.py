@@ -19,7 +19,7 @@ import pytest
 from .conftest import Run, wait_state
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
 WriteSpec = Callable[..., Path]
 SLEEP = ["sleep", "600"]

@@ -21,7 +21,7 @@ import pytest
 
 from .conftest import Cli, squeue
 
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
 #: The two jobs (running, held) of each way of asking for 4 GPUs each.
 STYLES = {

@@ -37,7 +37,7 @@ from .cluster import SlurmCluster
 from .conftest import Cli
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
 STEPS = 150
 TRAIN = ["python", "examples/ddp_train.py", "--steps", str(STEPS), "--every", "1000"]

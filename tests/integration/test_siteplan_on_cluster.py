@@ -18,7 +18,7 @@ from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.exclusive]
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

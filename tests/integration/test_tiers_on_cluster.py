@@ -32,7 +32,7 @@ from .cluster import SlurmCluster
 from .conftest import REPO, Cli
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
 VENV = str(REPO / ".venv")
 GRACE = 10  # the low and over-quota QOS's GraceTime in site-configs/local.yaml
