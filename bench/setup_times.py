@@ -137,9 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "demo":
         if args.fresh and not args.yes:
-            raise SystemExit(
-                "--fresh removes .venv, /opt/slurm-*, the cluster's images: add --yes"
-            )
+            raise SystemExit("--fresh removes .venv, /opt/slurm-*, the cluster's images: add --yes")
         demo(args.fresh)
     else:
         suite(args.ci)

@@ -278,7 +278,8 @@ def test_sweep_wait_with_set_and_partition_exits_0_when_every_task_completed(
         " ".join(f for f in line.split() if f.startswith(("Partition=", "TimeLimit=")))
         for line in shown
     }
-    assert len(shown) == 2 and asked == {"TimeLimit=00:03:00 Partition=debug"}, shown
+    assert len(shown) == 2, shown
+    assert asked == {"TimeLimit=00:03:00 Partition=debug"}, shown
 
 
 def test_300_points_become_arrays_below_max_array_size_each_run_once(sweeps: Sweeps) -> None:
