@@ -169,7 +169,7 @@ run_integration() {
     if [[ $part == alone ]]; then select="${marks:+($marks) and }exclusive"; xdist=(); fi
     say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}, $part ($select); backends: $backends"
     set +e
-    HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider "${xdist[@]}" -m "$select" \
+    HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider --durations=10 "${xdist[@]}" -m "$select" \
       tests/integration "$@" 2>&1 | tee "$log"
     local part_rc=${PIPESTATUS[0]}
     set -e

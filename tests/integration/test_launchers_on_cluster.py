@@ -44,7 +44,9 @@ from .conftest import Cli
 from .test_sidecar_on_cluster import STEPS, TRAIN, VENV, Jobs, _assert_exact_resume, _by, _steps
 from .test_sidecar_on_cluster import _submit as submit
 
-pytestmark = pytest.mark.slurm
+# Exclusive: five 2-node PyTorch jobs at once (ten trainers on the 2 cores) miss their
+# deadlines beside other tests, and slow those down too.
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 EVERY = 20  # periodic checkpoints of the midwrite job
 AT_STEP = 30  # each job is warned / requeued once it reports this step

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -62,10 +63,11 @@ def test_the_readme_python_example_runs_and_the_cli_knows_its_job(hpclaunch: Run
     assert "hello from n" in logs.stdout
 
 
-def test_a_session_runs_the_job_in_the_callers_directory(hpclaunch: Run, tmp_path: Path) -> None:
+def test_a_session_runs_the_job_in_the_callers_directory(hpclaunch: Run) -> None:
     # The repository is on every node (the cluster's shared path); a script in a directory
     # of its own, run by a relative path, proves the job started where the caller was.
-    work = REPO / ".pytest-session" / tmp_path.name
+    # A name of its own: tmp_path's is the same in each pytest-xdist worker.
+    work = REPO / ".pytest-session" / uuid.uuid4().hex
     work.mkdir(parents=True)
     (work / "fit.py").write_text("import os\nprint('cwd', os.getcwd())\n")
     code = (
