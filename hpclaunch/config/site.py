@@ -44,7 +44,7 @@ def _time_limit(value: object) -> object:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Partition(_Model):

@@ -76,7 +76,7 @@ MAX_BASE_ID = 48
 class After(BaseModel):
     """One job this one waits for: ``{job: train, when: ok}`` (or just ``train``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     job: str = Field(min_length=1, description="The name of another job in the file.")
     when: When = Field("ok", description="ok (afterok), any (afterany), notok (afternotok).")
@@ -130,7 +130,7 @@ class PipelineJob(JobSpec):
 class Pipeline(BaseModel):
     """A multi-job file (after :func:`parse_pipeline` merged ``defaults`` into each job)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     defaults: dict[str, Any] = Field(
         default_factory=dict, description="Spec fields merged under every job."

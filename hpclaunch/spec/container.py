@@ -88,7 +88,7 @@ class Container(BaseModel):
             runtimes expose the job's GPUs as the site configures them).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     image: str = Field(min_length=1, description="Image path or reference.")
     runtime: Literal["auto", "apptainer", "singularity", "pyxis", "charliecloud", "oci"] = Field(

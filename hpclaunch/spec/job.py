@@ -76,7 +76,7 @@ _HETJOB_WORDS = ("hetjob", "packjob")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # YAML users write `mem: 1000` and `time: 30`: the schema accepts numbers where we do.
