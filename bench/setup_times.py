@@ -34,6 +34,7 @@ CLUSTER = REPO / "docker" / "slurm-cluster" / "cluster.sh"
 SLURM = os.environ.get("HPCLAUNCH_SLURM_VERSION", "25.11")
 
 STEP = re.compile(r"^(?:<== |\[cluster\] )(?P<name>[^:\[]+): (?P<s>\d+) s$")
+BUILD = re.compile(r"Slurm \S+ built in \S+ in (?P<s>\d+) s")
 BUILT = re.compile(r"^\[cluster\] built (?P<name>\S+.*) in (?P<s>\d+) s$")
 LEG = re.compile(r"^slurm (?P<version>\S+.*?) \[(?P<backends>[^]]+)\]: (?P<rest>.*)$")
 PART = re.compile(r"(?P<part>side-by-side|alone): (?P<summary>[^;]*?) in (?P<s>[\d.]+)s")
@@ -56,22 +57,35 @@ def run_timed(argv: list[str], env: dict[str, str]) -> tuple[float, list[tuple[f
     return time.monotonic() - start, lines
 
 
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
 def make_fresh() -> None:
     """Remove what the demo makes (see the module's docstring)."""
-    for mode in ("docker", "native"):
-        subprocess.run([str(CLUSTER), "--mode", mode, "down"], check=False)
-    shutil.rmtree(REPO / ".venv", ignore_errors=True)
-    shutil.rmtree(f"/opt/slurm-{SLURM}", ignore_errors=True)
-    shutil.rmtree("/var/cache/hpclaunch-cluster/images", ignore_errors=True)
-    engine = subprocess.run(["docker", "info"], capture_output=True, check=False)
-    if engine.returncode == 0:
+    # The images first, while the engine that holds them runs (`down` stops an engine that
+    # cluster.sh started); the cluster's containers go with them.
+    if subprocess.run([str(CLUSTER), "--mode", "docker", "status"], check=False).returncode == 0:
+        ids = docker("ps", "-aq", "--filter", "label=com.docker.compose.project=hpclaunch-cluster")
+        if ids.stdout.split():
+            docker("rm", "-f", *ids.stdout.split())
         for image in (
             f"hpclaunch/slurm-cluster:{SLURM}",
             f"hpclaunch/slurm-cluster:{SLURM}-runtime",
             "local/bookworm:base",
         ):
-            subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
-        subprocess.run(["docker", "image", "prune", "-f"], capture_output=True, check=False)
+            docker("rmi", "-f", image)
+        docker("image", "prune", "-f")
+        left = docker("image", "inspect", "local/bookworm:base")
+        if left.returncode == 0:
+            raise SystemExit("the base image local/bookworm:base could not be removed")
+    else:
+        raise SystemExit("--fresh needs the docker cluster up (its engine holds the images)")
+    for mode in ("docker", "native"):
+        subprocess.run([str(CLUSTER), "--mode", mode, "down"], check=False)
+    shutil.rmtree(REPO / ".venv", ignore_errors=True)
+    shutil.rmtree(f"/opt/slurm-{SLURM}", ignore_errors=True)
+    shutil.rmtree("/var/cache/hpclaunch-cluster/images", ignore_errors=True)
 
 
 def demo(fresh: bool) -> None:
@@ -87,7 +101,10 @@ def demo(fresh: bool) -> None:
     if ready is not None:
         print(f"  {'to the submission':55} {ready:5.0f} s")
     print(f"  {'to the job end (COMPLETED)':55} {total:5.0f} s")
-    build = next((s for name, s in steps if name.startswith("Slurm") and "build" in name), 0)
+    built = next((m for _, line in lines if (m := BUILD.search(line))), None)
+    build = int(built["s"]) if built else 0
+    if build:
+        print(f"  {'Slurm build (its own time, beside the steps above)':55} {build:5d} s")
     if fresh and build:
         print(f"  baseline: the Slurm build alone {build} s; demo / build = {total / build:.2f}x")
     elif ready is not None:

@@ -114,7 +114,7 @@ start_slurm_build() {
   SLURM_BUILD_PID=
   from_source || return 0
   if ! "$HERE/build-slurm.sh" "$SLURM_VERSION" --built 2>/dev/null; then
-    log "building Slurm $SLURM_VERSION from source in the background (~4 min on 2 cores; log: $STATE/log/build-slurm.log)"
+    log "building Slurm $SLURM_VERSION from source in the background (~3.5 min on 2 cores; log: $STATE/log/build-slurm.log)"
   fi
   "$HERE/build-slurm.sh" "$SLURM_VERSION" >"$STATE/log/build-slurm.log" 2>&1 &
   SLURM_BUILD_PID=$!
@@ -123,6 +123,8 @@ start_slurm_build() {
 wait_slurm_build() {
   [[ -n ${SLURM_BUILD_PID:-} ]] || return 0
   wait "$SLURM_BUILD_PID" || { tail -20 "$STATE/log/build-slurm.log" >&2; die "building Slurm $SLURM_VERSION failed: see $STATE/log/build-slurm.log"; }
+  # The build's own time, when it built ("Slurm 25.11 built in /opt/slurm-25.11 in 204 s ...").
+  grep -h ' built in ' "$STATE/log/build-slurm.log" >&2 || true
 }
 
 cmd_down() {
