@@ -84,7 +84,7 @@ build_image() {
   fi
   local args=(--network host --build-arg "BASE=$base" --build-arg "SLURM_VERSION=$SLURM_VERSION")
   if [[ -n $target ]]; then
-    log "building the packages of $(image) from $base (while Slurm compiles)"
+    log "building the packages of $(image) from $base${SLURM_BUILD_PID:+ (while Slurm compiles)}"
     args+=(--target "$target" -t "$(image)-$target")
   else
     log "building $(image) from $base"
