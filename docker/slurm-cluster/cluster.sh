@@ -114,9 +114,8 @@ install_packages() {
 start_slurm_build() {
   SLURM_BUILD_PID=
   from_source || return 0
-  if ! "$HERE/build-slurm.sh" "$SLURM_VERSION" --built 2>/dev/null; then
-    log "building Slurm $SLURM_VERSION from source in the background (~3.5 min on 2 cores; log: $STATE/log/build-slurm.log)"
-  fi
+  "$HERE/build-slurm.sh" "$SLURM_VERSION" --built 2>/dev/null && return 0
+  log "building Slurm $SLURM_VERSION from source in the background (~3.5 min on 2 cores; log: $STATE/log/build-slurm.log)"
   "$HERE/build-slurm.sh" "$SLURM_VERSION" >"$STATE/log/build-slurm.log" 2>&1 &
   SLURM_BUILD_PID=$!
 }
