@@ -227,7 +227,11 @@ def should_checkpoint(
         return periodic  # every rank computes the same: no collective needed
     requested = current_request(min_interval=min_interval) is not None
     periodic_any, requested_any = _dist.all_reduce_max([int(periodic), int(requested)])
-    if requested_any and not requested:
+    if requested_any and not requested and current_request(min_interval=0) is None:
+        # Another rank saw the request first (each looks at the file at most every
+        # min_interval): this rank reads it now for its reason (a preemption, a time limit),
+        # which rank 0 records with a failed or committed checkpoint; "peer" only where the
+        # file cannot be seen here (a control directory not shared with that rank).
         _WATCHER.force("peer")
     return bool(periodic_any or requested_any)
 

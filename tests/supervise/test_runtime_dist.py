@@ -34,6 +34,7 @@ result = {"rank": rank, "distributed": runtime.is_distributed(), "world": runtim
 # Part 1: only rank 1's control dir holds a request; the ranks must still agree at step 1.
 result["first"] = next(s for s in range(1, 10) if runtime.should_checkpoint(s, every=100))
 result["requested"] = runtime.checkpoint_requested()
+result["first_reason"] = runtime.current_request().reason
 writes = []
 def save(tmp):
     writes.append(rank)
@@ -74,6 +75,7 @@ for step in range(1, 2000):
     local_before = runtime.current_request(min_interval=interval) is not None
     if runtime.should_checkpoint(step, min_interval=interval):
         result["step"], result["local_before"] = step, local_before
+        result["reason"] = runtime.current_request().reason
         break
 out.write_text(json.dumps(result))
 dist.destroy_process_group()
@@ -122,6 +124,9 @@ def test_ranks_agree_commit_once_and_share_failures(
     assert r0["first"] == r1["first"] == 1
     assert r0["requested"]
     assert r1["requested"]
+    # rank 0 cannot see rank 1's request file (control dirs not shared): it knows only that
+    # a peer was asked
+    assert (r0["first_reason"], r1["first_reason"]) == ("peer", "preemption")
     assert r0["path"] == r1["path"] == str(tmp_path / "checkpoints" / "step-000000001")
     assert (r0["writes"], r1["writes"]) == ([0], [])
     shards = json.loads((tmp_path / "checkpoints" / "step-000000002" / "manifest.json").read_text())
@@ -152,3 +157,6 @@ def test_concurrent_request_all_ranks_stop_at_one_step(
     assert r0["step"] == r1["step"] >= 20
     # rank 0 (polling every 0.05 s) saw the file first; rank 1 stopped because it agreed
     assert r0["local_before"] is True
+    # ... and, told by the reduction, read the shared file for the request's own reason (it
+    # recorded "peer" before: the disk-full fault test saw rank 0 record a preemption so)
+    assert r0["reason"] == r1["reason"] == "manual"
