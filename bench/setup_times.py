@@ -40,8 +40,11 @@ LEG = re.compile(r"^slurm (?P<version>\S+.*?) \[(?P<backends>[^]]+)\]: (?P<rest>
 PART = re.compile(r"(?P<part>side-by-side|alone): (?P<summary>[^;]*?) in (?P<s>[\d.]+)s")
 
 
-def run_timed(argv: list[str], env: dict[str, str]) -> tuple[float, list[tuple[float, str]]]:
-    """Run argv; return its wall time and its output lines, each with its arrival time."""
+def run_timed(
+    argv: list[str], env: dict[str, str], *, must_pass: bool = True
+) -> tuple[float, list[tuple[float, str]]]:
+    """Run argv; return its wall time and its output lines, each with its arrival time.
+    A failure ends the script, unless ``must_pass`` is false (then it is said at the end)."""
     start = time.monotonic()
     lines: list[tuple[float, str]] = []
     with subprocess.Popen(
@@ -53,7 +56,10 @@ def run_timed(argv: list[str], env: dict[str, str]) -> tuple[float, list[tuple[f
             lines.append((time.monotonic() - start, line.rstrip("\n")))
         rc = proc.wait()
     if rc != 0:
-        raise SystemExit(f"{' '.join(argv)} failed (exit {rc})")
+        message = f"{' '.join(argv)} failed (exit {rc})"
+        if must_pass:
+            raise SystemExit(message)
+        lines.append((time.monotonic() - start, f"FAILED: {message}"))
     return time.monotonic() - start, lines
 
 
@@ -116,7 +122,7 @@ def suite(ci: bool) -> None:
     env = dict(os.environ)
     if ci:
         env["CI"] = "true"
-    total, lines = run_timed([str(REPO / "scripts" / "test")], env)
+    total, lines = run_timed([str(REPO / "scripts" / "test")], env, must_pass=False)
     marks = {
         "ruff": "==> ruff",
         "mypy": "==> mypy",
@@ -139,6 +145,9 @@ def suite(ci: bool) -> None:
             name = f"slurm {leg['version']} {part['part']}"
             print(f"  {name:40} {float(part['s']):7.0f} s  ({part['summary'].strip()})")
     print(f"  {'whole run':40} {total:7.0f} s")
+    for _, line in lines:
+        if line.startswith("FAILED: "):
+            print(f"  {line} (the times above still hold)")
     if unit:
         print(f"  baseline: unit tests {unit:.0f} s; whole run / unit = {total / unit:.1f}x")
 
