@@ -1,6 +1,9 @@
 """Fixtures for tests against a real Slurm cluster (docker/slurm-cluster/).
 
-Mark such test modules with ``pytestmark = pytest.mark.slurm``. Without a reachable cluster
+Mark such test modules with ``pytestmark = pytest.mark.slurm``, and ``exclusive`` too when
+they preempt, fill the cluster, depend on a project's quota or fair-share, stop daemons or
+change the site, or load the 2 cores heavily: scripts/test runs the others side by side
+(pytest-xdist) and these alone afterwards. Without a reachable cluster
 the ``slurm_cluster`` fixture skips them locally, and fails them under ``CI=true``: in CI a
 missing cluster is a broken setup, not a reason to pass.
 """
