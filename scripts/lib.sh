@@ -175,10 +175,13 @@ run_integration() {
     set -e
     # 5: nothing selected (a -k or a path that leaves no test of this part)
     ((part_rc == 0 || part_rc == 5)) || rc=$part_rc
-    summaries+=("$part: $(pytest_summary "$log" || true)")
+    local summary
+    summary=$(pytest_summary "$log" || true)
+    summaries+=("$part: ${summary:-no pytest summary (exit code $part_rc)}")
   done
-  local IFS=';'
-  echo "slurm $version${leg:+ ($leg)} [$backends]: ${summaries[*]}" | sed 's/;/; /g' >>"$SUMMARY"
+  local joined
+  joined=$(printf '%s; ' "${summaries[@]}")
+  echo "slurm $version${leg:+ ($leg)} [$backends]: ${joined%; }" >>"$SUMMARY"
   rm -f "$log"
   return "$rc"
 }

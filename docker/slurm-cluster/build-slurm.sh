@@ -2,7 +2,7 @@
 # Build one Slurm release from source into /opt/slurm-<version> (daemons, client commands,
 # headers and libslurm for pyslurm), on this Debian 12 host.
 #
-#   build-slurm.sh VERSION [--check|--deps]  VERSION: 24.11, 25.11 or 26.05 (slurm-releases.txt)
+#   build-slurm.sh VERSION [--check|--deps|--built]  VERSION: 24.11, 25.11 or 26.05 (slurm-releases.txt)
 #
 # The tarball: $HPCLAUNCH_SLURM_TARBALL, else slurm-<release>.tar.xz in $HPCLAUNCH_SLURM_SRC
 # (default: shared/slurm-src beside the repository, as on our machines). Its sha256 must be
@@ -40,7 +40,7 @@ check_only=0 deps_only=0 built_only=0
 [[ ${2:-} == --check ]] && check_only=1
 [[ ${2:-} == --deps ]] && deps_only=1
 [[ ${2:-} == --built ]] && built_only=1
-[[ -n $version ]] || die "usage: $0 VERSION [--check] (versions: $(known))" 2
+[[ -n $version ]] || die "usage: $0 VERSION [--check|--deps|--built] (versions: $(known))" 2
 
 read -r _ tarball sha tag < <(awk -v v="$version" '$1 == v' "$RELEASES") || true
 if [[ -z ${tarball:-} ]]; then

@@ -37,7 +37,8 @@ HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 # One test session at a time on the shared local cluster: tests that assert scheduling
 # order or preemption need the GPUs to themselves. Ad-hoc jobs: `flock LOCK sbatch ...`.
 # The workers of one session run side by side (pytest-xdist: scripts/test runs the tests
-# not marked ``exclusive`` so): they share the lock, which still keeps other sessions out.
+# not marked ``exclusive`` so): they share the lock. A session without workers still waits
+# for them, but another session's workers would share it too: run one `scripts/test` at a time.
 CLUSTER_LOCK = Path(os.environ.get("HPCLAUNCH_CLUSTER_LOCK", "/tmp/hpclaunch-cluster.lock"))
 #: Set in each pytest-xdist worker ("gw0", "gw1", ...).
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
