@@ -63,18 +63,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         exec_node(node_argv, env)
         return 127  # not reached
-    from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
-    from hpclaunch.transport.local import LocalRunner
+    # The batch script ignores USR1/USR2 from its exec until here (templates/command.sh.j2):
+    # Slurm's warning in that moment is lost. Catch before the sidecar's imports and set-up,
+    # so the moment is this interpreter's start only.
+    from hpclaunch.supervise.signals import SignalCatcher
 
-    config = SidecarConfig.from_env(
-        args.launcher,
-        command,
-        python=sys.executable,
-        env=os.environ,
-        nproc_per_node=args.nproc_per_node,
-    )
-    sidecar = Sidecar(config, LocalRunner())
-    code = sidecar.run()
+    with SignalCatcher() as signals:
+        from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig
+        from hpclaunch.transport.local import LocalRunner
+
+        config = SidecarConfig.from_env(
+            args.launcher,
+            command,
+            python=sys.executable,
+            env=os.environ,
+            nproc_per_node=args.nproc_per_node,
+        )
+        sidecar = Sidecar(config, LocalRunner())
+        code = sidecar.run(signals)
+    from hpclaunch.supervise.sidecar import end_by
+
     end_by(sidecar.stopped_by)
     return code
 

@@ -220,8 +220,19 @@ class Sidecar:
         self._launch_start = 0  # the attempt log's size when the last launch started
 
     # -- the attempt --------------------------------------------------------------------
-    def run(self) -> int:
-        """Run the attempt to its end and return the sidecar's exit code."""
+    def run(self, signals: SignalCatcher | None = None) -> int:
+        """Run the attempt to its end and return the sidecar's exit code.
+
+        Args:
+            signals: A catcher already in place (``python -m hpclaunch.supervise`` enters
+                one before its imports, so a warning in those first moments is kept);
+                ``None``: one is entered here.
+        """
+        with contextlib.ExitStack() as stack:
+            caught = signals if signals is not None else stack.enter_context(SignalCatcher())
+            return self._run(caught)
+
+    def _run(self, signals: SignalCatcher) -> int:
         cfg = self.config
         history = self.ledger.history()
         control.prepare(self.control)
@@ -239,50 +250,49 @@ class Sidecar:
             argv=argv,
             progress_step=self.start_step,
         )
-        with SignalCatcher() as signals:
-            for retry in range(len(LAUNCH_RETRY_WAITS) + 1):
-                self.output = OutputGate()
-                start = self._launch_start = self._log_size()
-                try:
-                    proc = subprocess.Popen(
-                        argv,
-                        env=self._child_env(),
-                        start_new_session=True,
-                        stdout=self.output.write_fd,
-                        stderr=self.output.write_fd,
-                    )
-                except OSError as exc:
-                    self.output.close()
-                    self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
-                    return 127
-                self.output.child_started()
-                if retry == 0:
-                    self._replay_early_signal()
-                while proc.poll() is None:
-                    got = signals.wait(_POLL)
-                    self._note_failed_checkpoint()
-                    if got is not None:
-                        code = self._on_signal(got, proc, signals, history)
-                        if code == EXIT_STOPPED:
-                            self.stopped_by = got.name
-                        return code
-                self._note_failed_checkpoint()
-                code = proc.returncode
-                stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
-                self.output.close()  # every line is in the log before its tail is read
-                if code == 0 or retry == len(LAUNCH_RETRY_WAITS):
-                    break
-                if not any(_CONTROLLER_MISSED.search(x) for x in self._log_lines(start)):
-                    break
-                wait = LAUNCH_RETRY_WAITS[retry]
-                self.ledger.append(
-                    "launch_retry",
-                    retry=retry + 1,
-                    wait=wait,
-                    why="srun could not reach slurmctld before it started the step "
-                    "(restarting?): nothing ran; launching again",
+        for retry in range(len(LAUNCH_RETRY_WAITS) + 1):
+            self.output = OutputGate()
+            start = self._launch_start = self._log_size()
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    env=self._child_env(),
+                    start_new_session=True,
+                    stdout=self.output.write_fd,
+                    stderr=self.output.write_fd,
                 )
-                signals.wait_pending(wait)  # a signal now is handled with the next launch
+            except OSError as exc:
+                self.output.close()
+                self._end("launch_failed", exit_code=127, requeued=False, why=str(exc))
+                return 127
+            self.output.child_started()
+            if retry == 0:
+                self._replay_early_signal()
+            while proc.poll() is None:
+                got = signals.wait(_POLL)
+                self._note_failed_checkpoint()
+                if got is not None:
+                    code = self._on_signal(got, proc, signals, history)
+                    if code == EXIT_STOPPED:
+                        self.stopped_by = got.name
+                    return code
+            self._note_failed_checkpoint()
+            code = proc.returncode
+            stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
+            self.output.close()  # every line is in the log before its tail is read
+            if code == 0 or retry == len(LAUNCH_RETRY_WAITS):
+                break
+            if not any(_CONTROLLER_MISSED.search(x) for x in self._log_lines(start)):
+                break
+            wait = LAUNCH_RETRY_WAITS[retry]
+            self.ledger.append(
+                "launch_retry",
+                retry=retry + 1,
+                wait=wait,
+                why="srun could not reach slurmctld before it started the step "
+                "(restarting?): nothing ran; launching again",
+            )
+            signals.wait_pending(wait)  # a signal now is handled with the next launch
         return self._on_exit(code, history)
 
     def _log_size(self) -> int:

@@ -512,7 +512,13 @@ def _communicate(
             channel.sendall(stdin)
         channel.shutdown_write()
     except (OSError, EOFError) as exc:  # paramiko raises a bare EOFError on a reset link
-        raise _Dropped(f"while sending input: {str(exc) or 'the connection was reset'}") from exc
+        # A command may end before it read all its input: sshd sends its exit status and
+        # closes the channel, and sending fails ("Socket is closed"). That is a broken pipe,
+        # which subprocess ignores too, not a drop: the link is up and the status came.
+        ended = channel.exit_status_ready() and channel.recv_exit_status() != -1
+        if not (ended and transport.is_active()):
+            detail = str(exc) or "the connection was reset"
+            raise _Dropped(f"while sending input: {detail}") from exc
     out: list[bytes] = []
     err: list[bytes] = []
     deadline = None if timeout is None else start + timeout

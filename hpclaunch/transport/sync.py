@@ -169,7 +169,10 @@ def missing_objects(
     whether the directory ``snapshot`` exists already (asked in the same command)."""
     objects = posixpath.join(store, "objects")
     script = (
-        '[ -n "$2" ] && [ -d "$2" ] && echo snapshot-exists; cd "$1" 2>/dev/null || exit 0; '
+        '[ -n "$2" ] && [ -d "$2" ] && echo snapshot-exists; '
+        # No store yet: nothing is there; read the hashes all the same, so the sender
+        # never writes to a command that has ended.
+        'cd "$1" 2>/dev/null || { cat >/dev/null; exit 0; }; '
         'while read -r h; do [ -e "$h" ] && echo "$h"; done; exit 0'
     )
     present: set[str] = set()

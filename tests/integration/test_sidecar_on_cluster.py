@@ -195,7 +195,11 @@ def jobs(
             tier="medium",
             venv=VENV,
             sbatch_extra=away,
-            checkpoint={"signal_lead_time": 30, "max_requeues": 1},
+            # Slurm warns once the time left is at most lead + 30 s, at a check every 30 s
+            # (job_mgr.c, send_job_warn_signal): from 10 s after the start here, after the
+            # sidecar catches signals. With lead 30 it warned at the first check, which
+            # once fell in the sidecar's first moment and was lost (CI, stop 35).
+            checkpoint={"signal_lead_time": 20, "max_requeues": 1},
             resources={"time": "1", "mem": "200M"},
         ),
     }

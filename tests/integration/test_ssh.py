@@ -305,6 +305,21 @@ def test_sync_sends_only_changed_files_and_freezes_the_job(client: Client, tmp_p
         shutil.rmtree(tree, ignore_errors=True)
 
 
+def test_a_command_that_ends_before_reading_its_input_is_no_dropped_link(
+    client: Client,
+) -> None:
+    """sshd closes the channel when the command exits; input still being sent then is a
+    broken pipe, as with a local process, not a drop (CI, stop 35: the first sync to a new
+    store failed so, under load)."""
+    runner = SSHRunner("cluster", resolve=lambda d: resolve_target(d, config_files=[client.config]))
+    try:
+        ended = runner.run(["sh", "-c", "echo early; exit 3"], stdin="x" * (8 << 20))
+        assert (ended.returncode, ended.stdout) == (3, "early\n")
+        assert runner.run(["echo", "after"]).stdout == "after\n"  # the link is still good
+    finally:
+        runner.close()
+
+
 def tempfile_tree() -> str:
     import tempfile
 

@@ -27,6 +27,7 @@ from hpclaunch.supervise.sidecar import (
     Sidecar,
     SidecarConfig,
 )
+from hpclaunch.supervise.signals import SignalCatcher
 from hpclaunch.transport.base import CommandResult
 from tests.unit.fakes import FakeRunner, result
 
@@ -122,6 +123,23 @@ def test_preemption_signal_checkpoints_then_requeues(tmp_path: Path, signal_at_s
     assert end["requeued"] is True
     assert end["steps_lost"] == 0
     assert end["committed_step"] == ev["checkpoint_committed"]["step"]
+
+
+def test_a_warning_caught_before_the_set_up_is_acted_on_once_the_launch_runs(
+    tmp_path: Path,
+) -> None:
+    """``python -m hpclaunch.supervise`` catches signals before its imports and set-up and
+    hands the catcher to the sidecar: Slurm's warning in that moment is not lost (one was in
+    CI, stop 35, when the sidecar caught signals only once it launched)."""
+    runner = slurm_answers(time_left="30:00")
+    with SignalCatcher() as signals:
+        signal.raise_signal(signal.SIGUSR1)
+        code = Sidecar(config(tmp_path, "--steps", "1000"), runner).run(signals)
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    assert ev["signal_received"]["signal"] == "USR1"
+    assert ev["attempt_end"]["reason"] == "preempted"
+    assert ("scontrol", "requeue", "4242") in runner.calls
 
 
 def test_a_stopped_attempt_ends_with_one_line_and_keeps_the_noise_aside(
