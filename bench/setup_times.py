@@ -13,7 +13,10 @@ quoting). The baseline, from the same run: the Slurm build alone (the step nothi
 can shorten on a fresh machine), or on a warm machine the job itself (submission to end).
 
 ``suite`` runs ``scripts/test`` (``CI=true`` with ``--ci``, as ``.ci/run`` does) and prints
-its legs: lint and types, unit tests, each Slurm version's passes. Baseline: the unit tests.
+its legs: lint and types, unit tests, each Slurm version's passes, and in each pass the
+modules (per backend) that took longest, summed over their tests from pytest's JUnit XML
+(``HPCLAUNCH_TEST_JUNIT``; a module's shared fixtures count in its first test; side by side
+the sums exceed the pass's wall time). Baseline: the unit tests.
 
 Record the figures in bench/RESULTS.md with the date.
 """
@@ -118,10 +121,28 @@ def demo(fresh: bool) -> None:
         print(f"  baseline: the job itself {job:.0f} s; demo / job = {total / job:.2f}x")
 
 
-def suite(ci: bool) -> None:
+def module_times(xml: Path) -> list[tuple[float, str, int]]:
+    """(seconds, module[backend], tests) per module and backend of one pass, longest first."""
+    import xml.etree.ElementTree as ET
+
+    sums: dict[str, tuple[float, int]] = {}
+    for case in ET.parse(xml).iter("testcase"):
+        module = case.get("classname", "?").rsplit(".", 1)[-1]
+        backend = re.search(r"\[(cli|pyslurm)\b", case.get("name", ""))
+        key = f"{module}[{backend[1] if backend else 'cli'}]"
+        seconds, count = sums.get(key, (0.0, 0))
+        sums[key] = (seconds + float(case.get("time", 0)), count + 1)
+    return sorted(((s, k, n) for k, (s, n) in sums.items()), reverse=True)
+
+
+def suite(ci: bool, top: int = 12) -> None:
+    import tempfile
+
     env = dict(os.environ)
     if ci:
         env["CI"] = "true"
+    junit = Path(tempfile.mkdtemp(prefix="hpclaunch-junit-"))
+    env["HPCLAUNCH_TEST_JUNIT"] = str(junit)
     total, lines = run_timed([str(REPO / "scripts" / "test")], env, must_pass=False)
     marks = {
         "ruff": "==> ruff",
@@ -145,6 +166,11 @@ def suite(ci: bool) -> None:
             name = f"slurm {leg['version']} {part['part']}"
             print(f"  {name:40} {float(part['s']):7.0f} s  ({part['summary'].strip()})")
     print(f"  {'whole run':40} {total:7.0f} s")
+    for xml in sorted(junit.glob("*.xml")):
+        print(f"  {xml.stem}: the {top} longest modules (test-seconds, tests)")
+        for seconds, key, count in module_times(xml)[:top]:
+            print(f"    {key:52} {seconds:7.0f} s  {count:3d}")
+    shutil.rmtree(junit, ignore_errors=True)
     for _, line in lines:
         if line.startswith("FAILED: "):
             print(f"  {line} (the times above still hold)")

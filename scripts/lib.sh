@@ -154,7 +154,8 @@ pytest_summary() {
 # add "slurm <version>[ (LEG)] [<backends>]: <pytest's summaries>" to $SUMMARY. Two passes:
 # the tests not marked exclusive side by side in $TEST_WORKERS pytest-xdist workers (a
 # module and backend per worker: they share its fixtures' jobs), then the exclusive ones
-# (preemption, quotas, the whole cluster) one at a time.
+# (preemption, quotas, the whole cluster) one at a time. With $HPCLAUNCH_TEST_JUNIT (a
+# directory) each pass also writes its per-test times there (bench/setup_times.py suite).
 TEST_WORKERS=${HPCLAUNCH_TEST_WORKERS:-3}
 run_integration() {
   local leg=$1 marks=$2 mode version log rc=0 part summaries=() backends
@@ -167,9 +168,14 @@ run_integration() {
   for part in side-by-side alone; do
     local select="${marks:+($marks) and }not exclusive" xdist=(-n "$TEST_WORKERS" --dist loadgroup)
     if [[ $part == alone ]]; then select="${marks:+($marks) and }exclusive"; xdist=(); fi
+    local junit=()
+    if [[ -n ${HPCLAUNCH_TEST_JUNIT:-} ]]; then
+      mkdir -p "$HPCLAUNCH_TEST_JUNIT"
+      junit=(--junitxml="$HPCLAUNCH_TEST_JUNIT/slurm-$version-$part.xml")
+    fi
     say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}, $part ($select); backends: $backends"
     set +e
-    HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider --durations=10 "${xdist[@]}" -m "$select" \
+    HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider --durations=10 "${xdist[@]}" "${junit[@]}" -m "$select" \
       tests/integration "$@" 2>&1 | tee "$log"
     local part_rc=${PIPESTATUS[0]}
     set -e
