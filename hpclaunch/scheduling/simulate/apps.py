@@ -1,0 +1,225 @@
+"""Training jobs as measured work: step times per placement, and progress per epoch.
+
+The data are the Pollux artifact's measurements (``data/pollux-osdi21/``, its README): six
+applications, each with step times measured per placement (GPUs on each of up to 4 nodes)
+and per-GPU batch, more at 6-16 nodes, and real training runs at several total batch sizes
+with one row per epoch.
+
+A job's work is counted in *progress*: optimizer steps at the application's smallest
+measured batch (``init_batch``), discounted by statistical efficiency. A step at total batch
+``B`` makes ``gain = (var + sqr) / (var / s + sqr)`` of progress, ``s = B / init_batch``,
+where ``sqr`` and ``var`` are the gradient's squared norm and variance measured in that
+epoch (the gradient noise scale: a larger batch is worth more steps of the small one, but
+fewer than ``s``). Epoch ``e`` ends when progress reaches the smallest progress any run had
+after ``e`` epochs; a job is done after its application's epoch cap (bert 2, cifar10 100,
+ncf 10, imagenet 90, deepspeech2 80, yolov3 50), the artifact's completion rule. Values
+between measured batch sizes, per-GPU batches and node or GPU counts are interpolated
+linearly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+__all__ = ["APPLICATIONS", "App", "Config", "app", "data_dir", "rigid_config"]
+
+#: Epoch caps, and yolov3's per-GPU batch limit (8), as the artifact set them.
+APPLICATIONS: dict[str, dict[str, int]] = {
+    "bert": {"max_epochs": 2},
+    "cifar10": {"max_epochs": 100},
+    "ncf": {"max_epochs": 10},
+    "imagenet": {"max_epochs": 90},
+    "deepspeech2": {"max_epochs": 80},
+    "yolov3": {"max_epochs": 50, "max_local_bsz": 8},
+}
+
+#: Measured points: (per-GPU batch, step seconds, of which gradient sync seconds).
+Points = list[tuple[float, float, float]]
+Level = TypeVar("Level", int, float)
+
+
+def data_dir() -> Path:
+    """The shipped Pollux data (``data/pollux-osdi21``)."""
+    return Path(str(resources.files("hpclaunch.scheduling.simulate") / "data" / "pollux-osdi21"))
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One row of a validation run: progress and gradient statistics of an epoch."""
+
+    progress: float
+    sqr: float
+    var: float
+
+
+@dataclass(frozen=True)
+class Config:
+    """How a job runs on its GPUs: per-GPU ("atomic") batch and gradient accumulation.
+
+    Attributes:
+        atomic: Samples per GPU per forward/backward pass.
+        accum: Extra passes accumulated before each optimizer step (0: none).
+        batch: Total batch per optimizer step (GPUs x atomic x (accum + 1)).
+    """
+
+    atomic: int
+    accum: int
+    batch: int
+
+
+class App:
+    """One application's measurements (see the module docstring)."""
+
+    def __init__(self, directory: Path, max_epochs: int, max_local_bsz: int | None = None):
+        self.name = directory.name
+        self.validation: dict[int, list[Epoch]] = {}
+        for path in directory.glob("validation-*.csv"):
+            batch = int(path.stem.split("-")[-1])
+            with path.open() as fh:
+                self.validation[batch] = [
+                    Epoch(float(r["progress"]), float(r["grad_sqr"]), float(r["grad_var"]))
+                    for r in csv.DictReader(fh)
+                ]
+        self.batches = sorted(self.validation)
+        self.placements: dict[str, Points] = defaultdict(list)
+        by_shape: dict[tuple[int, int, float], list[tuple[float, float]]] = defaultdict(list)
+        with (directory / "placements.csv").open() as fh:
+            for r in csv.DictReader(fh):
+                point = (float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"]))
+                self.placements[r["placement"]].append(point)
+                digits = [int(d) for d in r["placement"]]
+                by_shape[len(digits), sum(digits), point[0]].append(point[1:])
+        # The shape grid (nodes, GPUs) -> points: placements averaged per shape, plus the
+        # measurements at 6-16 nodes.
+        self.grid: dict[tuple[int, int], Points] = defaultdict(list)
+        for (nodes, gpus, bsz), times in by_shape.items():
+            step = sum(t[0] for t in times) / len(times)
+            sync = sum(t[1] for t in times) / len(times)
+            self.grid[nodes, gpus].append((bsz, step, sync))
+        with (directory / "scalability.csv").open() as fh:
+            for r in csv.DictReader(fh):
+                key = (int(r["num_nodes"]), int(r["num_replicas"]))
+                self.grid[key].append(
+                    (float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"]))
+                )
+        for points in (*self.placements.values(), *self.grid.values()):
+            points.sort()
+        self.init_batch = self.batches[0]
+        self.max_batch = self.batches[-1]
+        local = [p[0] for points in self.placements.values() for p in points]
+        self.min_local_bsz = int(min(local))
+        self.max_local_bsz = int(max_local_bsz or max(local))
+        self.max_epochs = max_epochs
+        self._ends = [
+            min(rows[e].progress for rows in self.validation.values()) for e in range(max_epochs)
+        ]
+
+    # -- work -------------------------------------------------------------------------
+    @property
+    def total_progress(self) -> float:
+        """The progress at which a job of this application is done."""
+        return self._ends[-1]
+
+    def epoch_end(self, epoch: int) -> float:
+        """The progress at the end of ``epoch`` (0-based)."""
+        return self._ends[epoch]
+
+    def epoch_at(self, progress: float) -> int:
+        """The epoch (0-based) a job with ``progress`` is in (the last one when done)."""
+        return min(bisect.bisect_right(self._ends, progress), self.max_epochs - 1)
+
+    def gain(self, batch: float, epoch: int) -> float:
+        """Progress per optimizer step at total ``batch`` in ``epoch``."""
+        lo, hi, w = _bracket(self.batches, batch)
+        a, b = self.validation[lo][epoch], self.validation[hi][epoch]
+        sqr = a.sqr + w * (b.sqr - a.sqr)
+        var = a.var + w * (b.var - a.var)
+        scale = batch / self.init_batch
+        return (var + sqr) / (var / scale + sqr)
+
+    # -- speed ------------------------------------------------------------------------
+    def step_time(self, placement: Sequence[int], atomic: float) -> tuple[float, float]:
+        """(Seconds per pass, of which gradient sync) on ``placement`` (GPUs per node, in
+        allocation order) with ``atomic`` samples per GPU."""
+        counts = tuple(c for c in placement if c)
+        key = "".join(map(str, min(counts[i:] + counts[:i] for i in range(len(counts)))))
+        if key in self.placements:
+            return _along(self.placements[key], atomic)
+        return self._from_grid(min(len(counts), 16), sum(counts), atomic)
+
+    def _from_grid(self, nodes: int, gpus: int, atomic: float) -> tuple[float, float]:
+        """Linear in node count, then GPU count, then per-GPU batch, between measured
+        shapes (the nearest ones where the query lies outside them)."""
+        levels = sorted({n for n, _ in self.grid})
+        n_lo, n_hi, wn = _bracket(levels, nodes)
+
+        def at_nodes(n: int) -> tuple[float, float]:
+            gpu_levels = sorted(g for m, g in self.grid if m == n)
+            g_lo, g_hi, wg = _bracket(gpu_levels, gpus)
+            lo = _along(self.grid[n, g_lo], atomic)
+            hi = _along(self.grid[n, g_hi], atomic)
+            return lo[0] + wg * (hi[0] - lo[0]), lo[1] + wg * (hi[1] - lo[1])
+
+        lo, hi = at_nodes(n_lo), at_nodes(n_hi)
+        return lo[0] + wn * (hi[0] - lo[0]), lo[1] + wn * (hi[1] - lo[1])
+
+    def rate(self, placement: Sequence[int], config: Config, epoch: int) -> float:
+        """Progress per second on ``placement`` with ``config`` in ``epoch``."""
+        step, sync = self.step_time(placement, config.atomic)
+        seconds = step + config.accum * (step - sync)  # accumulation passes skip the sync
+        return self.gain(config.batch, epoch) / seconds
+
+
+def rigid_config(application: App, gpus: int, batch: int) -> Config:
+    """The per-GPU batch and accumulation a rigid job of ``batch`` on ``gpus`` GPUs uses:
+    the batch split evenly, in as few passes as the per-GPU limit allows. As in the
+    artifact, one GPU with a batch above the application's smallest always accumulates at
+    least once, and the total stays within the largest measured batch."""
+    local = math.ceil(batch / gpus - 1e-8)
+    accum = math.ceil(local / application.max_local_bsz - 1e-8) - 1
+    if gpus == 1 and batch > application.init_batch:
+        accum = max(1, accum)
+    atomic = math.ceil(local / (accum + 1) - 1e-8)
+    atomic = min(atomic, int(application.max_batch / (gpus * (accum + 1))))
+    return Config(atomic, accum, gpus * atomic * (accum + 1))
+
+
+@cache
+def app(name: str, directory: Path | None = None) -> App:
+    """The application ``name`` (one of :data:`APPLICATIONS`), read once."""
+    if name not in APPLICATIONS:
+        raise ValueError(f"unknown application {name!r}: one of {', '.join(APPLICATIONS)}")
+    return App((directory or data_dir()) / "traces" / name, **APPLICATIONS[name])
+
+
+def _bracket(levels: Sequence[Level], x: float) -> tuple[Level, Level, float]:
+    """(lower, upper, weight of upper) of ``x`` among sorted ``levels``; outside them the
+    nearest level, weight 0."""
+    i = bisect.bisect_left(levels, x)
+    if i < len(levels) and levels[i] == x:
+        return levels[i], levels[i], 0.0
+    if i == 0:
+        return levels[0], levels[0], 0.0
+    if i == len(levels):
+        return levels[-1], levels[-1], 0.0
+    lo, hi = levels[i - 1], levels[i]
+    return lo, hi, (x - lo) / (hi - lo)
+
+
+def _along(points: Points, atomic: float) -> tuple[float, float]:
+    """Step and sync time at per-GPU batch ``atomic``, linear between measured batches
+    (the nearest one outside them)."""
+    sizes = [p[0] for p in points]
+    lo, hi, w = _bracket(sizes, atomic)
+    a = points[sizes.index(lo)]
+    b = points[sizes.index(hi)]
+    return a[1] + w * (b[1] - a[1]), a[2] + w * (b[2] - a[2])
