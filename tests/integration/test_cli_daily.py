@@ -116,7 +116,9 @@ def test_logs_of_a_job_hpclaunch_did_not_submit(hpclaunch: Run) -> None:
 
 
 def test_cancel_by_id_by_name_and_all(hpclaunch: Run, write_spec: WriteSpec) -> None:
-    sleeper = {"command": ["sleep", "5"]}
+    # Every one is cancelled: they must still run then. With "sleep 5" the first one had
+    # ended on a busy machine by the time the fourth was submitted (a clean-clone run).
+    sleeper = {"command": ["sleep", "240"]}
     by_id, by_name = write_spec(**sleeper), write_spec(**sleeper)
     all_a, all_b = write_spec(**sleeper), write_spec(**sleeper)
     ids = {spec: submit(hpclaunch, spec) for spec in (by_id, by_name, all_a, all_b)}
