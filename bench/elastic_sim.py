@@ -4,12 +4,14 @@ results (issue 29).
 
     .venv/bin/python bench/elastic_sim.py [--loads 0.5 1.0 1.5 2.0] [--policies tiresias ...]
 
-Per load and policy: the average job completion time (JCT) of each workload, their mean
-with its 95 % confidence half-width over the 8 workloads, and, where the artifact ran the
-same policy (Tiresias + tuned jobs), our mean against its mean, the paired change per
-workload, and the **fidelity gate**: our Tiresias within +-10 % of the artifact's mean and
-each workload within +-20 %. The baseline, measured in the same run: our own Tiresias
-(every other policy's change is paired against it, workload by workload). Record the
+Per load and run (a policy, and whether the jobs are rigid or elastic: ``fixed`` keeps
+each job's batch, ``adaptive`` picks the batch with the most progress per second): the
+average job completion time (JCT) of each workload, their mean with its 95 % confidence
+half-width over the 8 workloads, and, where the artifact ran the same policy (Tiresias +
+tuned jobs), our mean against its mean and the **fidelity gate**: our Tiresias within
++-10 % of the artifact's mean and each workload within +-20 %. The baseline, measured in
+the same run: our own Tiresias (every other run's change is paired against it, workload
+by workload; the goal: the best elastic run <= 0.70 x at load 1.0). Record the
 figures in bench/RESULTS.md and docs/simulator.md with the date.
 """
 
@@ -24,25 +26,35 @@ from hpclaunch.scheduling.simulate.apps import data_dir
 from hpclaunch.scheduling.simulate.metrics import change, summarize
 from hpclaunch.scheduling.simulate.rounds import (
     POLICIES,
+    Elastic,
     read_workload,
     simulate_rounds,
     workload_path,
 )
 
 WORKLOADS = range(1, 9)
+#: The runs: name -> (policy, how the workload's jobs may change size; None: rigid).
+RUNS: dict[str, tuple[str, Elastic | None]] = {
+    "fifo": ("fifo", None),
+    "fifo-backfill": ("fifo-backfill", None),
+    "tiresias": ("tiresias", None),
+    "elastic-fixed": ("elastic", Elastic(batch="fixed")),
+    "elastic-adaptive": ("elastic", Elastic(batch="adaptive")),
+}
 #: Our policy -> the artifact's results it is to be compared with.
 PUBLISHED = {"tiresias": "tiresias"}
 
 
-def average_jct(policy: str, workload: int, load: float) -> float:
-    jobs = simulate_rounds(read_workload(workload_path(workload, load)), POLICIES[policy]())
-    return fmean(j.jct() for j in jobs)
+def average_jct(run: str, workload: int, load: float) -> float:
+    policy, elastic = RUNS[run]
+    jobs = read_workload(workload_path(workload, load), elastic)
+    return fmean(j.jct() for j in simulate_rounds(jobs, POLICIES[policy]()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 1.0, 1.5, 2.0])
-    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    parser.add_argument("--policies", nargs="+", default=list(RUNS), choices=RUNS)
     parser.add_argument("--json", action="store_true", help="every figure, as JSON")
     args = parser.parse_args()
     reference = json.loads((data_dir() / "reference.json").read_text())

@@ -11,6 +11,7 @@ import pytest
 from hpclaunch.scheduling.simulate.apps import app, data_dir, rigid_config
 from hpclaunch.scheduling.simulate.rounds import (
     POLICIES,
+    Elastic,
     RoundsConfig,
     WorkJob,
     read_workload,
@@ -120,3 +121,45 @@ def test_our_tiresias_matches_the_published_run_of_workload_1() -> None:
     jobs = simulate_rounds(read_workload(workload_path(1)), POLICIES["tiresias"]())
     assert len(jobs) == 160
     assert fmean(j.jct() for j in jobs) == pytest.approx(theirs, rel=0.10)
+
+
+def test_a_fixed_batch_stays_the_jobs_at_every_size_it_divides() -> None:
+    elastic = job("e", "cifar10", 0.0, 8, 2048)
+    elastic.elastic = Elastic(batch="fixed")
+    for gpus in (1, 2, 4, 8, 16):
+        assert elastic.config_on(tuple([min(4, gpus)] * max(1, gpus // 4)), 0).batch == 2048
+
+
+def test_an_elastic_job_alone_grows_into_idle_gpus_and_beats_its_rigid_size() -> None:
+    one_node = RoundsConfig(nodes=1, gpus_per_node=4)
+    rigid = job("r", "cifar10", 0.0, 1, 128)
+    elastic = job("e", "cifar10", 0.0, 1, 128)
+    elastic.elastic = Elastic(batch="adaptive", max_gpus=4)
+    simulate_rounds([rigid], POLICIES["tiresias"](), one_node)
+    simulate_rounds([elastic], POLICIES["elastic"](), one_node)
+    assert elastic.gpu_seconds / (elastic.finish - 90.0) > 1.5  # it held more than one GPU
+    assert elastic.jct() < 0.8 * rigid.jct()
+
+
+def test_an_elastic_job_is_shrunk_for_a_newcomer_not_evicted() -> None:
+    one_node = RoundsConfig(nodes=1, gpus_per_node=4)
+
+    def two(elastic: Elastic | None) -> list[WorkJob]:
+        old = job("old", "deepspeech2", 0.0, 4, 160)  # ~84 min alone
+        new = job("new", "cifar10", 1800.0, 4, 512)  # ~20 min alone
+        old.elastic = new.elastic = elastic
+        return [old, new]
+
+    rigid = {j.name: j for j in simulate_rounds(two(None), POLICIES["tiresias"](), one_node)}
+    shared = {
+        j.name: j
+        for j in simulate_rounds(
+            two(Elastic(batch="fixed", max_gpus=4)), POLICIES["elastic"](), one_node
+        )
+    }
+    assert rigid["old"].evicted_seconds == 0  # rigid: the newcomer waited
+    assert rigid["new"].first_wait() >= 60
+    assert shared["old"].evicted_seconds == 0  # elastic: never without GPUs...
+    assert shared["old"].restarts >= 1  # ...but resized
+    assert shared["new"].first_wait() < 120  # and the newcomer started at once
+    assert shared["new"].jct() < rigid["new"].jct()

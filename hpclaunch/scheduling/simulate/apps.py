@@ -30,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["APPLICATIONS", "App", "Config", "app", "data_dir", "rigid_config"]
+__all__ = ["APPLICATIONS", "App", "Config", "app", "best_config", "data_dir", "rigid_config"]
 
 #: Epoch caps, and yolov3's per-GPU batch limit (8), as the artifact set them.
 APPLICATIONS: dict[str, dict[str, int]] = {
@@ -191,6 +191,30 @@ def rigid_config(application: App, gpus: int, batch: int) -> Config:
     atomic = math.ceil(local / (accum + 1) - 1e-8)
     atomic = min(atomic, int(application.max_batch / (gpus * (accum + 1))))
     return Config(atomic, accum, gpus * atomic * (accum + 1))
+
+
+def best_config(application: App, placement: tuple[int, ...], epoch: int) -> Config:
+    """The per-GPU batch and accumulation with the most progress per second on
+    ``placement`` in ``epoch`` (Pollux's adaptive batch, with the model's true goodput):
+    measured per-GPU batches and up to 3 accumulation passes, the total between the
+    application's smallest and largest measured batch."""
+    gpus = sum(placement)
+    sizes = sorted({*(p[0] for pts in application.placements.values() for p in pts)})
+    sizes = [b for b in sizes if b <= application.max_local_bsz] or [application.max_local_bsz]
+    best: tuple[float, Config] | None = None
+    for atomic in sizes:
+        for accum in range(4):
+            batch = int(gpus * atomic * (accum + 1))
+            if not application.init_batch <= batch <= application.max_batch:
+                continue
+            config = Config(int(atomic), accum, batch)
+            rate = application.rate(placement, config, epoch)
+            if best is None or rate > best[0]:
+                best = (rate, config)
+    if best is None:  # no batch in range at this size: the smallest per-GPU batch
+        atomic = max(1, min(application.min_local_bsz, application.max_batch // gpus))
+        return Config(atomic, 0, gpus * atomic)
+    return best[1]
 
 
 @cache
