@@ -22,15 +22,15 @@ import json
 import time
 from statistics import fmean
 
-from hpclaunch.scheduling.simulate.apps import data_dir
-from hpclaunch.scheduling.simulate.metrics import change, summarize
-from hpclaunch.scheduling.simulate.rounds import (
+from hpclaunch.scheduling.simulate.measured.apps import data_dir
+from hpclaunch.scheduling.simulate.measured.rounds import (
     POLICIES,
     Elastic,
     read_workload,
     simulate_rounds,
     workload_path,
 )
+from hpclaunch.scheduling.simulate.metrics import change, summarize
 
 WORKLOADS = range(1, 9)
 #: The runs: name -> (policy, how the workload's jobs may change size; None: rigid).

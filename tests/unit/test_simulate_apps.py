@@ -8,8 +8,8 @@ from statistics import fmean
 
 import pytest
 
-from hpclaunch.scheduling.simulate.apps import app, data_dir, rigid_config
-from hpclaunch.scheduling.simulate.rounds import (
+from hpclaunch.scheduling.simulate.measured.apps import app, data_dir, rigid_config
+from hpclaunch.scheduling.simulate.measured.rounds import (
     POLICIES,
     Elastic,
     RoundsConfig,

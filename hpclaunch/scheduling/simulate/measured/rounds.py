@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hpclaunch.scheduling.simulate.apps import (
+from hpclaunch.scheduling.simulate.measured.apps import (
     App,
     Config,
     app,

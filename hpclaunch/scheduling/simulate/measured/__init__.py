@@ -1,0 +1,3 @@
+"""The simulator for jobs whose work is measured (the Pollux artifact's workloads and
+training runs), with rigid and elastic jobs; see docs/simulator.md. ``apps`` (step times,
+progress per epoch), ``rounds`` (jobs, the rounds, the policies)."""
