@@ -23,13 +23,9 @@ import time
 from statistics import fmean
 
 from hpclaunch.scheduling.simulate.measured.apps import data_dir
-from hpclaunch.scheduling.simulate.measured.rounds import (
-    POLICIES,
-    Elastic,
-    read_workload,
-    simulate_rounds,
-    workload_path,
-)
+from hpclaunch.scheduling.simulate.measured.engine import simulate_rounds
+from hpclaunch.scheduling.simulate.measured.jobs import Elastic, read_workload, workload_path
+from hpclaunch.scheduling.simulate.measured.policies import POLICIES
 from hpclaunch.scheduling.simulate.metrics import change, summarize
 
 WORKLOADS = range(1, 9)

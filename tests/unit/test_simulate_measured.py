@@ -9,15 +9,14 @@ from statistics import fmean
 import pytest
 
 from hpclaunch.scheduling.simulate.measured.apps import app, data_dir, rigid_config
-from hpclaunch.scheduling.simulate.measured.rounds import (
-    POLICIES,
+from hpclaunch.scheduling.simulate.measured.engine import RoundsConfig, simulate_rounds
+from hpclaunch.scheduling.simulate.measured.jobs import (
     Elastic,
-    RoundsConfig,
     WorkJob,
     read_workload,
-    simulate_rounds,
     workload_path,
 )
+from hpclaunch.scheduling.simulate.measured.policies import POLICIES
 
 
 def _csv(path: str) -> list[dict[str, str]]:

@@ -1,0 +1,189 @@
+"""A job of a Pollux workload: what it asked for, how it may change size, and its state
+while simulated (progress, the GPUs it holds, its restarts); reading the workloads."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from hpclaunch.scheduling.simulate.measured.apps import (
+    App,
+    Config,
+    app,
+    best_config,
+    data_dir,
+    rigid_config,
+)
+
+__all__ = ["Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
+
+
+@dataclass(frozen=True)
+class Elastic:
+    """How an elastic job may change size.
+
+    Attributes:
+        min_gpus: The fewest GPUs it runs on.
+        max_gpus: The most.
+        batch: ``fixed``: the global batch stays the job's, accumulation makes up for fewer
+            GPUs (the trajectory does not depend on the size); ``adaptive``: the batch with
+            the most progress per second at each size and epoch (Pollux's).
+        min_interval: Seconds between two changes of size the policy makes to grow it
+            (shrinking to make room for others is never delayed).
+    """
+
+    min_gpus: int = 1
+    max_gpus: int = 64
+    batch: str = "adaptive"
+    min_interval: float = 600.0
+
+
+@dataclass(eq=False)
+class WorkJob:
+    """One job of a Pollux workload, and its state while simulated. ``gpus`` and ``batch``
+    are what its user asked for (a rigid job's size); an ``elastic`` one may run on other
+    sizes."""
+
+    name: str
+    app: App
+    submit: float
+    gpus: int
+    batch: int
+    elastic: Elastic | None = None
+    config: Config = field(init=False)
+    progress: float = 0.0
+    nodes: tuple[int, ...] = ()  # the node of each GPU it holds (allocation order)
+    delay: float = 0.0  # restart seconds left before progress resumes
+    finish: float = -1.0
+    restarts: int = -1  # -1: never started
+    gpu_seconds: float = 0.0  # GPU time held
+    evicted_seconds: float = 0.0  # time without GPUs after its first start
+    started: float = -1.0  # when it first got GPUs
+
+    resized_at: float = -math.inf  # when it last got a new size
+    _configs: dict[tuple[tuple[int, ...], int], Config] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.config = rigid_config(self.app, self.gpus, self.batch)
+
+    def config_on(self, placement: tuple[int, ...], epoch: int) -> Config:
+        """The batch configuration it runs with on ``placement`` in ``epoch``."""
+        if self.elastic is None:
+            return self.config
+        key = (placement, epoch) if self.elastic.batch == "adaptive" else ((sum(placement),), 0)
+        found = self._configs.get(key)
+        if found is None:
+            found = self._configs[key] = (
+                best_config(self.app, placement, epoch)
+                if self.elastic.batch == "adaptive"
+                else rigid_config(self.app, sum(placement), self.batch)
+            )
+        return found
+
+    def rate_on(self, placement: tuple[int, ...], epoch: int | None = None) -> float:
+        """Progress per second on ``placement`` (in its current epoch by default)."""
+        epoch = self.app.epoch_at(self.progress) if epoch is None else epoch
+        return self.app.rate(placement, self.config_on(placement, epoch), epoch)
+
+    @property
+    def done(self) -> bool:
+        return self.finish >= 0
+
+    @property
+    def placement(self) -> tuple[int, ...]:
+        """GPUs per node, nodes in the order they were allocated."""
+        counts: dict[int, int] = {}
+        for node in self.nodes:
+            counts[node] = counts.get(node, 0) + 1
+        return tuple(counts.values())
+
+    def jct(self) -> float:
+        """Completion time: finish - submit."""
+        return self.finish - self.submit
+
+    def first_wait(self) -> float:
+        """Time from submission to its first GPUs."""
+        return self.started - self.submit
+
+    def advance(self, start: float, seconds: float) -> None:
+        """Run on its GPUs from ``start`` for ``seconds`` (nothing when it holds none)."""
+        if self.done:
+            return
+        if not self.nodes:
+            if self.restarts >= 0:
+                self.evicted_seconds += seconds
+            return
+        self.gpu_seconds += seconds * len(self.nodes)
+        pause = min(self.delay, seconds)
+        self.delay -= pause
+        now, left = start + pause, seconds - pause
+        placement = self.placement
+        application = self.app
+        while left > 0:
+            epoch = application.epoch_at(self.progress)
+            rate = self.rate_on(placement, epoch)
+            goal = application.epoch_end(epoch)
+            need = (goal - self.progress) / rate
+            if need > left:
+                self.progress += rate * left
+                return
+            self.progress = goal
+            now += need
+            left -= need
+            if epoch == application.max_epochs - 1:
+                self.finish = now
+                self.gpu_seconds -= left * len(self.nodes)  # it frees its GPUs at once
+                return
+
+    def remaining_seconds(self, gpus: int | None = None) -> float:
+        """Run time left on ``gpus`` (its size by default) placed compactly, restart
+        included when it holds no GPUs (backfill's prediction)."""
+        application = self.app
+        placement = compact(gpus or len(self.nodes) or self.gpus, 4)
+        seconds, progress = self.delay if self.nodes else 30.0, self.progress
+        for epoch in range(application.epoch_at(progress), application.max_epochs):
+            goal = application.epoch_end(epoch)
+            seconds += (goal - progress) / self.rate_on(placement, epoch)
+            progress = goal
+        return seconds
+
+
+def compact(gpus: int, per_node: int) -> tuple[int, ...]:
+    """``gpus`` on as few nodes of ``per_node`` as they fill (e.g. 10, 4 -> (4, 4, 2))."""
+    full, rest = divmod(gpus, per_node)
+    return (per_node,) * full + ((rest,) if rest else ())
+
+
+def read_workload(path: Path | str, elastic: Elastic | None = None) -> list[WorkJob]:
+    """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,batch_size``),
+    each ``elastic`` if given (its largest size bounded by what its batch allows)."""
+    with open(path, newline="") as fh:
+        return [
+            WorkJob(
+                name=row["name"],
+                app=app(row["application"]),
+                submit=float(row["time"]),
+                gpus=int(row["num_replicas"]),
+                batch=int(row["batch_size"]),
+                elastic=_bounded(elastic, row["application"], int(row["batch_size"])),
+            )
+            for row in csv.DictReader(fh)
+        ]
+
+
+def _bounded(elastic: Elastic | None, application: str, batch: int) -> Elastic | None:
+    """``elastic`` with at most the GPUs the batch can spread over (a fixed batch: the
+    job's; adaptive: the largest measured one) at the smallest per-GPU batch."""
+    if elastic is None:
+        return None
+    a = app(application)
+    most = (batch if elastic.batch == "fixed" else a.max_batch) // a.min_local_bsz
+    return replace(elastic, max_gpus=max(elastic.min_gpus, min(elastic.max_gpus, most)))
+
+
+def workload_path(number: int, load: float = 1.0) -> Path:
+    """The shipped workload ``number`` (1-8) at relative ``load`` (0.5, 1.0, 1.5, 2.0)."""
+    folder = "workloads" if load == 1.0 else f"workloads-{load:.1f}"
+    return data_dir() / folder / f"workload-{number}.csv"
