@@ -82,6 +82,8 @@ EXIT_NOT_REQUEUED = 76
 EXIT_STOPPED = 143
 #: Seconds kept back from a deadline for the requeue and the stop.
 MARGIN = 2.0
+#: Seconds kept, after SIGTERM, to write the attempt's end before Slurm's SIGKILL.
+END_RESERVE = 1.0
 #: The warning the batch script's trap caught before the sidecar ran (templates/sbatch.sh.j2).
 EARLY_SIGNAL_ENV = "HPCLAUNCH_EARLY_SIGNAL"
 #: Slurm may send the --signal up to 60 s early (sbatch(1)); a warning this close to the end
@@ -322,10 +324,11 @@ class Sidecar:
             self.ledger.append("early_signal", signal=early)
             signal.raise_signal(signal.Signals[f"SIG{early}"])
 
-    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
-        """Stop the launch, its shutdown noise (tracebacks of SIGTERM) to the side file."""
+    def _stop(self, proc: subprocess.Popen[bytes], timeout: float | None = None) -> None:
+        """Stop the launch (SIGKILL after ``timeout``, default ``stop_timeout``), its
+        shutdown noise (tracebacks of SIGTERM) to the side file."""
         self.output.divert(self.stop_log)
-        stop_group(proc, self.config.stop_timeout)
+        stop_group(proc, self.config.stop_timeout if timeout is None else timeout)
         self.output.close()
 
     @property
@@ -496,7 +499,11 @@ class Sidecar:
         cause = "requeued" if requeued else _term_cause(now)
         request = {"time_limit": "time_limit", "cancelled": "cancel"}.get(cause, "preemption")
         self._checkpoint(request, deadline, proc, signals)
-        self._stop(proc)
+        # Slurm SIGKILLs this sidecar KillWait after its SIGTERM: the launch gets what is
+        # left of it but the last second, in which the attempt's end is written (a trainer
+        # that ignored both the request and SIGTERM once cost the ledger its end).
+        left = first.at + cfg.kill_wait - END_RESERVE - time.time()
+        self._stop(proc, max(0.2, min(cfg.stop_timeout, left)))
         if now and now.failed_node and requeued and restarts is not None:
             return self._node_failed(proc, now.failed_node, restarts, history)
         if requeued:

@@ -769,3 +769,20 @@ def test_a_cancelled_sidecar_ends_by_the_signal_as_a_plain_job(tmp_path: Path) -
         proc.kill()
     end = events(tmp_path)["attempt_end"]
     assert (end["reason"], end["signal"]) == ("cancelled", "TERM")  # cleaned up first
+
+
+def test_a_sigterm_ends_the_attempt_in_the_ledger_within_killwait_whatever_the_trainer_does(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """Slurm SIGKILLs the sidecar KillWait (5 s) after its SIGTERM. A trainer that neither
+    answers the checkpoint request nor stops on SIGTERM used to keep the sidecar 3 s in
+    the request and 3 s in the stop, so its end was never written (a clean-clone run, on a
+    busy machine). The stop now gets only what is left but a second."""
+    signal_at_step(signal.SIGTERM, 2)
+    cfg = config(tmp_path, "--steps", "1000", "--ignore-term", "--no-checkpoint")
+    cfg = dataclasses.replace(cfg, kill_wait=5.0, stop_timeout=3.0)
+    Sidecar(cfg, slurm_answers()).run()
+    ev = events(tmp_path)
+    took = ev["attempt_end"]["time"] - ev["signal_received"]["when"]
+    assert took <= 5.0 - 0.5, took
+    assert ev["checkpoint_timeout"]["waited"] >= 2.5  # the trainer still had its time
