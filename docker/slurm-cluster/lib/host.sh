@@ -124,7 +124,20 @@ host_teardown() {
   if [[ -e $STATE/.started-munged ]] && pid_alive /run/munge/munged.pid munged; then
     kill "$(cat /run/munge/munged.pid)" || true
   fi
+  keep_logs
   rm -rf "$STATE"
+}
+
+# The daemons' logs outlive their cluster (the last 3 of them, in $LOG_KEEP/<date>-<pid>/):
+# a test failure read after the suite took the cluster down still finds slurmd's side.
+LOG_KEEP=${HPCLAUNCH_CLUSTER_LOG_KEEP:-/var/tmp/hpclaunch-cluster-logs}
+keep_logs() {
+  [[ -d $STATE/log ]] || return 0
+  mkdir -p "$LOG_KEEP" && mv "$STATE/log" "$LOG_KEEP/$(date +%Y%m%d-%H%M%S)-$$" || return 0
+  local old
+  for old in $(ls -1dt "$LOG_KEEP"/*/ 2>/dev/null | tail -n +4); do
+    rm -rf "$old"
+  done
 }
 
 # Accounts, users and the four bare QOS of a "fresh" cluster. Their settings (priorities,
