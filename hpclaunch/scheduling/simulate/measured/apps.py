@@ -30,7 +30,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["APPLICATIONS", "App", "Config", "app", "best_config", "data_dir", "rigid_config"]
+__all__ = [
+    "APPLICATIONS",
+    "GPUS_PER_NODE",
+    "App",
+    "Config",
+    "app",
+    "best_config",
+    "data_dir",
+    "rigid_config",
+]
 
 #: Epoch caps, and yolov3's per-GPU batch limit (8), as the artifact set them.
 APPLICATIONS: dict[str, dict[str, int]] = {
@@ -41,6 +50,9 @@ APPLICATIONS: dict[str, dict[str, int]] = {
     "deepspeech2": {"max_epochs": 80},
     "yolov3": {"max_epochs": 50, "max_local_bsz": 8},
 }
+
+#: GPUs per node of the machines the step times were measured on (16 nodes x 4).
+GPUS_PER_NODE = 4
 
 #: Measured points: (per-GPU batch, step seconds, of which gradient sync seconds).
 Points = list[tuple[float, float, float]]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpclaunch.scheduling.simulate.measured.apps import (
+    GPUS_PER_NODE,
     App,
     Config,
     app,
@@ -141,7 +142,7 @@ class WorkJob:
         """Run time left on ``gpus`` (its size by default) placed compactly, restart
         included when it holds no GPUs (backfill's prediction)."""
         application = self.app
-        placement = compact(gpus or len(self.nodes) or self.gpus, 4)
+        placement = compact(gpus or len(self.nodes) or self.gpus, GPUS_PER_NODE)
         seconds, progress = self.delay if self.nodes else 30.0, self.progress
         for epoch in range(application.epoch_at(progress), application.max_epochs):
             goal = application.epoch_end(epoch)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from hpclaunch.scheduling.simulate.measured.apps import GPUS_PER_NODE
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob, compact
 
@@ -122,7 +123,7 @@ class _ElasticLAS:
         epoch = job.app.epoch_at(job.progress)
         key = (job.name, epoch, gpus)
         if key not in self._rates:
-            self._rates[key] = job.rate_on(compact(gpus, 4), epoch)
+            self._rates[key] = job.rate_on(compact(gpus, GPUS_PER_NODE), epoch)
         return self._rates[key]
 
     def __call__(
