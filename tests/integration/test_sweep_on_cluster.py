@@ -327,8 +327,11 @@ def test_one_requeued_task_is_requeued_alone_and_finishes(sweeps: Sweeps) -> Non
     assert events.returncode == 0, events.stderr
     ledger = json.loads(events.stdout)["ledger"]
     ends = [e for e in ledger if e["event"] == "attempt_end"]
-    assert [e["reason"] for e in ends] == ["requeued", "success"]
     logs = sweeps.cli("logs", task)
+    # Once (a clean-clone run, [pyslurm]) attempt 0 recorded neither the SIGTERM nor its end;
+    # cause unknown: say everything the task left, and keep the cluster's logs
+    # (/var/tmp/hpclaunch-cluster-logs after `cluster.sh down`).
+    assert [e["reason"] for e in ends] == ["requeued", "success"], (ledger, logs.stdout)
     assert logs.returncode == 0, logs.stderr
     assert "==> attempt 1 <==" in logs.stderr
     assert "sweep point 1" in logs.stdout
