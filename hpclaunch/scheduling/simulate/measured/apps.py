@@ -127,9 +127,11 @@ class App:
             points.sort()
         self.init_batch = self.batches[0]
         self.max_batch = self.batches[-1]
-        local = [p[0] for points in self.placements.values() for p in points]
-        self.min_local_bsz = int(min(local))
-        self.max_local_bsz = int(max_local_bsz or max(local))
+        local = sorted({p[0] for points in self.placements.values() for p in points})
+        self.min_local_bsz = int(local[0])
+        self.max_local_bsz = int(max_local_bsz or local[-1])
+        #: The measured per-GPU batches within the per-GPU limit (adaptive batch choices).
+        self.local_sizes = [b for b in local if b <= self.max_local_bsz] or [self.max_local_bsz]
         self.max_epochs = max_epochs
         self._ends = [
             min(rows[e].progress for rows in self.validation.values()) for e in range(max_epochs)
@@ -211,10 +213,8 @@ def best_config(application: App, placement: tuple[int, ...], epoch: int) -> Con
     measured per-GPU batches and up to 3 accumulation passes, the total between the
     application's smallest and largest measured batch."""
     gpus = sum(placement)
-    sizes = sorted({*(p[0] for pts in application.placements.values() for p in pts)})
-    sizes = [b for b in sizes if b <= application.max_local_bsz] or [application.max_local_bsz]
     best: tuple[float, Config] | None = None
-    for atomic in sizes:
+    for atomic in application.local_sizes:
         for accum in range(4):
             batch = int(gpus * atomic * (accum + 1))
             if not application.init_batch <= batch <= application.max_batch:

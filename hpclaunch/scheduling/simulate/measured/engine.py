@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
+from hpclaunch.scheduling.simulate.measured.jobs import RESTART, WorkJob
 
 __all__ = ["Policy", "RoundsConfig", "simulate_rounds"]
 
@@ -22,7 +22,7 @@ class RoundsConfig:
     nodes: int = 16
     gpus_per_node: int = 4
     interval: float = 60.0
-    restart: float = 30.0
+    restart: float = RESTART
     horizon: float = 60 * 86400.0  # a guard against a policy that never finishes
 
 

@@ -18,7 +18,11 @@ from hpclaunch.scheduling.simulate.measured.apps import (
     rigid_config,
 )
 
-__all__ = ["Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
+__all__ = ["RESTART", "Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
+
+#: Seconds a job spends loading its checkpoint each time it gets GPUs it did not hold (the
+#: artifact's; :class:`~.engine.RoundsConfig` ``restart``).
+RESTART = 30.0
 
 
 @dataclass(frozen=True)
@@ -138,12 +142,13 @@ class WorkJob:
                 self.gpu_seconds -= left * len(self.nodes)  # it frees its GPUs at once
                 return
 
-    def remaining_seconds(self, gpus: int | None = None) -> float:
-        """Run time left on ``gpus`` (its size by default) placed compactly, restart
-        included when it holds no GPUs (backfill's prediction)."""
+    def remaining_seconds(self, gpus: int | None = None, restart: float = RESTART) -> float:
+        """Run time left on ``gpus`` (its size by default) placed compactly, the ``restart``
+        (the engine's, :class:`RoundsConfig`) included when it holds no GPUs (backfill's
+        prediction)."""
         application = self.app
         placement = compact(gpus or len(self.nodes) or self.gpus, GPUS_PER_NODE)
-        seconds, progress = self.delay if self.nodes else 30.0, self.progress
+        seconds, progress = self.delay if self.nodes else restart, self.progress
         for epoch in range(application.epoch_at(progress), application.max_epochs):
             goal = application.epoch_end(epoch)
             seconds += (goal - progress) / self.rate_on(placement, epoch)

@@ -89,10 +89,13 @@ def _fifo(backfill: bool) -> Policy:
             if not backfill:
                 break
             if math.isinf(shadow):
-                shadow, spare = _shadow(job, chosen, left, now)
+                shadow, spare = _shadow(job, chosen, left, now, config.restart)
                 continue
-            if job.gpus <= left and (now + job.remaining_seconds() <= shadow or job.gpus <= spare):
-                if now + job.remaining_seconds() > shadow:
+            if job.gpus > left:
+                continue
+            late = now + job.remaining_seconds(restart=config.restart) > shadow
+            if not late or job.gpus <= spare:
+                if late:
                     spare -= job.gpus
                 chosen.append(job)
                 left -= job.gpus
@@ -101,9 +104,12 @@ def _fifo(backfill: bool) -> Policy:
     return decide
 
 
-def _shadow(job: WorkJob, running: list[WorkJob], free: int, now: float) -> tuple[float, int]:
+def _shadow(
+    job: WorkJob, running: list[WorkJob], free: int, now: float, restart: float
+) -> tuple[float, int]:
     """EASY: when ``job`` can start as the running jobs end, and the GPUs spare then."""
-    for end, gpus in sorted((now + j.remaining_seconds(), j.gpus) for j in running):
+    ends = sorted((now + j.remaining_seconds(restart=restart), j.gpus) for j in running)
+    for end, gpus in ends:
         free += gpus
         if free >= job.gpus:
             return end, free - job.gpus
