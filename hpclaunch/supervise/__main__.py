@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hpclaunch.supervise.signals import SignalCatcher
 
     with SignalCatcher() as signals:
-        from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig
+        from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
         from hpclaunch.transport.local import LocalRunner
 
         config = SidecarConfig.from_env(
@@ -81,8 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         sidecar = Sidecar(config, LocalRunner())
         code = sidecar.run(signals)
-    from hpclaunch.supervise.sidecar import end_by
-
     end_by(sidecar.stopped_by)
     return code
 

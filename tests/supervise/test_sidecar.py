@@ -776,8 +776,8 @@ def test_a_sigterm_ends_the_attempt_in_the_ledger_within_killwait_whatever_the_t
 ) -> None:
     """Slurm SIGKILLs the sidecar KillWait (5 s) after its SIGTERM. A trainer that neither
     answers the checkpoint request nor stops on SIGTERM used to keep the sidecar 3 s in
-    the request and 3 s in the stop, so its end was never written (a clean-clone run, on a
-    busy machine). The stop now gets only what is left but a second."""
+    the request and 3 s in the stop, past that, so its end was never written. The stop
+    now gets only what is left but a second."""
     signal_at_step(signal.SIGTERM, 2)
     cfg = config(tmp_path, "--steps", "1000", "--ignore-term", "--no-checkpoint")
     cfg = dataclasses.replace(cfg, kill_wait=5.0, stop_timeout=3.0)
