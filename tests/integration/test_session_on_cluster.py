@@ -135,10 +135,15 @@ def test_following_a_job_from_python_crosses_its_requeue(hpclaunch: Run) -> None
     # The first attempt requeues itself (tier low: preemptible, so --requeue);
     # logs(follow=True) yields both attempts' lines and ends with the job, and events()
     # shows both attempts, as 'hpclaunch events' does.
+    # The first attempt waits in `exec sleep`, leaving no shell behind it: Slurm's
+    # proctrack/linuxproc signals a job's processes one kill() at a time, deepest first
+    # (kill_tree.c: _get_list prepends each child), so a shell waiting on `sleep` can see
+    # its child die, print "Terminated" and run its next command before its own SIGTERM
+    # comes (seen once on 22.05 in CI: attempt 0 printed "out: finished").
     script = (
         'echo "out: attempt ${SLURM_RESTART_COUNT:-0}"; '
         'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then scontrol requeue "$SLURM_JOB_ID"; '
-        "sleep 120; fi; echo out: finished"
+        "exec sleep 120; fi; echo out: finished"
     )
     code = (
         "import sys, hpclaunch\n"
