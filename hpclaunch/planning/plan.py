@@ -17,6 +17,7 @@ Job directory and logs
 from __future__ import annotations
 
 import difflib
+import json
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -477,6 +478,19 @@ def _partition_checks(spec: JobSpec) -> list[_Check]:
             "ask for fewer nodes",
         ),
     ]
+    if spec.elastic is not None:
+        largest = max(spec.elastic.nodes)
+        checks.append(
+            _Check(
+                "elastic.nodes",
+                lambda p: p.max_nodes is None or p.max_nodes >= largest,
+                lambda ps: (
+                    f"the job may grow to {largest} nodes, but the most allowed is "
+                    f"{max(p.max_nodes or 0 for p in ps)}"
+                ),
+                "drop the sizes over the limit from elastic.nodes",
+            )
+        )
     seconds = res.time_seconds
     if seconds is not None:
         checks.append(
@@ -727,8 +741,6 @@ def _container_env(container: ContainerPlan, launcher: str) -> tuple[tuple[str, 
     options of the sidecar's step, whose node-exec then runs inside on the image's python3."""
     if launcher == "none":
         return ()
-    import json
-
     if container.exec_prefix:
         return (("HPCLAUNCH_CONTAINER_EXEC", json.dumps(list(container.exec_prefix))),)
     return (
@@ -758,6 +770,8 @@ def _runtime_env(
         # The sidecar/trainer control channel (hpclaunch/supervise/control.py).
         ("HPCLAUNCH_CONTROL_DIR", posixpath.join(job_dir, "control")),
     ]
+    if spec.elastic is not None:
+        env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
     if spec.checkpoint.dir:
         ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
     else:
@@ -767,6 +781,15 @@ def _runtime_env(
         # The QOS GraceTime: how long the sidecar lets the trainer checkpoint at preemption.
         env.append(("HPCLAUNCH_GRACE", str(policy.grace)))
     return tuple(env)
+
+
+def elastic_env(spec: JobSpec) -> str:
+    """``HPCLAUNCH_ELASTIC``: the spec's elastic block, with the submitted size and the ranks
+    per node, as JSON (read by :mod:`hpclaunch.runtime.elastic` and the sidecar)."""
+    assert spec.elastic is not None
+    block = spec.elastic.model_dump(mode="json")
+    block |= {"base_nodes": spec.resources.nodes, "ranks_per_node": processes_per_node(spec)}
+    return json.dumps(block, sort_keys=True, separators=(",", ":"))
 
 
 def job_python(site: SiteConfig, home: str, python: str | None = None) -> str:

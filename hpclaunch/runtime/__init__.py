@@ -33,6 +33,10 @@ already did. Adapters: :mod:`hpclaunch.runtime.adapters.torch` (``save_torch``/`
 :mod:`~hpclaunch.runtime.adapters.hf` (``HpclaunchCallback`` for the HF Trainer) and
 :mod:`~hpclaunch.runtime.adapters.lightning` (``HpclaunchCheckpoint``).
 
+In an elastic job (the spec's ``elastic:``), :func:`batch_plan` gives this attempt's world
+size, per-rank batch, accumulation and learning-rate factor, and :class:`ElasticSampler`
+cuts the same samples into each global step at any size (:mod:`hpclaunch.runtime.elastic`).
+
 In a sweep task (``hpclaunch sweep``), :func:`sweep_params` returns the task's point and
 :func:`report_metrics` records its final metrics for ``hpclaunch sweep status``.
 
@@ -64,14 +68,18 @@ from hpclaunch.runtime.control import (
     report_progress,
     should_checkpoint,
 )
+from hpclaunch.runtime.elastic import BatchPlan, ElasticSampler, batch_plan, step_digest
 from hpclaunch.runtime.sweep import report_metrics, sweep_params
 
 __all__ = [
+    "BatchPlan",
     "Checkpoint",
     "CheckpointRequest",
     "CheckpointWriteError",
+    "ElasticSampler",
     "attempt",
     "barrier",
+    "batch_plan",
     "checkpoint",
     "checkpoint_dir",
     "checkpoint_requested",
@@ -87,6 +95,7 @@ __all__ = [
     "report_progress",
     "resume_point",
     "should_checkpoint",
+    "step_digest",
     "sweep_params",
     "verify_checkpoint",
     "world_size",

@@ -40,6 +40,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -48,13 +49,16 @@ from pydantic import (
 from hpclaunch.errors import SpecError
 from hpclaunch.slurm import sbatch_options
 from hpclaunch.slurm.times import format_time, parse_time
+from hpclaunch.spec.batchplan import plan_batch
 from hpclaunch.spec.container import Container
+from hpclaunch.spec.elastic import Elastic
 from hpclaunch.spec.tiers import Tier
 from hpclaunch.spec.words import ArgvWord, EnvVars, argv_word, no_nul
 
 __all__ = [
     "CheckpointPolicy",
     "Dependency",
+    "Elastic",
     "JobSpec",
     "Launcher",
     "Resources",
@@ -519,6 +523,10 @@ class JobSpec(_Model):
     container: Container | None = Field(
         None, description="Run the command in a container (image, runtime, mounts)."
     )
+    elastic: Elastic | None = Field(
+        None,
+        description="Sizes the job may be resized to and its batch at each (hpclaunch resize).",
+    )
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -610,6 +618,62 @@ class JobSpec(_Model):
                 "with launcher none the command runs once, as written"
             )
         return self
+
+    @field_validator("elastic")
+    @classmethod
+    def _elastic_fits(cls, elastic: Elastic | None, info: ValidationInfo) -> Elastic | None:
+        # Declared last, so every other field is in info.data (when it was valid).
+        keys = ("resources", "launcher", "checkpoint", "sweep", "processes_per_node")
+        if elastic is None or not all(k in info.data for k in keys):
+            return elastic
+        _check_elastic(elastic, **{k: info.data[k] for k in keys})
+        return elastic
+
+
+def _check_elastic(
+    elastic: Elastic,
+    *,
+    resources: Resources,
+    launcher: str,
+    checkpoint: CheckpointPolicy,
+    sweep: Sweep | None,
+    processes_per_node: int | None,
+) -> None:
+    """Whether the elastic block fits the rest of the spec (raises ValueError)."""
+    nodes = resources.nodes
+    if nodes not in elastic.nodes:
+        raise ValueError(
+            f"nodes {list(elastic.nodes)} must include resources.nodes ({nodes}), "
+            "the size the job starts at"
+        )
+    if launcher == "none":
+        raise ValueError(
+            "launcher none has no sidecar to checkpoint and restart the job at a "
+            "new size; use launcher torchrun, srun, deepspeed or accelerate"
+        )
+    if checkpoint.max_requeues == 0:
+        raise ValueError(
+            "a resize requeues the job, and checkpoint.max_requeues 0 forbids "
+            "requeues (--no-requeue); set it to 1 or more (resizes do not count)"
+        )
+    if sweep is not None:
+        raise ValueError("a sweep's tasks cannot be resized yet")
+    ranks = processes_per_node or max(1, resources.gpus_per_node)
+    for size in elastic.nodes:
+        try:
+            plan_batch(
+                global_batch=elastic.global_batch,
+                max_batch_per_gpu=elastic.max_batch_per_gpu,
+                policy=elastic.batch,
+                base_world=nodes * ranks,
+                world=size * ranks,
+                max_lr_factor=elastic.max_lr_factor,
+            )
+        except ValueError as exc:
+            raise ValueError(
+                f"global_batch: at {size} node(s) x {ranks} rank(s): {exc}, or "
+                "drop that size from nodes"
+            ) from None
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
