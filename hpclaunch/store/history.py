@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
@@ -362,7 +363,7 @@ def _connection(path: Path | None, *, create: bool) -> Iterator[sqlite3.Connecti
         raise _history_error(path, exc) from exc
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-        _prepare(db, legacy)
+        _prepare_when_free(db, legacy)
         yield db
     except (sqlite3.Error, OSError) as exc:
         raise _history_error(path, exc) from exc
@@ -377,6 +378,31 @@ def _history_error(path: Path, exc: Exception) -> HistoryError:
         "history only lets status/logs/history find your jobs: moving the file away starts "
         "a new one (your jobs in Slurm are not affected)",
     )
+
+
+def _prepare_when_free(db: sqlite3.Connection, legacy: Path | None) -> None:
+    """:func:`_prepare`, tried again while another process holds the new database.
+
+    SQLite returns "database is locked" at once, without waiting the busy timeout, where
+    waiting could deadlock (sqlite3_busy_handler(3)): ``PRAGMA journal_mode = WAL`` asks for
+    an exclusive lock, and processes that create the history together (the first commands
+    run side by side) can each hold a lock the other needs. Seen once in CI: a reader beside
+    8 writers of a new history, on 2 loaded cores.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    wait = 0.01
+    while True:
+        try:
+            _prepare(db, legacy)
+            return
+        except sqlite3.OperationalError as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            locked = "locked" in str(exc) or "busy" in str(exc)
+            if not locked or time.monotonic() + wait > deadline:
+                raise
+        time.sleep(wait)
+        wait = min(wait * 2, 0.25)
 
 
 def _prepare(db: sqlite3.Connection, legacy: Path | None) -> None:
