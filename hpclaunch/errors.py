@@ -17,6 +17,7 @@
     │  ├─ SubmissionError     sbatch refused the job; ``.result`` holds its answer
     │  ├─ BackendUnavailable  the backend cannot be used (controller down, missing extra)
     │  ├─ JobNotFound         no such job
+    │  ├─ ResizeRefused       an elastic job cannot be resized as asked
     │  └─ WatchTimeout        jobs did not reach the wanted state in time
     ├─ HistoryError           the local history database cannot be opened or written
     └─ SupervisorError        inside the job (the sidecar)
@@ -58,6 +59,7 @@ __all__ = [
     "PlanError",
     "ProgramNotFound",
     "RenderError",
+    "ResizeRefused",
     "SpecError",
     "SubmissionError",
     "SupervisorError",
@@ -256,6 +258,11 @@ class UpdateRefused(BackendError):
     def __init__(self, said: str) -> None:
         super().__init__(said)
         self.said = said
+
+
+class ResizeRefused(BackendError):
+    """An elastic job cannot be resized as asked (not elastic, not one of its sizes,
+    ended, or the resize failed)."""
 
 
 class WatchTimeout(BackendError):

@@ -399,8 +399,11 @@ class PyslurmBackend(Backend):
         """One update RPC with the changes. Through ``scontrol update`` (the cli backend)
         instead: an array or one of its tasks (pyslurm updates by a job's own numeric id, so
         the tasks of an array already split off its record would keep their tier), and
-        ``Nice=0`` (pyslurm 25.11 reads a nice of 0 as not given: core/job/submission.pyx)."""
-        if "_" in job_id or changes.get("Nice") == "0" or self._is_array(job_id):
+        ``Nice=0`` (pyslurm 25.11 reads a nice of 0 as not given: core/job/submission.pyx),
+        and ``NumNodes`` (its update description sets no node count: min/max nodes are
+        filled in only ``if not self.is_update``, same file)."""
+        by_cli = "_" in job_id or changes.get("Nice") == "0" or "NumNodes" in changes
+        if by_cli or self._is_array(job_id):
             self.cli.update_job(job_id, changes)
             return
         attributes: dict[str, object] = {}

@@ -32,6 +32,7 @@ COMMANDS = {
     "ls": "hpclaunch.cli.status:status_command",
     "queue": "hpclaunch.cli.queue:queue_command",
     "render": "hpclaunch.cli.render:render_command",
+    "resize": "hpclaunch.cli.resize:resize_command",
     "schema": "hpclaunch.cli.schema:schema_command",
     "site": "hpclaunch.cli.site:site_command",
     "simulate": "hpclaunch.cli.simulate:simulate_command",
@@ -57,6 +58,7 @@ SUMMARIES = {
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
     "queue": "Show pending and running jobs as the scheduler will take them.",
     "render": "Print the batch script for SPEC without submitting it.",
+    "resize": "Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).",
     "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
     "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "
     "slowdowns, waits, lost GPU-hours, preemptions and utilisation, mean ± 95 % CI over "

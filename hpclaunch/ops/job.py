@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import JobEvents
+    from hpclaunch.ops.resize import ResizeResult
     from hpclaunch.ops.sweep_status import SweepStatus
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.jobs import JobInfo, JobState
@@ -132,6 +133,21 @@ class Job:
         from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
 
         apply_tier_move(self.session, plan_tier_move(self.session, self.id, new_tier))
+
+    def resize(
+        self, nodes: int, *, why: str = "asked by the user", force: bool = False, wait: float = 0
+    ) -> ResizeResult:
+        """Resize the elastic job to ``nodes`` nodes (``hpclaunch resize``): at once while it
+        waits; while it runs, the sidecar checkpoints, requeues it held, updates its size
+        and releases it. ``wait``: seconds to follow it to the restart (0: return once
+        asked).
+
+        Raises:
+            ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
+        """
+        from hpclaunch.ops.resize import resize_job
+
+        return resize_job(self.session, self.id, nodes, why=why, force=force, wait=wait)
 
 
 @dataclass

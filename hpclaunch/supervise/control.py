@@ -17,6 +17,9 @@ JSON files, each written atomically (temp file + fsync + rename):
 ``checkpoint-failed.json`` (rank 0 → sidecar, when a checkpoint could not be written)
     ``{"step", "errno", "errno_name", "error", "dir", "resume_step", "failed_at", ...}``:
     the sidecar records it as ``checkpoint_failed``.
+``resize-request.json`` (``hpclaunch resize`` → sidecar, elastic jobs)
+    ``{"nodes": K, "why": "...", "by": "...", "requested_at": ts, "force": bool}``:
+    the sidecar takes it, asks for a checkpoint and restarts the job at K nodes.
 ``progress.json`` (rank 0, now and then)
     ``{"step": N, "updated_at": ts, ...}``: the crash-loop breaker and "steps lost" read it.
 
@@ -41,6 +44,7 @@ __all__ = [
     "PERIODIC",
     "PROGRESS",
     "REQUEST",
+    "RESIZE",
     "clear_stale",
     "prepare",
     "read_json",
@@ -52,6 +56,8 @@ REQUEST = REQUEST_FILE
 DONE = DONE_FILE
 FAILED = FAILED_FILE
 PROGRESS = PROGRESS_FILE
+#: ``hpclaunch resize``'s request (:mod:`hpclaunch.supervise.resize`).
+RESIZE = "resize-request.json"
 #: The done file's ``reason`` for a commit made without knowing of a request
 #: (:func:`hpclaunch.runtime.control.mark_checkpoint_done`).
 PERIODIC = "periodic"
@@ -86,7 +92,8 @@ def clear_stale(control_dir: str | Path) -> list[tuple[str, dict[str, Any] | Non
     """Remove the request, done and failed files left by an earlier attempt; return what
     they held."""
     removed = []
-    for name in (REQUEST, DONE, FAILED):
+    # A resize asked of an earlier attempt is stale too: the job may be at that size now.
+    for name in (REQUEST, DONE, FAILED, RESIZE):
         path = Path(control_dir) / name
         if path.exists():
             removed.append((name, read_json(path)))

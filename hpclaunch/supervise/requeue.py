@@ -265,8 +265,8 @@ def decide(
     if no_progress:
         streak = 1
         for end in reversed(ends):
-            if end.get("reason") == "requeued":
-                continue  # requeued by a user or operator: no crash, and no progress either
+            if end.get("reason") in ("requeued", "resized", "resize_failed"):
+                continue  # requeued by a user or operator, or resized: no crash
             if not (end.get("requeued") and end.get("no_progress")):
                 break
             streak += 1

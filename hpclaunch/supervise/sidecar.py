@@ -62,6 +62,7 @@ from hpclaunch.supervise.requeue import (
     requeue_target,
     slurm_requeues_on_exit,
 )
+from hpclaunch.supervise.resize import elastic_sizes, read_request, resize_at_requeue
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
 
@@ -135,6 +136,8 @@ class SidecarConfig:
         nproc_per_node: Processes per node; ``None``: from the GPUs.
         log_path: This attempt's log (its tail explains a user error).
         env: The environment the launch inherits.
+        resize_wait: Seconds the trainer has to checkpoint before a resize
+            (``HPCLAUNCH_RESIZE_WAIT``).
     """
 
     launcher: LauncherName
@@ -151,6 +154,7 @@ class SidecarConfig:
     nproc_per_node: int | None = None
     log_path: Path | None = None
     env: Mapping[str, str] | None = None
+    resize_wait: float = 120.0
 
     @property
     def control_dir(self) -> Path:
@@ -194,6 +198,7 @@ class SidecarConfig:
             nproc_per_node=nproc_per_node,
             log_path=Path(log_dir) / f"attempt-{attempt}.log" if log_dir else None,
             env=dict(env),
+            resize_wait=num("HPCLAUNCH_RESIZE_WAIT", 120),
         )
 
 
@@ -220,6 +225,8 @@ class Sidecar:
         self.failed: dict[str, Any] | None = None  # what it said
         self._requeue_why: str | None = None
         self._launch_start = 0  # the attempt log's size when the last launch started
+        self.sizes = elastic_sizes(self.env)  # () unless the job is elastic
+        self._resize: tuple[int, int] | None = None  # (from, to) once a resize is under way
 
     # -- the attempt --------------------------------------------------------------------
     def run(self, signals: SignalCatcher | None = None) -> int:
@@ -278,6 +285,10 @@ class Sidecar:
                     if code == EXIT_STOPPED:
                         self.stopped_by = got.name
                     return code
+                if self.sizes and (request := read_request(self.control)) is not None:
+                    resized = self._on_resize(request, proc, signals, history)
+                    if resized is not None:
+                        return resized
             self._note_failed_checkpoint()
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
@@ -348,6 +359,7 @@ class Sidecar:
             "requeued": "a requeue by Slurm",
             "node_failure": "a node failure",
             "cancelled": "a cancel",
+            "resized": "a resize from {} to {} nodes".format(*(self._resize or ("?", "?"))),
         }.get(reason, reason)
         at = f" at step {last}" if last is not None else ""
         head = f"stopped for requeue{at} ({what})" if requeued else f"stopped{at} ({what})"
@@ -529,6 +541,93 @@ class Sidecar:
         self._end(cause, exit_code=proc.returncode, requeued=False, signal="TERM", why=why)
         self._say_end(cause, requeued=False)
         return EXIT_STOPPED
+
+    def _on_resize(
+        self,
+        request: dict[str, Any],
+        proc: subprocess.Popen[bytes],
+        signals: SignalCatcher,
+        history: list[dict[str, Any]],
+    ) -> int | None:
+        """``hpclaunch resize`` (or the arbiter) asked for another size: checkpoint, then
+        requeue held, update the node count and release (:mod:`hpclaunch.supervise.resize`).
+        ``None``: the request was refused (said in the ledger) and the attempt goes on."""
+        current = _nodes_now(self.env)
+        to = request.get("nodes")
+        refused = self._resize_refusal(to, current, request, history)
+        self.ledger.append(
+            "resize_requested",
+            from_nodes=current,
+            to_nodes=to,
+            why=request.get("why"),
+            by=request.get("by"),
+            refused=refused,
+        )
+        if refused is not None or not isinstance(to, int):
+            return None
+        self._resize = (current, to)
+        deadline = time.time() + max(1.0, self.config.resize_wait)
+        self._checkpoint("resize", deadline, proc, signals)
+        self.output.divert(self.stop_log)  # the requeue stops the steps, and they say so
+        target = requeue_target(self.env)
+        outcome = resize_at_requeue(self.runner, target, to)
+        self.ledger.append(
+            "resize_issued" if outcome.held else "resize_failed",
+            target=target,
+            from_nodes=current,
+            to_nodes=to,
+            resized=outcome.resized,
+            released=outcome.released,
+            codes=outcome.codes,
+            why=outcome.why,
+        )
+        if not outcome.held:  # the trainer stopped for the checkpoint: go on at this size
+            plain = issue_requeue(self.runner, target, attempt=self.config.attempt)
+            self._stop(proc)
+            self._end(
+                "resize_failed",
+                exit_code=proc.returncode,
+                requeued=plain.ok,
+                from_nodes=current,
+                to_nodes=to,
+                why=f"scontrol requeuehold failed: {outcome.why}; "
+                + ("requeued at the same size" if plain.ok else f"requeue failed: {plain.why}"),
+            )
+            self._say_end("resize_failed", requeued=plain.ok, why=outcome.why)
+            return EXIT_REQUEUED if plain.ok else EXIT_REQUEUE_FAILED
+        self._stop(proc)
+        step = None if self.committed is None else self.committed.get("step")
+        self._end(
+            "resized",
+            exit_code=proc.returncode,
+            requeued=True,
+            from_nodes=current,
+            to_nodes=to if outcome.resized else current,
+            checkpoint_step=step,
+        )
+        self._say_end("resized", requeued=True, why=None if outcome.resized else outcome.why)
+        return EXIT_REQUEUED
+
+    def _resize_refusal(
+        self, to: Any, current: int, request: dict[str, Any], history: list[dict[str, Any]]
+    ) -> str | None:
+        """Why a resize to ``to`` nodes is not done now; ``None``: it is."""
+        if not isinstance(to, int) or isinstance(to, bool):
+            return f"not a node count: {request.get('nodes', request.get('invalid'))!r}"
+        if to not in self.sizes:
+            return f"{to} nodes is not one of the job's sizes (elastic.nodes {list(self.sizes)})"
+        if to == current:
+            return f"the job already runs on {to} nodes"
+        if request.get("force"):
+            return None
+        last = max((e["time"] for e in history if e.get("event") == "resize_issued"), default=0)
+        interval = _elastic_interval(self.env)
+        if time.time() - last < interval:
+            return (
+                f"the last resize was {time.time() - last:.0f} s ago, and elastic.min_interval "
+                f"is {interval} s (force it with hpclaunch resize --force)"
+            )
+        return None
 
     def _classify_warning(self, left: float | None) -> tuple[str, float]:
         """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint), given
@@ -745,6 +844,24 @@ class Sidecar:
             preemptible=self.config.preemptible,
             **extra,
         )
+
+
+def _nodes_now(env: Mapping[str, str]) -> int:
+    """The nodes this attempt runs on (``SLURM_JOB_NUM_NODES``, older ``SLURM_NNODES``)."""
+    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return 1
+
+
+def _elastic_interval(env: Mapping[str, str]) -> int:
+    """``elastic.min_interval`` of the job (``HPCLAUNCH_ELASTIC``), 600 s when unreadable."""
+    import json
+
+    try:
+        return int(json.loads(env.get("HPCLAUNCH_ELASTIC") or "{}").get("min_interval", 600))
+    except (ValueError, TypeError, AttributeError):
+        return 600
 
 
 def _term_cause(now: JobNow | None) -> str:

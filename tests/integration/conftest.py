@@ -225,3 +225,17 @@ def squeue(job_id: str, fmt: str) -> str:
         check=False,
     )
     return out.stdout.strip()
+
+
+def wait_progress(job_dir: Path, step: int, timeout: float = 60) -> None:
+    """Until the job's trainer reported ``step`` (``control/progress.json``)."""
+    path = job_dir / "control" / "progress.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if json.loads(path.read_text())["step"] >= step:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        assert time.monotonic() < deadline, f"{job_dir} never reached step {step}"
+        time.sleep(0.1)

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from .cluster import SlurmCluster
-from .conftest import Cli
+from .conftest import Cli, wait_progress
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
@@ -98,16 +98,7 @@ class Jobs:
             time.sleep(0.1)
 
     def wait_progress(self, name: str, step: int, timeout: float = 60) -> None:
-        path = self.job_dir(name) / "control" / "progress.json"
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if json.loads(path.read_text())["step"] >= step:
-                    return
-            except (OSError, ValueError, KeyError):
-                pass
-            assert time.monotonic() < deadline, f"{name} never reached step {step}"
-            time.sleep(0.1)
+        wait_progress(self.job_dir(name), step, timeout)
 
 
 def _submit(cli: Cli, spec_dir: Path, key: str, **fields: Any) -> str:

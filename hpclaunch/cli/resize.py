@@ -1,0 +1,52 @@
+"""``hpclaunch resize JOB --nodes K``: restart an elastic job at another size."""
+
+from __future__ import annotations
+
+import click
+
+from hpclaunch.cli._app import App
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+
+
+@click.command("resize")
+@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@click.option("--nodes", type=click.IntRange(min=1), required=True, help="The new node count.")
+@click.option("--why", default="asked by the user", show_default=True, help="Said in the ledger.")
+@click.option("--force", is_flag=True, help="Resize even within the spec's elastic.min_interval.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=300,
+    show_default=True,
+    help="Seconds to follow a running job to its restart (0: return once asked).",
+)
+@click.pass_obj
+def resize_command(app: App, job_id: str, nodes: int, why: str, force: bool, wait: float) -> None:
+    """Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).
+
+    A pending job gets the new size at once. A running one checkpoints, is requeued held,
+    gets the new size and is released: the next attempt starts at that size and resumes
+    from the checkpoint ('hpclaunch events JOB' shows the resize).
+    """
+    from hpclaunch.ops.resize import resize_job
+
+    result = resize_job(app, job_id, nodes, why=why, force=force, wait=wait)
+    was = f"{result.from_nodes} → " if result.from_nodes is not None else ""
+    said = {
+        "updated": f"job {job_id} (pending): {was}{nodes} nodes",
+        "unchanged": f"job {job_id} already has {nodes} nodes: nothing to do",
+        "asked": f"job {job_id}: resize to {nodes} nodes asked; the sidecar checkpoints and "
+        f"restarts it (follow with 'hpclaunch events {job_id}')",
+        "resized": f"job {job_id}: {was}{nodes} nodes; requeued"
+        + (
+            f" after checkpoint step {result.checkpoint_step}"
+            if result.checkpoint_step is not None
+            else " (no checkpoint committed in time)"
+        ),
+        "refused": f"job {job_id}: not resized: {result.why}",
+    }[result.outcome]
+    click.echo(said)
+    if result.outcome == "resized" and result.why:
+        click.echo(f"  {result.why}")
+    if result.outcome == "refused":
+        raise SystemExit(1)

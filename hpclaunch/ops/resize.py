@@ -1,0 +1,191 @@
+"""Resizing an elastic job (``hpclaunch resize``, ``Job.resize``).
+
+A pending job is given its new node count at once (``scontrol update NumNodes``). A running
+one is asked through its control directory: the sidecar has the trainer checkpoint, then
+requeues the job held, updates its node count and releases it
+(:mod:`hpclaunch.supervise.resize`); the next attempt starts at the new size and resumes.
+Waiting (``wait`` > 0) follows the ledger to the next attempt, and finishes what the
+sidecar could not (a job left held at its requeue is updated and released here).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from hpclaunch.errors import ResizeRefused
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.context import Context
+    from hpclaunch.store.history import SubmissionRecord
+
+__all__ = ["ResizeResult", "elastic_block", "resize_job"]
+
+_ELASTIC_LINE = re.compile(r"^export HPCLAUNCH_ELASTIC=(.+)$", re.MULTILINE)
+_POLL = 1.0
+
+
+@dataclass(frozen=True)
+class ResizeResult:
+    """What became of a resize.
+
+    Attributes:
+        job_id: The job.
+        from_nodes: Its node count before (``None``: unknown).
+        to_nodes: The count asked for.
+        outcome: ``updated`` (it was pending: done), ``asked`` (the sidecar has the request;
+            not waited for), ``resized`` (the next attempt has the new size or waits for
+            it), ``refused`` (the sidecar said no: ``why``), ``unchanged`` (already there).
+        why: The sidecar's reason for a refusal, or what was finished here.
+        checkpoint_step: The step the trainer committed before the restart.
+    """
+
+    job_id: str
+    from_nodes: int | None
+    to_nodes: int
+    outcome: Literal["updated", "asked", "resized", "refused", "unchanged"]
+    why: str | None = None
+    checkpoint_step: int | None = None
+
+
+def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | None:
+    """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
+    from hpclaunch.ops.records import read_job_file
+    from hpclaunch.planning.plan import SCRIPT_NAME
+
+    script = read_job_file(ctx, record, SCRIPT_NAME)
+    match = _ELASTIC_LINE.search(script or "")
+    if match is None:
+        return None
+    words = shlex.split(match.group(1))
+    block = json.loads(words[0]) if words else None
+    return block if isinstance(block, dict) else None
+
+
+def resize_job(
+    ctx: Context,
+    job_id: str,
+    nodes: int,
+    *,
+    why: str = "asked by the user",
+    force: bool = False,
+    wait: float = 0.0,
+) -> ResizeResult:
+    """Resize ``job_id`` to ``nodes`` nodes (see the module's docstring).
+
+    Args:
+        why: Said in the ledger (``hpclaunch events``).
+        force: Resize even within the spec's ``elastic.min_interval`` of the last one.
+        wait: Seconds to follow the resize to the next attempt (0: return once asked).
+
+    Raises:
+        JobNotFound: Not in the history.
+        ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
+        UpdateRefused: Slurm refused the update of a pending job.
+    """
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.records import submission_record
+
+    record = submission_record(job_id, "resize")
+    block = elastic_block(ctx, record)
+    if block is None:
+        raise ResizeRefused(
+            f"job {job_id} is not elastic: its spec has no elastic: block",
+            hint="add elastic: {nodes: [...], global_batch: ..., max_batch_per_gpu: ...} to "
+            "the spec and submit it again (it resumes from its last checkpoint)",
+        )
+    sizes = [int(n) for n in block["nodes"]]
+    if nodes not in sizes:
+        raise ResizeRefused(
+            f"job {job_id} may run on {', '.join(map(str, sizes))} nodes, not {nodes}",
+            hint="pick one of those sizes (the spec's elastic.nodes)",
+        )
+    ref = JobRef(job_id)
+    info = ctx.backend.status([ref])[ref]
+    if info.state.is_finished or info.source == "none":
+        raise ResizeRefused(
+            f"job {job_id} is {info.state.value}: there is nothing to resize",
+            hint="submit it again with resources.nodes set to the size you want",
+        )
+    current = info.node_count
+    if info.state.value != "RUNNING":
+        if current == nodes:
+            return ResizeResult(job_id, current, nodes, "unchanged")
+        ctx.backend.update_job(job_id, {"NumNodes": str(nodes)})
+        return ResizeResult(job_id, current, nodes, "updated")
+    if current == nodes:
+        return ResizeResult(job_id, current, nodes, "unchanged")
+    requested_at = time.time()
+    request = {"nodes": nodes, "why": why, "by": ctx.runner.user(), "force": force}
+    ctx.runner.put_file(
+        posixpath.join(record.job_dir, "control", "resize-request.json"),
+        json.dumps(request | {"requested_at": requested_at}),
+        0o600,
+    )
+    if wait <= 0:
+        return ResizeResult(job_id, current, nodes, "asked")
+    return _follow(ctx, record, current, nodes, requested_at, time.monotonic() + wait)
+
+
+def _follow(
+    ctx: Context,
+    record: SubmissionRecord,
+    current: int | None,
+    nodes: int,
+    requested_at: float,
+    deadline: float,
+) -> ResizeResult:
+    """Follow the ledger until the sidecar took the request, then the job until it is
+    released at its new size; finish a hold or update the sidecar could not."""
+    from hpclaunch.errors import WatchTimeout
+    from hpclaunch.ops.records import read_job_file
+    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+
+    job_id = record.job_id
+    while time.monotonic() < deadline:
+        ledger = parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or "")
+        mine = [e for e in ledger if float(e.get("time", 0)) >= requested_at - 5]
+        asked = next((e for e in mine if e.get("event") == "resize_requested"), None)
+        if asked is not None and asked.get("refused"):
+            return ResizeResult(job_id, current, nodes, "refused", why=str(asked["refused"]))
+        done = next((e for e in mine if e.get("event") == "resize_issued"), None)
+        end = next((e for e in mine if e.get("event") == "attempt_end"), None)
+        if done is not None and end is not None:
+            finished = _finish(ctx, job_id, nodes, done)
+            return ResizeResult(
+                job_id,
+                current,
+                nodes,
+                "resized",
+                why=finished,
+                checkpoint_step=end.get("checkpoint_step"),
+            )
+        failed = next((e for e in mine if e.get("event") == "resize_failed"), None)
+        if failed is not None:
+            raise ResizeRefused(
+                f"job {job_id}: the resize failed: {failed.get('why')}",
+                hint=f"the job was requeued at its old size; see 'hpclaunch events {job_id}'",
+            )
+        time.sleep(_POLL)
+    raise WatchTimeout(
+        f"job {job_id}: the sidecar did not finish the resize in time",
+        hint=f"it may still: see 'hpclaunch events {job_id}' and 'hpclaunch status {job_id}'",
+    )
+
+
+def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> str | None:
+    """Update and release here what the sidecar's commands left undone (SIGKILLed after
+    the requeue, or slurmctld busy); what was done, or ``None``."""
+    did = []
+    if not issued.get("resized"):
+        ctx.backend.update_job(job_id, {"NumNodes": str(nodes)})
+        did.append("updated the node count")
+    if not issued.get("released"):
+        ctx.backend.release(job_id)
+        did.append("released the job")
+    return "; ".join(did) + " (the sidecar could not)" if did else None

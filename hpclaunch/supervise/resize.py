@@ -1,0 +1,106 @@
+"""Resizing a running job at a requeue: ``scontrol requeuehold``, ``update NumNodes``,
+``release``.
+
+Slurm cannot grow a running job (unsupported since 19.05), and a shrink of a running one
+kills the steps on the released nodes. A job that is held at its requeue can be given
+another node count: the update is taken while the job is still ``COMPLETING`` (seen on
+25.11: ``Reason=job_requeued_in_held_state``; Slurm scales ``NumTasks`` and the per-node
+GRES with it), and after the release the next attempt starts at the new size.
+
+The sidecar runs the three commands right after the trainer's checkpoint. The requeue
+SIGTERMs every process of the job, the commands that follow it too, so they run in a shell
+that ignores SIGTERM (an ignored signal stays ignored across ``exec``): only the SIGKILL
+KillWait seconds later could stop them, and they take well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.supervise.control import RESIZE
+from hpclaunch.transport.base import Runner
+
+__all__ = ["REQUEST", "ResizeOutcome", "elastic_sizes", "read_request", "resize_at_requeue"]
+
+#: ``<control dir>/resize-request.json`` (:mod:`hpclaunch.supervise.control`), written by
+#: ``hpclaunch resize`` (or the arbiter), taken (removed) by the sidecar.
+REQUEST = RESIZE
+
+# $1 job, $2 nodes, $3 scontrol. A failed hold stops there: the job runs on, unchanged.
+_SCRIPT = (
+    "trap '' TERM\n"
+    '"$3" requeuehold "$1" || { echo "requeuehold $?"; exit 0; }\n'
+    'echo "requeuehold 0"\n'
+    '"$3" update JobId="$1" NumNodes="$2"; echo "update $?"\n'
+    '"$3" release "$1"; echo "release $?"\n'
+)
+
+
+@dataclass(frozen=True)
+class ResizeOutcome:
+    """What the three commands did.
+
+    Attributes:
+        held: ``requeuehold`` worked: this attempt is over.
+        resized: ``update NumNodes`` worked.
+        released: ``release`` worked: the job will start again.
+        why: The commands' own words when one failed.
+        codes: Each command's exit code.
+    """
+
+    held: bool
+    resized: bool
+    released: bool
+    why: str | None = None
+    codes: dict[str, int] = field(default_factory=dict)
+
+
+def resize_at_requeue(
+    runner: Runner, target: str, nodes: int, *, timeout: float = 20
+) -> ResizeOutcome:
+    """Requeue ``target`` held, give it ``nodes`` nodes, release it. Never raises."""
+    scontrol = runner.resolve(["scontrol"])[0]
+    argv = ["sh", "-c", _SCRIPT, "hpclaunch-resize", target, str(nodes), scontrol]
+    try:
+        result = runner.run(argv, timeout=timeout)
+    except (ProgramNotFound, CommandTimeout, TransportError) as exc:
+        return ResizeOutcome(False, False, False, why=exc.message)
+    codes: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        name, _, code = line.partition(" ")
+        if name in ("requeuehold", "update", "release") and code.isdigit():
+            codes[name] = int(code)
+    ok = {name: codes.get(name) == 0 for name in ("requeuehold", "update", "release")}
+    why = None if all(ok.values()) else (result.stderr.strip() or f"exit codes {codes}")
+    return ResizeOutcome(ok["requeuehold"], ok["update"], ok["release"], why, codes)
+
+
+def read_request(control: Path) -> dict[str, Any] | None:
+    """The pending resize request, taken (removed); ``None`` when there is none."""
+    path = control / REQUEST
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {"invalid": text[:200]}
+    return data if isinstance(data, dict) else {"invalid": text[:200]}
+
+
+def elastic_sizes(env: Mapping[str, str]) -> tuple[int, ...]:
+    """The node counts the job may run at (``HPCLAUNCH_ELASTIC``); ``()``: not elastic."""
+    raw = env.get("HPCLAUNCH_ELASTIC")
+    if not raw:
+        return ()
+    try:
+        return tuple(int(n) for n in json.loads(raw)["nodes"])
+    except (ValueError, KeyError, TypeError):
+        return ()

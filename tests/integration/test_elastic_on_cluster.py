@@ -1,0 +1,181 @@
+"""Elastic jobs on the real cluster: ``hpclaunch resize`` 4 → 2 → 4 nodes, exact.
+
+Two torchrun jobs of examples/elastic_train.py (float64, gloo, one rank per node, global
+batch 16, at most 4 per rank, ``batch: fixed``) run side by side: the twin on 4 nodes
+throughout; the elastic one is resized to 2 nodes once it trained 30 steps (2 ranks x 4
+samples x 2 micro-steps), then back to 4 once it trained 30 more. Each resize is the
+sidecar's checkpoint → ``scontrol requeuehold`` → ``update NumNodes`` → ``release``.
+
+Checked: every step trained the same samples in both jobs (digest of the sorted ids all
+ranks trained, logged per step), the worlds were 4, 2, 4, the final weights agree within
+1e-9 relative (only float sums are ordered differently), and the ledger records each
+resize (from, to, the checkpoint step); a pending job is resized at once, and a size not
+in the spec is refused with the sizes named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .cluster import SlurmCluster
+from .conftest import Cli, squeue, wait_progress
+
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
+
+STEPS = 200
+VENV = str(Path(__file__).resolve().parents[2] / ".venv")
+ELASTIC = {"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4, "min_interval": 0}
+
+
+@dataclass
+class Jobs:
+    cli: Cli
+    shared: Path
+    ids: dict[str, str]
+    said: dict[str, str]  # what each resize printed
+
+    def job_dir(self, name: str) -> Path:
+        return Path(self.cli.submitted()[self.ids[name]]["job_dir"])
+
+    def samples(self, name: str) -> dict[int, tuple[int, str]]:
+        """step -> (world, digest): the last time each step was trained."""
+        out: dict[int, tuple[int, str]] = {}
+        for line in (self.shared / name / "samples.log").read_text().splitlines():
+            step, world, digest = line.split()
+            out[int(step)] = (int(world), digest)
+        return out
+
+    def ledger(self, name: str) -> list[dict[str, Any]]:
+        out = self.cli("events", self.ids[name], "--json")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        return list(data["ledger"] or [])
+
+
+def _spec(tmp: Path, key: str, shared: Path, **extra: Any) -> Path:
+    command = ["python", "examples/elastic_train.py", "--steps", str(STEPS), "--sleep", "0.1"]
+    spec = {
+        "name": f"it-el-{key}-{uuid.uuid4().hex[:6]}",
+        "project": "research",
+        "command": [*command, "--log-dir", str(shared / key)],
+        "launcher": "torchrun",
+        "processes_per_node": 1,
+        "tier": "low",
+        "venv": VENV,
+        "resources": {"nodes": 4, "gpus_per_node": 1, "time": "00:10:00", "mem": "300M"},
+        "elastic": ELASTIC,
+        **extra,
+    }
+    path = tmp / f"{key}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _submit(cli: Cli, path: Path) -> str:
+    out = cli("submit", str(path))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _wait_gone(job_id: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while squeue(job_id, "%T"):
+        assert time.monotonic() < deadline, f"job {job_id} still queued"
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def jobs(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, backend: str
+) -> Iterator[Jobs]:
+    tmp = tmp_path_factory.mktemp("elastic")
+    cli = Cli(tmp / "state")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+    ids = {key: _submit(cli, _spec(tmp, key, shared)) for key in ("twin", "elastic")}
+    jobs = Jobs(cli, shared, ids, {})
+    elastic_dir = jobs.job_dir("elastic")
+    wait_progress(elastic_dir, 30, timeout=120)
+    jobs.said["shrink"] = _resize(cli, ids["elastic"], 2)
+    shrunk_at = int(re.findall(r"checkpoint step (\d+)", jobs.said["shrink"])[0])
+    wait_progress(elastic_dir, shrunk_at + 30, timeout=120)  # 30 steps on 2 nodes
+    jobs.said["grow"] = _resize(cli, ids["elastic"], 4)
+    for job_id in ids.values():
+        _wait_gone(job_id)
+    yield jobs
+    for job_id in ids.values():
+        cli("cancel", job_id)
+
+
+def _resize(cli: Cli, job_id: str, nodes: int) -> str:
+    out = cli("resize", job_id, "--nodes", str(nodes), "--wait", "120", timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_resize_says_the_sizes_and_the_checkpoint(jobs: Jobs) -> None:
+    assert "4 → 2 nodes; requeued after checkpoint step" in jobs.said["shrink"], jobs.said
+    assert "2 → 4 nodes; requeued after checkpoint step" in jobs.said["grow"], jobs.said
+
+
+def test_every_step_trains_the_same_samples_at_4_2_and_4_nodes(jobs: Jobs) -> None:
+    twin, elastic = jobs.samples("twin"), jobs.samples("elastic")
+    assert sorted(twin) == sorted(elastic) == list(range(1, STEPS + 1))
+    assert {world for world, _ in twin.values()} == {4}
+    worlds = [elastic[step][0] for step in sorted(elastic)]
+    runs = [w for i, w in enumerate(worlds) if i == 0 or worlds[i - 1] != w]
+    assert runs == [4, 2, 4], runs
+    differing = [s for s in twin if twin[s][1] != elastic[s][1]]
+    assert differing == []
+
+
+def test_the_weights_match_the_uninterrupted_twin(jobs: Jobs) -> None:
+    def flat(name: str) -> list[float]:
+        tensors = json.loads((jobs.shared / name / "weights.json").read_text())
+        return [v for t in tensors for v in t]
+
+    twin, elastic = flat("twin"), flat("elastic")
+    assert len(twin) == len(elastic) > 0
+    norm = math.sqrt(sum(v * v for v in twin))
+    gap = math.sqrt(sum((a - b) ** 2 for a, b in zip(twin, elastic, strict=True)))
+    assert gap / norm <= 1e-9, gap / norm
+
+
+def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
+    ledger = jobs.ledger("elastic")
+    ends = [e for e in ledger if e["event"] == "attempt_end"]
+    assert [e["reason"] for e in ends] == ["resized", "resized", "success"], ends
+    assert [(e["from_nodes"], e["to_nodes"]) for e in ends[:2]] == [(4, 2), (2, 4)]
+    assert all(isinstance(e["checkpoint_step"], int) for e in ends[:2]), ends
+    issued = [e for e in ledger if e["event"] == "resize_issued"]
+    assert [(e["resized"], e["released"]) for e in issued] == [(True, True)] * 2, issued
+    starts = [e for e in ledger if e["event"] == "attempt_start"]
+    assert [len(e["nodes"]) for e in starts] == [4, 2, 4], starts
+
+
+def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(
+    jobs: Jobs, tmp_path: Path
+) -> None:
+    held = _spec(tmp_path, "held", jobs.shared, sbatch_extra={"--hold": None})
+    job_id = _submit(jobs.cli, held)
+    try:
+        out = jobs.cli("resize", job_id, "--nodes", "2")
+        assert out.returncode == 0, out.stderr
+        assert f"job {job_id} (pending): 4 → 2 nodes" in out.stdout
+        assert squeue(job_id, "%D") == "2"
+        off = jobs.cli("resize", job_id, "--nodes", "3")
+        assert off.returncode == 1
+        assert "may run on 2, 4 nodes, not 3" in off.stderr, off.stderr
+    finally:
+        jobs.cli("cancel", job_id)

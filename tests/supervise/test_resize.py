@@ -1,0 +1,68 @@
+"""The sidecar's resize commands (requeuehold, update NumNodes, release), run by the real
+shell against a recording ``scontrol``, and the request file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hpclaunch.supervise.resize import (
+    elastic_sizes,
+    read_request,
+    resize_at_requeue,
+)
+from hpclaunch.transport.local import LocalRunner
+
+# Records its arguments; "requeuehold" does what Slurm's requeue does to the job's
+# processes, to the shell that runs the commands: SIGTERM.
+SCONTROL = """#!/bin/sh
+echo "$*" >> "{log}"
+case "$1" in
+  requeuehold) {on_hold} ;;
+esac
+exit 0
+"""
+
+
+def _scontrol(tmp_path: Path, on_hold: str) -> tuple[LocalRunner, Path]:
+    log = tmp_path / "calls"
+    tool = tmp_path / "bin" / "scontrol"
+    tool.parent.mkdir()
+    tool.write_text(SCONTROL.format(log=log, on_hold=on_hold))
+    tool.chmod(0o755)
+    runner = LocalRunner()
+    runner.slurm_bin = str(tool.parent)
+    return runner, log
+
+
+def test_hold_update_release_in_order_though_the_hold_sigterms_the_shell(
+    tmp_path: Path,
+) -> None:
+    runner, log = _scontrol(tmp_path, 'kill -TERM "$PPID"')
+    outcome = resize_at_requeue(runner, "77", 2)
+    assert log.read_text().splitlines() == [
+        "requeuehold 77",
+        "update JobId=77 NumNodes=2",
+        "release 77",
+    ]
+    assert (outcome.held, outcome.resized, outcome.released) == (True, True, True)
+    assert outcome.why is None
+
+
+def test_a_refused_hold_changes_nothing(tmp_path: Path) -> None:
+    runner, log = _scontrol(tmp_path, "echo 'Job is not requeueable' >&2; exit 1")
+    outcome = resize_at_requeue(runner, "77_3", 4)
+    assert log.read_text().splitlines() == ["requeuehold 77_3"]
+    assert (outcome.held, outcome.resized, outcome.released) == (False, False, False)
+    assert outcome.why is not None
+    assert "not requeueable" in outcome.why
+
+
+def test_the_request_is_taken_once_and_the_sizes_come_from_the_job(tmp_path: Path) -> None:
+    (tmp_path / "resize-request.json").write_text(json.dumps({"nodes": 2, "why": "test"}))
+    assert read_request(tmp_path) == {"nodes": 2, "why": "test"}
+    assert read_request(tmp_path) is None
+    (tmp_path / "resize-request.json").write_text("{half")
+    assert read_request(tmp_path) == {"invalid": "{half"}
+    assert elastic_sizes({"HPCLAUNCH_ELASTIC": '{"nodes": [1, 2, 4]}'}) == (1, 2, 4)
+    assert elastic_sizes({}) == ()
