@@ -31,13 +31,15 @@ __all__ = ["REQUEST", "ResizeOutcome", "elastic_sizes", "read_request", "resize_
 #: ``hpclaunch resize`` (or the arbiter), taken (removed) by the sidecar.
 REQUEST = RESIZE
 
-# $1 job, $2 nodes, $3 scontrol. A failed hold stops there: the job runs on, unchanged.
+# $1 scontrol, $2 job, then the update's fields. A failed hold stops there: the job runs
+# on, unchanged.
 _SCRIPT = (
     "trap '' TERM\n"
-    '"$3" requeuehold "$1" || { echo "requeuehold $?"; exit 0; }\n'
+    "s=$1; j=$2; shift 2\n"
+    '"$s" requeuehold "$j" || { echo "requeuehold $?"; exit 0; }\n'
     'echo "requeuehold 0"\n'
-    '"$3" update JobId="$1" NumNodes="$2"; echo "update $?"\n'
-    '"$3" release "$1"; echo "release $?"\n'
+    '"$s" update JobId="$j" "$@"; echo "update $?"\n'
+    '"$s" release "$j"; echo "release $?"\n'
 )
 
 
@@ -63,10 +65,17 @@ class ResizeOutcome:
 def resize_at_requeue(
     runner: Runner, target: str, nodes: int, *, timeout: float = 20
 ) -> ResizeOutcome:
-    """Requeue ``target`` held, give it ``nodes`` nodes, release it. Never raises."""
+    """Requeue ``target`` held, give it ``nodes`` nodes (and the tasks and CPUs that go
+    with them: :func:`~hpclaunch.slurm.nodecount.node_count_fields`), release it. Never
+    raises."""
+    from hpclaunch.slurm.nodecount import node_count_fields
+
     scontrol = runner.resolve(["scontrol"])[0]
-    argv = ["sh", "-c", _SCRIPT, "hpclaunch-resize", target, str(nodes), scontrol]
     try:
+        shown = runner.run([scontrol, "show", "job", target], timeout=timeout).stdout
+        fields = node_count_fields(shown, nodes)
+        update = [f"{name}={value}" for name, value in fields.items()]
+        argv = ["sh", "-c", _SCRIPT, "hpclaunch-resize", scontrol, target, *update]
         result = runner.run(argv, timeout=timeout)
     except (ProgramNotFound, CommandTimeout, TransportError) as exc:
         return ResizeOutcome(False, False, False, why=exc.message)

@@ -18,6 +18,7 @@ from hpclaunch.transport.local import LocalRunner
 SCONTROL = """#!/bin/sh
 echo "$*" >> "{log}"
 case "$1" in
+  show) echo "   NumNodes=4 NumCPUs=8 NumTasks=4 CPUs/Task=2 ReqB:S:C:T=0:0:*:*" ;;
   requeuehold) {on_hold} ;;
 esac
 exit 0
@@ -41,8 +42,9 @@ def test_hold_update_release_in_order_though_the_hold_sigterms_the_shell(
     runner, log = _scontrol(tmp_path, 'kill -TERM "$PPID"')
     outcome = resize_at_requeue(runner, "77", 2)
     assert log.read_text().splitlines() == [
+        "show job 77",
         "requeuehold 77",
-        "update JobId=77 NumNodes=2",
+        "update JobId=77 NumNodes=2-2 NumTasks=2 NumCPUs=4",
         "release 77",
     ]
     assert (outcome.held, outcome.resized, outcome.released) == (True, True, True)
@@ -52,7 +54,7 @@ def test_hold_update_release_in_order_though_the_hold_sigterms_the_shell(
 def test_a_refused_hold_changes_nothing(tmp_path: Path) -> None:
     runner, log = _scontrol(tmp_path, "echo 'Job is not requeueable' >&2; exit 1")
     outcome = resize_at_requeue(runner, "77_3", 4)
-    assert log.read_text().splitlines() == ["requeuehold 77_3"]
+    assert log.read_text().splitlines() == ["show job 77_3", "requeuehold 77_3"]
     assert (outcome.held, outcome.resized, outcome.released) == (False, False, False)
     assert outcome.why is not None
     assert "not requeueable" in outcome.why

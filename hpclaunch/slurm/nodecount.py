@@ -1,0 +1,33 @@
+"""The fields a job's node count change needs, from ``scontrol show job``.
+
+``scontrol update JobId=J NumNodes=K`` alone is not enough everywhere. Slurm 25.11 scales
+the task and CPU counts with it; 22.05 sets the node count (its log says "setting min_nodes
+from 4 to 2") but keeps ``NumTasks`` and ``NumCPUs`` (the job's minimum CPUs), and a job
+asking 4 CPUs and 4 tasks on 2 nodes of one task each is then "never runnable" (measured on
+the test cluster, a job requeued held with ``--ntasks-per-node=1``). So the update names all
+three, scaled from what the job holds now, and the node count as ``K-K`` (22.05 took a bare
+``NumNodes=2`` as the minimum only).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["node_count_fields"]
+
+_FIELD = re.compile(r"\b(NumNodes|NumTasks|NumCPUs)=(\d+)")
+
+
+def node_count_fields(show_job: str, nodes: int) -> dict[str, str]:
+    """``scontrol update`` fields that give the job of ``show_job`` (``scontrol show job``'s
+    text) ``nodes`` nodes, tasks and CPUs scaled with the node count."""
+    fields = {"NumNodes": f"{nodes}-{nodes}"}
+    now = {name: int(value) for name, value in _FIELD.findall(show_job)}
+    current = now.get("NumNodes")
+    if not current:
+        return fields
+    for name in ("NumTasks", "NumCPUs"):
+        count = now.get(name)
+        if count and count % current == 0:  # per node, as the launchers ask
+            fields[name] = str(count // current * nodes)
+    return fields
