@@ -32,12 +32,14 @@ def resize_command(app: App, job_id: str, nodes: int, why: str, force: bool, wai
 
     result = resize_job(app, job_id, nodes, why=why, force=force, wait=wait)
     was = f"{result.from_nodes} → " if result.from_nodes is not None else ""
+    size = f"{nodes} node" + ("" if nodes == 1 else "s")
     said = {
-        "updated": f"job {job_id} (pending): {was}{nodes} nodes",
-        "unchanged": f"job {job_id} already has {nodes} nodes: nothing to do",
-        "asked": f"job {job_id}: resize to {nodes} nodes asked; the sidecar checkpoints and "
+        # A pending job's count may still be its last attempt's: only the new one is said.
+        "updated": f"job {job_id} (pending): starts on {size}",
+        "unchanged": f"job {job_id} already has {size}: nothing to do",
+        "asked": f"job {job_id}: resize to {size} asked; the sidecar checkpoints and "
         f"restarts it (follow with 'hpclaunch events {job_id}')",
-        "resized": f"job {job_id}: {was}{nodes} nodes; requeued"
+        "resized": f"job {job_id}: {was}{size}; requeued"
         + (
             f" after checkpoint step {result.checkpoint_step}"
             if result.checkpoint_step is not None
