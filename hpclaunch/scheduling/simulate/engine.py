@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from hpclaunch.scheduling.elastic import growth_saving, small_is_sooner
 from hpclaunch.scheduling.simulate.model import TE, Cluster, Job
 from hpclaunch.scheduling.simulate.policies import Policy
 from hpclaunch.scheduling.victims import Candidate, Decision, Request
@@ -86,6 +87,7 @@ class _Sim:
         self.ends: list[tuple[float, int]] = []  # (expected end, id) of running jobs, sorted
         self.events = 0
         self.preemptions = 0
+        self.resizes = 0  # growths of elastic jobs (a shrink is a preemption's restart)
         self.wakes: set[float] = set()  # WAKE times in the heap
         for job in jobs:
             if job.gpus_per_node > config.gpus_per_node:
@@ -116,6 +118,8 @@ class _Sim:
 
     def _handle(self, now: float, kind: int, epoch: int, job: Job) -> None:
         if kind == ARRIVE:
+            if job.sizes and self.policy.elastic:
+                job.resize(job.full_gpus)  # it asks for its full size, takes what fits
             # Computed once per wait, not at every pass (the passes' hottest call).
             job.queued_run = job.planned_run()
             bisect.insort(self.queue, (self._key(job), job), key=lambda e: e[0])
@@ -151,6 +155,7 @@ class _Sim:
         job.compute_start = now + job.overhead()
         job.epoch += 1
         job.awaiting_until = -1.0
+        job.resized_at = now  # an elastic job grows no sooner than min_interval after
         if job.first_start < 0:
             job.first_start = now
         self.running[job.id] = job
@@ -184,6 +189,8 @@ class _Sim:
                     placement = cluster.find(share, job.nodes)
                     if placement is None and job.nodes == 1:
                         smallest_failed = share
+            if placement is None and job.sizes and policy.elastic:
+                placement, late = self._smaller(job, now, shadow, extra)
             if placement is not None:
                 if late:
                     extra -= job.gpus
@@ -200,6 +207,89 @@ class _Sim:
                 shadow, extra = self._shadow(job, now)
         for i in reversed(started):
             del queue[i]
+        if policy.elastic and not queue and cluster.total_free:
+            self._grow(now)
+
+    def _smaller(
+        self, job: Job, now: float, shadow: float, extra: int
+    ) -> tuple[dict[int, int] | None, bool]:
+        """An elastic job that does not fit at its size starts at the largest of its
+        smaller sizes that fits, leaves the policy's headroom and keeps out of the
+        reservation (as any backfill), when that is predicted to finish it sooner than
+        waiting for its full size (:func:`~hpclaunch.scheduling.elastic.small_is_sooner`)."""
+        cluster = self.cluster
+        spare = cluster.total_free - int(cluster.gpus * self.policy.headroom)
+        full_at = -1.0
+        for gpus in reversed(job.sizes):
+            if gpus >= job.full_gpus or gpus > spare:
+                continue
+            share, nodes = job.shape(gpus)
+            run = job.overhead() + (job.duration - job.committed) * job.full_gpus / gpus
+            late = shadow >= 0 and now + run > shadow
+            if late and gpus > extra:
+                continue
+            if full_at < 0:
+                full_at = self._shadow(job, now)[0]
+            sooner = small_is_sooner(
+                left=job.duration - job.committed,
+                overhead=job.overhead(),
+                gpus=gpus,
+                full_gpus=job.full_gpus,
+                now=now,
+                full_at=full_at,
+                min_interval=self.policy.min_interval,
+                restart=self._resize_cost(job),
+            )
+            if not sooner:
+                return None, False
+            placement = cluster.find(share, nodes)
+            if placement is not None:
+                job.resize(gpus)
+                return placement, late
+        return None, False
+
+    def _grow(self, now: float) -> None:
+        """Nobody waits and GPUs are idle: the running elastic job that saves most by
+        growing (its remaining time at its size, against at the largest size that would
+        fit, plus a checkpoint and a restart) is stopped to restart larger, at most one per
+        instant and no sooner than ``min_interval`` after its last start."""
+        cluster = self.cluster
+        best: tuple[float, Job] | None = None
+        for r in self.running.values():
+            if not r.sizes or r.draining or r.gpus >= r.full_gpus:
+                continue
+            if now - r.resized_at < self.policy.min_interval:
+                at = r.resized_at + self.policy.min_interval
+                if at not in self.wakes:  # look again when it may grow
+                    self.wakes.add(at)
+                    self._push(at, WAKE, r)
+                continue
+            cluster.release(r.placement)  # the restart gives its own GPUs back first
+            spare = cluster.total_free - int(cluster.gpus * self.policy.headroom)
+            target = next(
+                (g for g in reversed(r.sizes) if r.gpus < g <= spare and cluster.fits(*r.shape(g))),
+                0,
+            )
+            cluster.allocate(r.placement)
+            if not target:
+                continue
+            saving = growth_saving(
+                left=r.duration - r.progress(now),
+                gpus=r.gpus,
+                target=target,
+                full_gpus=r.full_gpus,
+                restart=self._resize_cost(r),
+            )
+            if saving > 0 and (best is None or saving > best[0]):
+                best = (saving, r)
+        if best is not None:
+            self.resizes += 1
+            self._signal(best[1], now, Decision((best[1].id,), True), resize=True)
+
+    def _resize_cost(self, job: Job) -> float:
+        """Seconds without work that a resize costs ``job``: a checkpoint on request,
+        the requeue delay and the restart."""
+        return job.ckpt_notice + job.ckpt_write + self.config.requeue_delay + job.restart_cost
 
     def _shadow(self, job: Job, now: float) -> tuple[float, int]:
         """EASY: when enough GPUs will be free for ``job``, and how many beyond its need."""
@@ -247,12 +337,16 @@ class _Sim:
         job.awaiting_until = until
         return True
 
-    def _signal(self, victim: Job, now: float, decision: Decision) -> float:
-        """Preempt ``victim`` at ``now``; returns when it releases its GPUs."""
+    def _signal(
+        self, victim: Job, now: float, decision: Decision, *, resize: bool = False
+    ) -> float:
+        """Preempt ``victim`` at ``now`` (or stop it to restart larger: ``resize``);
+        returns when it releases its GPUs."""
         grace = self.config.grace_time
         victim.draining = True
-        victim.preemptions += 1
-        self.preemptions += 1
+        victim.preemptions += 1  # both pay a restart, and protect it for min_run
+        if not resize:
+            self.preemptions += 1
         if decision.checkpoint_request and victim.ckpt_notice + victim.ckpt_write <= grace:
             stop = now + victim.ckpt_notice  # it computes until it sees the request
             if victim.expected_end() <= stop:
@@ -283,7 +377,7 @@ def simulate(jobs: Iterable[Job], policy: Policy, config: SimConfig | None = Non
     unfinished = [j.id for j in sim.jobs if j.finish < 0]
     if unfinished:
         raise RuntimeError(f"simulation ended with unfinished jobs: {unfinished[:10]}")
-    lost = sum(j.busy_gpu_seconds - j.gpus * j.duration for j in sim.jobs)
+    lost = sum(j.busy_gpu_seconds - j.full_gpus * j.duration for j in sim.jobs)
     lost = 0.0 if abs(lost) < 1e-6 * max(1, len(sim.jobs)) else lost  # float noise
     return SimResult(
         policy=policy.name,
@@ -293,4 +387,5 @@ def simulate(jobs: Iterable[Job], policy: Policy, config: SimConfig | None = Non
         wall_seconds=wall,
         preemptions=sim.preemptions,
         lost_gpu_seconds=lost,
+        extra={"resizes": float(sim.resizes)} if policy.elastic else {},
     )

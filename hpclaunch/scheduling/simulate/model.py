@@ -45,6 +45,11 @@ class Job:
             exactly, the optimistic backfill of the default model). Slurm's backfill
             plans with limits: a running job is expected to end at its start + limit, and
             a job may backfill only if start + limit falls before the reservation.
+        sizes: GPU totals an elastic policy may run it at, ascending, ``gpus`` the
+            largest (``()``: rigid). At ``g`` of its ``full_gpus`` it does ``g / full_gpus``
+            of a full-size second of work per second (linear speed-up); ``duration`` is
+            its run time at full size. ``gpus``, ``nodes`` and ``gpus_per_node`` are the
+            size of the current (or next) run.
     """
 
     id: int
@@ -59,6 +64,7 @@ class Job:
     ckpt_notice: float = 0.0
     restart_cost: float = 0.0
     limit: float = math.inf
+    sizes: tuple[int, ...] = ()
     # --- simulation state ---
     committed: float = 0.0  # work seconds saved by the last committed checkpoint
     run_start: float = -1.0  # start of the current run (-1: not running)
@@ -72,7 +78,10 @@ class Job:
     first_start: float = -1.0
     finish: float = -1.0
     busy_gpu_seconds: float = 0.0  # GPU time held, useful or not
+    resized_at: float = -math.inf  # when an elastic policy last resized it
     gpus_per_node: int = field(init=False)
+    full_gpus: int = field(init=False)  # the submitted size
+    full_nodes: int = field(init=False)
     end_key: tuple[float, int] = field(init=False)  # (planned end, id) while running
 
     def __post_init__(self) -> None:
@@ -81,7 +90,28 @@ class Job:
         if self.duration <= 0:
             raise ValueError(f"job {self.id}: duration must be > 0")
         self.gpus_per_node = self.gpus // self.nodes
+        self.full_gpus, self.full_nodes = self.gpus, self.nodes
+        if self.sizes and (self.sizes[-1] != self.gpus or list(self.sizes) != sorted(self.sizes)):
+            raise ValueError(f"job {self.id}: sizes must ascend to its {self.gpus} GPUs")
         self.end_key = (math.inf, self.id)
+
+    def shape(self, gpus: int) -> tuple[int, int]:
+        """(GPUs per node, nodes) at ``gpus`` GPUs: one node while they fit the submitted
+        per-node share, else whole shares of it."""
+        share = self.full_gpus // self.full_nodes
+        if gpus <= share:
+            return gpus, 1
+        return share, gpus // share
+
+    def resize(self, gpus: int) -> None:
+        """Make ``gpus`` the size of the next run."""
+        self.gpus = gpus
+        self.gpus_per_node, self.nodes = self.shape(gpus)
+
+    @property
+    def rate(self) -> float:
+        """Full-size seconds of work per second at the current size."""
+        return self.gpus / self.full_gpus
 
     @property
     def preemptible(self) -> bool:
@@ -97,7 +127,7 @@ class Job:
 
     def progress(self, now: float) -> float:
         """Work seconds done at ``now`` (committed plus this run's), for a running job."""
-        return min(self.duration, self.committed + max(0.0, now - self.compute_start))
+        return min(self.duration, self.committed + max(0.0, now - self.compute_start) * self.rate)
 
     def periodic_commit(self, now: float) -> float:
         """Work committed by periodic checkpoints by ``now`` (never below ``committed``)."""
@@ -110,17 +140,17 @@ class Job:
         """Seconds of this run that a kill at ``now`` would throw away (restart included)."""
         committed = self.periodic_commit(now)
         if committed > self.committed:  # a periodic commit in this run
-            return self.progress(now) - committed
+            return (self.progress(now) - committed) / self.rate
         return now - self.run_start
 
     def expected_end(self) -> float:
         """When the current run ends if nothing interrupts it."""
-        return self.compute_start + (self.duration - self.committed)
+        return self.compute_start + (self.duration - self.committed) / self.rate
 
     def planned_run(self) -> float:
         """How long the scheduler expects a run started now to take (its limit if set)."""
         if math.isinf(self.limit):
-            return self.overhead() + self.duration - self.committed
+            return self.overhead() + (self.duration - self.committed) / self.rate
         return self.limit
 
     def planned_end(self) -> float:

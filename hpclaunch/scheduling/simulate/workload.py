@@ -125,9 +125,22 @@ def generate(params: WorkloadParams, seed: int) -> list[Job]:
                 ckpt_interval=params.ckpt_interval,
                 ckpt_write=params.ckpt_write,
                 restart_cost=params.restart_cost,
+                sizes=elastic_sizes(gpus, nodes) if cls == BE else (),
             )
         )
     return jobs
+
+
+def elastic_sizes(gpus: int, nodes: int) -> tuple[int, ...]:
+    """The sizes a BE job may run at under an elastic policy: its GPUs, a half and a
+    quarter of them, whole GPUs per node (rigid policies ignore them)."""
+    share = gpus // nodes
+    sizes = {gpus}
+    for part in (2, 4):
+        g = gpus // part
+        if g >= 1 and gpus % part == 0 and (g <= share or g % share == 0):
+            sizes.add(g)
+    return tuple(sorted(sizes))
 
 
 def offered_load(jobs: Sequence[Job], gpus: int) -> float:
@@ -144,14 +157,16 @@ def copy_jobs(jobs: Iterable[Job]) -> list[Job]:
         Job(
             id=j.id,
             submit=j.submit,
-            gpus=j.gpus,
-            nodes=j.nodes,
+            gpus=j.full_gpus,  # as submitted, whatever size a simulation left it at
+            nodes=j.full_nodes,
             duration=j.duration,
             cls=j.cls,
             tier=j.tier,
             ckpt_interval=j.ckpt_interval,
             ckpt_write=j.ckpt_write,
             restart_cost=j.restart_cost,
+            limit=j.limit,
+            sizes=j.sizes,
         )
         for j in jobs
     ]
@@ -232,4 +247,5 @@ def _job_of_row(row: dict[str, str], index: int, gpn: int, params: WorkloadParam
         ckpt_interval=float(opt("ckpt_interval") or params.ckpt_interval),
         ckpt_write=float(opt("ckpt_write") or params.ckpt_write),
         restart_cost=float(opt("restart_cost") or params.restart_cost),
+        sizes=elastic_sizes(gpus, nodes) if cls == BE and gpus % nodes == 0 else (),
     )

@@ -1,0 +1,87 @@
+"""``ours-elastic`` on tiny scenarios worked out by hand (one node of 8 GPUs: no headroom),
+and on the synthetic workload against ``ours``."""
+
+from __future__ import annotations
+
+from hpclaunch.scheduling.simulate.engine import SimConfig, simulate
+from hpclaunch.scheduling.simulate.metrics import run_metrics
+from hpclaunch.scheduling.simulate.model import BE, TE, Job
+from hpclaunch.scheduling.simulate.policies import make_policy
+from hpclaunch.scheduling.simulate.workload import (
+    WorkloadParams,
+    copy_jobs,
+    elastic_sizes,
+    generate,
+)
+
+CONFIG = SimConfig(nodes=1, gpus_per_node=8, grace_time=60, requeue_delay=120)
+
+
+def elastic(i: int, submit: float, duration: float) -> Job:
+    return Job(i, submit, 8, 1, duration, BE, "low", sizes=(2, 4, 8))
+
+
+def run(policy: str, jobs: list[Job]) -> dict[int, Job]:
+    return {j.id: j for j in simulate(jobs, make_policy(policy), CONFIG).jobs}
+
+
+def test_it_starts_small_beside_a_long_job_and_grows_when_the_gpus_come_free() -> None:
+    def jobs() -> list[Job]:
+        return [Job(0, 0, 4, 1, 1000, BE, "low"), elastic(1, 1, 1000)]
+
+    rigid = run("ours", jobs())[1]
+    assert (rigid.first_start, rigid.finish) == (1000, 2000)
+    grown = run("ours-elastic", jobs())[1]
+    # 4 GPUs from t=1 (half speed): 499.5 done at t=1000, when job 0 ends and nobody
+    # waits; the growth pays a checkpoint (0 s here) and the requeue delay (120 s), then
+    # the 500.5 left run at full speed.
+    assert grown.first_start == 1
+    assert grown.finish == 1000 + 120 + 500.5
+    assert grown.gpus == 8
+
+
+def test_it_waits_for_its_full_size_when_that_is_sooner() -> None:
+    # A TE job preempts the elastic one at t=100 and runs to t=300. Restarting at 4 GPUs at
+    # t=220 (after the requeue delay) could grow at t=820 at the soonest (min_interval):
+    # 1,540. Waiting for 8 at t=300 ends at 1,200: it waits.
+    jobs = [elastic(0, 0, 1000), Job(1, 100, 4, 1, 200, TE, "high")]
+    done = run("ours-elastic", jobs)
+    assert done[1].first_start == 100
+    assert done[0].preemptions == 1
+    assert done[0].finish == 300 + 900
+
+
+def test_rigid_jobs_and_policies_ignore_the_sizes() -> None:
+    assert elastic_sizes(8, 1) == (2, 4, 8)
+    assert elastic_sizes(32, 4) == (8, 16, 32)  # whole nodes' shares
+    assert elastic_sizes(1, 1) == (1,)
+    params = WorkloadParams(jobs=300, gpus=64)
+    jobs = generate(params, seed=3)
+    with_sizes = run_metrics(simulate(copy_jobs(jobs), make_policy("ours")))
+    for j in jobs:
+        object.__setattr__(j, "sizes", ())
+    without = run_metrics(simulate(copy_jobs(jobs), make_policy("ours")))
+    assert with_sizes == without
+
+
+def test_on_the_synthetic_workload_be_jobs_finish_sooner_and_te_jobs_do_not_suffer() -> None:
+    params = WorkloadParams(jobs=1500, gpus=128)
+    jobs = generate(params, seed=1)
+    config = SimConfig(nodes=16, gpus_per_node=8)
+    ours = run_metrics(simulate(copy_jobs(jobs), make_policy("ours"), config))
+    mine = run_metrics(simulate(copy_jobs(jobs), make_policy("ours-elastic"), config))
+    assert mine["be_slowdown_p50"] < 0.9 * ours["be_slowdown_p50"], (mine, ours)
+    assert mine["te_slowdown_p95"] <= ours["te_slowdown_p95"] * 1.05, (mine, ours)
+
+
+def test_the_pure_decisions_the_arbiter_can_share() -> None:
+    from hpclaunch.scheduling.elastic import growth_saving, small_is_sooner
+
+    common = {"overhead": 0.0, "full_gpus": 8, "min_interval": 600.0, "restart": 120.0}
+    # The two scenarios above: start at 4 beside a job ending at 1000; restart at 4 at 220
+    # while the full size is free at 300.
+    assert small_is_sooner(left=1000, gpus=4, now=1, full_at=1000, **common)
+    assert not small_is_sooner(left=900, gpus=4, now=220, full_at=300, **common)
+    assert small_is_sooner(left=900, gpus=4, now=220, full_at=float("inf"), **common)
+    assert growth_saving(left=500.5, gpus=4, target=8, full_gpus=8, restart=120) == 1001 - 620.5
+    assert growth_saving(left=50, gpus=4, target=8, full_gpus=8, restart=120) < 0
