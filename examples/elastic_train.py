@@ -102,7 +102,7 @@ def train(args: argparse.Namespace, world: int) -> None:
         optimiser.step()
         _log_samples(log_dir, step, world, batch.micro_batches)
         time.sleep(args.sleep)
-        runtime.report_progress(step)
+        runtime.report_progress(step, samples=batch.cursor_after)
         if runtime.should_checkpoint(step, every=args.every):
             requested = runtime.checkpoint_requested()
             state = {
@@ -115,7 +115,7 @@ def train(args: argparse.Namespace, world: int) -> None:
                 if rank == 0:
                     print(f"checkpoint requested: stopping after step {step}", flush=True)
                 return
-    runtime.report_progress(args.steps, force=True)
+    runtime.report_progress(args.steps, samples=sampler.cursor, force=True)
     if rank == 0:
         weights = [v.flatten().tolist() for _, v in sorted(model.state_dict().items())]
         (log_dir / "weights.json").write_text(json.dumps(weights))

@@ -240,13 +240,20 @@ class _Progress:
     def __init__(self) -> None:
         self.written_at = float("-inf")
         self.step: int | None = None
+        self.first: tuple[float, int] | None = None  # (time, samples) of the first report
 
 
 _PROGRESS = _Progress()
 
 
-def report_progress(step: int, *, min_interval: float = 2.0, force: bool = False) -> None:
+def report_progress(
+    step: int, *, samples: int | None = None, min_interval: float = 2.0, force: bool = False
+) -> None:
     """Tell the sidecar how far training got (rank 0 only; a no-op on other ranks).
+
+    ``samples``: the samples trained so far, all ranks together (an elastic job's cursor):
+    the file then also says this attempt's samples per second and world size, which the
+    ledger keeps at the attempt's end (the job's throughput at each size).
 
     Writes ``progress.json`` at most every ``min_interval`` seconds (``force`` to write now).
     The sidecar uses it to see that an attempt made progress (crash-loop breaker) and how
@@ -257,13 +264,20 @@ def report_progress(step: int, *, min_interval: float = 2.0, force: bool = False
     now = time.monotonic()
     if not force and now - _PROGRESS.written_at < min_interval:
         return
-    data = {
+    data: dict[str, Any] = {
         "step": int(step),
         "updated_at": time.time(),
         "attempt": attempt(),
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
+    if samples is not None:
+        if _PROGRESS.first is None:
+            _PROGRESS.first = (now, samples)
+        since, done = now - _PROGRESS.first[0], samples - _PROGRESS.first[1]
+        data |= {"samples": int(samples), "world_size": _dist.world_size()}
+        if since > 0:
+            data["samples_per_s"] = round(done / since, 3)
     write_json_atomic(control_dir() / PROGRESS_FILE, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
 

@@ -832,6 +832,11 @@ class Sidecar:
         lost = None
         if isinstance(last, int) and isinstance(resume, int):
             lost = max(0, last - resume)
+        progress = control.read_json(self.control / control.PROGRESS) or {}
+        if progress.get("attempt") == self.config.attempt and "samples_per_s" in progress:
+            # The throughput at this size (runtime.report_progress(samples=...)).
+            extra.setdefault("samples_per_s", progress["samples_per_s"])
+            extra.setdefault("world_size", progress.get("world_size"))
         self.ledger.append(
             "attempt_end",
             reason=reason,

@@ -162,6 +162,11 @@ def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
     assert [(e["resized"], e["released"]) for e in issued] == [(True, True)] * 2, issued
     starts = [e for e in ledger if e["event"] == "attempt_start"]
     assert [len(e["nodes"]) for e in starts] == [4, 2, 4], starts
+    # The throughput at each size (runtime.report_progress(samples=...)), where the
+    # attempt reported twice at least (every 2 s); the last one always did.
+    sizes = [e.get("world_size") for e in ends if "samples_per_s" in e]
+    assert sizes in ([4, 2, 4], [2, 4], [4, 4], [4]), ends
+    assert ends[-1]["samples_per_s"] > 0
 
 
 def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(

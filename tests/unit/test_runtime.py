@@ -325,6 +325,21 @@ def test_progress_is_throttled(job: Path) -> None:
     assert data["pid"] == os.getpid()
 
 
+def test_progress_with_samples_says_the_throughput_at_this_size(
+    job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = job / "control" / "progress.json"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr(control.time, "monotonic", lambda: next(clock))
+    runtime.report_progress(10, samples=160)
+    first = json.loads(path.read_text())
+    assert (first["samples"], first["world_size"]) == (160, 2)
+    assert "samples_per_s" not in first  # no time has passed yet
+    runtime.report_progress(20, samples=320)
+    assert json.loads(path.read_text())["samples_per_s"] == 16.0  # 160 samples in 10 s
+
+
 def test_only_rank_zero_writes(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
     runtime.report_progress(1, force=True)
