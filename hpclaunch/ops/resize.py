@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
-import shlex
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ResizeResult", "elastic_block", "resize_job"]
 
-_ELASTIC_LINE = re.compile(r"^export HPCLAUNCH_ELASTIC=(.+)$", re.MULTILINE)
 _POLL = 1.0
 
 
@@ -57,14 +54,9 @@ def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | No
     """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
     from hpclaunch.ops.records import read_job_file
     from hpclaunch.planning.plan import SCRIPT_NAME
+    from hpclaunch.supervise.resize import elastic_of_script
 
-    script = read_job_file(ctx, record, SCRIPT_NAME)
-    match = _ELASTIC_LINE.search(script or "")
-    if match is None:
-        return None
-    words = shlex.split(match.group(1))
-    block = json.loads(words[0]) if words else None
-    return block if isinstance(block, dict) else None
+    return elastic_of_script(read_job_file(ctx, record, SCRIPT_NAME) or "")
 
 
 def resize_job(
@@ -120,13 +112,12 @@ def resize_job(
         return ResizeResult(job_id, current, nodes, "updated")
     if current == nodes:
         return ResizeResult(job_id, current, nodes, "unchanged")
-    requested_at = time.time()
-    request = {"nodes": nodes, "why": why, "by": ctx.runner.user(), "force": force}
-    ctx.runner.put_file(
-        posixpath.join(record.job_dir, "control", "resize-request.json"),
-        json.dumps(request | {"requested_at": requested_at}),
-        0o600,
-    )
+    from hpclaunch.supervise.resize import REQUEST, request_data
+
+    request = request_data(nodes, why=why, by=ctx.runner.user(), force=force)
+    requested_at = float(request["requested_at"])
+    path = posixpath.join(record.job_dir, "control", REQUEST)
+    ctx.runner.put_file(path, json.dumps(request), 0o600)
     if wait <= 0:
         return ResizeResult(job_id, current, nodes, "asked")
     return _follow(ctx, record, current, nodes, requested_at, time.monotonic() + wait)

@@ -16,6 +16,9 @@ KillWait seconds later could stop them, and they take well under a second.
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +28,16 @@ from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
 from hpclaunch.supervise.control import RESIZE
 from hpclaunch.transport.base import Runner
 
-__all__ = ["REQUEST", "ResizeOutcome", "elastic_sizes", "read_request", "resize_at_requeue"]
+__all__ = [
+    "REQUEST",
+    "ResizeOutcome",
+    "elastic_of_script",
+    "elastic_sizes",
+    "read_request",
+    "request_data",
+    "resize_at_requeue",
+    "write_request",
+]
 
 #: ``<control dir>/resize-request.json`` (:mod:`hpclaunch.supervise.control`), written by
 #: ``hpclaunch resize`` (or the arbiter), taken (removed) by the sidecar.
@@ -113,3 +125,33 @@ def elastic_sizes(env: Mapping[str, str]) -> tuple[int, ...]:
         return tuple(int(n) for n in json.loads(raw)["nodes"])
     except (ValueError, KeyError, TypeError):
         return ()
+
+
+_ELASTIC_LINE = re.compile(r"^export HPCLAUNCH_ELASTIC=(.+)$", re.MULTILINE)
+
+
+def elastic_of_script(script: str) -> dict[str, Any] | None:
+    """The ``elastic:`` block a batch script exports (``HPCLAUNCH_ELASTIC``, shell-quoted
+    JSON); ``None``: not an elastic job's script."""
+    match = _ELASTIC_LINE.search(script)
+    if match is None:
+        return None
+    try:
+        words = shlex.split(match.group(1))
+        block = json.loads(words[0]) if words else None
+    except ValueError:
+        return None
+    return block if isinstance(block, dict) else None
+
+
+def request_data(nodes: int, *, why: str, by: str, force: bool) -> dict[str, Any]:
+    """A request for ``nodes`` nodes, made now."""
+    return {"nodes": nodes, "why": why, "by": by, "force": force, "requested_at": time.time()}
+
+
+def write_request(control: Path, nodes: int, *, why: str, by: str, force: bool) -> None:
+    """Ask the sidecar of the job whose control directory is ``control`` for ``nodes``
+    nodes (where the job directory is on this machine's filesystem: the arbiter's case)."""
+    from hpclaunch.runtime import _fs
+
+    _fs.write_json_atomic(control / REQUEST, request_data(nodes, why=why, by=by, force=force))

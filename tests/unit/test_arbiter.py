@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
-from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions, read_log
+from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions, describe, read_log
 from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, Snapshot, decide, roles_of
 from hpclaunch.scheduling.arbiter.progress import (
     DEFAULT_CKPT_WRITE,
@@ -603,3 +604,57 @@ def test_a_plain_job_this_daemon_requeued_is_protected_for_min_run(
     (second,) = arbiter.step()
     assert (second.victim, second.for_job, second.preemptions) == ("5", "7", 1)
     assert arbiter.preempted == {"5": 2}
+
+
+def test_an_elastic_victim_is_shrunk_to_what_the_waiting_job_leaves() -> None:
+    jobs = [
+        _job("1", "low", 4, ["n1", "n2", "n3", "n4"], nodes=4),  # elastic: 2 or 4 nodes
+        _job("2", "low", 4, ["n5"]),  # rigid
+        _waiting("9", 4, nodes=2, qos="critical"),
+    ]
+    elastic = replace(_supervised(5), elastic_nodes=(2, 4))
+    progress = {"1": elastic, "2": _supervised(5, write=50)}  # 2's write costs more
+    nodes = [_node(f"n{i}", 4) for i in range(1, 6)]
+    (p,) = decide(_snap(jobs, nodes), ROLES, progress, [])
+    assert (p.victim, p.resize_to) == ("1", 2)
+    assert "shrunk to 2 node(s)" in p.why()
+    # Rigid, it is evicted (with job 2: choose_victims' cheapest two nodes).
+    rigid = decide(_snap(jobs, nodes), ROLES, {**progress, "1": _supervised(5)}, [])
+    assert sorted((c.victim, c.resize_to) for c in rigid) == [("1", None), ("2", None)]
+    # No shrink alone makes room for 3 nodes: both go, and job 1 keeps the 2 nodes left.
+    wide = [*jobs[:2], _waiting("9", 4, nodes=3, qos="critical")]
+    chosen = decide(_snap(wide, nodes), ROLES, progress, [])
+    assert sorted((c.victim, c.resize_to) for c in chosen) == [("1", 2), ("2", None)]
+    # 4 nodes leave it 1, not one of its sizes: evicted.
+    widest = [*jobs[:2], _waiting("9", 4, nodes=4, qos="critical")]
+    chosen = decide(_snap(widest, nodes), ROLES, progress, [])
+    assert sorted((c.victim, c.resize_to) for c in chosen) == [("1", None), ("2", None)]
+
+
+def test_a_shrink_is_asked_of_the_sidecar_through_its_control_directory(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    victim = tmp_path / "victim"
+    _ledger(victim, {"event": "attempt_start", "attempt": 0, "time": START + 1})
+    _done(victim, committed_at=START + 100, seconds=0.5)
+    (victim / "job.sbatch").write_text(
+        '#!/bin/bash\nexport HPCLAUNCH_ELASTIC=\'{"nodes":[1,2],"global_batch":8}\'\n'
+    )
+    jobs = _line(
+        "5", "low", "RUNNING", 2, "n[1-2]", "2026-11-23T18:00:00", f"{victim}/job.sbatch"
+    ).replace("|1|1|N/A|", "|2|2|N/A|") + _line("6", "high", "PENDING", 4, "N/A", "N/A", "/x/j")
+    nodes = (
+        "NodeName=n1 Gres=gpu:4 State=MIXED Partitions=gpu AllocTRES=gres/gpu=2\n"
+        "NodeName=n2 Gres=gpu:4 State=MIXED Partitions=gpu AllocTRES=gres/gpu=2\n"
+    )
+    runner = FakeRunner(Cluster(jobs, nodes))
+    log = tmp_path / "decisions.jsonl"
+    arbiter = Arbiter(CliBackend(runner, local), local, log, clock=lambda: START + 600)
+    (p,) = arbiter.step()
+    assert (p.victim, p.resize_to) == ("5", 1)
+    request = json.loads((victim / "control" / "resize-request.json").read_text())
+    assert (request["nodes"], request["force"], request["by"]) == (1, True, "arbiter")
+    assert runner.calls_to("scancel") == []  # no preemption signal
+    (event,) = read_log(log)
+    assert event["event"] == "shrink"
+    assert describe(event).startswith("shrink to 1 node(s): 5 (4 GPU")

@@ -10,6 +10,9 @@ directories of the running preemptible jobs on the shared filesystem. Actions:
   --batch --signal=USR1``): the sidecar asks the trainer for a checkpoint, waits for the
   commit, runs ``scontrol requeue`` itself and records it all in the job's ledger, exactly
   as at a Slurm preemption with ``--signal=B:USR1``;
+* an elastic victim (its script's ``elastic:`` block) that still fits at a smaller size once
+  the waiting job has its GPUs is shrunk instead: a resize request in its control directory
+  (as ``hpclaunch resize``), and its sidecar checkpoints and restarts it at that size;
 * a victim without one (or whose checkpoint takes longer than its grace) is requeued at once
   (``scontrol requeue``: SIGTERM, then SIGKILL after ``KillWait``), as Slurm would;
 * a victim still running with the same start time ``slack`` seconds after its grace ended is
@@ -24,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,7 @@ from hpclaunch.scheduling.arbiter.decide import (
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
+from hpclaunch.supervise.resize import write_request
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
 
@@ -123,7 +127,7 @@ class Arbiter:
             restart_cost=self.options.restart_cost,
         )
         for preemption in chosen:
-            self._act(preemption, snapshot.taken)
+            self._act(preemption, snapshot.taken, progress)
         return chosen
 
     def snapshot(self) -> Snapshot:
@@ -183,10 +187,15 @@ class Arbiter:
             self.log("restart_count_failed", why=str(exc))
             return {}
 
-    def _act(self, p: Preemption, now: float) -> None:
+    def _act(self, p: Preemption, now: float, progress: Mapping[str, JobProgress]) -> None:
+        directory = progress.get(p.victim, JobProgress()).directory
+        if p.resize_to is not None and directory is None:
+            p = replace(p, resize_to=None)  # nowhere to ask: evict it
         action = "checkpoint" if p.checkpoint_first else "requeue"
+        if p.resize_to is not None:
+            action = f"shrink to {p.resize_to} node(s)"
         self.log(
-            "preempt",
+            "shrink" if p.resize_to is not None else "preempt",
             victim=p.victim,
             for_job=p.for_job,
             action=action,
@@ -210,7 +219,16 @@ class Arbiter:
         if self.options.dry_run:
             return
         self.preempted[p.victim] = self.preempted.get(p.victim, 0) + 1
-        if p.checkpoint_first:
+        if p.resize_to is not None and directory is not None:
+            # The sidecar checkpoints, requeues it held, sets the size and releases it.
+            write_request(
+                Path(directory) / "control",
+                p.resize_to,
+                why=f"arbiter: room for job {p.for_job}",
+                by="arbiter",
+                force=True,
+            )
+        elif p.checkpoint_first:
             self._command(p.victim, signal=self.options.signal)
         else:
             self._command(p.victim)
@@ -293,7 +311,7 @@ def describe(event: dict[str, Any]) -> str:
     """One line for an event of the decision log."""
     kind = event.get("event")
     prefix = "[dry run] " if event.get("dry_run") else ""
-    if kind == "preempt":
+    if kind in ("preempt", "shrink"):
         return f"{prefix}{event['action']}: {event['why']}"
     if kind == "released":
         return f"released {event['victim']} after {event['after']} s (for {event['for_job']})"

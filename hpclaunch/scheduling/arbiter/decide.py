@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.scheduling.arbiter.progress import JobProgress
 from hpclaunch.scheduling.placement import best_fit
-from hpclaunch.scheduling.victims import MIN_RUN, Candidate, Request, choose_victims
+from hpclaunch.scheduling.victims import (
+    MIN_RUN,
+    Candidate,
+    Request,
+    capped,
+    choose_victims,
+    too_young,
+)
 from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
 
 __all__ = [
@@ -115,6 +122,8 @@ class Preemption:
         cost: GPU-seconds its preemption wastes, as :func:`choose_victims` counted them.
         since_commit: Seconds of work since its last committed checkpoint.
         grace: Seconds it has before it is requeued by force.
+        resize_to: An elastic victim keeps running at this many nodes (``hpclaunch
+            resize``'s restart) instead of being evicted; ``None``: evicted.
     """
 
     victim: str
@@ -128,6 +137,7 @@ class Preemption:
     grace: float
     placement: Mapping[str, int]
     run_start: float | None
+    resize_to: int | None = None
 
     def why(self) -> str:
         lost = (
@@ -135,8 +145,9 @@ class Preemption:
             if self.checkpoint_first
             else f"loses {self.since_commit:.0f} s since its last checkpoint"
         )
+        kept = f", shrunk to {self.resize_to} node(s)" if self.resize_to else ""
         return (
-            f"{self.victim} ({self.gpus} GPU, {lost}, preempted {self.preemptions}x) "
+            f"{self.victim} ({self.gpus} GPU, {lost}, preempted {self.preemptions}x{kept}) "
             f"for {self.for_job}: cost {self.cost:.0f} GPU-s"
         )
 
@@ -181,6 +192,15 @@ def decide(
         candidates = _candidates(snapshot, roles, progress, names, busy)
         request = Request(gpus_per_node=job.gpus_per_node, nodes=job.nodes)
         by_index = dict(enumerate(candidates))
+        alone = _one_shrink(job, candidates, names, avail, min_run, max_preemptions, roles)
+        if alone is not None:  # shrink before evicting anyone
+            victim, size = alone
+            busy.add(victim.job.job_id)
+            _give_back(victim, names, avail)
+            _take(free, names, avail, job)
+            _take_nodes(free, names, avail, victim.job.gpus_per_node, size)
+            chosen.append(_preemption(victim, job, roles, restart_cost, size))
+            continue
         victims = choose_victims(
             request,
             [_as_candidate(i, c, names, roles, restart_cost) for i, c in by_index.items()],
@@ -193,12 +213,76 @@ def decide(
         for index in victims:
             victim = by_index[index]
             busy.add(victim.job.job_id)
-            for host, gpus in victim.placement.items():
-                if host in names:
-                    avail[names.index(host)] += gpus
-            chosen.append(_preemption(victim, job, roles, restart_cost))
+            _give_back(victim, names, avail)
         _take(free, names, avail, job)
+        left = avail  # the victims' GPUs and the free ones, less the waiting job's share
+        for index in victims:
+            kept = shrink_to(by_index[index], left)  # elastic: keep running smaller
+            if kept is not None:
+                _take_nodes(free, names, left, by_index[index].job.gpus_per_node, kept)
+            chosen.append(_preemption(by_index[index], job, roles, restart_cost, kept))
     return chosen
+
+
+def _one_shrink(
+    job: ClusterJob,
+    candidates: Sequence[_Victim],
+    names: Sequence[str],
+    avail: Sequence[int],
+    min_run: float,
+    max_preemptions: int | None,
+    roles: Roles,
+) -> tuple[_Victim, int] | None:
+    """The cheapest elastic candidate whose restart at a smaller size, alone, makes room
+    for ``job`` (and still fits beside it); ``None``: there is none."""
+    options = []
+    for victim in candidates:
+        if not victim.progress.elastic_nodes:
+            continue
+        c = _as_candidate(0, victim, names, roles, 0.0)
+        if too_young(c, min_run) or capped(c, max_preemptions):
+            continue
+        trial = list(avail)
+        _give_back(victim, names, trial)
+        placement = best_fit(list(trial), job.gpus_per_node, job.nodes)
+        if placement is None:
+            continue
+        for index, gpus in placement.items():
+            trial[index] -= gpus
+        size = shrink_to(victim, trial)
+        if size is not None:
+            options.append(
+                (
+                    c.gpus * (c.ckpt_write if c.honours_request else c.since_commit),
+                    victim.job.unique_id.zfill(12),
+                    victim,
+                    size,
+                )
+            )
+    if not options:
+        return None
+    _, _, victim, size = min(options, key=lambda o: (o[0], o[1]))
+    return victim, size
+
+
+def _give_back(victim: _Victim, names: Sequence[str], avail: list[int]) -> None:
+    """Add the victim's GPUs to ``avail`` (its restart frees them all)."""
+    for host, gpus in victim.placement.items():
+        if host in names:
+            avail[names.index(host)] += gpus
+
+
+def shrink_to(victim: _Victim, free: list[int]) -> int | None:
+    """The largest of an elastic victim's smaller sizes that fits in ``free`` (GPUs per
+    node once the waiting job has its share); ``None``: evict it (not elastic, or no
+    smaller size fits). Slurm decides where the restart runs; a size that fits by
+    placement here is one it can start at once, the waiting job's GPUs left alone (that
+    job's priority is higher: it is scheduled first)."""
+    nodes = len(victim.job.hosts)
+    for size in sorted(victim.progress.elastic_nodes, reverse=True):
+        if size < nodes and best_fit(list(free), victim.job.gpus_per_node, size) is not None:
+            return size
+    return None
 
 
 def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:
@@ -260,7 +344,9 @@ def _as_candidate(
     )
 
 
-def _preemption(victim: _Victim, job: ClusterJob, roles: Roles, restart: float) -> Preemption:
+def _preemption(
+    victim: _Victim, job: ClusterJob, roles: Roles, restart: float, resize_to: int | None = None
+) -> Preemption:
     prog = victim.progress
     grace = roles.grace.get(victim.job.qos or "", 0.0)
     honours = _honours(victim, roles)
@@ -278,6 +364,7 @@ def _preemption(victim: _Victim, job: ClusterJob, roles: Roles, restart: float) 
         grace=grace,
         placement=dict(victim.placement),
         run_start=victim.job.start,
+        resize_to=resize_to,
     )
 
 
@@ -302,8 +389,17 @@ def _serves(node: NodeGpus, job: ClusterJob) -> bool:
 
 def _take(free: dict[str, int], names: Sequence[str], avail: list[int], job: ClusterJob) -> None:
     """Give ``job`` its GPUs out of ``avail`` (best fit) and write what is left to ``free``."""
-    placement = best_fit(list(avail), job.gpus_per_node, job.nodes)
+    _take_nodes(free, names, avail, job.gpus_per_node, job.nodes)
+
+
+def _take_nodes(
+    free: dict[str, int], names: Sequence[str], avail: list[int], per_node: int, nodes: int
+) -> None:
+    """Take ``nodes`` x ``per_node`` GPUs out of ``avail`` (best fit; updated in place) and
+    write what is left to ``free``."""
+    placement = best_fit(list(avail), per_node, nodes)
     if placement is None:
         return
     for index, gpus in placement.items():
-        free[names[index]] = max(0, avail[index] - gpus)
+        avail[index] = max(0, avail[index] - gpus)
+        free[names[index]] = avail[index]

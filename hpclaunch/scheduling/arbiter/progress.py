@@ -30,8 +30,9 @@ from hpclaunch.supervise.ledger import read_ledger
 
 __all__ = ["JobProgress", "job_dir_of", "read_progress"]
 
-#: Attempt end reasons that count as a preemption against the per-job cap.
-PREEMPTED_REASONS = frozenset({"preempted", "requeued"})
+#: Attempt end reasons that count as a preemption against the per-job cap (a resize, too:
+#: the job restarted, and is protected for ``min_run`` as after a preemption).
+PREEMPTED_REASONS = frozenset({"preempted", "requeued", "resized"})
 #: Seconds assumed for a checkpoint write never measured.
 DEFAULT_CKPT_WRITE = 30.0
 
@@ -48,6 +49,9 @@ class JobProgress:
         write_measured: ``ckpt_write`` was measured (the job committed a checkpoint).
         preemptions: Attempts that ended preempted or requeued so far.
         directory: Where this was read, ``None`` when not found.
+        elastic_nodes: The node counts an elastic job may run at (its script's
+            ``HPCLAUNCH_ELASTIC``; ``()``: not elastic): the arbiter shrinks it instead of
+            evicting it when a smaller size leaves room.
     """
 
     supervised: bool = False
@@ -56,6 +60,7 @@ class JobProgress:
     write_measured: bool = False
     preemptions: int = 0
     directory: str | None = None
+    elastic_nodes: tuple[int, ...] = ()
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -124,7 +129,22 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         write_measured=write is not None,
         preemptions=preemptions,
         directory=str(directory),
+        elastic_nodes=_elastic_nodes(directory),
     )
+
+
+def _elastic_nodes(directory: Path) -> tuple[int, ...]:
+    """The sizes the job's script allows (``()``: not elastic, or no script)."""
+    from hpclaunch.supervise.resize import elastic_of_script
+
+    try:
+        block = elastic_of_script((directory / SCRIPT_NAME).read_text())
+    except OSError:
+        return ()
+    try:
+        return tuple(sorted(int(n) for n in (block or {}).get("nodes", ())))
+    except (TypeError, ValueError):
+        return ()
 
 
 def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
