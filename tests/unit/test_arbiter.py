@@ -658,3 +658,22 @@ def test_a_shrink_is_asked_of_the_sidecar_through_its_control_directory(
     (event,) = read_log(log)
     assert event["event"] == "shrink"
     assert describe(event).startswith("shrink to 1 node(s): 5 (4 GPU")
+
+
+def test_an_elastic_job_grows_into_idle_gpus_when_nobody_waits() -> None:
+    from hpclaunch.scheduling.arbiter.decide import decide_growth
+
+    jobs = [_job("1", "low", 4, ["n1", "n2"], nodes=2)]
+    nodes = [_node("n1", 4), _node("n2", 4), _node("n3", 0), _node("n4", 0)]
+    elastic = {"1": replace(_supervised(5), elastic_nodes=(1, 2, 4), elastic_interval=600)}
+    grow = decide_growth(_snap(jobs, nodes), elastic, [])
+    assert grow is not None
+    assert (grow.job_id, grow.from_nodes, grow.to_nodes) == ("1", 2, 4)
+    # Not while a job waits for GPUs, nor within min_interval of its start (it ran 1000 s).
+    waiting = [*jobs, _waiting("9", 1, qos="low")]
+    assert decide_growth(_snap(waiting, nodes), elastic, []) is None
+    soon = {"1": replace(elastic["1"], elastic_interval=2000)}
+    assert decide_growth(_snap(jobs, nodes), soon, []) is None
+    # Only 1 idle node: 3 is not one of its sizes.
+    busy = [*jobs, _job("2", "low", 4, ["n4"])]
+    assert decide_growth(_snap(busy, [*nodes[:3], _node("n4", 4)]), elastic, []) is None

@@ -13,6 +13,9 @@ directories of the running preemptible jobs on the shared filesystem. Actions:
 * an elastic victim (its script's ``elastic:`` block) that still fits at a smaller size once
   the waiting job has its GPUs is shrunk instead: a resize request in its control directory
   (as ``hpclaunch resize``), and its sidecar checkpoints and restarts it at that size;
+* when no job waits for GPUs and none is being preempted, the elastic job that gains most
+  nodes from the idle GPUs (and has run its ``elastic.min_interval``) is asked to grow, the
+  same way: one per pass;
 * a victim without one (or whose checkpoint takes longer than its grace) is requeued at once
   (``scontrol requeue``: SIGTERM, then SIGKILL after ``KillWait``), as Slurm would;
 * a victim still running with the same start time ``slack`` seconds after its grace ended is
@@ -36,11 +39,13 @@ from hpclaunch.backends.base import Backend
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import BackendError, TransportError
 from hpclaunch.scheduling.arbiter.decide import (
+    Growth,
     InFlight,
     Preemption,
     Roles,
     Snapshot,
     decide,
+    decide_growth,
     roles_of,
     waits_to_preempt,
 )
@@ -128,6 +133,10 @@ class Arbiter:
         )
         for preemption in chosen:
             self._act(preemption, snapshot.taken, progress)
+        if not chosen:
+            growth = decide_growth(snapshot, progress, list(self.in_flight.values()))
+            if growth is not None:
+                self._grow(growth, snapshot.taken, progress)
         return chosen
 
     def snapshot(self) -> Snapshot:
@@ -233,6 +242,36 @@ class Arbiter:
         else:
             self._command(p.victim)
 
+    def _grow(self, g: Growth, now: float, progress: Mapping[str, JobProgress]) -> None:
+        directory = progress[g.job_id].directory
+        if directory is None:
+            return
+        self.log(
+            "grow",
+            job=g.job_id,
+            from_nodes=g.from_nodes,
+            to_nodes=g.to_nodes,
+            why=g.why(),
+        )
+        # Followed as a preemption is (for_job: itself): no other decision meanwhile.
+        self.in_flight[g.job_id] = InFlight(
+            victim=g.job_id,
+            for_job=g.job_id,
+            signalled_at=now,
+            deadline=float("inf"),  # never requeued by force: it is not in anyone's way
+            run_start=g.run_start,
+            placement=g.placement,
+        )
+        if self.options.dry_run:
+            return
+        write_request(
+            Path(directory) / "control",
+            g.to_nodes,
+            why="arbiter: grow into idle GPUs",
+            by="arbiter",
+            force=False,
+        )
+
     def _follow(self, snapshot: Snapshot) -> None:
         """Drop the victims that are gone; requeue by force those past their grace."""
         now = snapshot.taken
@@ -315,6 +354,8 @@ def describe(event: dict[str, Any]) -> str:
         return f"{prefix}{event['action']}: {event['why']}"
     if kind == "released":
         return f"released {event['victim']} after {event['after']} s (for {event['for_job']})"
+    if kind == "grow":
+        return f"{prefix}grow: {event['why']}"
     if kind == "forced_requeue":
         return f"requeued {event['victim']} by force: {event['why']}"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "event"))

@@ -45,11 +45,13 @@ from hpclaunch.scheduling.victims import (
 from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
 
 __all__ = [
+    "Growth",
     "InFlight",
     "Preemption",
     "Roles",
     "Snapshot",
     "decide",
+    "decide_growth",
     "roles_of",
     "waits_to_preempt",
 ]
@@ -283,6 +285,63 @@ def shrink_to(victim: _Victim, free: list[int]) -> int | None:
         if size < nodes and best_fit(list(free), victim.job.gpus_per_node, size) is not None:
             return size
     return None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A decision: restart elastic job ``job_id`` at ``to_nodes`` nodes, into idle GPUs."""
+
+    job_id: str
+    from_nodes: int
+    to_nodes: int
+    placement: Mapping[str, int]
+    run_start: float | None
+
+    def why(self) -> str:
+        return (
+            f"{self.job_id} grows from {self.from_nodes} to {self.to_nodes} node(s): "
+            "the GPUs are idle and no job waits for them"
+        )
+
+
+def decide_growth(
+    snapshot: Snapshot,
+    progress: Mapping[str, JobProgress],
+    in_flight: Sequence[InFlight],
+) -> Growth | None:
+    """At most one elastic job to grow this pass: none while any job waits for GPUs (it
+    would take them, or a growth would hold them off) or a preemption or resize is under
+    way; else the running elastic job that has run ``elastic.min_interval`` since its
+    start and gains most nodes from the largest of its sizes that fits in the idle GPUs
+    and its own (its restart frees them)."""
+    waiting = any(
+        j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS for j in snapshot.jobs
+    )
+    if waiting or in_flight:
+        return None
+    free = {n.name: n.free for n in snapshot.nodes if n.usable}
+    best: Growth | None = None
+    for job in snapshot.jobs:
+        prog = progress.get(job.job_id)
+        if prog is None or not prog.elastic_nodes or not job.running or job.start is None:
+            continue
+        if snapshot.taken - job.start < prog.elastic_interval:
+            continue
+        nodes = [n for n in snapshot.nodes if n.usable and _serves(n, job)]
+        names = [n.name for n in nodes]
+        avail = [
+            free.get(name, 0) + (job.gpus_per_node if name in job.hosts else 0) for name in names
+        ]
+        now_nodes = len(job.hosts)
+        for size in sorted(prog.elastic_nodes, reverse=True):
+            if size <= now_nodes:
+                break
+            if best_fit(list(avail), job.gpus_per_node, size) is not None:
+                if best is None or size - now_nodes > best.to_nodes - best.from_nodes:
+                    placement = dict.fromkeys(job.hosts, job.gpus_per_node)
+                    best = Growth(job.job_id, now_nodes, size, placement, job.start)
+                break
+    return best
 
 
 def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:

@@ -51,7 +51,8 @@ class JobProgress:
         directory: Where this was read, ``None`` when not found.
         elastic_nodes: The node counts an elastic job may run at (its script's
             ``HPCLAUNCH_ELASTIC``; ``()``: not elastic): the arbiter shrinks it instead of
-            evicting it when a smaller size leaves room.
+            evicting it when a smaller size leaves room, and grows it into idle GPUs.
+        elastic_interval: Its ``elastic.min_interval``: no growth sooner after its start.
     """
 
     supervised: bool = False
@@ -61,6 +62,7 @@ class JobProgress:
     preemptions: int = 0
     directory: str | None = None
     elastic_nodes: tuple[int, ...] = ()
+    elastic_interval: float = 600.0
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -129,22 +131,23 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         write_measured=write is not None,
         preemptions=preemptions,
         directory=str(directory),
-        elastic_nodes=_elastic_nodes(directory),
+        **_elastic(directory),
     )
 
 
-def _elastic_nodes(directory: Path) -> tuple[int, ...]:
-    """The sizes the job's script allows (``()``: not elastic, or no script)."""
+def _elastic(directory: Path) -> dict[str, Any]:
+    """The sizes the job's script allows and its min_interval (``{}``: not elastic, or no
+    script)."""
     from hpclaunch.supervise.resize import elastic_of_script
 
     try:
-        block = elastic_of_script((directory / SCRIPT_NAME).read_text())
-    except OSError:
-        return ()
-    try:
-        return tuple(sorted(int(n) for n in (block or {}).get("nodes", ())))
-    except (TypeError, ValueError):
-        return ()
+        block = elastic_of_script((directory / SCRIPT_NAME).read_text()) or {}
+        return {
+            "elastic_nodes": tuple(sorted(int(n) for n in block.get("nodes", ()))),
+            "elastic_interval": float(block.get("min_interval", 600)),
+        }
+    except (OSError, TypeError, ValueError):
+        return {}
 
 
 def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
