@@ -32,7 +32,7 @@ import yaml
 from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
 from .cluster import SlurmCluster
-from .conftest import HPCLAUNCH, REPO, Cli
+from .conftest import HPCLAUNCH, REPO, Cli, wait_progress
 from .test_tiers_on_cluster import GRACE, VENV, Queue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.backends, pytest.mark.exclusive]
@@ -241,3 +241,83 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
         int(n) for a in (0, 1) for n in (job_dir / f"steps-attempt-{a}.log").read_text().split()
     ]
     assert trained == list(range(1, STEPS + 1))  # no step lost, none trained twice
+
+
+def test_an_elastic_job_shrinks_for_a_critical_job_and_grows_back(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """Issue 29: with the arbiter, an elastic low-tier job on all 4 nodes goes to 2 nodes
+    for a critical job that needs 2 (it keeps training: not evicted), and grows back to 4
+    once that job ended and it ran its min_interval at 2."""
+    steps = 250  # 0.1 s each (at any size: the sleep is the "work")
+    queue.submit(
+        "elastic",
+        "low",
+        command=[
+            "python",
+            "examples/elastic_train.py",
+            "--steps",
+            str(steps),
+            "--sleep",
+            "0.1",
+            "--log-dir",
+            str(queue.shared / "elastic"),
+        ],
+        launcher="torchrun",
+        processes_per_node=1,
+        venv=VENV,
+        resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": "300M"},
+        elastic={"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4, "min_interval": 10},
+    )
+    queue.wait(running={"elastic"})
+    job_dir = Path(queue.cli.submitted()[queue.ids["elastic"]]["job_dir"])
+    wait_progress(job_dir, 20, timeout=90)
+    queue.submit(
+        "critical",
+        "critical",
+        command=["sleep", "5"],
+        resources={"nodes": 2, "gpus_per_node": 4, "time": "00:05:00", "mem": "100M"},
+    )
+    queue.wait(running={"elastic"}, pending={"critical"})
+
+    log = tmp_path / "arbiter.jsonl"
+    started = time.time()
+    daemon = subprocess.Popen(
+        [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), "--interval", "0.5"],
+        cwd=REPO,
+        env=queue.cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        queue.wait(running={"critical"}, timeout=60)
+        waited = time.time() - started
+        deadline = time.monotonic() + 180
+        while "elastic" in queue.states():
+            assert time.monotonic() < deadline, (queue.states(), _events(log))
+            time.sleep(0.5)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.communicate(timeout=20)
+    events = _events(log)
+    decided = [(e["event"], e.get("victim") or e.get("job")) for e in events]
+    elastic_id = queue.ids["elastic"]
+    assert ("shrink", elastic_id) in decided, events
+    assert ("grow", elastic_id) in decided, events
+    assert not [e for e in events if e["event"] in ("preempt", "forced_requeue")], events
+    assert waited < 60, waited
+    ledger = json.loads(queue.cli("events", elastic_id, "--json").stdout)["ledger"]
+    ends = [e for e in ledger if e["event"] == "attempt_end"]
+    assert [(e["reason"], e.get("from_nodes"), e.get("to_nodes")) for e in ends] == [
+        ("resized", 4, 2),
+        ("resized", 2, 4),
+        ("success", None, None),
+    ], ends
+    worlds = [
+        int(line.split()[1])
+        for line in (queue.shared / "elastic" / "samples.log").read_text().splitlines()
+    ]
+    runs = [w for i, w in enumerate(worlds) if i == 0 or worlds[i - 1] != w]
+    assert runs == [4, 2, 4], runs
+    assert len(worlds) == steps  # every step trained once: no work lost to the resizes

@@ -31,7 +31,7 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 200
 VENV = str(Path(__file__).resolve().parents[2] / ".venv")

@@ -64,7 +64,9 @@ def test_rigid_jobs_and_policies_ignore_the_sizes() -> None:
     assert with_sizes == without
 
 
-def test_on_the_synthetic_workload_be_jobs_finish_sooner_and_te_jobs_do_not_suffer() -> None:
+def test_on_a_128_gpu_workload_be_jobs_finish_sooner_and_te_jobs_do_not_suffer() -> None:
+    # One seed of 1,500 jobs on 16 nodes: here BE p50 -33 %. On 256 GPUs x 5,000 jobs x 10
+    # seeds the gain is within noise (docs/simulator.md): this checks the mechanism.
     params = WorkloadParams(jobs=1500, gpus=128)
     jobs = generate(params, seed=1)
     config = SimConfig(nodes=16, gpus_per_node=8)
