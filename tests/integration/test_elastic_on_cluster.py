@@ -31,8 +31,9 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
-# exclusive: side by side (a clean-clone run, 2026-11-27) its module fixture was made once per
-# test, not once per backend (six pairs of 4-node jobs), and the pass took 521 s, not 150.
+# exclusive: side by side (a clean-clone run, 2026-11-27) its module fixture was set up again
+# and again (six setups of 135-185 s among the pass's ten slowest durations, not one per
+# backend), and the pass took 521 s, not 150.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
 STEPS = 200
