@@ -45,6 +45,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from arbiter_cluster import apply  # noqa: E402  (bench/ is on sys.path: the script's folder)
+
 from tests.integration.conftest import HPCLAUNCH, Cli, wait_progress  # noqa: E402
 
 STEPS = 400
@@ -66,7 +68,7 @@ def main() -> None:
     cli = Cli(work / "state", site=str(site))
     submitted: list[str] = []
     results: dict[str, list[dict[str, float]]] = {"evict": [], "elastic": []}
-    _apply(str(site), cli)
+    apply(str(site), cli)
     try:
         for run in range(args.runs):
             for variant in results:
@@ -79,7 +81,7 @@ def main() -> None:
     finally:
         if submitted:
             subprocess.run(["scancel", *submitted], check=False, capture_output=True)
-        _apply("local", cli)
+        apply("local", cli)
         shutil.rmtree(work, ignore_errors=True)
     _report(results, args)
 
@@ -179,19 +181,6 @@ def _submit(cli: Cli, path: Path, spec: dict[str, Any]) -> str:
     if res.returncode:
         raise SystemExit(f"submit failed: {res.stderr}")
     return res.stdout.strip().splitlines()[-1]
-
-
-def _apply(site: str, cli: Cli) -> None:
-    res = subprocess.run(
-        [HPCLAUNCH, "--site", site, "site", "apply", "--yes"],
-        cwd=REPO,
-        env=cli.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if res.returncode:
-        raise SystemExit(f"site apply {site} failed: {res.stdout}{res.stderr}")
 
 
 def _queued(job_id: str) -> bool:
