@@ -31,6 +31,7 @@ from hpclaunch.transport.base import Runner
 __all__ = [
     "REQUEST",
     "ResizeOutcome",
+    "elastic_interval",
     "elastic_of_script",
     "elastic_sizes",
     "read_request",
@@ -118,13 +119,27 @@ def read_request(control: Path) -> dict[str, Any] | None:
 
 def elastic_sizes(env: Mapping[str, str]) -> tuple[int, ...]:
     """The node counts the job may run at (``HPCLAUNCH_ELASTIC``); ``()``: not elastic."""
-    raw = env.get("HPCLAUNCH_ELASTIC")
-    if not raw:
-        return ()
     try:
-        return tuple(int(n) for n in json.loads(raw)["nodes"])
-    except (ValueError, KeyError, TypeError):
+        return tuple(int(n) for n in _elastic_env(env).get("nodes", ()))
+    except (ValueError, TypeError):
         return ()
+
+
+def elastic_interval(env: Mapping[str, str]) -> int:
+    """The job's ``elastic.min_interval`` (``HPCLAUNCH_ELASTIC``), 600 s when unreadable."""
+    try:
+        return int(_elastic_env(env).get("min_interval", 600))
+    except (ValueError, TypeError):
+        return 600
+
+
+def _elastic_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """``HPCLAUNCH_ELASTIC`` as a dict (``{}``: unset or unreadable)."""
+    try:
+        block = json.loads(env.get("HPCLAUNCH_ELASTIC") or "{}")
+    except ValueError:
+        return {}
+    return block if isinstance(block, dict) else {}
 
 
 _ELASTIC_LINE = re.compile(r"^export HPCLAUNCH_ELASTIC=(.+)$", re.MULTILINE)

@@ -62,7 +62,12 @@ from hpclaunch.supervise.requeue import (
     requeue_target,
     slurm_requeues_on_exit,
 )
-from hpclaunch.supervise.resize import elastic_sizes, read_request, resize_at_requeue
+from hpclaunch.supervise.resize import (
+    elastic_interval,
+    elastic_sizes,
+    read_request,
+    resize_at_requeue,
+)
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
 
@@ -621,7 +626,7 @@ class Sidecar:
         if request.get("force"):
             return None
         last = max((e["time"] for e in history if e.get("event") == "resize_issued"), default=0)
-        interval = _elastic_interval(self.env)
+        interval = elastic_interval(self.env)
         if time.time() - last < interval:
             return (
                 f"the last resize was {time.time() - last:.0f} s ago, and elastic.min_interval "
@@ -857,16 +862,6 @@ def _nodes_now(env: Mapping[str, str]) -> int:
         if env.get(name, "").isdigit():
             return int(env[name])
     return 1
-
-
-def _elastic_interval(env: Mapping[str, str]) -> int:
-    """``elastic.min_interval`` of the job (``HPCLAUNCH_ELASTIC``), 600 s when unreadable."""
-    import json
-
-    try:
-        return int(json.loads(env.get("HPCLAUNCH_ELASTIC") or "{}").get("min_interval", 600))
-    except (ValueError, TypeError, AttributeError):
-        return 600
 
 
 def _term_cause(now: JobNow | None) -> str:
