@@ -135,6 +135,21 @@ def module_times(xml: Path) -> list[tuple[float, str, int]]:
     return sorted(((s, k, n) for k, (s, n) in sums.items()), reverse=True)
 
 
+def test_times(xml: Path) -> list[tuple[float, str]]:
+    """(seconds, module::test[params]) per test of one pass (setup, call and teardown),
+    longest first."""
+    import xml.etree.ElementTree as ET
+
+    rows = [
+        (
+            float(case.get("time", 0)),
+            f"{case.get('classname', '?').rsplit('.', 1)[-1]}::{case.get('name')}",
+        )
+        for case in ET.parse(xml).iter("testcase")
+    ]
+    return sorted(rows, reverse=True)
+
+
 def suite(ci: bool, top: int = 12) -> None:
     import tempfile
 
@@ -170,6 +185,9 @@ def suite(ci: bool, top: int = 12) -> None:
         print(f"  {xml.stem}: the {top} longest modules (test-seconds, tests)")
         for seconds, key, count in module_times(xml)[:top]:
             print(f"    {key:52} {seconds:7.0f} s  {count:3d}")
+        print(f"  {xml.stem}: the {3 * top} longest tests (seconds)")
+        for seconds, name in test_times(xml)[: 3 * top]:
+            print(f"    {seconds:7.0f} s  {name}")
     shutil.rmtree(junit, ignore_errors=True)
     for _, line in lines:
         if line.startswith("FAILED: "):
