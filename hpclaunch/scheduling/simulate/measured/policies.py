@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from hpclaunch.scheduling.simulate.measured.apps import GPUS_PER_NODE
+from hpclaunch.scheduling.simulate.measured.allocate import Speeds, place
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
-from hpclaunch.scheduling.simulate.measured.jobs import WorkJob, compact
+from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
 
 __all__ = ["POLICIES", "TIRESIAS_THRESHOLD"]
 
@@ -69,7 +69,7 @@ class _Tiresias:
                 chosen.append(job)
                 left -= job.gpus
         self.running = {j.name for j in chosen}
-        return _place(chosen, config)
+        return place(chosen, config)
 
 
 def _fifo(backfill: bool) -> Policy:
@@ -99,7 +99,7 @@ def _fifo(backfill: bool) -> Policy:
                     spare -= job.gpus
                 chosen.append(job)
                 left -= job.gpus
-        return _place(chosen, config)
+        return place(chosen, config)
 
     return decide
 
@@ -123,14 +123,7 @@ class _ElasticLAS:
 
     def __init__(self, threshold: float = 0.05) -> None:
         self.threshold = threshold  # growth: speed-up per added GPU, at least
-        self._rates: dict[tuple[str, int, int], float] = {}
-
-    def rate(self, job: WorkJob, gpus: int) -> float:
-        epoch = job.app.epoch_at(job.progress)
-        key = (job.name, epoch, gpus)
-        if key not in self._rates:
-            self._rates[key] = job.rate_on(compact(gpus, GPUS_PER_NODE), epoch)
-        return self._rates[key]
+        self.rate = Speeds()
 
     def __call__(
         self, now: float, jobs: list[WorkJob], config: RoundsConfig
@@ -171,7 +164,7 @@ class _ElasticLAS:
             left -= bigger - sizes[name]
             sizes[name] = bigger
         chosen = [j for j in order if j.name in sizes]
-        return _place(chosen, config, sizes)
+        return place(chosen, config, sizes)
 
 
 #: The policies by name.
@@ -181,33 +174,3 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "tiresias": _Tiresias,
     "elastic": _ElasticLAS,
 }
-
-
-def _place(
-    chosen: list[WorkJob], config: RoundsConfig, sizes: dict[str, int] | None = None
-) -> dict[str, tuple[int, ...]]:
-    """GPUs for the chosen jobs, ``sizes[name]`` each (default: the job's ``gpus``). A job
-    that keeps its size keeps its GPUs; the others, in order, get each GPU on a node with
-    the most free GPUs (lowest index among equals)."""
-    sizes = sizes or {}
-    free = [config.gpus_per_node] * config.nodes
-    out: dict[str, tuple[int, ...]] = {}
-    for job in chosen:
-        if job.nodes and len(job.nodes) == sizes.get(job.name, job.gpus):
-            out[job.name] = job.nodes
-            for node in job.nodes:
-                free[node] -= 1
-    for job in chosen:
-        if job.name in out:
-            continue
-        want = sizes.get(job.name, job.gpus)
-        nodes: list[int] = []
-        while len(nodes) < want:
-            node = max(range(config.nodes), key=lambda n: (free[n], -n))
-            take = min(free[node], want - len(nodes))
-            if take <= 0:
-                raise AssertionError("a policy chose more GPUs than the cluster has")
-            nodes += [node] * take
-            free[node] -= take
-        out[job.name] = tuple(nodes)
-    return out
