@@ -36,6 +36,11 @@ RUNS: dict[str, tuple[str, Elastic | None]] = {
     "tiresias": ("tiresias", None),
     "elastic-fixed": ("elastic", Elastic(batch="fixed")),
     "elastic-adaptive": ("elastic", Elastic(batch="adaptive")),
+    # Today's `ours` on a one-tier workload is FIFO + backfill (the arbiter preempts only
+    # across tiers): the fifo-backfill run. Ours with shrink before wait, grow into idle:
+    "ours-elastic-fixed": ("fifo-elastic", Elastic(batch="fixed")),
+    "ours-elastic-adaptive": ("fifo-elastic", Elastic(batch="adaptive")),
+    "ones": ("ones", Elastic(batch="adaptive")),
 }
 #: Our policy -> the artifact's results it is to be compared with.
 PUBLISHED = {"tiresias": "tiresias"}

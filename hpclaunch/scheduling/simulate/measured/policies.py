@@ -17,6 +17,10 @@
   ``min_interval``. Rigid jobs among them run at their size or wait. Its speeds come
   from the model itself: an oracle, where Pollux learns them as the job runs.
 
+* ``fifo-elastic``: ``fifo-backfill`` with shrink before wait and growth into idle GPUs
+  (:mod:`.fifo_elastic`).
+* ``ones``: an evolutionary search over the next round's sizes, after ONES (:mod:`.ones`).
+
 GPUs are placed on the nodes with the most free GPUs first (lowest index among equals).
 """
 
@@ -27,7 +31,9 @@ from collections.abc import Callable
 
 from hpclaunch.scheduling.simulate.measured.allocate import Speeds, place
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
+from hpclaunch.scheduling.simulate.measured.fifo_elastic import FifoElastic
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
+from hpclaunch.scheduling.simulate.measured.ones import Ones
 
 __all__ = ["POLICIES", "TIRESIAS_THRESHOLD"]
 
@@ -173,4 +179,6 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo-backfill": lambda: _fifo(backfill=True),
     "tiresias": _Tiresias,
     "elastic": _ElasticLAS,
+    "fifo-elastic": FifoElastic,
+    "ones": Ones,
 }
