@@ -3,6 +3,8 @@ and on the synthetic workload against ``ours``."""
 
 from __future__ import annotations
 
+import signal
+
 from hpclaunch.scheduling.simulate.engine import SimConfig, simulate
 from hpclaunch.scheduling.simulate.metrics import run_metrics
 from hpclaunch.scheduling.simulate.model import BE, TE, Job
@@ -49,6 +51,29 @@ def test_it_waits_for_its_full_size_when_that_is_sooner() -> None:
     assert done[1].first_start == 100
     assert done[0].preemptions == 1
     assert done[0].finish == 300 + 900
+
+
+def test_a_growth_due_exactly_at_its_wake_up_happens_and_the_simulation_ends() -> None:
+    # 425.14 + 600 - 425.14 rounds below 600: the check at the WAKE used to push the same
+    # WAKE again, forever (a 5,000-job workload at load 0.7 never ended).
+    start = 425.14
+    assert (start + 600.0) - start < 600.0
+    jobs = [Job(0, 0, 4, 1, start + 550, BE, "low"), elastic(1, start, 10_000)]
+
+    def stuck(signum: int, frame: object) -> None:
+        raise AssertionError("the simulation did not end in 10 s")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    try:
+        result = simulate(jobs, make_policy("ours-elastic"), CONFIG)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    grown = {j.id: j for j in result.jobs}[1]
+    assert grown.first_start == start  # at 4 GPUs beside job 0
+    assert grown.gpus == 8  # grown at start + 600, once job 0 had ended
+    assert result.events < 20
 
 
 def test_rigid_jobs_and_policies_ignore_the_sizes() -> None:

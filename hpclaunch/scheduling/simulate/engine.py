@@ -258,8 +258,11 @@ class _Sim:
         for r in self.running.values():
             if not r.sizes or r.draining or r.gpus >= r.full_gpus:
                 continue
-            if now - r.resized_at < self.policy.min_interval:
-                at = r.resized_at + self.policy.min_interval
+            at = r.resized_at + self.policy.min_interval
+            # `now < at`, not `now - resized_at < min_interval`: at the WAKE itself (now ==
+            # at) the difference can round below the interval, and the job would push the
+            # same WAKE again, forever (seen: load 0.7 seed 0, 1.9 million WAKEs at one time).
+            if now < at:
                 if at not in self.wakes:  # look again when it may grow
                     self.wakes.add(at)
                     self._push(at, WAKE, r)
