@@ -42,15 +42,18 @@ def test_it_starts_small_beside_a_long_job_and_grows_when_the_gpus_come_free() -
     assert grown.gpus == 8
 
 
-def test_it_waits_for_its_full_size_when_that_is_sooner() -> None:
-    # A TE job preempts the elastic one at t=100 and runs to t=300. Restarting at 4 GPUs at
-    # t=220 (after the requeue delay) could grow at t=820 at the soonest (min_interval):
-    # 1,540. Waiting for 8 at t=300 ends at 1,200: it waits.
+def test_a_preempted_job_restarts_at_what_fits_even_where_waiting_would_end_sooner() -> None:
+    # A TE job preempts the elastic one at t=100 and runs to t=300. It restarts at 4 GPUs at
+    # t=220 (after the requeue delay), grows at t=820 at the soonest (min_interval): 300 s
+    # at half speed leave 600, restarted at 8 at 940: 1,540. Waiting for 8 at t=300 would
+    # have ended at 1,200: the start small does not predict (a prediction from the
+    # running jobs' ends held BE jobs back on the workload: see the next tests).
     jobs = [elastic(0, 0, 1000), Job(1, 100, 4, 1, 200, TE, "high")]
     done = run("ours-elastic", jobs)
     assert done[1].first_start == 100
-    assert done[0].preemptions == 1
-    assert done[0].finish == 300 + 900
+    assert done[0].preemptions == 2  # the TE job's, and the growth's restart
+    assert done[0].finish == 940 + 600
+    assert done[0].gpus == 8
 
 
 def test_a_growth_due_exactly_at_its_wake_up_happens_and_the_simulation_ends() -> None:
@@ -90,25 +93,19 @@ def test_rigid_jobs_and_policies_ignore_the_sizes() -> None:
 
 
 def test_on_a_128_gpu_workload_be_jobs_finish_sooner_and_te_jobs_do_not_suffer() -> None:
-    # One seed of 1,500 jobs on 16 nodes: here BE p50 -33 %. On 256 GPUs x 5,000 jobs x 10
-    # seeds the gain is within noise (docs/simulator.md): this checks the mechanism.
+    # One seed of 1,500 jobs on 16 nodes: here BE p50 -40 %; on 256 GPUs x 5,000 jobs x 10
+    # seeds -42 % (docs/simulator.md, bench/RESULTS.md).
     params = WorkloadParams(jobs=1500, gpus=128)
     jobs = generate(params, seed=1)
     config = SimConfig(nodes=16, gpus_per_node=8)
     ours = run_metrics(simulate(copy_jobs(jobs), make_policy("ours"), config))
     mine = run_metrics(simulate(copy_jobs(jobs), make_policy("ours-elastic"), config))
-    assert mine["be_slowdown_p50"] < 0.9 * ours["be_slowdown_p50"], (mine, ours)
+    assert mine["be_slowdown_p50"] < 0.8 * ours["be_slowdown_p50"], (mine, ours)
     assert mine["te_slowdown_p95"] <= ours["te_slowdown_p95"] * 1.05, (mine, ours)
 
 
-def test_the_pure_decisions_the_arbiter_can_share() -> None:
-    from hpclaunch.scheduling.elastic import growth_saving, small_is_sooner
+def test_the_pure_decision_the_arbiter_can_share() -> None:
+    from hpclaunch.scheduling.elastic import growth_saving
 
-    common = {"overhead": 0.0, "full_gpus": 8, "min_interval": 600.0, "restart": 120.0}
-    # The two scenarios above: start at 4 beside a job ending at 1000; restart at 4 at 220
-    # while the full size is free at 300.
-    assert small_is_sooner(left=1000, gpus=4, now=1, full_at=1000, **common)
-    assert not small_is_sooner(left=900, gpus=4, now=220, full_at=300, **common)
-    assert small_is_sooner(left=900, gpus=4, now=220, full_at=float("inf"), **common)
     assert growth_saving(left=500.5, gpus=4, target=8, full_gpus=8, restart=120) == 1001 - 620.5
     assert growth_saving(left=50, gpus=4, target=8, full_gpus=8, restart=120) < 0

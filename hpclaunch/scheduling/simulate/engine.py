@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hpclaunch.scheduling.elastic import growth_saving, small_is_sooner
+from hpclaunch.scheduling.elastic import growth_saving
 from hpclaunch.scheduling.simulate.model import TE, Cluster, Job
 from hpclaunch.scheduling.simulate.policies import Policy
 from hpclaunch.scheduling.victims import Candidate, Decision, Request
@@ -215,11 +215,12 @@ class _Sim:
     ) -> tuple[dict[int, int] | None, bool]:
         """An elastic job that does not fit at its size starts at the largest of its
         smaller sizes that fits, leaves the policy's headroom and keeps out of the
-        reservation (as any backfill), when that is predicted to finish it sooner than
-        waiting for its full size (:func:`~hpclaunch.scheduling.elastic.small_is_sooner`)."""
+        reservation (as any backfill): whenever it fits, not only where that is predicted
+        to end it sooner than waiting for its full size. That prediction (from the running
+        jobs' planned ends) held BE jobs back: BE p50 -0.4 % against ``ours`` with it,
+        -42 % without (10 seeds, load 1.0; docs/simulator.md)."""
         cluster = self.cluster
         spare = cluster.total_free - int(cluster.gpus * self.policy.headroom)
-        full_at = -1.0
         for gpus in reversed(job.sizes):
             if gpus >= job.full_gpus or gpus > spare:
                 continue
@@ -228,20 +229,6 @@ class _Sim:
             late = shadow >= 0 and now + run > shadow
             if late and gpus > extra:
                 continue
-            if full_at < 0:
-                full_at = self._shadow(job, now)[0]
-            sooner = small_is_sooner(
-                left=job.duration - job.committed,
-                overhead=job.overhead(),
-                gpus=gpus,
-                full_gpus=job.full_gpus,
-                now=now,
-                full_at=full_at,
-                min_interval=self.policy.min_interval,
-                restart=self._resize_cost(job),
-            )
-            if not sooner:
-                return None, False
             placement = cluster.find(share, nodes)
             if placement is not None:
                 job.resize(gpus)
