@@ -82,6 +82,7 @@ def resize_job(
     """
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.records import submission_record
+    from hpclaunch.slurm.nodecount import node_count_update
 
     record = submission_record(job_id, "resize")
     block = elastic_block(ctx, record)
@@ -108,7 +109,7 @@ def resize_job(
     if info.state.value != "RUNNING":
         if current == nodes:
             return ResizeResult(job_id, current, nodes, "unchanged")
-        ctx.backend.update_job(job_id, _fields(ctx, job_id, nodes))
+        ctx.backend.update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
         return ResizeResult(job_id, current, nodes, "updated")
     if current == nodes:
         return ResizeResult(job_id, current, nodes, "unchanged")
@@ -172,20 +173,13 @@ def _follow(
 def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> str | None:
     """Update and release here what the sidecar's commands left undone (SIGKILLed after
     the requeue, or slurmctld busy); what was done, or ``None``."""
+    from hpclaunch.slurm.nodecount import node_count_update
+
     did = []
     if not issued.get("resized"):
-        ctx.backend.update_job(job_id, _fields(ctx, job_id, nodes))
+        ctx.backend.update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
         did.append("updated the node count")
     if not issued.get("released"):
         ctx.backend.release(job_id)
         did.append("released the job")
     return "; ".join(did) + " (the sidecar could not)" if did else None
-
-
-def _fields(ctx: Context, job_id: str, nodes: int) -> dict[str, str]:
-    """The update that gives the job ``nodes`` nodes, its tasks and CPUs scaled too
-    (:mod:`hpclaunch.slurm.nodecount`: Slurm 22.05 scales neither)."""
-    from hpclaunch.slurm.nodecount import node_count_fields
-
-    shown = ctx.runner.run(["scontrol", "show", "job", job_id], timeout=30)
-    return node_count_fields(shown.stdout if shown.ok else "", nodes)

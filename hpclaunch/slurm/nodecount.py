@@ -12,8 +12,12 @@ three, scaled from what the job holds now, and the node count as ``K-K`` (22.05 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-__all__ = ["node_count_fields"]
+if TYPE_CHECKING:
+    from hpclaunch.transport.base import Runner
+
+__all__ = ["node_count_fields", "node_count_update"]
 
 _FIELD = re.compile(r"\b(NumNodes|NumTasks|NumCPUs)=(\d+)")
 
@@ -31,3 +35,10 @@ def node_count_fields(show_job: str, nodes: int) -> dict[str, str]:
         if count and count % current == 0:  # per node, as the launchers ask
             fields[name] = str(count // current * nodes)
     return fields
+
+
+def node_count_update(runner: Runner, job_id: str, nodes: int) -> dict[str, str]:
+    """The update that gives job ``job_id`` ``nodes`` nodes, from its ``scontrol show job``
+    where ``runner`` runs Slurm's commands (without it: the node count alone)."""
+    shown = runner.run(["scontrol", "show", "job", job_id], timeout=30)
+    return node_count_fields(shown.stdout if shown.ok else "", nodes)

@@ -15,6 +15,9 @@ that needs one node's 4 GPUs then:
 4. during the trainer's resumed run, a second high job waits: the dry run leaves the
    trainer alone for ``--min-run`` (preempted once, its new run is seconds old) and picks a
    plain job; with ``--min-run 0`` it picks the trainer again.
+
+And elastic jobs (issue 29): one asking for 4 nodes while 2 are busy starts on 2, grows to
+4 when they come free, shrinks to 2 for a critical job and grows back, every step once.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import yaml
 from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
 from .cluster import SlurmCluster
-from .conftest import HPCLAUNCH, REPO, Cli, wait_progress
+from .conftest import HPCLAUNCH, REPO, Cli
 from .test_tiers_on_cluster import GRACE, VENV, Queue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.backends, pytest.mark.exclusive]
@@ -243,45 +246,28 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     assert trained == list(range(1, STEPS + 1))  # no step lost, none trained twice
 
 
-def test_an_elastic_job_shrinks_for_a_critical_job_and_grows_back(
+def _worlds(queue: Queue) -> list[int]:
+    """The world size of each step the elastic trainer logged, in order."""
+    try:
+        text = (queue.shared / "elastic" / "samples.log").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(line.split()[1]) for line in text.splitlines() if line.strip()]
+
+
+def _runs(worlds: list[int]) -> list[int]:
+    return [w for i, w in enumerate(worlds) if i == 0 or worlds[i - 1] != w]
+
+
+def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_back(
     queue: Queue, tmp_path: Path
 ) -> None:
-    """Issue 29: with the arbiter, an elastic low-tier job on all 4 nodes goes to 2 nodes
-    for a critical job that needs 2 (it keeps training: not evicted), and grows back to 4
-    once that job ended and it ran its min_interval at 2."""
-    steps = 250  # 0.1 s each (at any size: the sleep is the "work")
-    queue.submit(
-        "elastic",
-        "low",
-        command=[
-            "python",
-            "examples/elastic_train.py",
-            "--steps",
-            str(steps),
-            "--sleep",
-            "0.1",
-            "--log-dir",
-            str(queue.shared / "elastic"),
-        ],
-        launcher="torchrun",
-        processes_per_node=1,
-        venv=VENV,
-        resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": "300M"},
-        elastic={"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4, "min_interval": 10},
-    )
-    queue.wait(running={"elastic"})
-    job_dir = Path(queue.cli.submitted()[queue.ids["elastic"]]["job_dir"])
-    wait_progress(job_dir, 20, timeout=90)
-    queue.submit(
-        "critical",
-        "critical",
-        command=["sleep", "5"],
-        resources={"nodes": 2, "gpus_per_node": 4, "time": "00:05:00", "mem": "100M"},
-    )
-    queue.wait(running={"elastic"}, pending={"critical"})
-
+    """Issue 29: with the arbiter, an elastic low-tier job that asks for 4 nodes while 2 are
+    busy starts on the 2 that are idle (not waiting), grows to 4 once they come free, goes
+    back to 2 for a critical job that needs 2 (it keeps training: not evicted), and grows
+    back to 4 once that job ended; every step trained once."""
+    steps = 600  # 0.1 s each (at any size: the sleep is the "work")
     log = tmp_path / "arbiter.jsonl"
-    started = time.time()
     daemon = subprocess.Popen(
         [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), "--interval", "0.5"],
         cwd=REPO,
@@ -291,6 +277,48 @@ def test_an_elastic_job_shrinks_for_a_critical_job_and_grows_back(
         text=True,
     )
     try:
+        queue.submit(
+            "busy",
+            "low",
+            command=["sleep", "15"],
+            resources={"nodes": 2, "gpus_per_node": 4, "time": "00:05:00", "mem": "100M"},
+        )
+        queue.wait(running={"busy"})
+        queue.submit(
+            "elastic",
+            "low",
+            command=[
+                "python",
+                "examples/elastic_train.py",
+                "--steps",
+                str(steps),
+                "--sleep",
+                "0.1",
+                "--log-dir",
+                str(queue.shared / "elastic"),
+            ],
+            launcher="torchrun",
+            processes_per_node=1,
+            venv=VENV,
+            resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": "300M"},
+            elastic={
+                "nodes": [2, 4],
+                "global_batch": 16,
+                "max_batch_per_gpu": 4,
+                "min_interval": 10,
+            },
+        )
+        deadline = time.monotonic() + 120  # started small, then grown to 4
+        while _runs(_worlds(queue)) != [2, 4]:
+            assert time.monotonic() < deadline, (_runs(_worlds(queue)), _events(log))
+            time.sleep(0.5)
+        queue.submit(
+            "critical",
+            "critical",
+            command=["sleep", "5"],
+            resources={"nodes": 2, "gpus_per_node": 4, "time": "00:05:00", "mem": "100M"},
+        )
+        started = time.time()
         queue.wait(running={"critical"}, timeout=60)
         waited = time.time() - started
         deadline = time.monotonic() + 180
@@ -301,23 +329,19 @@ def test_an_elastic_job_shrinks_for_a_critical_job_and_grows_back(
         daemon.send_signal(signal.SIGTERM)
         daemon.communicate(timeout=20)
     events = _events(log)
-    decided = [(e["event"], e.get("victim") or e.get("job")) for e in events]
     elastic_id = queue.ids["elastic"]
-    assert ("shrink", elastic_id) in decided, events
-    assert ("grow", elastic_id) in decided, events
+    decided = [e["event"] for e in events if elastic_id in (e.get("victim"), e.get("job"))]
+    assert decided == ["start_small", "grow", "shrink", "grow"], events
     assert not [e for e in events if e["event"] in ("preempt", "forced_requeue")], events
     assert waited < 60, waited
     ledger = json.loads(queue.cli("events", elastic_id, "--json").stdout)["ledger"]
     ends = [e for e in ledger if e["event"] == "attempt_end"]
     assert [(e["reason"], e.get("from_nodes"), e.get("to_nodes")) for e in ends] == [
+        ("resized", 2, 4),
         ("resized", 4, 2),
         ("resized", 2, 4),
         ("success", None, None),
     ], ends
-    worlds = [
-        int(line.split()[1])
-        for line in (queue.shared / "elastic" / "samples.log").read_text().splitlines()
-    ]
-    runs = [w for i, w in enumerate(worlds) if i == 0 or worlds[i - 1] != w]
-    assert runs == [4, 2, 4], runs
+    worlds = _worlds(queue)
+    assert _runs(worlds) == [2, 4, 2, 4], _runs(worlds)
     assert len(worlds) == steps  # every step trained once: no work lost to the resizes

@@ -677,3 +677,75 @@ def test_an_elastic_job_grows_into_idle_gpus_when_nobody_waits() -> None:
     # Only 1 idle node: 3 is not one of its sizes.
     busy = [*jobs, _job("2", "low", 4, ["n4"])]
     assert decide_growth(_snap(busy, [*nodes[:3], _node("n4", 4)]), elastic, []) is None
+
+
+def test_a_growth_that_saves_less_than_its_cost_is_not_made() -> None:
+    from hpclaunch.scheduling.arbiter.decide import decide_growth
+
+    jobs = [_job("1", "low", 4, ["n1", "n2"], nodes=2)]  # ran 1000 s at 2 nodes
+    nodes = [_node("n1", 4), _node("n2", 4), _node("n3", 0), _node("n4", 0)]
+    base = replace(_supervised(5, write=10), elastic_nodes=(2, 4), elastic_interval=600)
+    # 100 s left to its limit at 2 nodes: 50 s at 4, + 10 s write + 30 s restart = 90 < 100.
+    worth = {"1": replace(base, time_limit=1100.0)}
+    assert decide_growth(_snap(jobs, nodes), worth, [], restart_cost=30.0) is not None
+    # 70 s left: 35 + 40 = 75 > 70: it would end later for the restart.
+    late = {"1": replace(base, time_limit=1070.0)}
+    assert decide_growth(_snap(jobs, nodes), late, [], restart_cost=30.0) is None
+
+
+def test_a_pending_elastic_job_starts_at_the_largest_of_its_sizes_that_fits() -> None:
+    from hpclaunch.scheduling.arbiter.decide import decide_small_start
+
+    nodes = [_node("n1", 4), _node("n2", 4), _node("n3", 0), _node("n4", 0)]
+    running = [_job("1", "low", 4, ["n1", "n2"], nodes=2)]
+    wants_4 = _waiting("5", 4, nodes=4, qos="low", priority=10)
+    elastic = {"5": replace(_unsupervised(), elastic_nodes=(1, 2, 4))}
+    small = decide_small_start(_snap([*running, wants_4], nodes), ROLES, elastic, [])
+    assert small is not None
+    assert (small.job_id, small.from_nodes, small.to_nodes) == ("5", 4, 2)
+    assert "starts on 2 of its 4 node(s)" in small.why()
+    # Not a rigid job; not while a critical job waits for GPUs (they are its), nor while a
+    # preemption or resize is under way.
+    assert decide_small_start(_snap([*running, wants_4], nodes), ROLES, {}, []) is None
+    critical = _waiting("9", 4, nodes=1, qos="critical", priority=900)
+    snap = _snap([*running, wants_4, critical], nodes)
+    assert decide_small_start(snap, ROLES, elastic, []) is None
+    flight = InFlight("1", "1", NOW, float("inf"), NOW - 100, {"n1": 4})
+    assert decide_small_start(_snap([*running, wants_4], nodes), ROLES, elastic, [flight]) is None
+    # One idle node holds only size 1; a size list without it leaves the job waiting.
+    one_free = [_node("n1", 4), _node("n2", 4), _node("n3", 4), _node("n4", 0)]
+    small = decide_small_start(_snap([*running, wants_4], one_free), ROLES, elastic, [])
+    assert small is not None
+    assert small.to_nodes == 1
+    only_2 = {"5": replace(elastic["5"], elastic_nodes=(2, 4))}
+    assert decide_small_start(_snap([*running, wants_4], one_free), ROLES, only_2, []) is None
+
+
+def test_the_arbiter_updates_a_pending_elastic_job_to_the_size_that_fits(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    job_dir = tmp_path / "pending"
+    job_dir.mkdir()
+    (job_dir / "job.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH --time=00:10:00\n"
+        'export HPCLAUNCH_ELASTIC=\'{"nodes":[1,2],"global_batch":8}\'\n'
+    )
+    jobs = _line("5", "low", "RUNNING", 4, "n1", "2026-11-23T18:00:00", "/x/job.sbatch") + _line(
+        "6", "low", "PENDING", 4, "N/A", "N/A", f"{job_dir}/job.sbatch"
+    ).replace("|1|1|N/A|", "|2|2|N/A|")
+    nodes = (
+        "NodeName=n1 Gres=gpu:4 State=ALLOCATED Partitions=gpu AllocTRES=gres/gpu=4\n"
+        "NodeName=n2 Gres=gpu:4 State=IDLE Partitions=gpu AllocTRES=\n"
+    )
+    prog = read_progress(job_dir, None)
+    assert (prog.elastic_nodes, prog.time_limit) == ((1, 2), 600)  # from the script
+    runner = FakeRunner(Cluster(jobs, nodes))
+    log = tmp_path / "decisions.jsonl"
+    arbiter = Arbiter(CliBackend(runner, local), local, log, clock=lambda: START + 600)
+    assert arbiter.step() == []
+    (event,) = read_log(log)
+    assert (event["event"], event["job"], event["to_nodes"]) == ("start_small", "6", 1)
+    assert describe(event).startswith("start small: 6 starts on 1 of its 2 node(s)")
+    (update,) = [c for c in runner.calls_to("scontrol") if c[1] == "update"]
+    assert update[:3] == ("scontrol", "update", "JobId=6")
+    assert "NumNodes=1-1" in update

@@ -39,18 +39,22 @@ from hpclaunch.backends.base import Backend
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import BackendError, TransportError
 from hpclaunch.scheduling.arbiter.decide import (
+    WAITS_FOR_GPUS,
     Growth,
     InFlight,
     Preemption,
     Roles,
+    SmallStart,
     Snapshot,
     decide,
     decide_growth,
+    decide_small_start,
     roles_of,
     waits_to_preempt,
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
+from hpclaunch.slurm.nodecount import node_count_update
 from hpclaunch.supervise.resize import write_request
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
@@ -134,9 +138,15 @@ class Arbiter:
         for preemption in chosen:
             self._act(preemption, snapshot.taken, progress)
         if not chosen:
-            growth = decide_growth(snapshot, progress, list(self.in_flight.values()))
+            in_flight = list(self.in_flight.values())
+            growth = decide_growth(
+                snapshot, progress, in_flight, restart_cost=self.options.restart_cost
+            )
             if growth is not None:
                 self._grow(growth, snapshot.taken, progress)
+            small = decide_small_start(snapshot, self.roles, progress, in_flight)
+            if small is not None:
+                self._start_small(small)
         return chosen
 
     def snapshot(self) -> Snapshot:
@@ -165,13 +175,17 @@ class Arbiter:
     def _progress(self, snapshot: Snapshot) -> dict[str, JobProgress]:
         """What each running preemptible job has at stake; how often it was preempted is
         the most of its ledger's count, this daemon's and Slurm's restart count (any
-        requeue: a job that has just restarted is protected for ``min_run`` all the same)."""
+        requeue: a job that has just restarted is protected for ``min_run`` all the same).
+        Pending preemptible jobs that wait for GPUs too: their elastic sizes."""
         jobs = [
             j
             for j in snapshot.jobs
-            if j.running and j.qos in self.roles.preemptible and j.gpus_per_node
+            if j.qos in self.roles.preemptible
+            and j.gpus_per_node
+            and (j.running or (j.pending and j.reason in WAITS_FOR_GPUS))
         ]
-        restarts = self._restarts() if jobs and self._someone_waits(snapshot) else {}
+        running = any(j.running for j in jobs)
+        restarts = self._restarts() if running and self._someone_waits(snapshot) else {}
         out = {}
         for job in jobs:
             prog = read_progress(job_dir_of(job.command, job.job_id), job.start)
@@ -272,6 +286,24 @@ class Arbiter:
             force=False,
         )
 
+    def _start_small(self, small: SmallStart) -> None:
+        """Give a pending elastic job the smaller size now (one ``scontrol update``); it
+        starts when Slurm next schedules, and may grow later."""
+        self.log(
+            "start_small",
+            job=small.job_id,
+            from_nodes=small.from_nodes,
+            to_nodes=small.to_nodes,
+            why=small.why(),
+        )
+        if self.options.dry_run:
+            return
+        try:
+            fields = node_count_update(self.backend.runner, small.job_id, small.to_nodes)
+            self.backend.update_job(small.job_id, fields)
+        except (BackendError, TransportError) as exc:  # it may have started meanwhile
+            self.log("action_failed", victim=small.job_id, action="resize", why=exc.message)
+
     def _follow(self, snapshot: Snapshot) -> None:
         """Drop the victims that are gone; requeue by force those past their grace."""
         now = snapshot.taken
@@ -356,6 +388,8 @@ def describe(event: dict[str, Any]) -> str:
         return f"released {event['victim']} after {event['after']} s (for {event['for_job']})"
     if kind == "grow":
         return f"{prefix}grow: {event['why']}"
+    if kind == "start_small":
+        return f"{prefix}start small: {event['why']}"
     if kind == "forced_requeue":
         return f"requeued {event['victim']} by force: {event['why']}"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "event"))

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.scheduling.arbiter.progress import JobProgress
+from hpclaunch.scheduling.elastic import growth_saving
 from hpclaunch.scheduling.placement import best_fit
 from hpclaunch.scheduling.victims import (
     MIN_RUN,
@@ -49,9 +50,11 @@ __all__ = [
     "InFlight",
     "Preemption",
     "Roles",
+    "SmallStart",
     "Snapshot",
     "decide",
     "decide_growth",
+    "decide_small_start",
     "roles_of",
     "waits_to_preempt",
 ]
@@ -308,12 +311,17 @@ def decide_growth(
     snapshot: Snapshot,
     progress: Mapping[str, JobProgress],
     in_flight: Sequence[InFlight],
+    *,
+    restart_cost: float = 30.0,
 ) -> Growth | None:
     """At most one elastic job to grow this pass: none while any job waits for GPUs (it
     would take them, or a growth would hold them off) or a preemption or resize is under
     way; else the running elastic job that has run ``elastic.min_interval`` since its
     start and gains most nodes from the largest of its sizes that fits in the idle GPUs
-    and its own (its restart frees them)."""
+    and its own (its restart frees them), where that saves more time than the resize
+    costs (:func:`~hpclaunch.scheduling.elastic.growth_saving`, the simulator's rule: the
+    time left to its limit at its size against at the larger one, plus its checkpoint
+    write and ``restart_cost``; a job without a known limit always gains)."""
     waiting = any(
         j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS for j in snapshot.jobs
     )
@@ -325,7 +333,8 @@ def decide_growth(
         prog = progress.get(job.job_id)
         if prog is None or not prog.elastic_nodes or not job.running or job.start is None:
             continue
-        if snapshot.taken - job.start < prog.elastic_interval:
+        ran = snapshot.taken - job.start
+        if ran < prog.elastic_interval:
             continue
         nodes = [n for n in snapshot.nodes if n.usable and _serves(n, job)]
         names = [n.name for n in nodes]
@@ -337,11 +346,68 @@ def decide_growth(
             if size <= now_nodes:
                 break
             if best_fit(list(avail), job.gpus_per_node, size) is not None:
+                if prog.time_limit is not None:
+                    saving = growth_saving(
+                        left=max(0.0, prog.time_limit - ran),  # work left, in seconds now
+                        gpus=now_nodes,
+                        target=size,
+                        full_gpus=now_nodes,
+                        restart=prog.ckpt_write + restart_cost,
+                    )
+                    if saving <= 0:
+                        break
                 if best is None or size - now_nodes > best.to_nodes - best.from_nodes:
                     placement = dict.fromkeys(job.hosts, job.gpus_per_node)
                     best = Growth(job.job_id, now_nodes, size, placement, job.start)
                 break
     return best
+
+
+@dataclass(frozen=True)
+class SmallStart:
+    """A decision: pending elastic job ``job_id`` asks for ``to_nodes`` nodes instead of
+    ``from_nodes`` (``scontrol update NumNodes``), a size that fits in the idle GPUs now."""
+
+    job_id: str
+    from_nodes: int
+    to_nodes: int
+
+    def why(self) -> str:
+        return (
+            f"{self.job_id} starts on {self.to_nodes} of its {self.from_nodes} node(s): "
+            "that many are idle now; it grows when more come free"
+        )
+
+
+def decide_small_start(
+    snapshot: Snapshot,
+    roles: Roles,
+    progress: Mapping[str, JobProgress],
+    in_flight: Sequence[InFlight],
+) -> SmallStart | None:
+    """At most one pending elastic job to start smaller this pass (the simulator's
+    ``ours-elastic`` starts an elastic job at the largest of its sizes that fits, whenever
+    it fits: BE jobs' median slowdown -42 %, docs/simulator.md): in Slurm's order, the first
+    one that waits for GPUs (``Resources``/``Priority``) and has a smaller size that fits
+    in the idle GPUs, at the largest such size. None while a preemption or resize is under
+    way or a job waits to preempt (the idle GPUs are that job's). Whether it may start
+    before a job ahead of it stays Slurm's call (its backfill), as for any pending job."""
+    if in_flight or any(waits_to_preempt(j, roles) for j in snapshot.jobs):
+        return None
+    free = {n.name: n.free for n in snapshot.nodes if n.usable}
+    waiting = [
+        j for j in snapshot.jobs if j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS
+    ]
+    for job in sorted(waiting, key=lambda j: -j.priority):
+        prog = progress.get(job.job_id)
+        smaller = sorted(n for n in (prog.elastic_nodes if prog else ()) if n < job.nodes)
+        if not smaller:
+            continue
+        avail = [free.get(n.name, 0) for n in snapshot.nodes if n.usable and _serves(n, job)]
+        for size in reversed(smaller):
+            if best_fit(list(avail), job.gpus_per_node, size) is not None:
+                return SmallStart(job.job_id, job.nodes, size)
+    return None
 
 
 def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:

@@ -20,6 +20,7 @@ taken as one that would lose everything since it started, and that cannot checkp
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ class JobProgress:
             ``HPCLAUNCH_ELASTIC``; ``()``: not elastic): the arbiter shrinks it instead of
             evicting it when a smaller size leaves room, and grows it into idle GPUs.
         elastic_interval: Its ``elastic.min_interval``: no growth sooner after its start.
+        time_limit: Seconds each attempt may run, as submitted (its script's ``#SBATCH
+            --time``; an admin's later ``scontrol update TimeLimit`` is not seen);
+            ``None``: unknown. A growth must save more than it costs within it.
     """
 
     supervised: bool = False
@@ -63,6 +67,7 @@ class JobProgress:
     directory: str | None = None
     elastic_nodes: tuple[int, ...] = ()
     elastic_interval: float = 600.0
+    time_limit: float | None = None
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -136,18 +141,28 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
 
 
 def _elastic(directory: Path) -> dict[str, Any]:
-    """The sizes the job's script allows and its min_interval (``{}``: not elastic, or no
-    script)."""
+    """The sizes the job's script allows, its min_interval and its time limit (``{}``:
+    not elastic, or no script)."""
+    from hpclaunch.slurm.times import parse_time_limit
     from hpclaunch.supervise.resize import elastic_of_script
 
     try:
-        block = elastic_of_script((directory / SCRIPT_NAME).read_text()) or {}
+        script = (directory / SCRIPT_NAME).read_text()
+        block = elastic_of_script(script)
+        if block is None:
+            return {}
+        limit = _TIME_LINE.search(script)
         return {
             "elastic_nodes": tuple(sorted(int(n) for n in block.get("nodes", ()))),
             "elastic_interval": float(block.get("min_interval", 600)),
+            "time_limit": parse_time_limit(limit.group(1)) if limit else None,
         }
     except (OSError, TypeError, ValueError):
         return {}
+
+
+#: The script's time limit line, as the template writes it (templates/sbatch.sh.j2).
+_TIME_LINE = re.compile(r"^#SBATCH --time=['\"]?([^'\"\s]+)", re.MULTILINE)
 
 
 def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
