@@ -56,9 +56,9 @@ def simulate_command(
     waits, lost GPU-hours, preemptions and utilisation, mean ± 95 % CI over the seeds.
 
     Policies: fifo, fifo-backfill, priority (no preemption), slurm-native (preempt/qos,
-    REQUEUE), random (random victims), ours; and, when named, ours-elastic (BE jobs also
-    run at a half or a quarter of their GPUs when that ends them sooner, and grow into
-    idle GPUs). See docs/simulator.md.
+    REQUEUE), random (random victims), ours; and, when named, ours-elastic (BE jobs that
+    do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs). See
+    docs/simulator.md.
     """
     from hpclaunch.scheduling.simulate import workload
     from hpclaunch.scheduling.simulate.engine import SimConfig
