@@ -260,13 +260,7 @@ class Arbiter:
         directory = progress[g.job_id].directory
         if directory is None:
             return
-        self.log(
-            "grow",
-            job=g.job_id,
-            from_nodes=g.from_nodes,
-            to_nodes=g.to_nodes,
-            why=g.why(),
-        )
+        self._log_size("grow", g)
         # Followed as a preemption is (for_job: itself): no other decision meanwhile.
         self.in_flight[g.job_id] = InFlight(
             victim=g.job_id,
@@ -289,13 +283,7 @@ class Arbiter:
     def _start_small(self, small: SmallStart) -> None:
         """Give a pending elastic job the smaller size now (one ``scontrol update``); it
         starts when Slurm next schedules, and may grow later."""
-        self.log(
-            "start_small",
-            job=small.job_id,
-            from_nodes=small.from_nodes,
-            to_nodes=small.to_nodes,
-            why=small.why(),
-        )
+        self._log_size("start_small", small)
         if self.options.dry_run:
             return
         try:
@@ -303,6 +291,9 @@ class Arbiter:
             self.backend.update_job(small.job_id, fields)
         except (BackendError, TransportError) as exc:  # it may have started meanwhile
             self.log("action_failed", victim=small.job_id, action="resize", why=exc.message)
+
+    def _log_size(self, event: str, d: Growth | SmallStart) -> None:
+        self.log(event, job=d.job_id, from_nodes=d.from_nodes, to_nodes=d.to_nodes, why=d.why())
 
     def _follow(self, snapshot: Snapshot) -> None:
         """Drop the victims that are gone; requeue by force those past their grace."""
