@@ -73,7 +73,8 @@ def main() -> None:
         base = ours["tiresias"]
         for policy, values in ours.items():
             s = summarize(values)
-            line = f"  {'ours ' + policy:22} {_row(values)}"
+            label = policy if policy.startswith("ours") else f"ours {policy}"
+            line = f"  {label:22} {_row(values)}"
             if policy != "tiresias":
                 c = change(values, base)
                 line += f"  vs our tiresias {c.mean:+.1f} % +- {c.ci95:.1f}"
