@@ -27,6 +27,8 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,37 @@ def _events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@dataclass
+class _Daemon:
+    """What ``hpclaunch arbiter`` printed and returned (once stopped)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    returncode: int | None = None
+
+
+@contextmanager
+def _arbiter(queue: Queue, log: Path) -> Iterator[_Daemon]:
+    """``hpclaunch arbiter`` on the module's site, a pass every 0.5 s, decisions into
+    ``log``; stopped by SIGTERM on the way out, as a user's Ctrl-C would."""
+    argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), "--interval"]
+    process = subprocess.Popen(
+        [*argv, "0.5"],
+        cwd=REPO,
+        env=queue.cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    done = _Daemon()
+    try:
+        yield done
+    finally:
+        process.send_signal(signal.SIGTERM)
+        done.stdout, done.stderr = process.communicate(timeout=20)
+        done.returncode = process.returncode
+
+
 def _dry_run_once(queue: Queue, log: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """``hpclaunch arbiter --dry-run --once`` on the module's site, decisions into ``log``."""
     argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
@@ -144,7 +177,6 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     assert queue.states()["high"] == ("PENDING", "Resources")  # nobody was preempted
 
     log = tmp_path / "arbiter.jsonl"
-    base = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log)]
     dry = _dry_run_once(queue, log)
     (decision,) = _events(log)
     assert decision["dry_run"] is True
@@ -156,15 +188,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     log.unlink()
 
     started = time.time()
-    daemon = subprocess.Popen(
-        [*base, "--interval", "0.5"],
-        cwd=REPO,
-        env=queue.cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with _arbiter(queue, log) as daemon:
         queue.wait(running={"high"}, timeout=GRACE + 20)
         waited = time.time() - started
         assert waited < GRACE + 2, f"high started {waited:.1f} s after the arbiter"
@@ -172,9 +196,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
         while "released" not in {e["event"] for e in _events(log)}:
             assert time.monotonic() < deadline, _events(log)
             time.sleep(0.2)
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        out, err = daemon.communicate(timeout=20)
+    out, err = daemon.stdout, daemon.stderr
     assert daemon.returncode == 0, err
     events = _events(log)
     preempts = [e for e in events if e["event"] == "preempt"]
@@ -268,15 +290,7 @@ def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_
     back to 4 once that job ended; every step trained once."""
     steps = 600  # 0.1 s each (at any size: the sleep is the "work")
     log = tmp_path / "arbiter.jsonl"
-    daemon = subprocess.Popen(
-        [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), "--interval", "0.5"],
-        cwd=REPO,
-        env=queue.cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with _arbiter(queue, log):
         queue.submit(
             "busy",
             "low",
@@ -325,9 +339,6 @@ def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_
         while "elastic" in queue.states():
             assert time.monotonic() < deadline, (queue.states(), _events(log))
             time.sleep(0.5)
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.communicate(timeout=20)
     events = _events(log)
     elastic_id = queue.ids["elastic"]
     decided = [e["event"] for e in events if elastic_id in (e.get("victim"), e.get("job"))]
