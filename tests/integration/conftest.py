@@ -50,13 +50,24 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 TEST_BACKENDS = os.environ.get("HPCLAUNCH_TEST_BACKENDS", "cli pyslurm").split()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) a module's tests run in one worker, a
     backend at a time: its module-scoped fixtures (the jobs its tests share) are made once
-    per backend, as without workers."""
+    per backend, as without workers.
+
+    ``tryfirst``: xdist reads the marks in its own ``pytest_collection_modifyitems`` (it
+    appends ``@group`` to each node id), which otherwise runs before this one (this
+    conftest is registered before xdist's worker plugin, and later plugins run first): the
+    marks came too late and a module's tests were spread over the workers, its fixtures
+    made again at each switch (seen: the elastic module's, six times in one pass). pytest
+    9.2 ignores xdist's node id change (pytest-dev/pytest-xdist#1386): pyproject.toml pins
+    pytest below it; tests/unit/test_xdist_groups.py fails if any of the three comes back."""
     for item in items:
         backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
-        item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}[{backend or 'cli'}]"))
+        # "module-backend": xdist takes the text after the last "@" for the group only
+        # where no "]" follows it (a parametrized id ends in "]"), so no brackets here.
+        item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}-{backend or 'cli'}"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

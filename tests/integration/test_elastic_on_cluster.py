@@ -31,10 +31,10 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
-# exclusive: side by side (a clean-clone run, 2026-11-27) its module fixture was set up again
-# and again (six setups of 135-185 s among the pass's ten slowest durations, not one per
-# backend), and the pass took 521 s, not 150.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
+# Side by side (8 of the 16 GPUs). Its fixture was once set up again and again there (six
+# setups in one pass): the side-by-side pass did not keep a module in one worker (fixed in
+# conftest.py, checked by tests/unit/test_xdist_groups.py).
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 200
 VENV = str(Path(__file__).resolve().parents[2] / ".venv")
