@@ -749,3 +749,23 @@ def test_the_arbiter_updates_a_pending_elastic_job_to_the_size_that_fits(
     (update,) = [c for c in runner.calls_to("scontrol") if c[1] == "update"]
     assert update[:3] == ("scontrol", "update", "JobId=6")
     assert "NumNodes=1-1" in update
+
+
+def test_a_growth_is_no_preemption_a_shrink_is(tmp_path: Path) -> None:
+    """A job that grew must not be protected for min_run (a critical job would wait for
+    its whim: seen on the cluster); one that was shrunk is, as after a preemption."""
+    _ledger(
+        tmp_path,
+        {"event": "attempt_start", "attempt": 0, "time": 100.0},
+        {"event": "attempt_end", "reason": "resized", "from_nodes": 2, "to_nodes": 4},
+        {"event": "attempt_start", "attempt": 1, "time": 150.0},
+    )
+    grown = read_progress(tmp_path, attempt_start=150.0)
+    assert (grown.preemptions, grown.growths) == (0, 1)
+    _ledger(
+        tmp_path,
+        {"event": "attempt_end", "reason": "resized", "from_nodes": 4, "to_nodes": 2},
+        {"event": "attempt_start", "attempt": 2, "time": 200.0},
+    )
+    shrunk = read_progress(tmp_path, attempt_start=200.0)
+    assert (shrunk.preemptions, shrunk.growths) == (1, 1)

@@ -192,7 +192,7 @@ class Arbiter:
             count = max(
                 prog.preemptions,
                 self.preempted.get(job.job_id, 0),
-                restarts.get(job.job_id, 0),
+                restarts.get(job.job_id, 0) - prog.growths,  # a growth is a requeue too
             )
             out[job.job_id] = replace(prog, preemptions=count)
         return out

@@ -31,8 +31,9 @@ from hpclaunch.supervise.ledger import read_ledger
 
 __all__ = ["JobProgress", "job_dir_of", "read_progress"]
 
-#: Attempt end reasons that count as a preemption against the per-job cap (a resize, too:
-#: the job restarted, and is protected for ``min_run`` as after a preemption).
+#: Attempt end reasons that count as a preemption against the per-job cap (a shrink, too:
+#: the job restarted smaller, and is protected for ``min_run`` as after a preemption; a
+#: growth is not: see ``JobProgress.growths``).
 PREEMPTED_REASONS = frozenset({"preempted", "requeued", "resized"})
 #: Seconds assumed for a checkpoint write never measured.
 DEFAULT_CKPT_WRITE = 30.0
@@ -48,7 +49,10 @@ class JobProgress:
         committed_at: When its newest checkpoint of the current attempt was committed.
         ckpt_write: Seconds its last checkpoint write took (a default when never seen).
         write_measured: ``ckpt_write`` was measured (the job committed a checkpoint).
-        preemptions: Attempts that ended preempted or requeued so far.
+        preemptions: Attempts that ended preempted, requeued or shrunk so far (a job just
+            restarted after those is protected for ``min_run``).
+        growths: Attempts that ended to restart larger (Slurm counts those restarts too;
+            they protect nobody: a critical job must not wait because a job grew).
         directory: Where this was read, ``None`` when not found.
         elastic_nodes: The node counts an elastic job may run at (its script's
             ``HPCLAUNCH_ELASTIC``; ``()``: not elastic): the arbiter shrinks it instead of
@@ -64,6 +68,7 @@ class JobProgress:
     ckpt_write: float = DEFAULT_CKPT_WRITE
     write_measured: bool = False
     preemptions: int = 0
+    growths: int = 0
     directory: str | None = None
     elastic_nodes: tuple[int, ...] = ()
     elastic_interval: float = 600.0
@@ -120,11 +125,9 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
     supervised = bool(starts) and (
         attempt_start is None or float(starts[-1].get("time", 0)) >= attempt_start - 5
     )
-    preemptions = sum(
-        1
-        for e in events
-        if e.get("event") == "attempt_end" and e.get("reason") in PREEMPTED_REASONS
-    )
+    ends = [e for e in events if e.get("event") == "attempt_end"]
+    growths = sum(1 for e in ends if _grown(e))
+    preemptions = sum(1 for e in ends if e.get("reason") in PREEMPTED_REASONS) - growths
     if done is None:
         done = _last_commit_in(events)
     committed_at = _float(done.get("committed_at")) if done else None
@@ -135,6 +138,7 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         ckpt_write=write if write is not None else DEFAULT_CKPT_WRITE,
         write_measured=write is not None,
         preemptions=preemptions,
+        growths=growths,
         directory=str(directory),
         **_elastic(directory),
     )
@@ -163,6 +167,14 @@ def _elastic(directory: Path) -> dict[str, Any]:
 
 #: The script's time limit line, as the template writes it (templates/sbatch.sh.j2).
 _TIME_LINE = re.compile(r"^#SBATCH --time=['\"]?([^'\"\s]+)", re.MULTILINE)
+
+
+def _grown(end: dict[str, Any]) -> bool:
+    """An attempt that ended to restart larger (the job gained: no preemption)."""
+    if end.get("reason") != "resized":
+        return False
+    before, after = end.get("from_nodes"), end.get("to_nodes")
+    return isinstance(before, int) and isinstance(after, int) and after > before
 
 
 def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
