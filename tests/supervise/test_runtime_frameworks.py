@@ -114,3 +114,79 @@ def test_lightning_commits_atomically_and_stops_on_request(requested: Path) -> N
     path = resume_ckpt_path()
     assert path == str(requested / "checkpoints" / "step-000000001" / "model.ckpt")
     assert Path(path).stat().st_size > 0
+
+
+def test_lightning_elastic_run_resumed_takes_the_same_samples_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ElasticCursor`` keeps the sampler's cursor in Lightning's checkpoint: a run stopped
+    after its checkpoint of step 3, resumed by a new Trainer from that checkpoint,
+    trains the same samples at every step as an uninterrupted run (a global batch of 8, 4
+    per micro-step, 2 micro-steps per optimizer step)."""
+    pl: Any = _framework("lightning.pytorch", "pytorch_lightning")
+    import torch
+
+    from hpclaunch.runtime import ElasticSampler, batch_plan, step_digest
+    from hpclaunch.runtime.adapters.lightning import (
+        ElasticCursor,
+        HpclaunchCheckpoint,
+        resume_ckpt_path,
+    )
+
+    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    plan = batch_plan(global_batch=8, max_batch_per_gpu=4, world_size=1)
+    assert plan.accumulation == 2
+
+    class Seen(pl.LightningModule):  # type: ignore[misc, name-defined, unused-ignore]
+        def __init__(self, seen: list[list[int]]) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(1, 1)
+            self.seen = seen
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.seen.append([int(i) for i in batch[0]])
+            loss: torch.Tensor = (self.linear(batch[1]) ** 2).mean()
+            return loss
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.TensorDataset(torch.arange(50), torch.randn(50, 1))
+
+    def fit(job_dir: Path, steps: int, *, stop_after: int | None = None) -> list[list[int]]:
+        monkeypatch.setenv("HPCLAUNCH_JOB_DIR", str(job_dir))
+        (job_dir / "control").mkdir(parents=True, exist_ok=True)
+        seen: list[list[int]] = []
+        sampler = ElasticSampler(len(data), plan, seed=3, rank=0)
+
+        class StopAt(pl.Callback):  # type: ignore[misc, name-defined, unused-ignore]
+            """Stops the run once the periodic checkpoint of ``stop_after`` is committed."""
+
+            def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+                if stop_after is not None and trainer.global_step == stop_after:
+                    trainer.should_stop = True
+
+        trainer = pl.Trainer(
+            max_steps=steps,
+            accumulate_grad_batches=plan.accumulation,
+            use_distributed_sampler=False,
+            callbacks=[HpclaunchCheckpoint(every=3), ElasticCursor(sampler), StopAt()],
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            accelerator="cpu",
+        )
+        loader = torch.utils.data.DataLoader(data, batch_sampler=sampler)
+        trainer.fit(Seen(seen), loader, ckpt_path=resume_ckpt_path())
+        return seen
+
+    whole = fit(tmp_path / "whole", 8)
+    cut = tmp_path / "cut"
+    first = fit(cut, 8, stop_after=3)
+    rest = fit(cut, 8)
+    assert len(whole) == 16  # 8 steps x 2 micro-batches
+    assert len(first) == 6  # stopped after step 3
+    assert first + rest == whole, (first, rest, whole)
+    steps = [whole[i] + whole[i + 1] for i in range(0, 16, 2)]
+    assert len({step_digest(sorted(s)) for s in steps}) == 8  # 8 different global batches
