@@ -190,3 +190,84 @@ def test_lightning_elastic_run_resumed_takes_the_same_samples_at_every_step(
     assert first + rest == whole, (first, rest, whole)
     steps = [whole[i] + whole[i + 1] for i in range(0, 16, 2)]
     assert len({step_digest(sorted(s)) for s in steps}) == 8  # 8 different global batches
+
+
+def test_hf_elastic_run_resumed_takes_the_same_samples_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ElasticTrainer`` feeds the sampler's micro-batches and keeps its cursor in each
+    checkpoint: a run stopped after its checkpoint of step 3, resumed from it by a new
+    Trainer, trains the same samples at every step as an uninterrupted run."""
+    _framework("transformers")
+    import torch
+    from transformers import (  # type: ignore[import-not-found, unused-ignore]
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    from hpclaunch.runtime import ElasticSampler, batch_plan
+    from hpclaunch.runtime.adapters.hf import (
+        CURSOR_FILE,
+        ElasticTrainer,
+        HpclaunchCallback,
+        resume_checkpoint,
+    )
+
+    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    plan = batch_plan(global_batch=8, max_batch_per_gpu=4, world_size=1)
+
+    class Seen(torch.nn.Module):
+        def __init__(self, seen: list[list[int]]) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(1, 1)
+            self.seen = seen
+
+        def forward(self, idx: torch.Tensor, x: torch.Tensor) -> dict[str, Any]:
+            self.seen.append([int(i) for i in idx])
+            return {"loss": (self.linear(x) ** 2).mean()}
+
+    data = [{"idx": torch.tensor(i), "x": torch.randn(1)} for i in range(50)]
+
+    class StopAt(TrainerCallback):  # type: ignore[misc, valid-type, unused-ignore]
+        def __init__(self, step: int | None) -> None:
+            self.step = step
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if state.global_step == self.step:
+                control.should_training_stop = True
+            return control
+
+    def fit(job_dir: Path, *, stop_after: int | None = None) -> list[list[int]]:
+        monkeypatch.setenv("HPCLAUNCH_JOB_DIR", str(job_dir))
+        (job_dir / "control").mkdir(parents=True, exist_ok=True)
+        seen: list[list[int]] = []
+        args = TrainingArguments(
+            output_dir=str(job_dir / "out"),
+            per_device_train_batch_size=plan.per_rank_batch,
+            gradient_accumulation_steps=plan.accumulation,
+            max_steps=8,
+            save_strategy="steps",
+            save_steps=3,
+            report_to=[],
+            use_cpu=True,
+        )
+        trainer = ElasticTrainer(
+            model=Seen(seen),
+            args=args,
+            train_dataset=data,
+            sampler=ElasticSampler(len(data), plan, seed=3, rank=0),
+            callbacks=[HpclaunchCallback(), StopAt(stop_after)],
+        )
+        trainer.train(resume_from_checkpoint=resume_checkpoint(job_dir / "out"))
+        return seen
+
+    whole = fit(tmp_path / "whole")
+    cut = tmp_path / "cut"
+    first = fit(cut, stop_after=3)
+    saved = json.loads((cut / "out" / "checkpoint-3" / CURSOR_FILE).read_text())
+    assert saved == {"cursor": 24, "step": 3}
+    rest = fit(cut)
+    assert len(whole) == 16  # 8 steps x 2 micro-batches
+    assert len(first) == 6
+    assert first + rest == whole, (first, rest, whole)

@@ -10,12 +10,26 @@
 The Trainer writes its own ``checkpoint-<step>`` directories in place (not atomically), so
 the callback seals each one with a ``manifest.json`` (file sizes) after the save, and
 :func:`resume_checkpoint` returns the newest sealed one: a save cut short by a kill has no
-manifest and is skipped. ``transformers`` is imported only when ``HpclaunchCallback`` is
-first used, not when this module is.
+manifest and is skipped. ``transformers`` is imported only when ``HpclaunchCallback`` or
+``ElasticTrainer`` is first used, not when this module is.
+
+An elastic job (``elastic:`` in the spec) trains with ``ElasticTrainer``: its training loader
+is this rank's micro-batches from a :class:`~hpclaunch.runtime.ElasticSampler` (not
+accelerate's sharding of a loader), and each checkpoint keeps the sampler's cursor, so that a
+run resumed at another size takes the same samples at every step::
+
+    plan = runtime.batch_plan()
+    args = TrainingArguments(..., max_steps=..., per_device_train_batch_size=plan.per_rank_batch,
+                             gradient_accumulation_steps=plan.accumulation)
+    trainer = ElasticTrainer(model=model, args=args, train_dataset=data,
+                             sampler=runtime.ElasticSampler(len(data), plan, seed=0),
+                             callbacks=[HpclaunchCallback()])
+    trainer.train(resume_from_checkpoint=resume_checkpoint(args.output_dir))
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,9 +44,21 @@ from hpclaunch.runtime.control import (
 )
 
 if TYPE_CHECKING:
-    HpclaunchCallback: type  # built on first access by __getattr__ (imports the framework)
+    from hpclaunch.runtime.elastic import ElasticSampler
 
-__all__ = ["HpclaunchCallback", "SaveOnRequest", "resume_checkpoint"]
+    HpclaunchCallback: type  # built on first access by __getattr__ (imports the framework)
+    ElasticTrainer: type
+
+__all__ = [
+    "CURSOR_FILE",
+    "ElasticTrainer",
+    "HpclaunchCallback",
+    "SaveOnRequest",
+    "resume_checkpoint",
+]
+
+#: The sampler's cursor in each checkpoint directory of an ``ElasticTrainer``.
+CURSOR_FILE = "hpclaunch-cursor.json"
 
 
 class SaveOnRequest:
@@ -98,9 +124,64 @@ def _make_callback() -> type:
     return HpclaunchCallback
 
 
+def _make_trainer() -> type:
+    try:
+        from torch.utils.data import DataLoader
+        from transformers import Trainer  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("ElasticTrainer needs transformers: pip install transformers") from exc
+
+    class ElasticTrainer(Trainer):  # type: ignore[misc, valid-type, unused-ignore]
+        """A ``Trainer`` whose training loader follows an ``ElasticSampler`` and whose
+        checkpoints keep its cursor (``sampler=`` is required; ``max_steps`` too: the
+        sampler's stream has no end)."""
+
+        def __init__(self, *args: Any, sampler: ElasticSampler, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.elastic_sampler = sampler
+            self._cursor_at = (sampler.cursor, 0)  # (cursor, global step) of the start
+            # The sampler starts at the resumed cursor: the Trainer's own skip of the
+            # batches already trained in the epoch (skip_first_batches) would skip twice.
+            self.args.ignore_data_skip = True
+
+        def get_train_dataloader(self) -> Any:
+            # Not accelerate's prepare(): it would shard the batch sampler over the ranks
+            # again (each rank already gets its own micro-batches). The Trainer moves each
+            # batch to the device itself (_prepare_inputs).
+            dataset: Any = self.train_dataset  # map-style: the sampler gives indices
+            return DataLoader(
+                dataset,
+                batch_sampler=self.elastic_sampler,
+                collate_fn=self.data_collator,
+                num_workers=self.args.dataloader_num_workers,
+            )
+
+        def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(resume_from_checkpoint, str):
+                saved = json.loads((Path(resume_from_checkpoint) / CURSOR_FILE).read_text())
+                self._cursor_at = (int(saved["cursor"]), int(saved["step"]))
+                self.elastic_sampler.cursor = self._cursor_at[0]
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+
+        def _save_checkpoint(self, model: Any, trial: Any) -> None:
+            # Into the checkpoint's directory before the callbacks' on_save (HpclaunchCallback
+            # seals it there): transformers 5.x names it checkpoint-<global step>.
+            super()._save_checkpoint(model, trial)
+            cursor, step = self._cursor_at
+            done = int(self.state.global_step)
+            if self.is_world_process_zero():
+                folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{done}"
+                batch = self.elastic_sampler.plan.global_batch
+                record = {"cursor": cursor + (done - step) * batch, "step": done}
+                (folder / CURSOR_FILE).write_text(json.dumps(record))
+
+    return ElasticTrainer
+
+
 def __getattr__(name: str) -> Any:
-    if name == "HpclaunchCallback":
-        cls = _make_callback()
+    makers = {"HpclaunchCallback": _make_callback, "ElasticTrainer": _make_trainer}
+    if name in makers:
+        cls = makers[name]()
         globals()[name] = cls
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
