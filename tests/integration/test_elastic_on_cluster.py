@@ -2,8 +2,9 @@
 
 Two torchrun jobs of examples/elastic_train.py (float64, gloo, one rank per node, global
 batch 16, at most 4 per rank, ``batch: fixed``) run side by side: the twin on 4 nodes
-throughout; the elastic one is resized to 2 nodes once it trained 30 steps (2 ranks x 4
-samples x 2 micro-steps), then back to 4 once it trained 30 more. Each resize is the
+throughout (without GPUs: the trainer computes on the CPU either way); the elastic one (a
+GPU per node) is resized to 2 nodes once it trained 30 steps (2 ranks x 4 samples x 2
+micro-steps), then back to 4 once it trained 30 more. Each resize is the
 sidecar's checkpoint → ``scontrol requeuehold`` → ``update NumNodes`` → ``release``.
 
 Checked: every step trained the same samples in both jobs (digest of the sorted ids all
@@ -31,9 +32,9 @@ import yaml
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
-# Side by side (8 of the 16 GPUs). Its fixture was once set up again and again there (six
-# setups in one pass): the side-by-side pass did not keep a module in one worker (fixed in
-# conftest.py, checked by tests/unit/test_xdist_groups.py).
+# Side by side (4 of the 16 GPUs: see the fixture). Its fixture was once set up again and
+# again there (six setups in one pass): the side-by-side pass did not keep a module in one
+# worker (fixed in conftest.py, checked by tests/unit/test_xdist_groups.py).
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 200
@@ -106,7 +107,15 @@ def jobs(
     cli = Cli(tmp / "state")
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     shared.mkdir(parents=True)
-    ids = {key: _submit(cli, _spec(tmp, key, shared)) for key in ("twin", "elastic")}
+    # Side by side with other modules: neither job may be preempted by Slurm (a low-tier
+    # job was, by another module's medium job: clean-clone run 13). The elastic one runs
+    # medium in vision's quota (its 4 GPUs; only exclusive modules use vision), the twin
+    # medium without GPUs (research's quota is the other modules').
+    no_gpus = {"nodes": 4, "gpus_per_node": 0, "time": "00:10:00", "mem": "300M"}
+    ids = {
+        "twin": _submit(cli, _spec(tmp, "twin", shared, tier="medium", resources=no_gpus)),
+        "elastic": _submit(cli, _spec(tmp, "elastic", shared, tier="medium", project="vision")),
+    }
     jobs = Jobs(cli, shared, ids, {})
     elastic_dir = jobs.job_dir("elastic")
     wait_progress(elastic_dir, 30, timeout=120)
