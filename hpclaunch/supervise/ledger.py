@@ -8,7 +8,8 @@ fields of its own:
 event                       fields
 ==========================  ========================================================
 ``attempt_start``           ``nodes``, ``master_addr``, ``master_port``, ``argv``,
-                            ``progress_step`` (the trainer's step when it started)
+                            ``progress_step`` (the trainer's step when it started),
+                            ``resize_seconds`` (after a resize: seconds since its request)
 ``stale_control_files``     ``files``: name → content (left by the previous attempt; one
                             event, before ``attempt_start``)
 ``early_signal``            ``signal``: the batch script caught it before the sidecar ran

@@ -263,6 +263,7 @@ class Sidecar:
             launcher=cfg.launcher,
             argv=argv,
             progress_step=self.start_step,
+            resize_seconds=_resize_seconds(history),
         )
         for retry in range(len(LAUNCH_RETRY_WAITS) + 1):
             self.output = OutputGate()
@@ -854,6 +855,18 @@ class Sidecar:
             preemptible=self.config.preemptible,
             **extra,
         )
+
+
+def _resize_seconds(history: list[dict[str, Any]]) -> float | None:
+    """Seconds from the resize request that ended the last attempt to now (this attempt's
+    start): what the resize cost, checkpoint and Slurm's restart included. ``None``: the
+    last attempt did not end resized."""
+    ends = [e for e in history if e.get("event") == "attempt_end"]
+    if not ends or ends[-1].get("reason") != "resized":
+        return None
+    asked = [e for e in history if e.get("event") == "resize_requested" and not e.get("refused")]
+    when = asked[-1].get("time") if asked else None
+    return round(time.time() - when, 1) if isinstance(when, (int, float)) else None
 
 
 def _nodes_now(env: Mapping[str, str]) -> int:

@@ -174,6 +174,10 @@ def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
     assert [(e["resized"], e["released"]) for e in issued] == [(True, True)] * 2, issued
     starts = [e for e in ledger if e["event"] == "attempt_start"]
     assert [len(e["nodes"]) for e in starts] == [4, 2, 4], starts
+    # What each resize cost, from its request to the next attempt's start (seconds).
+    costs = [e.get("resize_seconds") for e in starts]
+    assert costs[0] is None, starts
+    assert all(isinstance(c, float) and 0 < c < 120 for c in costs[1:]), starts
     # The throughput at each size (runtime.report_progress(samples=...)), where the
     # attempt reported twice at least (every 2 s); the last one always did.
     sizes = [e.get("world_size") for e in ends if "samples_per_s" in e]

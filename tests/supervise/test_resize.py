@@ -4,7 +4,10 @@ shell against a recording ``scontrol``, and the request file."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+
+import pytest
 
 from hpclaunch.supervise.resize import (
     elastic_sizes,
@@ -68,3 +71,18 @@ def test_the_request_is_taken_once_and_the_sizes_come_from_the_job(tmp_path: Pat
     assert read_request(tmp_path) == {"invalid": "{half"}
     assert elastic_sizes({"HPCLAUNCH_ELASTIC": '{"nodes": [1, 2, 4]}'}) == (1, 2, 4)
     assert elastic_sizes({}) == ()
+
+
+def test_the_attempt_after_a_resize_says_what_the_resize_cost() -> None:
+    from hpclaunch.supervise.sidecar import _resize_seconds
+
+    now = time.time()
+    resized = [
+        {"event": "resize_requested", "time": now - 30, "refused": "too soon"},
+        {"event": "resize_requested", "time": now - 12.5, "refused": None},
+        {"event": "attempt_end", "time": now - 11, "reason": "resized"},
+    ]
+    assert _resize_seconds(resized) == pytest.approx(12.5, abs=0.2)  # the request taken
+    preempted = [*resized, {"event": "attempt_end", "time": now - 1, "reason": "preempted"}]
+    assert _resize_seconds(preempted) is None  # the last attempt was not resized
+    assert _resize_seconds([]) is None
