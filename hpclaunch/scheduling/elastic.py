@@ -12,7 +12,11 @@ from __future__ import annotations
 __all__ = ["growth_saving"]
 
 
-def growth_saving(*, left: float, gpus: int, target: int, full_gpus: int, restart: float) -> float:
+def growth_saving(
+    *, left: float, gpus: float, target: float, full_gpus: float, restart: float
+) -> float:
     """Seconds a running job saves by restarting at ``target`` GPUs instead of going on at
-    ``gpus`` (negative: it would lose)."""
+    ``gpus`` (negative: it would lose). Speeds are linear in the three sizes, so measured
+    speeds (samples/s) may stand for them: ``left`` is then in seconds at ``full_gpus``'s
+    speed."""
     return left * full_gpus / gpus - (left * full_gpus / target + restart)

@@ -769,3 +769,41 @@ def test_a_growth_is_no_preemption_a_shrink_is(tmp_path: Path) -> None:
     )
     shrunk = read_progress(tmp_path, attempt_start=200.0)
     assert (shrunk.preemptions, shrunk.growths) == (1, 1)
+
+
+def test_a_growth_counts_the_speeds_the_job_measured_at_both_sizes(tmp_path: Path) -> None:
+    from hpclaunch.scheduling.arbiter.decide import decide_growth
+
+    _ledger(
+        tmp_path,
+        {
+            "event": "attempt_end",
+            "reason": "resized",
+            "from_nodes": 4,
+            "to_nodes": 2,
+            "world_size": 4,
+            "samples_per_s": 120.0,
+        },
+        {
+            "event": "attempt_end",
+            "reason": "resized",
+            "from_nodes": 2,
+            "to_nodes": 4,
+            "world_size": 2,
+            "samples_per_s": 100.0,
+        },
+    )
+    (tmp_path / "job.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH --time=00:20:00\n"
+        'export HPCLAUNCH_ELASTIC=\'{"nodes":[2,4],"ranks_per_node":1,"min_interval":60}\'\n'
+    )
+    prog = read_progress(tmp_path, None)
+    assert prog.speeds == {4: 120.0, 2: 100.0}
+    jobs = [_job("1", "low", 4, ["n1", "n2"], nodes=2)]  # ran 1000 s of its 1,200
+    nodes = [_node("n1", 4), _node("n2", 4), _node("n3", 0), _node("n4", 0)]
+    measured = {"1": replace(prog, ckpt_write=10.0)}
+    # 200 s left at 2 nodes: 4 nodes run only 1.2x faster here: 167 s + 40 s > 200 s.
+    assert decide_growth(_snap(jobs, nodes), measured, [], restart_cost=30.0) is None
+    # Linear speeds (nothing measured) would have grown it: 100 s + 40 s < 200 s.
+    linear = {"1": replace(prog, ckpt_write=10.0, speeds={})}
+    assert decide_growth(_snap(jobs, nodes), linear, [], restart_cost=30.0) is not None

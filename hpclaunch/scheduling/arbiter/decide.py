@@ -320,8 +320,9 @@ def decide_growth(
     start and gains most nodes from the largest of its sizes that fits in the idle GPUs
     and its own (its restart frees them), where that saves more time than the resize
     costs (:func:`~hpclaunch.scheduling.elastic.growth_saving`, the simulator's rule: the
-    time left to its limit at its size against at the larger one, plus its checkpoint
-    write and ``restart_cost``; a job without a known limit always gains)."""
+    time left to its limit at its size against at the larger one, at the speeds its ledger
+    measured at both sizes or else linear ones, plus its checkpoint write and
+    ``restart_cost``; a job without a known limit always gains)."""
     waiting = any(
         j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS for j in snapshot.jobs
     )
@@ -347,11 +348,16 @@ def decide_growth(
                 break
             if best_fit(list(avail), job.gpus_per_node, size) is not None:
                 if prog.time_limit is not None:
+                    # Speeds: the job's measured samples/s at both sizes where its ledger
+                    # has them, else linear in the node count.
+                    here, there = prog.speeds.get(now_nodes), prog.speeds.get(size)
+                    if not (here and there):
+                        here, there = float(now_nodes), float(size)
                     saving = growth_saving(
                         left=max(0.0, prog.time_limit - ran),  # work left, in seconds now
-                        gpus=now_nodes,
-                        target=size,
-                        full_gpus=now_nodes,
+                        gpus=here,
+                        target=there,
+                        full_gpus=here,
                         restart=prog.ckpt_write + restart_cost,
                     )
                     if saving <= 0:

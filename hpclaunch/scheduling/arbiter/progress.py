@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ class JobProgress:
         time_limit: Seconds each attempt may run, as submitted (its script's ``#SBATCH
             --time``; an admin's later ``scontrol update TimeLimit`` is not seen);
             ``None``: unknown. A growth must save more than it costs within it.
+        speeds: Samples per second the job trained at, by node count (the newest attempt
+            at each size that reported them: ``runtime.report_progress(samples=...)``).
     """
 
     supervised: bool = False
@@ -73,6 +76,7 @@ class JobProgress:
     elastic_nodes: tuple[int, ...] = ()
     elastic_interval: float = 600.0
     time_limit: float | None = None
+    speeds: Mapping[int, float] = field(default_factory=dict)
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -132,6 +136,13 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         done = _last_commit_in(events)
     committed_at = _float(done.get("committed_at")) if done else None
     write = _float(done.get("seconds")) if done else None
+    elastic = _elastic(directory)
+    ranks = elastic.pop("ranks_per_node", 1)
+    speeds = {
+        int(e["world_size"]) // ranks: float(e["samples_per_s"])
+        for e in ends
+        if isinstance(e.get("world_size"), int) and isinstance(e.get("samples_per_s"), (int, float))
+    }
     return JobProgress(
         supervised=supervised,
         committed_at=committed_at,
@@ -140,7 +151,8 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         preemptions=preemptions,
         growths=growths,
         directory=str(directory),
-        **_elastic(directory),
+        speeds=speeds,
+        **elastic,
     )
 
 
@@ -160,6 +172,7 @@ def _elastic(directory: Path) -> dict[str, Any]:
             "elastic_nodes": tuple(sorted(int(n) for n in block.get("nodes", ()))),
             "elastic_interval": float(block.get("min_interval", 600)),
             "time_limit": parse_time_limit(limit.group(1)) if limit else None,
+            "ranks_per_node": int(block.get("ranks_per_node") or 1),
         }
     except (OSError, TypeError, ValueError):
         return {}
