@@ -19,8 +19,8 @@ Printed per variant (medians over the runs), from sacct and the trainer's step l
     critical wait       the critical job's start - its submission
     low completion      the low job's last end - its submission
     low GPU-s held      sum over its attempts of GPUs x elapsed (sacct -D)
-    low GPU-s lost      held - useful, useful = 0.1 s x the GPUs of each trained step
-                        (the trainer sleeps 0.1 s per step: its "work")
+    low GPU-s lost      held - useful, useful = the trainer's sleep (its "work": 0.1 s per
+                        micro-step of a rank) x the GPUs, for each trained step
     restarts            attempts - 1
 
 Every job submitted here is cancelled at the end, also on errors or Ctrl-C.
@@ -164,7 +164,8 @@ def _one(
         raise SystemExit(f"{variant}: the low job ended {low_rows[-1]['State']}")
     held = sum(float(r["gpus"]) * float(r["ElapsedRaw"]) for r in low_rows)
     worlds = [int(line.split()[1]) for line in (out / "samples.log").read_text().splitlines()]
-    useful = sum(SLEEP * w * GPUS_PER_NODE for w in worlds)
+    # A step at w of 4 nodes is 4 // w micro-steps of SLEEP on w x GPUS_PER_NODE GPUs.
+    useful = sum(SLEEP * (4 // w) * w * GPUS_PER_NODE for w in worlds)
     return {
         "critical wait s": _ts(critical_rows[-1]["Start"]) - _ts(critical_rows[0]["Submit"]),
         "low completion s": _ts(low_rows[-1]["End"]) - _ts(low_rows[0]["Submit"]),

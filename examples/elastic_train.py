@@ -32,7 +32,13 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps in all")
     parser.add_argument("--every", type=int, default=25, help="periodic checkpoint interval")
-    parser.add_argument("--sleep", type=float, default=0.05, help="seconds of 'work' per step")
+    parser.add_argument(
+        "--sleep",
+        type=float,
+        default=0.05,
+        help="seconds of 'work' per micro-step of a rank (a step at half the ranks takes two "
+        "micro-steps: twice as long, the linear speed-up data parallelism roughly has)",
+    )
     parser.add_argument("--log-dir", type=Path, help="default: $HPCLAUNCH_JOB_DIR or .")
     return parser.parse_args()
 
@@ -101,7 +107,7 @@ def train(args: argparse.Namespace, world: int) -> None:
                 dist.all_reduce(param.grad)
         optimiser.step()
         _log_samples(log_dir, step, world, batch.micro_batches)
-        time.sleep(args.sleep)
+        time.sleep(args.sleep * len(batch.micro_batches))
         runtime.report_progress(step, samples=batch.cursor_after)
         if runtime.should_checkpoint(step, every=args.every):
             requested = runtime.checkpoint_requested()

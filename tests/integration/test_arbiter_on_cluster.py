@@ -288,8 +288,9 @@ def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_
     busy starts on the 2 that are idle (not waiting), grows to 4 once they come free, goes
     back to 2 for a critical job that needs 2 (it keeps training: not evicted), and grows
     back to 4 once that job ended; every step trained once."""
-    steps = 450  # 0.1 s each (at any size: the sleep is the "work"); 2 nodes until the
-    # busy job ends (~15 s), 4, 2 for the critical job and 10 s at least, then 4 again
+    steps = 450  # 0.1 s each at 4 nodes, 0.2 s at 2 (the trainer's sleep, per micro-step:
+    # a growth gains); 2 nodes until the busy job ends (~15 s), 4, 2 for the critical job
+    # and 10 s at least, then 4 again
     log = tmp_path / "arbiter.jsonl"
     with _arbiter(queue, log):
         queue.submit(
