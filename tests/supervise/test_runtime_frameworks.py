@@ -116,6 +116,16 @@ def test_lightning_commits_atomically_and_stops_on_request(requested: Path) -> N
     assert Path(path).stat().st_size > 0
 
 
+def _one_rank_plan(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Outside any job (no control or checkpoint dir, one rank): a global batch of 8, 4 per
+    micro-step, 2 micro-steps per optimizer step."""
+    from hpclaunch.runtime import batch_plan
+
+    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    return batch_plan(global_batch=8, max_batch_per_gpu=4, world_size=1)
+
+
 def test_lightning_elastic_run_resumed_takes_the_same_samples_at_every_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,16 +136,14 @@ def test_lightning_elastic_run_resumed_takes_the_same_samples_at_every_step(
     pl: Any = _framework("lightning.pytorch", "pytorch_lightning")
     import torch
 
-    from hpclaunch.runtime import ElasticSampler, batch_plan, step_digest
+    from hpclaunch.runtime import ElasticSampler, step_digest
     from hpclaunch.runtime.adapters.lightning import (
         ElasticCursor,
         HpclaunchCheckpoint,
         resume_ckpt_path,
     )
 
-    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(name, raising=False)
-    plan = batch_plan(global_batch=8, max_batch_per_gpu=4, world_size=1)
+    plan = _one_rank_plan(monkeypatch)
     assert plan.accumulation == 2
 
     class Seen(pl.LightningModule):  # type: ignore[misc, name-defined, unused-ignore]
@@ -205,7 +213,7 @@ def test_hf_elastic_run_resumed_takes_the_same_samples_at_every_step(
         TrainingArguments,
     )
 
-    from hpclaunch.runtime import ElasticSampler, batch_plan
+    from hpclaunch.runtime import ElasticSampler
     from hpclaunch.runtime.adapters.hf import (
         CURSOR_FILE,
         ElasticTrainer,
@@ -213,9 +221,7 @@ def test_hf_elastic_run_resumed_takes_the_same_samples_at_every_step(
         resume_checkpoint,
     )
 
-    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(name, raising=False)
-    plan = batch_plan(global_batch=8, max_batch_per_gpu=4, world_size=1)
+    plan = _one_rank_plan(monkeypatch)
 
     class Seen(torch.nn.Module):
         def __init__(self, seen: list[list[int]]) -> None:
