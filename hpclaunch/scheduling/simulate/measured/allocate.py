@@ -1,13 +1,16 @@
 """What the measured simulator's policies share: a job's speed at a size (cached per
-epoch), and placing the chosen jobs' GPUs on nodes."""
+epoch), EASY backfill's reservation and test, and placing the chosen jobs' GPUs on nodes."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable
 
 from hpclaunch.scheduling.simulate.measured.apps import GPUS_PER_NODE
 from hpclaunch.scheduling.simulate.measured.engine import RoundsConfig
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob, compact
 
-__all__ = ["Speeds", "place"]
+__all__ = ["Speeds", "backfills", "place", "shadow"]
 
 
 class Speeds:
@@ -23,6 +26,30 @@ class Speeds:
         if key not in self._rates:
             self._rates[key] = job.rate_on(compact(gpus, GPUS_PER_NODE), epoch)
         return self._rates[key]
+
+
+def shadow(need: int, ends: Iterable[tuple[float, int]], free: int) -> tuple[float, int]:
+    """EASY: when a job needing ``need`` GPUs can start as the running jobs end (``ends``:
+    each one's end and GPUs; ``free`` GPUs now), and the GPUs spare then beyond its need."""
+    for end, gpus in sorted(ends):
+        free += gpus
+        if free >= need:
+            return end, free - need
+    return math.inf, 0
+
+
+def backfills(
+    job: WorkJob, left: int, reserved: float, spare: int, now: float, restart: float
+) -> int | None:
+    """EASY's test for a later job at its asked-for size: it fits in the ``left`` GPUs and
+    ends (by the model) before the ``reserved`` start of the first blocked job, or takes only
+    GPUs ``spare`` then. The spare GPUs left if it starts, ``None`` if it may not."""
+    if job.gpus > left:
+        return None
+    late = now + job.remaining_seconds(restart=restart) > reserved
+    if late and job.gpus > spare:
+        return None
+    return spare - job.gpus if late else spare
 
 
 def place(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from hpclaunch.scheduling.simulate.measured.allocate import Speeds, place
+from hpclaunch.scheduling.simulate.measured.allocate import Speeds, backfills, place, shadow
 from hpclaunch.scheduling.simulate.measured.engine import RoundsConfig
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
 
@@ -43,13 +43,13 @@ class FifoElastic:
         sizes = {j.name: len(j.nodes) for j in jobs if j.nodes}
         left = config.nodes * config.gpus_per_node - sum(sizes.values())
         by_name = {j.name: j for j in jobs}
-        shadow, spare = math.inf, 0  # EASY: when the first blocked job starts, GPUs spare then
+        reserved, spare = math.inf, 0  # EASY: when the first blocked job starts, GPUs spare
         waiting = False
         for job in jobs:
             if job.nodes:
                 continue
             smallest = job.elastic.min_gpus if job.elastic else job.gpus
-            if math.isinf(shadow):
+            if math.isinf(reserved):
                 if smallest > left:
                     left += self._shrink(sizes, by_name, smallest - left)
                 if smallest <= left:
@@ -57,15 +57,17 @@ class FifoElastic:
                     left -= sizes[job.name]
                     continue
                 waiting = True
-                running = [by_name[n] for n in sizes]
-                shadow, spare = _shadow(job, running, sizes, left, now, config.restart)
+                # It starts at its smallest size once the others end, at the sizes they
+                # hold next round.
+                ends = (
+                    (now + by_name[n].remaining_seconds(g, restart=config.restart), g)
+                    for n, g in sizes.items()
+                )
+                reserved, spare = shadow(smallest, ends, left)
                 continue
-            if job.gpus > left:  # backfill at the asked-for size only
-                continue
-            late = now + job.remaining_seconds(restart=config.restart) > shadow
-            if not late or job.gpus <= spare:
-                if late:
-                    spare -= job.gpus
+            after = backfills(job, left, reserved, spare, now, config.restart)  # asked-for size
+            if after is not None:
+                spare = after
                 sizes[job.name] = job.gpus
                 left -= job.gpus
         if not waiting:
@@ -75,23 +77,26 @@ class FifoElastic:
 
     def _shrink(self, sizes: dict[str, int], by_name: dict[str, WorkJob], need: int) -> int:
         """GPUs freed for a waiting job that needs ``need`` more: all of them or none."""
-        room = sum(
-            size - job.elastic.min_gpus
-            for name, size in sizes.items()
-            if (job := by_name[name]).elastic and job.nodes and size > job.elastic.min_gpus
-        )
-        if room < need:
+
+        def shrinkable() -> list[tuple[str, WorkJob, int, int]]:
+            """Running elastic jobs above their smallest size: name, job, size next round,
+            smallest size."""
+            out = []
+            for name, size in sizes.items():
+                job = by_name[name]
+                if job.elastic and job.nodes and size > job.elastic.min_gpus:
+                    out.append((name, job, size, job.elastic.min_gpus))
+            return out
+
+        if sum(size - smallest for _, _, size, smallest in shrinkable()) < need:
             return 0
-        freed = 0
-        while freed < need:
+        for _ in range(need):
             _, name = max(
                 (self.rate(job, size - 1) / self.rate(job, size), name)
-                for name, size in sizes.items()
-                if (job := by_name[name]).elastic and job.nodes and size > job.elastic.min_gpus
+                for name, job, size, _ in shrinkable()
             )
             sizes[name] -= 1
-            freed += 1
-        return freed
+        return need
 
     def _grow(
         self,
@@ -126,24 +131,3 @@ class FifoElastic:
             left -= bigger - sizes[name]
             sizes[name] = bigger
             grown.add(name)
-
-
-def _shadow(
-    job: WorkJob,
-    running: list[WorkJob],
-    sizes: dict[str, int],
-    free: int,
-    now: float,
-    restart: float,
-) -> tuple[float, int]:
-    """EASY: when ``job`` can start at its smallest size as the running jobs end (at the
-    sizes they hold next round), and the GPUs spare then."""
-    need = job.elastic.min_gpus if job.elastic else job.gpus
-    ends = sorted(
-        (now + j.remaining_seconds(sizes[j.name], restart=restart), sizes[j.name]) for j in running
-    )
-    for end, gpus in ends:
-        free += gpus
-        if free >= need:
-            return end, free - need
-    return math.inf, 0

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from hpclaunch.scheduling.simulate.measured.allocate import Speeds, place
+from hpclaunch.scheduling.simulate.measured.allocate import Speeds, backfills, place, shadow
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
 from hpclaunch.scheduling.simulate.measured.fifo_elastic import FifoElastic
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
@@ -83,43 +83,29 @@ def _fifo(backfill: bool) -> Policy:
         running = [j for j in jobs if j.nodes]
         left = config.nodes * config.gpus_per_node - sum(j.gpus for j in running)
         chosen = list(running)
-        shadow = math.inf  # when the first blocked job can start
+        reserved = math.inf  # when the first blocked job can start
         spare = 0  # GPUs free then beyond its need
         for job in jobs:
             if job.nodes:
                 continue
-            if math.isinf(shadow) and job.gpus <= left:
+            if math.isinf(reserved) and job.gpus <= left:
                 chosen.append(job)
                 left -= job.gpus
                 continue
             if not backfill:
                 break
-            if math.isinf(shadow):
-                shadow, spare = _shadow(job, chosen, left, now, config.restart)
+            if math.isinf(reserved):
+                ends = ((now + j.remaining_seconds(restart=config.restart), j.gpus) for j in chosen)
+                reserved, spare = shadow(job.gpus, ends, left)
                 continue
-            if job.gpus > left:
-                continue
-            late = now + job.remaining_seconds(restart=config.restart) > shadow
-            if not late or job.gpus <= spare:
-                if late:
-                    spare -= job.gpus
+            after = backfills(job, left, reserved, spare, now, config.restart)
+            if after is not None:
+                spare = after
                 chosen.append(job)
                 left -= job.gpus
         return place(chosen, config)
 
     return decide
-
-
-def _shadow(
-    job: WorkJob, running: list[WorkJob], free: int, now: float, restart: float
-) -> tuple[float, int]:
-    """EASY: when ``job`` can start as the running jobs end, and the GPUs spare then."""
-    ends = sorted((now + j.remaining_seconds(restart=restart), j.gpus) for j in running)
-    for end, gpus in ends:
-        free += gpus
-        if free >= job.gpus:
-            return end, free - job.gpus
-    return math.inf, 0
 
 
 class _ElasticLAS:
