@@ -39,7 +39,6 @@ from hpclaunch.backends.base import Backend
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import BackendError, TransportError
 from hpclaunch.scheduling.arbiter.decide import (
-    WAITS_FOR_GPUS,
     Growth,
     InFlight,
     Preemption,
@@ -50,6 +49,7 @@ from hpclaunch.scheduling.arbiter.decide import (
     decide_growth,
     decide_small_start,
     roles_of,
+    waits_for_gpus,
     waits_to_preempt,
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
@@ -181,8 +181,7 @@ class Arbiter:
             j
             for j in snapshot.jobs
             if j.qos in self.roles.preemptible
-            and j.gpus_per_node
-            and (j.running or (j.pending and j.reason in WAITS_FOR_GPUS))
+            and ((j.running and j.gpus_per_node) or waits_for_gpus(j))
         ]
         running = any(j.running for j in jobs)
         restarts = self._restarts() if running and self._someone_waits(snapshot) else {}

@@ -56,6 +56,7 @@ __all__ = [
     "decide_growth",
     "decide_small_start",
     "roles_of",
+    "waits_for_gpus",
     "waits_to_preempt",
 ]
 
@@ -323,10 +324,7 @@ def decide_growth(
     time left to its limit at its size against at the larger one, at the speeds its ledger
     measured at both sizes or else linear ones, plus its checkpoint write and
     ``restart_cost``; a job without a known limit always gains)."""
-    waiting = any(
-        j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS for j in snapshot.jobs
-    )
-    if waiting or in_flight:
+    if in_flight or any(waits_for_gpus(j) for j in snapshot.jobs):
         return None
     free = {n.name: n.free for n in snapshot.nodes if n.usable}
     best: Growth | None = None
@@ -401,9 +399,7 @@ def decide_small_start(
     if in_flight or any(waits_to_preempt(j, roles) for j in snapshot.jobs):
         return None
     free = {n.name: n.free for n in snapshot.nodes if n.usable}
-    waiting = [
-        j for j in snapshot.jobs if j.pending and j.gpus_per_node > 0 and j.reason in WAITS_FOR_GPUS
-    ]
+    waiting = [j for j in snapshot.jobs if waits_for_gpus(j)]
     for job in sorted(waiting, key=lambda j: -j.priority):
         prog = progress.get(job.job_id)
         smaller = sorted(n for n in (prog.elastic_nodes if prog else ()) if n < job.nodes)
@@ -416,14 +412,15 @@ def decide_small_start(
     return None
 
 
+def waits_for_gpus(job: ClusterJob) -> bool:
+    """A pending job that Slurm holds for GPUs (``Resources``/``Priority``): one that GPUs
+    coming free would start."""
+    return job.pending and job.gpus_per_node > 0 and job.reason in WAITS_FOR_GPUS
+
+
 def waits_to_preempt(job: ClusterJob, roles: Roles) -> bool:
     """A pending job of a preempting QOS that Slurm holds for GPUs (a decision is due)."""
-    return (
-        job.pending
-        and job.qos in roles.preempting
-        and job.gpus_per_node > 0
-        and job.reason in WAITS_FOR_GPUS
-    )
+    return job.qos in roles.preempting and waits_for_gpus(job)
 
 
 @dataclass(frozen=True)
