@@ -1,6 +1,7 @@
-"""When an elastic job should run smaller, and when it should grow: the decisions the
-simulator's ``ours-elastic`` policy makes (:mod:`hpclaunch.scheduling.simulate.engine`),
-pure, so that the live arbiter can make them with the cluster's state.
+"""When an elastic job should grow: the decision the simulator's ``ours-elastic`` policy
+makes (:mod:`hpclaunch.scheduling.simulate.engine`), pure, so that the live arbiter makes it
+with the cluster's state (:func:`hpclaunch.scheduling.arbiter.decide.decide_growth`). An
+elastic job runs smaller whenever its full size does not fit: no prediction is weighed.
 
 Sizes are GPU totals; ``rate`` is the speed at a size relative to the full size (linear
 speed-up: ``gpus / full_gpus``). A resize is a restart: a checkpoint (notice + write), the
