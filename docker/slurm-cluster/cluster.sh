@@ -7,6 +7,7 @@
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #   cluster.sh stop|start slurmdbd|slurmctld     (fault tests; stop slurmctld is a SIGKILL)
+#   cluster.sh [--mode M] [--slurm VERSION] prepare   (what `up` needs from the network, no daemon)
 #
 #   docker  controller, database and node containers on the host network (the design's test cluster)
 #   native  the same daemons as processes on this host, for machines without a Docker engine
@@ -48,8 +49,10 @@ while [[ ${1:-} == --* ]]; do
 done
 [[ $MODE == docker || $MODE == native ]] || die "unknown mode '$MODE' (use docker or native)"
 [[ $(id -u) == 0 ]] || die "run as root: the cluster installs packages and starts daemons"
-# Only `up` chooses a version; the other commands act on the cluster that is there.
-if [[ ${1:-} != up && -n $(recorded_slurm_version) ]]; then asked_version=$(recorded_slurm_version); fi
+# Only `up` and `prepare` choose a version; the other commands act on the cluster that is there.
+if [[ ${1:-} != up && ${1:-} != prepare && -n $(recorded_slurm_version) ]]; then
+  asked_version=$(recorded_slurm_version)
+fi
 choose_slurm_version "$asked_version"
 
 cmd_up() {
@@ -64,22 +67,30 @@ cmd_up() {
     die "a Slurm $running cluster is running: '$0 --mode $MODE down' before starting $SLURM_VERSION"
   fi
   local t0=$SECONDS
-  make_dirs
-  # Slurm's build dependencies, then Slurm compiles in the background (if not built yet)
-  # while the other packages (dpkg takes one installer at a time), the job images and the
-  # node image's packages are made: on a fresh machine those would otherwise wait ~4 min.
-  if from_source; then timed "Slurm's build dependencies" "$HERE/build-slurm.sh" "$SLURM_VERSION" --deps; fi
-  start_slurm_build
-  timed "packages" install_packages
-  timed "job images" build_job_images
-  [[ $MODE == docker ]] && timed "docker engine and the node image's packages" docker_prepare
-  timed "Slurm $SLURM_VERSION build" wait_slurm_build
+  cmd_prepare
   host_setup
   install_pyxis_stub
   mount_small_fs
   timed "daemons ($MODE)" "${MODE}_up"
   timed "accounts and nodes" setup_accounting_and_nodes
   log "$MODE cluster (Slurm $SLURM_VERSION) up in $((SECONDS - t0)) s: $(sinfo -h -o '%D nodes %G' | head -1)"
+}
+
+# What `up` needs that takes the network or a while, before any daemon: Slurm's build
+# dependencies, then Slurm compiles in the background (if not built yet) while the other
+# packages (dpkg takes one installer at a time), the job images and the node image's
+# packages are made: on a fresh machine those would otherwise wait ~4 min. In docker mode,
+# then the node image. side-host.sh's second cluster, which has no network, needs this
+# done outside it first (its engine copies the image from this host's engine).
+cmd_prepare() {
+  make_dirs
+  if from_source; then timed "Slurm's build dependencies" "$HERE/build-slurm.sh" "$SLURM_VERSION" --deps; fi
+  start_slurm_build
+  timed "packages" install_packages
+  timed "job images" build_job_images
+  [[ $MODE == docker ]] && timed "docker engine and the node image's packages" docker_prepare
+  timed "Slurm $SLURM_VERSION build" wait_slurm_build
+  [[ $MODE != docker ]] || build_image
 }
 
 setup_accounting_and_nodes() {
@@ -223,6 +234,7 @@ cmd_start() {
 
 case ${1:-} in
   up) cmd_up ;;
+  prepare) cmd_prepare ;;
   down) cmd_down ;;
   status) cmd_status ;;
   smoke) cmd_smoke ;;
@@ -230,5 +242,5 @@ case ${1:-} in
   stop) shift; cmd_stop "$@" ;;
   start) shift; cmd_start "$@" ;;
   version) cmd_version ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -3,7 +3,9 @@
 # A Docker engine is used if one answers; otherwise one is started by hand (no service
 # manager here) with host networking only, and stopped again by `down`.
 
-DOCKER_ROOT=/var/lib/hpclaunch-docker   # the engine's data (image cache) survives `down`
+# The engine's data (image cache) survives `down`. A second cluster beside this one
+# (side-host.sh) has an engine of its own, with its own root.
+DOCKER_ROOT=${HPCLAUNCH_DOCKER_ROOT:-/var/lib/hpclaunch-docker}
 PROJECT=hpclaunch-cluster
 image() { echo "hpclaunch/slurm-cluster:$SLURM_VERSION"; }
 
@@ -22,7 +24,34 @@ docker_usable() {
 # and the image's first stage (its packages), which the full build then takes from the cache.
 docker_prepare() {
   engine_up
-  build_image runtime
+  image_current || [[ -n ${HPCLAUNCH_IMAGE_FROM:-} ]] || build_image runtime
+}
+
+# The hpclaunch.dockerfile label this version's image must have: the Dockerfile's and, for
+# a source build, the host build's stamp (build-slurm.sh).
+image_sum() {
+  local stamp=
+  from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
+  (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16
+}
+
+image_current() {
+  local have
+  have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$(image)" 2>/dev/null || true)
+  [[ $have == "$(image_sum)" ]]
+}
+
+# A side host (side-host.sh) has no network to build with: its engine loads the image from
+# the first engine, whose socket is $HPCLAUNCH_IMAGE_FROM (`cluster.sh prepare` made it
+# current there).
+copy_image() {
+  local t0=$SECONDS
+  log "copying $(image) from the engine at $HPCLAUNCH_IMAGE_FROM"
+  docker -H "unix://$HPCLAUNCH_IMAGE_FROM" save "$(image)" | docker load >/dev/null ||
+    die "copying $(image) from $HPCLAUNCH_IMAGE_FROM failed"
+  image_current ||
+    die "the $(image) copied is not current: run 'cluster.sh --slurm $SLURM_VERSION prepare' outside the side host first"
+  log "copied $(image) in $((SECONDS - t0)) s"
 }
 
 engine_up() {
@@ -66,12 +95,10 @@ base_image() {
 # slurm.tar (the host's /opt/slurm-<version>, empty for 22.05). With "runtime", only the
 # Dockerfile's first stage (packages; no Slurm build needed), for the layer cache.
 build_image() {
-  local target=${1:-} sum have stamp=
+  local target=${1:-}
   if [[ -z $target ]]; then
-    from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
-    sum=$( (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16)
-    have=$(docker image inspect -f '{{ index .Config.Labels "hpclaunch.dockerfile" }}' "$(image)" 2>/dev/null || true)
-    [[ $have == "$sum" ]] && return 0
+    image_current && return 0
+    [[ -z ${HPCLAUNCH_IMAGE_FROM:-} ]] || { copy_image; return 0; }
   fi
   local base context t0=$SECONDS
   base=$(base_image)
@@ -88,7 +115,7 @@ build_image() {
     args+=(--target "$target" -t "$(image)-$target")
   else
     log "building $(image) from $base"
-    args+=(--label "hpclaunch.dockerfile=$sum" -t "$(image)")
+    args+=(--label "hpclaunch.dockerfile=$(image_sum)" -t "$(image)")
   fi
   DOCKER_BUILDKIT=0 docker build "${args[@]}" "$context" >>"$STATE/log/docker-build.log" 2>&1 ||
     { rm -rf "$context"; die "docker build failed: see $STATE/log/docker-build.log"; }

@@ -50,7 +50,10 @@ build_job_images() {
     rm -rf "$rootfs" "${IMAGES:?}/$IMAGE_NAME" && mv "$tmp" "$rootfs"
     log "built $rootfs in $((SECONDS - t0)) s"
   fi
-  ln -sfn "$IMAGE_NAME.oci/rootfs" "$IMAGES/$IMAGE_NAME"
+  # Jobs of a cluster already up may be reading these (a second cluster's `up` beside it,
+  # side-host.sh): the link is made only when missing, config.json replaced in one rename.
+  [[ $(readlink "$IMAGES/$IMAGE_NAME" 2>/dev/null) == "$IMAGE_NAME.oci/rootfs" ]] ||
+    ln -sfn "$IMAGE_NAME.oci/rootfs" "$IMAGES/$IMAGE_NAME"
   # ch-run binds only onto directories the image has: the repository (where the tests and
   # the demo start, and the venv) at its own path. /root, /home and /tmp are there already.
   mkdir -p "$rootfs/$REPO"
@@ -76,8 +79,10 @@ config["process"]["terminal"] = False
 config["linux"]["namespaces"] = [
     ns for ns in config["linux"]["namespaces"] if ns["type"] in ("pid", "mount")
 ]
-with open(path, "w") as f:
+import os
+with open(path + ".new", "w") as f:
     json.dump(config, f, indent=2)
+os.replace(path + ".new", path)
 PY
   rm -rf "$tmp"
 }
