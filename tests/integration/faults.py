@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -198,7 +199,8 @@ def node_loss_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
 
 
 REPO = Path(__file__).resolve().parents[2]
-_STATE = Path("/var/lib/hpclaunch-cluster")
+# cluster.sh's state: its default, or a side host's (docker/slurm-cluster/side-host.sh).
+_STATE = Path(os.environ.get("HPCLAUNCH_CLUSTER_STATE", "/var/lib/hpclaunch-cluster"))
 
 
 def cluster_sh(*args: str) -> None:
