@@ -156,6 +156,8 @@ pytest_summary() {
 # module and backend per worker: they share its fixtures' jobs), then the exclusive ones
 # (preemption, quotas, the whole cluster) one at a time. With $HPCLAUNCH_TEST_JUNIT (a
 # directory) each pass also writes its per-test times there (bench/setup_times.py suite).
+# $AFTER_SIDE_BY_SIDE, when set, is a command run between the passes (scripts/test starts
+# its side host there); $INTEGRATION_PASSES names the passes to run (default both).
 TEST_WORKERS=${HPCLAUNCH_TEST_WORKERS:-3}
 run_integration() {
   local leg=$1 marks=$2 mode version log rc=0 part summaries=() backends
@@ -165,15 +167,15 @@ run_integration() {
   version=$(slurm_version)
   backends=$(test_backends)
   log=$(mktemp /tmp/hpclaunch-integration.XXXXXX)
-  for part in side-by-side alone; do
+  for part in ${INTEGRATION_PASSES:-side-by-side alone}; do
     local select="${marks:+($marks) and }not exclusive" xdist=(-n "$TEST_WORKERS" --dist loadgroup)
     if [[ $part == alone ]]; then select="${marks:+($marks) and }exclusive"; xdist=(); fi
     local junit=()
     if [[ -n ${HPCLAUNCH_TEST_JUNIT:-} ]]; then
       mkdir -p "$HPCLAUNCH_TEST_JUNIT"
-      junit=(--junitxml="$HPCLAUNCH_TEST_JUNIT/slurm-$version-$part.xml")
+      junit=(--junitxml="$HPCLAUNCH_TEST_JUNIT/slurm-$version${leg:+-${leg// /-}}-$part.xml")
     fi
-    say "integration tests against the local $mode cluster (Slurm $version)${leg:+, $leg subset}, $part ($select); backends: $backends"
+    say "integration tests against the local $mode cluster (Slurm $version)${leg:+ ($leg)}, $part ($select); backends: $backends"
     set +e
     HPCLAUNCH_TEST_BACKENDS=$backends pytest -q -p no:cacheprovider --durations=10 "${xdist[@]}" "${junit[@]}" -m "$select" \
       tests/integration "$@" 2>&1 | tee "$log"
@@ -184,6 +186,7 @@ run_integration() {
     local summary
     summary=$(pytest_summary "$log" || true)
     summaries+=("$part: ${summary:-no pytest summary (exit code $part_rc)}")
+    if [[ $part == side-by-side && -n ${AFTER_SIDE_BY_SIDE:-} ]]; then "$AFTER_SIDE_BY_SIDE"; fi
   done
   local joined
   joined=$(printf '%s; ' "${summaries[@]}")
