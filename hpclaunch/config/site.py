@@ -28,6 +28,7 @@ __all__ = [
     "SiteDefaults",
     "TierPolicy",
     "load_site",
+    "resolve_site_path",
     "site_search_dirs",
 ]
 
@@ -472,12 +473,19 @@ def load_site(name_or_path: str | Path) -> SiteConfig:
     """
     from hpclaunch._validation import load_model, read_yaml_mapping
 
-    path = _resolve(str(name_or_path))
+    path = resolve_site_path(name_or_path)
     data = read_yaml_mapping(path, ConfigError, "site config")
     return load_model(SiteConfig, data, source=f"site config {path}", error_cls=ConfigError)
 
 
-def _resolve(name: str) -> Path:
+def resolve_site_path(name_or_path: str | Path) -> Path:
+    """The YAML file of a site name (``local`` → the first ``local.yaml`` of
+    :func:`site_search_dirs`) or a path (anything with a ``/`` or a YAML suffix).
+
+    Raises:
+        ConfigError: An unknown site name (the message lists the known ones).
+    """
+    name = str(name_or_path)
     if "/" in name or name.endswith((".yaml", ".yml")):
         return Path(name).expanduser()
     dirs = site_search_dirs()

@@ -89,9 +89,9 @@ class Context:
 
     def _load_site(self, name: str) -> SiteConfig:
         if name not in self._sites:
-            from hpclaunch.config.site import load_site
+            from hpclaunch.store.site_cache import load_site_cached
 
-            self._sites[name] = load_site(name)
+            self._sites[name] = load_site_cached(name, self.env)
         return self._sites[name]
 
     @property

@@ -9,8 +9,8 @@ from pathlib import Path
 __all__ = ["write_private"]
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temporary file renamed over it: a reader
+def write_private(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` atomically (a temporary file renamed over it: a reader
     sees the old file or the new one, never half of one), mode 0600, its directory created
     0700 if missing.
 
@@ -21,8 +21,8 @@ def write_private(path: Path, text: str) -> None:
     # mkstemp: a name no other process or thread writes to, created 0600.
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode() if isinstance(text, str) else text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
