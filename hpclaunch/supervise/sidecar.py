@@ -637,10 +637,17 @@ class Sidecar:
 
     def _classify_warning(self, left: float | None) -> tuple[str, float]:
         """(``time_limit`` or ``preempted``, seconds the trainer has to checkpoint), given
-        the seconds ``left`` until the time limit (``None``: unknown)."""
+        the seconds ``left`` until the time limit (``None``: unknown).
+
+        Before the time limit the trainer has all the time there is, less 8 s for the
+        requeue and the stop, not only the lead it asked for: Slurm warns up to lead + 30 s
+        early (at its 30-s check, job_mgr.c), and a trainer still starting then (seen on a
+        loaded machine: no step 23 s after the start) would otherwise be stopped with no
+        checkpoint and not requeued. A trainer that answers at once is requeued at once.
+        """
         cfg = self.config
         if left is not None and left <= cfg.lead + TIME_LIMIT_SLACK:
-            return "time_limit", max(1.0, min(left, cfg.lead) - 8.0)
+            return "time_limit", max(1.0, left - 8.0)
         return "preempted", cfg.grace
 
     def _time_left(self) -> float | None:

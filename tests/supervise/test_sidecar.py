@@ -174,6 +174,22 @@ def test_warning_near_the_end_is_the_time_limit(tmp_path: Path, signal_at_step: 
     )
 
 
+def test_a_time_limit_warning_leaves_the_trainer_all_the_time_there_is(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """Slurm warned early (46 s left, lead 20): the trainer may take until 10 s before the
+    limit to commit, not only the lead (a slow start on a loaded machine); it answers at
+    once here, and is requeued at once."""
+    signal_at_step(signal.SIGUSR1, 2)
+    started = time.monotonic()
+    code = Sidecar(config(tmp_path, "--steps", "1000", lead=20), slurm_answers("0:46")).run()
+    assert code == EXIT_REQUEUED
+    assert time.monotonic() - started < 15
+    request = json.loads((tmp_path / "control" / control.REQUEST).read_text())
+    assert request["reason"] == "time_limit"
+    assert 34 <= request["deadline"] - request["requested_at"] <= 37
+
+
 @pytest.mark.parametrize("end_in", [35.0, None])
 def test_a_warning_while_squeue_fails_reads_the_end_time_slurm_set(
     tmp_path: Path, signal_at_step: Any, end_in: float | None
