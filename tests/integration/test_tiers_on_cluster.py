@@ -243,7 +243,10 @@ def test_over_quota_work_starts_in_tier_order_critical_first(queue: Queue) -> No
 def test_critical_preempts_a_low_job_which_checkpoints_requeues_and_completes(
     queue: Queue,
 ) -> None:
-    steps = 50  # 0.2 s each: ~10 s of training per job
+    # 0.2 s each: ~20 s of training per job. With 10 s, on a loaded machine (a side host
+    # beside it, clean-clone run 17) the preemption came as the victim took its last step:
+    # its launch ended with no checkpoint, and Slurm requeued it all the same.
+    steps = 100
     trainer = {
         "command": [
             "python",
