@@ -59,6 +59,12 @@ _FOUR_RANKS: dict[str, Any] = {
 }
 
 
+#: What a second notice meant for the requeue shows when it reached the next attempt: on a
+#: loaded machine scancel delivered it 18 s late, 6 s into attempt 1 (clean-clone run 18),
+#: where the sidecar rightly took it for a preemption.
+LATE_NOTICE = "in the next attempt"
+
+
 @dataclass
 class Point:
     """One preemption: its planned kind, the attempt it is for, when it was injected (unix
@@ -103,7 +109,11 @@ class Victim:
     def preemptions(self) -> int:
         """Preemptions whose signal reached the job (a second notice during the requeue
         is not one: it must not cause another attempt)."""
-        return sum(1 for p in self.injected if p.kind != "requeue" and p.observed)
+        return sum(
+            1
+            for p in self.injected
+            if (p.kind != "requeue" and p.observed) or p.observed == LATE_NOTICE
+        )
 
     def recovery(self) -> list[float]:
         """Seconds from each preemption's injection to the next attempt's start."""
@@ -341,6 +351,7 @@ class PreemptRun:
                 )
             if steps != list(range(steps[0], steps[-1] + 1)):
                 victim.problems.append(f"attempt {n} skipped steps")
+        self._late_notices(victim)
         trained = [a for a in victim.attempts if a.steps]
         if not trained or trained[-1].steps[-1] != STEPS:
             victim.problems.append("no attempt reached the last step")
@@ -348,6 +359,22 @@ class PreemptRun:
             victim.problems.append(
                 f"{len(victim.attempts)} attempts for {victim.preemptions} preemptions"
             )
+
+    def _late_notices(self, victim: Victim) -> None:
+        """Mark a requeue notice that reached the next attempt (a signal there before any
+        point planned for that attempt was injected): a preemption of that attempt."""
+        ledger = self._ledger(victim)
+        for point in victim.injected:
+            if point.kind != "requeue":
+                continue
+            nxt = point.attempt + 1
+            planned = [p.at for p in victim.injected if p.attempt == nxt and p.at is not None]
+            before = min(planned, default=float("inf"))
+            if any(
+                e["event"] == "signal_received" and e["attempt"] == nxt and e["when"] < before
+                for e in ledger
+            ):
+                point.observed = LATE_NOTICE
 
     def close(self) -> None:
         """Cancel every job of the run; remove its files."""

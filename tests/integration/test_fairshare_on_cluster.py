@@ -118,7 +118,10 @@ def test_over_quota_work_is_charged_half_and_not_to_the_in_quota_standing(
         assert time.monotonic() < deadline, (ran, accounts, before, now)
         time.sleep(5)
     assert per_second_over / per_second_in == pytest.approx(0.5, rel=0.1), (accounts, ran)
-    assert accounts["research"] == 0, accounts  # research's in-quota standing: untouched
+    # research's in-quota standing: never charged. Its usage from earlier tests decays
+    # meanwhile (PriorityDecayHalfLife, 7 days by default): after the tiers tests a run
+    # saw it fall by 1 (clean-clone run 18), so it may shrink, never grow.
+    assert accounts["research"] <= 0, accounts
 
 
 @pytest.mark.backends
