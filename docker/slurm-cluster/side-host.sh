@@ -26,25 +26,30 @@
 #
 # The first cluster must run in docker mode: native mode's `down` ends its slurmd processes
 # by name, and it sees this machine's processes too.
+#
+#   side-host.sh --check   exit 0 when this machine lets it make its namespaces
 set -euo pipefail
 
+# --fork --pid --mount-proc: COMMAND's processes are this namespace's; its first one
+# ending ends them all (a Docker engine, containers or a munged left by a failed run).
+# --kill-child: so does this process being killed (SIGKILL: with --fork, unshare
+# ignores SIGTERM and SIGINT; scripts/test's exit trap).
+UNSHARE=(unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private)
+
+if [[ ${1:-} == --check ]]; then
+  exec "${UNSHARE[@]}" true 2>/dev/null
+fi
 if [[ ${1:-} != --inside ]]; then
   name=${1:?usage: side-host.sh NAME COMMAND [ARG...]}
   shift
   (($#)) || { echo "side-host.sh: no command" >&2; exit 2; }
   [[ $(id -u) == 0 ]] || { echo "side-host.sh: run as root (namespaces, mounts)" >&2; exit 1; }
-  # --fork --pid --mount-proc: COMMAND's processes are this namespace's; its first one
-  # ending ends them all (a Docker engine, containers or a munged left by a failed run).
-  # --kill-child: so does this process being killed (SIGKILL: with --fork, unshare
-  # ignores SIGTERM and SIGINT; scripts/test's exit trap).
-  exec unshare --net --mount --pid --fork --kill-child --mount-proc --propagation private -- \
-    "$0" --inside "$name" "$@"
+  exec "${UNSHARE[@]}" -- "$0" --inside "$name" "$@"
 fi
 
 name=$2
 shift 2
 SIDE=/var/lib/hpclaunch-side/$name
-mkdir -p "$SIDE"
 ip link set lo up
 # Slurm binds its ports with getaddrinfo(NULL, port, AF_INET, AI_PASSIVE | AI_ADDRCONFIG),
 # which finds nothing ("Unable to resolve \"(null)\"") where the only IPv4 addresses are

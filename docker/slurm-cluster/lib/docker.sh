@@ -130,8 +130,7 @@ docker_running() {
 
 docker_up() {
   touch "$STATE/.mode-docker"
-  engine_up
-  build_image
+  engine_up  # the node image: cmd_prepare made it current
   compose up -d >"$STATE/log/compose.log" 2>&1 || { cat "$STATE/log/compose.log" >&2; die "docker-compose up failed"; }
   # auth/slurm: the login node's commands get their credentials from sackd's socket
   # (slurmctld's and slurmd's are inside the containers).
