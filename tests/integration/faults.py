@@ -203,11 +203,15 @@ REPO = Path(__file__).resolve().parents[2]
 _STATE = Path(os.environ.get("HPCLAUNCH_CLUSTER_STATE", "/var/lib/hpclaunch-cluster"))
 
 
+def cluster_mode() -> str:
+    """The running cluster's mode, as cluster.sh recorded it."""
+    return "docker" if (_STATE / ".mode-docker").exists() else "native"
+
+
 def cluster_sh(*args: str) -> None:
     """docker/slurm-cluster/cluster.sh ARGS in the running cluster's mode."""
-    mode = "docker" if (_STATE / ".mode-docker").exists() else "native"
     script = REPO / "docker" / "slurm-cluster" / "cluster.sh"
-    subprocess.run([str(script), "--mode", mode, *args], check=True, capture_output=True)
+    subprocess.run([str(script), "--mode", cluster_mode(), *args], check=True, capture_output=True)
 
 
 @dataclass
@@ -319,7 +323,7 @@ def sweep_outage(cli: Cli, spec_dir: Path, points: int, *, wait: float = 6.0) ->
     wrapper.mkdir()
     calls = spec_dir / "sbatch-calls"
     script = REPO / "docker" / "slurm-cluster" / "cluster.sh"
-    mode = "docker" if (_STATE / ".mode-docker").exists() else "native"
+    mode = cluster_mode()
     (wrapper / "sbatch").write_text(
         f"#!/bin/sh\necho >> {calls}\n"
         f'if [ "$(wc -l < {calls})" -eq 2 ]; then sleep {wait}; '

@@ -19,7 +19,7 @@ import pytest
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 
 from .conftest import Cli
-from .faults import _STATE
+from .faults import cluster_mode
 
 pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.compat]
 def test_a_workdir_the_node_lacks_fails_at_once_with_the_reason(
     hpclaunch: Cli, write_spec: Callable[..., Path], tmp_path: Path
 ) -> None:
-    if not (_STATE / ".mode-docker").exists():
+    if cluster_mode() != "docker":
         pytest.skip("the native cluster's nodes share this host's /tmp: no login-only path")
     login_only = tmp_path / "project"
     login_only.mkdir()
