@@ -31,7 +31,8 @@ docker_prepare() {
 # a source build, the host build's stamp (build-slurm.sh).
 image_sum() {
   local stamp=
-  from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build")
+  # No stamp while Slurm still compiles (docker_prepare): then no image is current.
+  from_source && stamp=$(cat "$SLURM_PREFIX/.hpclaunch-build" 2>/dev/null)
   (cat "$HERE/Dockerfile"; echo "$SLURM_VERSION $stamp") | sha256sum | cut -c1-16
 }
 
