@@ -126,22 +126,34 @@ def sweeps(
     shutil.rmtree(shared, ignore_errors=True)
 
 
-def _sacct(job_ids: list[str], *extra: str) -> list[list[str]]:
-    out = subprocess.run(
-        [
-            "sacct",
-            "-n",
-            "-P",
-            "-X",
-            *extra,
-            f"--jobs={','.join(job_ids)}",
-            "--format=JobID,State,Start,End",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [line.split("|") for line in out.stdout.splitlines() if line]
+#: States a task's accounting record holds while slurmdbd has not heard of its end yet.
+_UNSETTLED = frozenset({"PENDING", "RUNNING", "COMPLETING", "REQUEUED_PENDING"})
+
+
+def _sacct(job_ids: list[str], *extra: str, timeout: float = 60) -> list[list[str]]:
+    """The jobs' accounting rows once every one is final. slurmdbd hears of a job's end
+    after slurmctld does: sweep status (squeue) had a requeued task COMPLETED while
+    sacct -D still showed its second run RUNNING (22.05 on a loaded CI machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(
+            [
+                "sacct",
+                "-n",
+                "-P",
+                "-X",
+                *extra,
+                f"--jobs={','.join(job_ids)}",
+                "--format=JobID,State,Start,End",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows = [line.split("|") for line in out.stdout.splitlines() if line]
+        if not any(row[1] in _UNSETTLED for row in rows) or time.monotonic() > deadline:
+            return rows
+        time.sleep(1)
 
 
 def _max_overlap(rows: list[list[str]]) -> int:
