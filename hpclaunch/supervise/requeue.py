@@ -23,7 +23,11 @@ sidecar requeues it itself.
 Policy (:func:`decide`): preemption is requeued without limit; time limits and node
 failures at most ``max_requeues`` times over the job's life; a failure of the user's code
 never; and a crash-loop breaker stops requeuing after :data:`NO_PROGRESS_LIMIT` attempts in
-a row that made no progress (the trainer's ``progress.json`` step did not move).
+a row that made no progress (the trainer's ``progress.json`` step did not move). A
+preemption is the scheduler's doing, not a crash: it never trips the breaker, and an attempt
+it ended neither counts towards nor breaks a streak. (It once did: a four-rank job preempted
+twice during torchrun's start-up on a slow CI machine ended PREEMPTED, never requeued; so
+would any job that reports no progress, preempted twice.)
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ _RESTARTS = re.compile(r"\bRestarts=(\d+)")
 _FAILED_NODE = re.compile(r"\bFailedNode=(\S+)")
 _PREEMPT_TIME = re.compile(r"\bPreemptTime=(\S+)")
 _REASON = re.compile(r"\bReason=(\S+)")
+#: How attempts end that say nothing of a crash loop: the breaker looks past them.
+_NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
 
@@ -262,11 +268,11 @@ def decide(
             "committed checkpoint), so a requeue would run the same steps again",
         )
     ends = [e for e in history if e.get("event") == "attempt_end"]
-    if no_progress:
+    if no_progress and reason != "preempted":
         streak = 1
         for end in reversed(ends):
-            if end.get("reason") in ("requeued", "resized", "resize_failed"):
-                continue  # requeued by a user or operator, or resized: no crash
+            if end.get("reason") in _NOT_CRASHES:
+                continue  # requeued by a user or operator, resized, preempted: no crash
             if not (end.get("requeued") and end.get("no_progress")):
                 break
             streak += 1

@@ -25,6 +25,12 @@
   the grace time, a second notice during the requeue): each attempt resumes after the
   newest complete checkpoint, one attempt per preemption, the twin's final weights.
 
+* **Preempted at every start**: a shell command under the sidecar (launcher srun; no
+  runtime API: it reports no progress) preempted as each of its first two attempts starts
+  is requeued each time and completes in the third: a preemption is no crash loop
+  (clean-clone CI run of stop 38: a victim preempted twice during torchrun's start-up
+  ended PREEMPTED, never requeued).
+
 * **slurmctld killed mid-sweep**: SIGKILL between a 200-point sweep's two arrays; the
   retry with ``--sweep-id`` submits only the missing array; every point runs once.
 
@@ -34,13 +40,17 @@ The fault drivers are in faults.py and preempt_anywhere.py, shared with bench/fa
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hpclaunch.runtime import verify_checkpoint
+from hpclaunch.supervise.ledger import read_ledger
 
 from .cluster import SlurmCluster
 from .conftest import Cli
@@ -56,7 +66,8 @@ from .faults import (
     sweep_outage,
 )
 from .preempt_anywhere import PreemptRun
-from .test_sidecar_on_cluster import STEPS, _by, _steps
+from .test_sidecar_on_cluster import STEPS, VENV, Jobs, _by, _nodes_of, _steps
+from .test_sidecar_on_cluster import _submit as submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
@@ -195,6 +206,65 @@ def test_preempted_anywhere_a_four_rank_run_resumes_exactly(
         # one attempt per preemption (the second notice made none)
         assert victim.problems == [], victim
         assert victim.preemptions >= 1, victim
+
+
+def test_preempted_as_each_attempt_starts_a_job_without_progress_is_still_requeued(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    cli = Cli(tmp_path / "state")
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+    ids: dict[str, str] = {}
+    jobs = Jobs(cli, shared, ids)
+    preemptors: list[str] = []
+    script = f"sleep 15; echo $SLURM_RESTART_COUNT $SLURM_PROCID >> {shared / 'done'}"
+    ids["plain"] = submit(
+        cli,
+        tmp_path,
+        "plain",
+        command=["bash", "-c", script],
+        launcher="srun",
+        venv=VENV,
+        tier="low",
+        resources={"nodes": 1, "gpus_per_node": 4, "time": "00:05:00", "mem": "100M"},
+    )
+    try:
+        for attempt in (0, 1):
+            _wait_attempt_start(jobs, "plain", attempt)
+            preemptors.append(_preempt_one_node(ids["plain"]))
+        assert jobs.wait_final("plain", 180) == "COMPLETED"
+    finally:
+        subprocess.run(["scancel", *preemptors, *ids.values()], check=False)
+    ledger = jobs.events("plain")["ledger"]
+    ends = [e for e in ledger if e["event"] == "attempt_end"]
+    assert [e["reason"] for e in ends] == ["preempted", "preempted", "success"], ends
+    assert all(e["requeued"] and e["no_progress"] for e in ends[:2]), ends
+    assert not [e for e in ledger if e["event"] in ("requeue_skipped", "requeue_forbidden")]
+    # The third attempt ran the command to its end, once per task (an earlier one may have
+    # ended its sleep inside the grace time).
+    last = [line for line in (shared / "done").read_text().splitlines() if line.startswith("2 ")]
+    assert last, (shared / "done").read_text()
+    assert len(last) == len(set(last)), last
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def _wait_attempt_start(jobs: Jobs, name: str, attempt: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(
+        e["event"] == "attempt_start" and e["attempt"] == attempt
+        for e in read_ledger(jobs.job_dir(name))
+    ):
+        assert time.monotonic() < deadline, f"{name}: attempt {attempt} never started"
+        time.sleep(0.2)
+
+
+def _preempt_one_node(job_id: str) -> str:
+    """A critical job that needs every GPU of the node ``job_id`` runs on; its id."""
+    node = _nodes_of(job_id)
+    argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", "-N1"]
+    argv += [f"--nodelist={node}", "--gres=gpu:4", "--time=1", "--mem=50M"]
+    argv += ["--output=/dev/null", "--job-name=it-fault-preemptor", "--wrap=sleep 3"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.parametrize("wait", [6.0, 0.0], ids=["state-saved", "state-lost"])

@@ -65,14 +65,27 @@ def test_user_error_is_never_requeued() -> None:
 
 
 def test_crash_loop_breaker_after_two_attempts_without_progress() -> None:
-    one = [_end("preempted", no_progress=True)]
-    tripped = decide("preempted", one, max_requeues=5, no_progress=True)
+    one = [_end("node_failure", no_progress=True)]
+    tripped = decide("time_limit", one, max_requeues=5, no_progress=True)
     assert not tripped.requeue
     assert "crash-loop breaker" in tripped.why
     # progress in between resets the count
-    broken = [_end("preempted", no_progress=True), _end("preempted")]
-    assert decide("preempted", broken, max_requeues=5, no_progress=True).requeue
-    assert decide("preempted", [], max_requeues=5, no_progress=True).requeue
+    broken = [_end("node_failure", no_progress=True), _end("time_limit")]
+    assert decide("time_limit", broken, max_requeues=5, no_progress=True).requeue
+    assert decide("node_failure", [], max_requeues=5, no_progress=True).requeue
+
+
+def test_preemptions_without_progress_are_requeued_without_limit() -> None:
+    """Preempted during start-up again and again (or a script that reports no steps): the
+    scheduler's doing, no crash loop; the job must not end PREEMPTED, never requeued."""
+    preempted = _end("preempted", no_progress=True)
+    for before in ([preempted], [preempted] * 4, [_end("time_limit", no_progress=True)]):
+        assert decide("preempted", before, max_requeues=5, no_progress=True).requeue
+    # ...and they neither count towards a crash loop nor break one.
+    loop = [_end("time_limit", no_progress=True), preempted, preempted]
+    tripped = decide("node_failure", loop, max_requeues=5, no_progress=True)
+    assert "crash-loop breaker: 2 attempts" in tripped.why
+    assert decide("node_failure", [preempted], max_requeues=5, no_progress=True).requeue
 
 
 def test_slurm_restarts_reads_scontrol_show_job() -> None:
@@ -92,11 +105,11 @@ def test_slurm_restarts_reads_scontrol_show_job() -> None:
 
 def test_operator_requeues_neither_trip_nor_reset_the_breaker() -> None:
     requeued = _end("requeued", no_progress=True)
-    history = [_end("preempted", no_progress=True), requeued, requeued]
-    decision = decide("preempted", history, max_requeues=5, no_progress=True)
+    history = [_end("time_limit", no_progress=True), requeued, requeued]
+    decision = decide("time_limit", history, max_requeues=5, no_progress=True)
     assert not decision.requeue
     assert "2 attempts" in decision.why
-    ok = decide("preempted", [requeued, requeued], max_requeues=5, no_progress=True)
+    ok = decide("time_limit", [requeued, requeued], max_requeues=5, no_progress=True)
     assert ok.requeue
 
 

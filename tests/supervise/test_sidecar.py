@@ -253,20 +253,30 @@ def test_scontrol_missing_gives_exit_75(tmp_path: Path, signal_at_step: Any) -> 
     assert "scontrol" in failed["why"]
 
 
-def test_crash_loop_breaker_stops_requeuing(tmp_path: Path, signal_at_step: Any) -> None:
-    # The previous attempt was requeued without progress, and ended at step 5.
+@pytest.mark.parametrize(("time_left", "requeued"), [("0:30", False), ("10:00", True)])
+def test_crash_loop_breaker_stops_requeuing_but_never_a_preemption(
+    tmp_path: Path, time_left: str, requeued: bool
+) -> None:
+    """The previous attempt was requeued without progress, and ended at step 5; this one's
+    trainer gets no further before the warning. Near the time limit (30 s left) the breaker
+    trips; far from it the warning is a preemption, which is requeued whatever the steps."""
     control.prepare(tmp_path / "control")
     control.write_json_atomic(tmp_path / "control" / control.PROGRESS, {"step": 5})
-    Ledger(tmp_path, 0).append("attempt_end", reason="preempted", requeued=True, no_progress=True)
-    runner = slurm_answers()
-    # This attempt's trainer never gets further than step 5 before the signal.
+    Ledger(tmp_path, 0).append("attempt_end", reason="time_limit", requeued=True, no_progress=True)
+    runner = slurm_answers(time_left)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-    code = Sidecar(config(tmp_path, "--steps", "1000", "--sleep", "100", attempt=1), runner).run()
-    assert code == EXIT_NOT_REQUEUED
-    assert not any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
+    cfg = config(tmp_path, "--steps", "1000", "--sleep", "100", attempt=1, lead=30)
+    code = Sidecar(cfg, runner).run()
     ev = events(tmp_path)
-    assert "crash-loop breaker" in ev["requeue_skipped"]["why"]
     assert ev["attempt_end"]["no_progress"] is True
+    assert ev["attempt_end"]["reason"] == ("preempted" if requeued else "time_limit")
+    issued = any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
+    assert issued is requeued
+    if requeued:
+        assert code == EXIT_REQUEUED
+    else:
+        assert code == EXIT_NOT_REQUEUED
+        assert "crash-loop breaker" in ev["requeue_skipped"]["why"]
 
 
 def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
