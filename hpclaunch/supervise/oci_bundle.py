@@ -30,8 +30,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.runtime._fs import write_json_atomic
-
 __all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 
 #: runc's and crun's PATH for a process.env without one.
@@ -115,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         parser.exit(2, f"hpclaunch: cannot read the OCI bundle {args.image}/config.json: {exc}\n")
     config = bundle_config(image_config, args.image, [_mount(m) for m in args.mount], args.venv)
+    # Here, not at the top: planning imports this module for mounted_at_same_path, and the
+    # runtime package's import (~15 ms: its checkpoint module) would be in every render.
+    from hpclaunch.runtime._fs import write_json_atomic
+
     bundle = Path(args.bundle)
     bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_json_atomic(bundle / "config.json", config)
