@@ -20,6 +20,10 @@
     │  ├─ ResizeRefused       an elastic job cannot be resized as asked
     │  └─ WatchTimeout        jobs did not reach the wanted state in time
     ├─ HistoryError           the local history database cannot be opened or written
+    ├─ CallError              a submitted function gave no value back
+    │  ├─ JobFailed           its job ended without a result: Slurm's state, exit code, log tail
+    │  ├─ RemoteError         it raised an exception that cannot travel back: its text
+    │  └─ EnvironmentMismatch the job's Python or packages are not the submitter's
     └─ SupervisorError        inside the job (the sidecar)
        ├─ LaunchFailed
        └─ CheckpointTimeout
@@ -45,6 +49,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "BackendError",
     "BackendUnavailable",
+    "CallError",
     "CheckpointTimeout",
     "CommandFailed",
     "CommandTimeout",
@@ -52,12 +57,15 @@ __all__ = [
     "ConnectError",
     "ConnectionDropped",
     "ControllerUnreachable",
+    "EnvironmentMismatch",
     "HistoryError",
     "HpclaunchError",
+    "JobFailed",
     "JobNotFound",
     "LaunchFailed",
     "PlanError",
     "ProgramNotFound",
+    "RemoteError",
     "RenderError",
     "ResizeRefused",
     "SpecError",
@@ -265,12 +273,84 @@ class ResizeRefused(BackendError):
     ended, or the resize failed)."""
 
 
-class WatchTimeout(BackendError):
-    """Jobs did not reach the wanted state before the deadline."""
+class WatchTimeout(BackendError, TimeoutError):
+    """Jobs did not reach the wanted state before the deadline (a ``TimeoutError`` too, as
+    ``concurrent.futures`` raises)."""
 
 
 class HistoryError(HpclaunchError):
     """The local history (``history.sqlite``) cannot be opened, read or written."""
+
+
+class CallError(HpclaunchError):
+    """A function submitted with ``Session.submit(fn, ...)`` gave no value back, or cannot
+    be sent (its pickle is too large)."""
+
+
+class JobFailed(CallError):
+    """The function's job ended without a result: out of memory, time limit, cancelled,
+    node failure past its requeues, or the process died.
+
+    Attributes:
+        job_id: Slurm's job id.
+        state: Slurm's final state (``OUT_OF_MEMORY``, ``TIMEOUT``, ``CANCELLED``, ...).
+        exit_code: The job's exit code, when Slurm gives one.
+        log_tail: The last lines of its last attempt's log.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        state: str,
+        exit_code: int | None,
+        log_tail: str,
+        *,
+        hint: str | None = None,
+    ) -> None:
+        code = "" if exit_code is None else f", exit code {exit_code}"
+        tail = f"\nthe end of its log:\n{log_tail}" if log_tail.strip() else ""
+        super().__init__(f"job {job_id} ended {state}{code} without a result{tail}", hint=hint)
+        self.job_id = job_id
+        self.state = state
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+
+class RemoteError(CallError):
+    """The function raised an exception that could not be pickled back (or unpickled
+    here): its type's name, its text and the traceback from the job.
+
+    Attributes:
+        type_name: The exception's qualified type name, e.g. ``mylib.ShardError``.
+        text: ``str()`` of the exception.
+        remote_traceback: The traceback as the job printed it.
+    """
+
+    def __init__(self, type_name: str, text: str, remote_traceback: str) -> None:
+        super().__init__(f"the function raised {type_name}: {text}")
+        self.type_name = type_name
+        self.text = text
+        self.remote_traceback = remote_traceback
+
+
+class EnvironmentMismatch(CallError):
+    """The job's Python, hpclaunch or packages differ from those the function was
+    pickled with, so it was not unpickled; ``differences`` names each one."""
+
+    def __init__(self, differences: Sequence[str], where: str) -> None:
+        listed = "\n".join(f"  {d}" for d in differences)
+        super().__init__(
+            f"the job's environment ({where}) is not the one the function was submitted "
+            f"from:\n{listed}",
+            hint="run the job with the same interpreter (a venv on a shared filesystem: "
+            "venv: in the job options) or install the same versions there",
+        )
+        self.differences = tuple(differences)
+        self.where = where
+
+    def __reduce__(self) -> tuple[type[EnvironmentMismatch], tuple[tuple[str, ...], str]]:
+        # Raised in the job and pickled into its result: rebuilt from its own arguments.
+        return type(self), (self.differences, self.where)
 
 
 class SupervisorError(HpclaunchError):

@@ -130,7 +130,7 @@ def submit_command(
         dry_run=dry_run,
         force=force,
         cwd=tree.cwd if tree is not None else None,
-        before_submit=(lambda: send_tree(tree)) if tree is not None else None,
+        before_submit=(lambda _plan: send_tree(tree)) if tree is not None else None,
     )
     if dry_run:
         if overrides:

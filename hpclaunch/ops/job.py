@@ -3,44 +3,190 @@
 job = hpclaunch.submit("train.yaml")
 final = job.wait()          # JobInfo: state, exit code, nodes, restarts
 print(job.logs())           # every attempt's log, oldest first
+
+job = session.submit(train, lr=0.1, resources={"gpus_per_node": 1})
+loss = job.result()         # what train returned, or what it raised, raised here
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from hpclaunch.errors import HpclaunchError
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
+    from hpclaunch.errors import WatchTimeout
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import JobEvents
     from hpclaunch.ops.resize import ResizeResult
     from hpclaunch.ops.sweep_status import SweepStatus
+    from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Job", "SweepRun"]
 
 
-@dataclass
-class Job:
-    """One job of a :class:`~hpclaunch.ops.session.Session`.
+class Job(Future[Any]):
+    """One job of a :class:`~hpclaunch.ops.session.Session`, and a
+    :class:`concurrent.futures.Future` of its end: ``result()``, ``exception()``,
+    ``done()``, ``add_done_callback()``, ``concurrent.futures.wait``/``as_completed``. All
+    of a session's jobs are watched together, one status call per round
+    (:mod:`hpclaunch.ops.watch`). The result is what a function returned (``session.submit(fn,
+    ...)``) or, for a spec, the final :class:`JobInfo` of a COMPLETED job; anything else
+    raises (:meth:`result`).
 
     Attributes:
         ref: Slurm's job id (``.job_id``) and cluster.
         submission_id: hpclaunch's id of the submission (``--comment=hpclaunch:<id>``).
         log_dir: Where the job writes ``attempt-N.log`` (``None``: not known here).
+        job_dir: The job's directory (a function's result is there; ``None``: not known).
         existing: The submission id already named this job: nothing was submitted.
         rendered: The batch script and sbatch argv, when this session submitted it.
     """
 
-    session: Context = field(repr=False)
-    ref: JobRef
-    submission_id: str | None = None
-    log_dir: str | None = None
-    existing: bool = False
-    rendered: RenderedJob | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        session: Context,
+        ref: JobRef,
+        submission_id: str | None = None,
+        log_dir: str | None = None,
+        job_dir: str | None = None,
+        existing: bool = False,
+        rendered: RenderedJob | None = None,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.ref = ref
+        self.submission_id = submission_id
+        self.log_dir = log_dir
+        self.job_dir = job_dir
+        self.existing = existing
+        self.rendered = rendered
+        if ref.job_id:
+            self._waiters = _FollowedWhenWaited(self)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id or '(dry run)'} {self._state.lower()}>"
+
+    # -- the future ---------------------------------------------------------------------
+
+    def result(self, timeout: float | None = None) -> Any:
+        """What the job gave, once it ended: a function's return value
+        (``session.submit(fn, ...)``), or a spec job's final :class:`JobInfo`; works from
+        any process on this machine (``session.job(id).result()``).
+
+        Raises:
+            Exception: What the function raised, as itself, with the job's traceback
+                added as a note.
+            RemoteError: It raised an exception that cannot be brought back here.
+            EnvironmentMismatch: The job's Python or packages were not the submitter's.
+            JobFailed: The job ended without a result (a function's), or not COMPLETED (a
+                spec's): Slurm's state, exit code and the end of its log.
+            WatchTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
+            concurrent.futures.CancelledError: :meth:`cancel` was called.
+            CallError: A dry run.
+        """
+        self._follow()
+        try:
+            return super().result(timeout)
+        except FutureTimeout:
+            raise self._timed_out(timeout) from None
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """What :meth:`result` would raise, or ``None`` when it has a result.
+
+        Raises:
+            WatchTimeout: ``timeout`` seconds passed first.
+        """
+        self._follow()
+        try:
+            return super().exception(timeout)
+        except FutureTimeout:
+            raise self._timed_out(timeout) from None
+
+    def done(self) -> bool:
+        """Whether the job has ended (in any way) or was cancelled; asks Slurm at most once
+        per poll interval for all of the session's jobs, however often it is called."""
+        if not super().done() and self.id:
+            self._watch().follow(self, thread=False)
+            self._watch().poll()
+        return super().done()
+
+    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        """Call ``fn(job)`` once the job has ended (from the session's watcher thread)."""
+        self._follow()
+        super().add_done_callback(fn)
+
+    def cancel(self) -> bool:
+        """Cancel the job in Slurm (a job already ended is not an error) and this future
+        (:meth:`result` then raises ``CancelledError``); ``False`` once it had ended."""
+        if self.id:
+            self.session.backend.cancel(self.ref)
+        return super().cancel()
+
+    def resolve(self, info: JobInfo) -> None:
+        """Settle the future with the job's end ``info`` (the watcher calls this)."""
+        from concurrent.futures import InvalidStateError
+
+        try:
+            self.set_result(self._outcome(info))
+        except InvalidStateError:
+            return  # cancelled meanwhile
+        except BaseException as exc:
+            try:
+                self.set_exception(exc)
+            except InvalidStateError:
+                return
+
+    def _outcome(self, info: JobInfo) -> Any:
+        from hpclaunch.ops.call import read_outcome, without_result
+
+        outcome = read_outcome(self.session, self.job_dir) if self.job_dir else None
+        if outcome is not None:
+            return outcome.get(self.id)
+        if info.state.value == "COMPLETED" and not self._is_call():
+            return info
+        raise without_result(self.session, info, self.log_dir)
+
+    def _is_call(self) -> bool:
+        from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
+
+        if self.job_dir is None:
+            return False
+        try:
+            return CALL_FILE in self.session.runner.listdir(f"{self.job_dir}/{CALL_DIR}")
+        except (OSError, HpclaunchError):
+            return False
+
+    def _follow(self) -> None:
+        from hpclaunch.errors import CallError
+
+        if not self.id:
+            raise CallError("a dry run submitted nothing: it has no result")
+        self._watch().follow(self, thread=True)
+
+    def _watch(self) -> JobWatch:
+        from hpclaunch.ops.watch import watch_of
+
+        return watch_of(self.session)
+
+    def settled(self) -> bool:
+        """The future itself is done (its result, its exception, or cancelled); unlike
+        :meth:`done`, never asks Slurm."""
+        return super().done()
+
+    def _timed_out(self, timeout: float | None) -> WatchTimeout:
+        from hpclaunch.errors import WatchTimeout
+
+        return WatchTimeout(f"job {self.id} had not ended after {timeout} s")
+
+    # -- the job ------------------------------------------------------------------------
 
     @property
     def id(self) -> str:
@@ -60,10 +206,6 @@ class Job:
         """The job's state now (:meth:`status`'s)."""
         return self.status().state
 
-    def done(self) -> bool:
-        """Whether the job has ended (in any way)."""
-        return self.state.is_finished
-
     def wait(self, timeout: float | None = None) -> JobInfo:
         """Block until the job ends (polling at the site's pace) and return its end, as
         :meth:`status` has it (tier, quota, ...).
@@ -74,7 +216,10 @@ class Job:
         from hpclaunch.slurm.jobs import wait_for
 
         wait_for(self.session.backend, [self.ref], timeout=timeout)
-        return self.status()
+        info = self.status()
+        if not super().done():
+            self.resolve(info)
+        return info
 
     @overload
     def logs(
@@ -118,10 +263,6 @@ class Job:
 
         return job_events(self.session, self.id)
 
-    def cancel(self) -> None:
-        """Cancel the job (a job already ended is not an error)."""
-        self.session.backend.cancel(self.ref)
-
     def tier(self, new_tier: str) -> None:
         """Move the pending job to ``new_tier`` (``hpclaunch tier``): its QOS and, on a site
         with quotas, its account and nice, decided again from the project's usage.
@@ -148,6 +289,20 @@ class Job:
         from hpclaunch.ops.resize import resize_job
 
         return resize_job(self.session, self.id, nodes, why=why, force=force, wait=wait)
+
+
+class _FollowedWhenWaited(list[Any]):
+    """A job future's waiter list (``Future._waiters``, CPython's concurrent.futures since
+    3.2): ``concurrent.futures.wait`` and ``as_completed`` append their waiter to it without
+    calling any method of ours, so the append is what starts the session's watcher."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__()
+        self._job = job
+
+    def append(self, waiter: Any) -> None:
+        super().append(waiter)
+        self._job._watch().follow(self._job, thread=True)
 
 
 @dataclass

@@ -7,8 +7,8 @@ with the use cases as methods; the CLI's commands call the same use cases.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
 
@@ -33,19 +33,29 @@ class Session(Context):
 
     def submit(
         self,
-        spec: SpecInput,
-        *,
+        spec: SpecInput | Callable[..., Any],
+        /,
+        *args: Any,
         overrides: Sequence[str] = (),
         submission_id: str | None = None,
         check: bool = True,
         dry_run: bool = False,
         sync: bool = False,
+        **kwargs: Any,
     ) -> Job:
         """Submit ``spec`` (a YAML file's path, as text or a ``pathlib.Path``; a mapping;
         or a :class:`JobSpec`) as ``hpclaunch submit`` does: the job starts in the current
         directory, the project's quota use is read live, the plan is checked against the
         cluster, a known ``submission_id`` is not submitted twice, and the job enters the
         history (``hpclaunch status``/``logs`` know it). An over-quota placement warns.
+
+        Or submit a function: ``session.submit(fn, *args, resources={...}, tier="low",
+        **kwargs)`` runs ``fn(*args, **kwargs)`` in a job; :meth:`Job.result` gives back what
+        it returned, or raises what it raised. Keywords named like a spec's fields
+        (``resources``, ``tier``, ``project``, ``name``, ``checkpoint``, ``venv``, ``env``,
+        ...) are the job's; every other keyword is the function's (bind one that clashes
+        with ``functools.partial``). The function runs under the sidecar, with the
+        interpreter running here (or the ``venv`` given), which the nodes must see.
 
         ``dry_run``: plan and render only; the returned job has no Slurm id (``id`` is
         ``""``) and ``.rendered`` holds the script.
@@ -57,6 +67,8 @@ class Session(Context):
         Raises:
             SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
             SubmissionError: Slurm refused it.
+            CallError: The function or its arguments cannot be pickled, or too large.
+            TypeError: Arguments given with a spec (they are a function's).
         """
         from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.job import Job
@@ -64,21 +76,49 @@ class Session(Context):
         from hpclaunch.ops.submit import submit_spec
 
         tree = Snapshot.of_cwd(self) if sync else None
-        done = submit_spec(
-            self,
-            spec,
-            overrides=overrides,
-            submission_id=submission_id,
-            check=check,
-            dry_run=dry_run,
-            cwd=tree.cwd if tree is not None else None,
-            before_submit=tree.send if tree is not None else None,
-        )
+        cwd = tree.cwd if tree is not None else None
+        if callable(spec):
+            from hpclaunch.ops.call import job_options, submit_call
+
+            if overrides:
+                raise TypeError(
+                    "overrides are for a spec: give a function's job options as keywords"
+                )
+            options, fn_kwargs = job_options(kwargs)
+            done = submit_call(
+                self,
+                spec,
+                args,
+                fn_kwargs,
+                options,
+                submission_id=submission_id,
+                check=check,
+                dry_run=dry_run,
+                cwd=cwd,
+                before_submit=(lambda _plan: tree.send()) if tree is not None else None,
+            )
+        else:
+            if args or kwargs:
+                raise TypeError(
+                    "arguments are for a function (session.submit(fn, *args, **kwargs)); a spec "
+                    f"takes none: got {len(args)} positional and {sorted(kwargs)}"
+                )
+            done = submit_spec(
+                self,
+                spec,
+                overrides=overrides,
+                submission_id=submission_id,
+                check=check,
+                dry_run=dry_run,
+                cwd=cwd,
+                before_submit=(lambda _plan: tree.send()) if tree is not None else None,
+            )
         return Job(
             self,
             done.ref or JobRef(""),
             submission_id=done.plan.submission_id,
             log_dir=done.plan.log_dir,
+            job_dir=done.plan.job_dir,
             existing=done.existing,
             rendered=done.job,
         )
@@ -144,6 +184,7 @@ class Session(Context):
                 refs[step.name],
                 submission_id=planned.plans[step.name].submission_id,
                 log_dir=planned.plans[step.name].log_dir,
+                job_dir=planned.plans[step.name].job_dir,
             )
             for step in planned.steps
         ]
@@ -174,7 +215,8 @@ class Session(Context):
             self,
             JobRef(record.job_id, record.cluster),
             submission_id=record.submission_id,
-            log_dir=record.log_dir,
+            log_dir=record.logs,
+            job_dir=record.job_dir,
         )
 
     def status(self, job_ids: Sequence[str] = (), *, limit: int = 20) -> list[JobInfo]:

@@ -70,7 +70,7 @@ def submit_spec(
     dry_run: bool = False,
     force: bool = False,
     cwd: str | None = None,
-    before_submit: Callable[[], object] | None = None,
+    before_submit: Callable[[SubmissionPlan], object] | None = None,
 ) -> Submitted:
     """Plan ``spec`` and submit it once (see the module docstring).
 
@@ -82,7 +82,8 @@ def submit_spec(
         force: Take the job of ``submission_id`` even if it came from another spec.
         cwd: Where the job starts when the spec names no workdir (default: here; over
             SSH, the job directory); a ``--sync`` snapshot's directory.
-        before_submit: Called just before Slurm is asked (``--sync`` uploads then).
+        before_submit: Called with the plan just before Slurm is asked (``--sync`` uploads
+            then; a function's call is written into the job directory).
 
     Raises:
         SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
@@ -108,7 +109,7 @@ def submit_spec(
     if submission_id:
         _refuse_changed_spec(session, submission_id, digest, force)
     if before_submit is not None:
-        before_submit()
+        before_submit(plan)
     existing = existing_job(session, submission_id) if submission_id else None
     if existing is not None:
         return Submitted(plan, job, existing, True, source)

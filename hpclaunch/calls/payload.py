@@ -1,0 +1,233 @@
+"""What travels between the submitter and a function's job, in ``<job dir>/call/``.
+
+``call.pkl`` (written at submit, mode 0600): a plain pickle of ``{"fingerprint": ...,
+"call": bytes}``. The fingerprint (Python, packages) is read *before* the call itself,
+whose cloudpickle may import the user's modules: a job in another environment fails with
+:class:`~hpclaunch.errors.EnvironmentMismatch` naming the packages, not with an unpickling
+traceback. cloudpickle sends functions of ``__main__`` (a script, a notebook) and lambdas
+by value, and functions of importable modules by reference.
+
+``result.pkl`` (written by the job, atomically, once the function returned or raised): a
+plain pickle of ``{"ok": bool, "type": str, "text": str, "traceback": str, "payload":
+bytes}``; ``payload`` is the cloudpickled value or exception, empty when the exception
+could not be pickled (then :class:`~hpclaunch.errors.RemoteError` carries its text).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import platform
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
+
+__all__ = [
+    "CALL_DIR",
+    "CALL_FILE",
+    "MAX_CALL_BYTES",
+    "RESULT_FILE",
+    "Outcome",
+    "differences",
+    "dump_call",
+    "dump_error",
+    "dump_value",
+    "fingerprint",
+    "load_call",
+    "load_outcome",
+    "write_atomic",
+]
+
+#: The call's directory inside the job directory, and its two files.
+CALL_DIR = "call"
+CALL_FILE = "call.pkl"
+RESULT_FILE = "result.pkl"
+#: A larger pickle (data captured by the function, a big argument) is refused at submit.
+MAX_CALL_BYTES = 64 * 2**20
+
+
+def fingerprint() -> dict[str, Any]:
+    """This interpreter's Python (implementation, major.minor) and installed packages."""
+    from importlib import metadata
+
+    packages: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            packages[_normalized(name)] = dist.version
+    python = f"{sys.implementation.name} {platform.python_version_tuple()[0]}"
+    return {"python": f"{python}.{platform.python_version_tuple()[1]}", "packages": packages}
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``Foo_Bar`` is ``foo-bar``)."""
+    return "-".join(name.replace("_", "-").replace(".", "-").lower().split("-"))
+
+
+def differences(submitted: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    """What the job's environment (``here``) lacks or has in another version, against the
+    submitter's. Packages only the job has are no obstacle and are not listed."""
+    found: list[str] = []
+    if submitted.get("python") != here.get("python"):
+        found.append(f"python: {submitted.get('python')} at submit, {here.get('python')} here")
+    theirs: Mapping[str, str] = submitted.get("packages", {})
+    ours: Mapping[str, str] = here.get("packages", {})
+    for name in sorted(theirs):
+        if name not in ours:
+            found.append(f"{name}: {theirs[name]} at submit, not installed here")
+        elif ours[name] != theirs[name]:
+            found.append(f"{name}: {theirs[name]} at submit, {ours[name]} here")
+    return found
+
+
+def dump_call(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> bytes:
+    """The bytes of ``call.pkl`` for ``fn(*args, **kwargs)``.
+
+    Raises:
+        CallError: The call cannot be pickled, or its pickle exceeds :data:`MAX_CALL_BYTES`.
+    """
+    import cloudpickle
+
+    try:
+        call = cloudpickle.dumps((fn, tuple(args), dict(kwargs)))
+    except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
+        raise CallError(
+            f"the function or its arguments cannot be pickled: {type(exc).__name__}: {exc}",
+            hint="pass what the job needs as plain data or paths, not open files, locks, "
+            "connections or generators",
+        ) from exc
+    if len(call) > MAX_CALL_BYTES:
+        raise CallError(
+            f"the pickled function and arguments take {len(call) / 2**20:.0f} MiB, more than "
+            f"{MAX_CALL_BYTES // 2**20} MiB",
+            hint="write the data to a file the nodes can read and pass its path instead "
+            "(a large array or a model captured by the function counts too)",
+        )
+    return pickle.dumps({"fingerprint": fingerprint(), "call": call})
+
+
+def load_call(
+    data: bytes, *, where: str
+) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
+    """The call of ``call.pkl``'s bytes, once this environment is the submitter's.
+
+    Raises:
+        EnvironmentMismatch: It is not (``where``: this host, for the message).
+    """
+    import cloudpickle
+
+    envelope = pickle.loads(data)  # our own file, in the private job directory
+    found = differences(envelope["fingerprint"], fingerprint())
+    if found:
+        raise EnvironmentMismatch(found, where)
+    fn, args, kwargs = cloudpickle.loads(envelope["call"])
+    return fn, tuple(args), dict(kwargs)
+
+
+def dump_value(value: Any) -> bytes:
+    """``result.pkl`` for a returned value.
+
+    Raises:
+        CallError: The value cannot be pickled.
+    """
+    import cloudpickle
+
+    try:
+        payload = cloudpickle.dumps(value)
+    except Exception as exc:
+        raise CallError(
+            f"the function returned a {type(value).__qualname__} that cannot be pickled: {exc}",
+            hint="return plain data (numbers, lists, dicts, arrays) or write it to a file and "
+            "return the path",
+        ) from exc
+    return pickle.dumps({"ok": True, "type": "", "text": "", "traceback": "", "payload": payload})
+
+
+def dump_error(exc: BaseException, traceback_text: str) -> bytes:
+    """``result.pkl`` for a raised exception (its text alone when it cannot be pickled)."""
+    import cloudpickle
+
+    try:
+        payload = cloudpickle.dumps(exc)
+        # A pickled exception that cannot be unpickled (a required argument missing from
+        # its args) would fail only at the submitter's: try it here.
+        cloudpickle.loads(payload)
+    except Exception:
+        payload = b""
+    kind = type(exc)
+    return pickle.dumps(
+        {
+            "ok": False,
+            "type": f"{kind.__module__}.{kind.__qualname__}",
+            "text": str(exc),
+            "traceback": traceback_text,
+            "payload": payload,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``result.pkl`` says: a value, or an exception to raise (:meth:`get`)."""
+
+    ok: bool
+    type_name: str
+    text: str
+    remote_traceback: str
+    payload: bytes
+
+    def get(self, job_id: str) -> Any:
+        """The value; or raise the function's exception (the traceback from the job added
+        as a note), or :class:`RemoteError` when it cannot be brought back here.
+
+        Raises:
+            CallError: The value cannot be unpickled here.
+        """
+        import cloudpickle
+
+        if self.ok:
+            try:
+                return cloudpickle.loads(self.payload)
+            except Exception as exc:
+                raise CallError(
+                    f"job {job_id}'s result cannot be unpickled here: {type(exc).__name__}: {exc}",
+                    hint="read it where the function's modules are importable",
+                ) from exc
+        error: BaseException | None = None
+        if self.payload:
+            try:
+                error = cloudpickle.loads(self.payload)
+            except Exception:
+                error = None
+        if not isinstance(error, BaseException):
+            raise RemoteError(self.type_name, self.text, self.remote_traceback)
+        add_note = getattr(error, "add_note", None)  # Python 3.11+
+        if add_note is not None:
+            add_note(f"Traceback in job {job_id}:\n{self.remote_traceback.rstrip()}")
+        raise error
+
+
+def load_outcome(data: bytes) -> Outcome:
+    """The :class:`Outcome` of ``result.pkl``'s bytes."""
+    raw = pickle.loads(data)  # the job wrote it, into its private directory
+    return Outcome(raw["ok"], raw["type"], raw["text"], raw["traceback"], raw["payload"])
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` (mode 0600) so that a reader sees all of it or nothing:
+    a temporary file, fsync, rename."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

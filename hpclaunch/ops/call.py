@@ -1,0 +1,161 @@
+"""Submit a Python function as a job, and read what it gave back (``Session.submit(fn)``).
+
+The job is an ordinary spec job: its command is ``python -m hpclaunch.calls`` under the
+sidecar (``launcher: srun``, one process), so tiers, quotas, the history, ``status`` and
+``logs`` all know it; its call travels as ``<job dir>/call/call.pkl``
+(:mod:`hpclaunch.calls.payload`), through the runner, so over SSH too.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.calls.payload import CALL_DIR, CALL_FILE, RESULT_FILE, Outcome, load_outcome
+from hpclaunch.errors import CallError, JobFailed, TransportError
+from hpclaunch.ops.context import Context
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.submit import Submitted
+    from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.slurm.jobs import JobInfo
+
+__all__ = ["call_spec", "job_options", "read_outcome", "submit_call", "without_result"]
+
+#: Spec fields a function's job cannot take: the call decides how it runs.
+_NOT_FOR_CALLS = ("command", "script", "args", "sweep", "launcher", "processes_per_node")
+
+
+def job_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` of ``submit(fn, *args, **kwargs)`` split into the job's options (the
+    spec's fields: ``resources``, ``tier``, ``name``, ...) and the function's own.
+
+    Raises:
+        CallError: A field that a function's job cannot take.
+    """
+    from hpclaunch.spec.job import JobSpec
+
+    fields = set(JobSpec.model_fields)
+    options = {k: v for k, v in kwargs.items() if k in fields}
+    refused = [k for k in _NOT_FOR_CALLS if k in options]
+    if refused:
+        raise CallError(
+            f"{', '.join(refused)}: a function's job runs the function once, in one process",
+            hint="for a command or a multi-process launch submit a spec; to pass an argument "
+            f"named {refused[0]!r} to the function, bind it with functools.partial",
+        )
+    return options, {k: v for k, v in kwargs.items() if k not in fields}
+
+
+def call_spec(
+    session: Context, fn: Callable[..., Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The spec of ``fn``'s job: ``options`` and the command that runs the call.
+
+    Raises:
+        CallError: More than one node asked for.
+    """
+    resources = options.get("resources")
+    nodes = getattr(resources, "nodes", None)
+    if isinstance(resources, Mapping):
+        nodes = resources.get("nodes")
+    if nodes not in (None, 1):
+        raise CallError(
+            f"resources.nodes: {nodes}: a function runs as one process on one node",
+            hint="for a multi-node launch submit a spec with launcher torchrun, deepspeed, "
+            "accelerate or srun",
+        )
+    if options.get("venv") or options.get("conda"):
+        python = "python"  # the environment the script activates
+    else:
+        from hpclaunch.planning.plan import job_python
+
+        python = job_python(session.site, session.home)
+    return {
+        "name": _name_of(fn),
+        **options,
+        "command": [python, "-m", "hpclaunch.calls"],
+        "launcher": "srun",
+        "processes_per_node": 1,
+    }
+
+
+def _name_of(fn: Callable[..., Any]) -> str:
+    """A job name from the function's name (``train``, ``Model.fit``; ``lambda``)."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.replace("<locals>.", "")).strip("-.")
+    return name or "call"
+
+
+def submit_call(
+    session: Context,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    *,
+    submission_id: str | None = None,
+    check: bool = True,
+    dry_run: bool = False,
+    cwd: str | None = None,
+    before_submit: Callable[[SubmissionPlan], object] | None = None,
+) -> Submitted:
+    """Submit ``fn(*args, **kwargs)`` as a job with the spec ``options``
+    (:func:`call_spec`); the call is written into its job directory just before sbatch
+    (after ``before_submit``, e.g. a ``sync`` upload; ``cwd``: where the job starts).
+
+    Raises:
+        CallError: The call cannot be pickled, is too large, or the options do not fit.
+        SpecError, PlanError, SubmissionError: As for a spec.
+    """
+    from hpclaunch.calls.payload import dump_call
+    from hpclaunch.ops.submit import submit_spec
+
+    if not callable(fn):
+        raise CallError(f"{fn!r} is not callable")
+    data = dump_call(fn, args, kwargs)
+
+    def send(plan: SubmissionPlan) -> None:
+        if before_submit is not None:
+            before_submit(plan)
+        path = posixpath.join(plan.job_dir, CALL_DIR, CALL_FILE)
+        session.runner.put_bytes(path, data, 0o600)
+
+    return submit_spec(
+        session,
+        call_spec(session, fn, options),
+        submission_id=submission_id,
+        check=check,
+        dry_run=dry_run,
+        cwd=cwd,
+        before_submit=send,
+    )
+
+
+def read_outcome(session: Context, job_dir: str) -> Outcome | None:
+    """What the function's job wrote back; ``None`` while (or if) there is nothing."""
+    try:
+        data = session.runner.read_bytes(posixpath.join(job_dir, CALL_DIR, RESULT_FILE))
+    except TransportError:
+        return None
+    return load_outcome(data)
+
+
+def without_result(session: Context, info: JobInfo, log_dir: str | None) -> JobFailed:
+    """The error for a job that ended with no ``result.pkl``: its state, exit code and the
+    end of its last attempt's log."""
+    from hpclaunch.ops.logs import read_logs
+
+    tail = ""
+    if log_dir is not None:
+        lines = [line for _, line in read_logs(session, log_dir, None)]
+        tail = "\n".join(lines[-15:])
+    hints = {
+        "OUT_OF_MEMORY": "ask for more memory (resources.mem)",
+        "TIMEOUT": "ask for more time (resources.time), or checkpoint with hpclaunch.runtime",
+        "CANCELLED": "it was cancelled (scancel, hpclaunch cancel, or an administrator)",
+    }
+    state = info.state.value
+    return JobFailed(info.ref.job_id, state, info.exit_code, tail, hint=hints.get(state))

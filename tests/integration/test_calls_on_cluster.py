@@ -1,0 +1,106 @@
+"""Functions as jobs on the cluster (``Session.submit(fn, ...)``, issue 30): a script's own
+functions (``__main__``: sent by value) run under the sidecar on a node; the value comes
+back, the function's own exception comes back as itself (``except ShardError`` catches it)
+with the job's traceback, a cancelled job is ``JobFailed`` with Slurm's state, and another
+process reads the result later by the job's id."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+
+import pytest
+
+from .conftest import REPO, Run
+from .test_session_on_cluster import readme_block, run_python
+
+pytestmark = [pytest.mark.slurm, pytest.mark.backends]
+
+SCRIPT = """\
+import json, socket, sys, time
+import hpclaunch
+from hpclaunch.errors import JobFailed
+
+
+class ShardError(Exception):
+    pass
+
+
+def scale(values, factor=2):
+    return [v * factor for v in values], socket.gethostname()
+
+
+def fails(shard):
+    raise ShardError(f"shard {shard} is corrupt")
+
+
+def sleeps():
+    time.sleep(600)
+
+
+options = {"project": "research", "resources": {"time": "00:05:00", "mem": "200M"}}
+session = hpclaunch.Session(site="local")
+ok = session.submit(scale, [1, 2], factor=10, **options)
+bad = session.submit(fails, 7, **options)
+slow = session.submit(sleeps, name="sleeper", **options)
+seen = {"ids": [ok.id, bad.id, slow.id]}
+values, host = ok.result(timeout=150)
+seen["result"] = [values, host]
+try:
+    bad.result(timeout=150)
+except ShardError as exc:
+    seen["raised"] = [str(exc), getattr(exc, "__notes__", [])]
+while slow.state.value != "RUNNING":
+    time.sleep(0.5)
+slow.cancel()
+error = slow.exception(timeout=120)
+seen["failed"] = [type(error).__name__, getattr(error, "state", None), str(error)]
+print(json.dumps(seen))
+"""
+
+
+def test_a_scripts_functions_run_as_jobs_and_what_they_gave_comes_back(hpclaunch: Run) -> None:
+    # The script's directory is the job's: on the path every node shares.
+    work = REPO / ".pytest-session" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    try:
+        out = run_python(hpclaunch, SCRIPT, cwd=work, timeout=400)
+        assert out.returncode == 0, out.stderr
+        seen = json.loads(out.stdout.splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ok, bad, slow = seen["ids"]
+    values, host = seen["result"]
+    assert values == [10, 20]
+    assert host.startswith("n")  # a node's, not this login node's
+    text, notes = seen["raised"]
+    assert text == "shard 7 is corrupt"
+    if notes:  # Python 3.11+
+        assert notes[-1].startswith(f"Traceback in job {bad}:")
+        assert "in fails" in notes[-1]
+    kind, state, message = seen["failed"]
+    assert (kind, state) == ("JobFailed", "CANCELLED")
+    assert f"job {slow} ended CANCELLED" in message
+    # The CLI knows them as jobs it made; another process reads the result by id.
+    assert hpclaunch.submitted()[ok]["name"] == "scale"
+    assert hpclaunch.submitted()[slow]["name"] == "sleeper"
+    later = run_python(
+        hpclaunch,
+        f"import hpclaunch; print(hpclaunch.Session(site='local').job('{ok}').result()[0])",
+    )
+    assert later.returncode == 0, later.stderr
+    assert later.stdout.strip() == "[10, 20]"
+    events = hpclaunch("events", bad, "--json")
+    assert events.returncode == 0, events.stderr
+    ends = [e for e in json.loads(events.stdout)["ledger"] if e["event"] == "attempt_end"]
+    assert [(e["reason"], e["requeued"]) for e in ends] == [("user_error", False)]
+
+
+def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
+    out = run_python(hpclaunch, readme_block("### A function as a job"), timeout=300)
+    assert out.returncode == 0, out.stderr
+    job_id, _, value = out.stdout.strip().partition(" ")
+    assert hpclaunch.submitted()[job_id]["tier"] == "low"
+    assert value.startswith("{'lr': 0.1, 'loss': 0.1666")
+    assert "'host': 'n" in value

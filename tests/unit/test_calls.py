@@ -1,0 +1,254 @@
+"""Functions as jobs (``Session.submit(fn, ...)``, hpclaunch/calls/): the payload both ways,
+the in-job runner as a real ``python -m hpclaunch.calls`` process, and the session against
+the fake Slurm of test_cli.py (the cluster test is tests/integration/test_calls_on_cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from concurrent.futures import CancelledError, as_completed
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hpclaunch
+from hpclaunch.calls import payload
+from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError
+from hpclaunch.ops.watch import watch_of
+
+from . import test_cli
+from .fakes import FakeSlurm
+
+env = test_cli.env
+slurm = test_cli.slurm
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ShardError(Exception):
+    """An exception of the user's own, importable here and in the job."""
+
+
+class NeedsTwoArgs(Exception):
+    """Pickles, but cannot be unpickled: its __init__ takes two arguments, args has one."""
+
+    def __init__(self, shard: int, why: str) -> None:
+        super().__init__(f"shard {shard}: {why}")
+
+
+def scale(values: list[float], factor: float = 2.0) -> list[float]:
+    return [v * factor for v in values]
+
+
+def fails(shard: int) -> None:
+    raise ShardError(f"shard {shard} is corrupt")
+
+
+def run_job(job_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m hpclaunch.calls`` as the job runs it (cwd: the submit directory)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpclaunch.calls"],
+        env={**os.environ, "HPCLAUNCH_JOB_DIR": str(job_dir)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def prepared(tmp_path: Path, fn: Any, *args: Any, **kwargs: Any) -> Path:
+    call = tmp_path / payload.CALL_DIR
+    call.mkdir(parents=True)
+    (call / payload.CALL_FILE).write_bytes(payload.dump_call(fn, args, kwargs))
+    return tmp_path
+
+
+def outcome(job_dir: Path) -> payload.Outcome:
+    return payload.load_outcome((job_dir / payload.CALL_DIR / payload.RESULT_FILE).read_bytes())
+
+
+def test_a_closure_and_an_importable_function_run_in_the_job_process(tmp_path: Path) -> None:
+    offset = 10  # captured: the lambda travels by value
+    job = prepared(tmp_path / "a", lambda xs: [x + offset for x in xs], [1, 2])
+    assert run_job(job).returncode == 0
+    assert outcome(job).get("1") == [11, 12]
+    job = prepared(tmp_path / "b", scale, [1.5], factor=3)  # by reference: tests.unit...
+    assert run_job(job).returncode == 0
+    assert outcome(job).get("2") == [4.5]
+    mode = (job / payload.CALL_DIR / payload.RESULT_FILE).stat().st_mode & 0o777
+    assert mode == 0o600
+
+
+def test_a_raised_exception_comes_back_as_itself_with_the_jobs_traceback(tmp_path: Path) -> None:
+    job = prepared(tmp_path, fails, 7)
+    ran = run_job(job)
+    assert ran.returncode == 1  # the sidecar: user_error, not requeued
+    assert "ShardError: shard 7 is corrupt" in ran.stderr  # in the attempt's log too
+    with pytest.raises(ShardError, match="shard 7 is corrupt") as caught:
+        outcome(job).get("42")
+    if hasattr(caught.value, "__notes__"):  # Python 3.11+
+        (note,) = caught.value.__notes__
+        assert note.startswith("Traceback in job 42:\nTraceback (most recent call last):")
+        assert "in fails" in note
+
+
+def test_an_exception_that_cannot_travel_back_is_a_remote_error(tmp_path: Path) -> None:
+    def raises_unpicklable() -> None:
+        raise NeedsTwoArgs(3, "checksum")
+
+    job = prepared(tmp_path, raises_unpicklable)
+    assert run_job(job).returncode == 1
+    with pytest.raises(RemoteError) as caught:
+        outcome(job).get("5")
+    error = caught.value
+    assert error.type_name.endswith("NeedsTwoArgs")
+    assert error.text == "shard 3: checksum"
+    assert "raises_unpicklable" in error.remote_traceback
+
+
+def test_a_job_in_another_environment_names_the_packages_and_runs_nothing(tmp_path: Path) -> None:
+    job = prepared(tmp_path, scale, [1.0])
+    path = job / payload.CALL_DIR / payload.CALL_FILE
+    envelope = pickle.loads(path.read_bytes())
+    envelope["fingerprint"]["packages"]["pyyaml"] = "0.0.1"
+    envelope["fingerprint"]["packages"]["left-on-my-laptop"] = "1.0"
+    path.write_bytes(pickle.dumps(envelope))
+    assert run_job(job).returncode == 1
+    with pytest.raises(EnvironmentMismatch) as caught:
+        outcome(job).get("9")
+    assert caught.value.differences[0] == "left-on-my-laptop: 1.0 at submit, not installed here"
+    assert caught.value.differences[1].startswith("pyyaml: 0.0.1 at submit, 6.")
+    assert "venv:" in (caught.value.hint or "")
+
+
+def test_differences_ignore_what_only_the_job_has() -> None:
+    mine = {"python": "cpython 3.11", "packages": {"numpy": "2.1.0"}}
+    theirs = {"python": "cpython 3.12", "packages": {"numpy": "2.1.0", "extra": "1"}}
+    assert payload.differences(mine, theirs) == [
+        "python: cpython 3.11 at submit, cpython 3.12 here"
+    ]
+
+
+def test_what_cannot_be_sent_is_refused_at_submit_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    with pytest.raises(CallError, match="cannot be pickled") as caught:
+        payload.dump_call(scale, [threading.Lock()], {})
+    assert "plain data or paths" in (caught.value.hint or "")
+    monkeypatch.setattr(payload, "MAX_CALL_BYTES", 1000)
+    with pytest.raises(CallError, match="more than 0 MiB") as caught:
+        payload.dump_call(scale, [list(range(1000))], {})
+    assert "pass its path instead" in (caught.value.hint or "")
+
+
+# -- the session, against the fake Slurm ---------------------------------------------------
+
+
+@pytest.fixture
+def session(
+    env: dict[str, str], slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> hpclaunch.Session:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(REPO)
+    return hpclaunch.Session(warn=lambda _message: None)
+
+
+def test_a_function_is_submitted_and_its_result_read_back(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    job = session.submit(scale, [1.0, 2.0], factor=10, tier="low", resources={"mem": "1G"})
+    assert job.id == "1000"
+    assert job.rendered is not None
+    script = job.rendered.script
+    assert "#SBATCH --qos=low" in script
+    assert "#SBATCH --mem=1G" in script
+    assert "--launcher=srun --nproc-per-node=1 --" in script
+    assert f"{sys.executable} -m hpclaunch.calls" in script
+    assert "#SBATCH --job-name=scale" in script
+    assert job.job_dir is not None
+    # What the job does, then what the caller sees (the fake has it COMPLETED by then).
+    assert run_job(Path(job.job_dir)).returncode == 0
+    assert job.result(timeout=30) == [10.0, 20.0]
+    assert session.job(job.id).result(timeout=30) == [10.0, 20.0]  # from the history
+    assert job.exception(timeout=30) is None
+
+
+def test_a_job_that_ended_without_a_result_is_job_failed_with_its_state(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    slurm.new_job_states = ["PENDING", "OUT_OF_MEMORY"]
+    slurm.new_job_exit = "0:125"
+    job = session.submit(scale, [1.0])
+    error = job.exception(timeout=30)
+    assert isinstance(error, JobFailed)
+    assert (error.job_id, error.state) == (job.id, "OUT_OF_MEMORY")
+    assert "resources.mem" in (error.hint or "")
+
+
+def test_options_and_arguments_are_told_apart(session: hpclaunch.Session) -> None:
+    with pytest.raises(CallError, match="launcher: a function's job runs") as caught:
+        session.submit(scale, [1.0], launcher="torchrun")
+    assert "functools.partial" in (caught.value.hint or "")
+    with pytest.raises(CallError, match=r"resources\.nodes: 2"):
+        session.submit(scale, [1.0], resources={"nodes": 2})
+    with pytest.raises(TypeError, match="arguments are for a function"):
+        session.submit(test_cli.HELLO, 3)
+    dry = session.submit(lambda: 1, dry_run=True, check=False, name="probe")
+    assert dry.id == ""
+    assert dry.rendered is not None
+    assert "#SBATCH --job-name=probe" in dry.rendered.script
+    with pytest.raises(CallError, match="a dry run submitted nothing"):
+        dry.result()
+
+
+# -- jobs are futures ----------------------------------------------------------------------
+
+
+def test_jobs_are_futures_resolved_together_by_one_status_call_a_round(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    jobs = [session.submit(scale, [float(i)]) for i in range(3)]
+    for job in jobs:
+        assert job.job_dir is not None
+        assert run_job(Path(job.job_dir)).returncode == 0
+    # as_completed waits on the futures alone: the session's watcher resolves them.
+    values = sorted(job.result()[0] for job in as_completed(jobs, timeout=30))
+    assert values == [0.0, 2.0, 4.0]
+    # The fake moves every job it is asked about one state on (PENDING, RUNNING, COMPLETED):
+    # three rounds for all three jobs, where a poll per job would be nine.
+    assert watch_of(session).rounds == 3
+
+
+def test_a_callback_runs_at_the_end_and_cancel_cancels_the_slurm_job(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    slurm.new_job_states = ["PENDING"]  # it never starts by itself
+    job = session.submit(scale, [1.0])
+    seen: list[bool] = []
+    job.add_done_callback(lambda future: seen.append(future.cancelled()))
+    with pytest.raises(TimeoutError, match=f"job {job.id} had not ended after 0.2 s"):
+        job.result(timeout=0.2)
+    assert not job.done()
+    assert job.cancel()
+    assert seen == [True]
+    assert slurm.jobs[job.id].state == "CANCELLED"
+    with pytest.raises(CancelledError):
+        job.result()
+
+
+def test_a_spec_jobs_result_is_its_end_and_a_failure_raises(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    ok = session.submit(test_cli.HELLO)
+    assert ok.result(timeout=30).state.value == "COMPLETED"
+    slurm.new_job_states = ["PENDING", "FAILED"]
+    slurm.new_job_exit = "3:0"
+    bad = session.submit(test_cli.HELLO)
+    with pytest.raises(JobFailed, match=f"job {bad.id} ended FAILED, exit code 3 without"):
+        bad.result(timeout=30)
