@@ -24,12 +24,15 @@ from hpclaunch.errors import (
 )
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.jobs import (
+    SpecInput,
+    load_spec_input,
     naming,
     quota_mode,
     quota_used,
     remember_submission,
     require_paths,
     require_python,
+    spec_source,
     warn_over_quota,
 )
 from hpclaunch.ops.submit import check_before_submit
@@ -56,14 +59,15 @@ class Swept:
 
 def submit_sweep_spec(
     context: Context,
-    spec_path: str,
+    spec: SpecInput,
     *,
     check: bool = True,
     dry_run: bool = False,
     sweep_id: str | None = None,
     overrides: Sequence[str] = (),
 ) -> Swept:
-    """Plan ``spec_path``'s sweep and submit its arrays (see the module docstring).
+    """Plan the sweep of ``spec`` (a file's path, a mapping or a JobSpec) and submit its
+    arrays (see the module docstring).
 
     Args:
         overrides: ``KEY=VALUE`` changes (``sweep --set``), validated as the file is.
@@ -79,10 +83,11 @@ def submit_sweep_spec(
     """
     from hpclaunch.planning.sweep import unused_note
 
+    spec_path = spec_source(spec)
     with naming(spec_path):
         sweep = plan_sweep_spec(
             context,
-            spec_path,
+            spec,
             refresh=False,
             check_paths=check,
             sweep_id=sweep_id,
@@ -117,7 +122,7 @@ def submit_sweep_spec(
                 raise
             # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
             sweep = plan_sweep_spec(
-                context, spec_path, refresh=True, sweep_id=sweep.sweep_id, overrides=overrides
+                context, spec, refresh=True, sweep_id=sweep.sweep_id, overrides=overrides
             )
             record = _record(context, sweep)
             submit_sweep(context.backend, context.runner, sweep, on_array=remember)
@@ -198,7 +203,7 @@ def _taken_array(
 
 def plan_sweep_spec(
     context: Context,
-    spec_path: str,
+    spec_input: SpecInput,
     *,
     refresh: bool,
     sweep_id: str | None = None,
@@ -208,9 +213,8 @@ def plan_sweep_spec(
     """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew)."""
     from hpclaunch.planning.plan import new_submission_id
     from hpclaunch.planning.sweep import plan_sweep
-    from hpclaunch.spec.job import load_spec
 
-    spec = load_spec(spec_path, overrides)
+    spec = load_spec_input(spec_input, overrides)
     require_python(context, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
@@ -225,7 +229,7 @@ def plan_sweep_spec(
         quota_mode=quota_mode(context),
     )
     if check_paths:
-        require_paths(context, spec, sweep.plan, spec_path)
+        require_paths(context, spec, sweep.plan, spec_source(spec_input))
     return sweep
 
 
