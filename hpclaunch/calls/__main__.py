@@ -1,7 +1,10 @@
-"""``python -m hpclaunch.calls``: run the job's pickled function, inside the job.
+"""``python -m hpclaunch.calls [--item N]``: run the job's pickled function, inside the job.
 
 Reads ``$HPCLAUNCH_JOB_DIR/call/call.pkl`` (the batch script exports the job directory),
-runs the function and writes ``result.pkl`` (:mod:`hpclaunch.calls.payload`). Exit codes:
+runs the function and writes ``result.pkl`` (:mod:`hpclaunch.calls.payload`). A task of a
+``session.map`` array (``--item N``, the sweep's ``{i}``) reads the array's one file in
+``$HPCLAUNCH_SWEEP_DIR/call/``, calls the function on item N and writes its result in its
+own ``$HPCLAUNCH_JOB_DIR/call/`` (``<job dir>/tasks/N/``, set by the sweep's task step). Exit codes:
 0 with a value; 1 when the function raised (its exception is the result) or the call could
 not be loaded. A preemption's SIGTERM ends the process before any result: the sidecar
 requeues the job and the next attempt calls the function again (it resumes from its own
@@ -10,6 +13,7 @@ checkpoint through :mod:`hpclaunch.runtime`, as a trainer does).
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -27,17 +31,22 @@ from hpclaunch.calls.payload import (
 from hpclaunch.errors import CallError
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hpclaunch.calls")
+    parser.add_argument("--item", type=int, help="a map's item (its sweep point)")
+    item = parser.parse_args(argv).item
     job_dir = os.environ.get("HPCLAUNCH_JOB_DIR")
     if not job_dir:
         print("hpclaunch.calls: HPCLAUNCH_JOB_DIR is not set (run inside an hpclaunch job)")
         return 2
-    call_dir = os.path.join(job_dir, CALL_DIR)
-    result = os.path.join(call_dir, RESULT_FILE)
+    call_dir = os.path.join(os.environ.get("HPCLAUNCH_SWEEP_DIR", job_dir), CALL_DIR)
+    results = os.path.join(job_dir, CALL_DIR)
+    os.makedirs(results, mode=0o700, exist_ok=True)
+    result = os.path.join(results, RESULT_FILE)
     where = f"{socket.gethostname()}, {sys.executable}"
     try:
         with open(os.path.join(call_dir, CALL_FILE), "rb") as fh:
-            fn, args, kwargs = load_call(fh.read(), where=where)
+            fn, args, kwargs = load_call(fh.read(), where=where, item=item)
     except Exception as exc:  # a mismatch, a module missing here: the result says which
         traceback.print_exc()
         write_atomic(result, dump_error(exc, traceback.format_exc()))

@@ -34,6 +34,7 @@ __all__ = [
     "differences",
     "dump_call",
     "dump_error",
+    "dump_map",
     "dump_value",
     "fingerprint",
     "load_call",
@@ -89,33 +90,54 @@ def dump_call(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, 
     Raises:
         CallError: The call cannot be pickled, or its pickle exceeds :data:`MAX_CALL_BYTES`.
     """
+    call = _pickled((fn, tuple(args), dict(kwargs)))
+    return _envelope(call, mapped=False)
+
+
+def dump_map(fn: Callable[..., Any], items: Sequence[Any]) -> bytes:
+    """The bytes of ``call.pkl`` for ``fn(item)`` of each of ``items`` (``session.map``):
+    one file for the whole array, each task calls ``fn`` on its own item.
+
+    Raises:
+        CallError: As :func:`dump_call`.
+    """
+    return _envelope(_pickled((fn, list(items))), mapped=True)
+
+
+def _pickled(call: object) -> bytes:
     import cloudpickle
 
     try:
-        call = cloudpickle.dumps((fn, tuple(args), dict(kwargs)))
+        data: bytes = cloudpickle.dumps(call)
     except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
         raise CallError(
             f"the function or its arguments cannot be pickled: {type(exc).__name__}: {exc}",
             hint="pass what the job needs as plain data or paths, not open files, locks, "
             "connections or generators",
         ) from exc
-    if len(call) > MAX_CALL_BYTES:
+    if len(data) > MAX_CALL_BYTES:
         raise CallError(
-            f"the pickled function and arguments take {len(call) / 2**20:.0f} MiB, more than "
+            f"the pickled function and arguments take {len(data) / 2**20:.0f} MiB, more than "
             f"{MAX_CALL_BYTES // 2**20} MiB",
             hint="write the data to a file the nodes can read and pass its path instead "
             "(a large array or a model captured by the function counts too)",
         )
-    return pickle.dumps({"fingerprint": fingerprint(), "call": call})
+    return data
+
+
+def _envelope(call: bytes, *, mapped: bool) -> bytes:
+    return pickle.dumps({"fingerprint": fingerprint(), "call": call, "map": mapped})
 
 
 def load_call(
-    data: bytes, *, where: str
+    data: bytes, *, where: str, item: int | None = None
 ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    """The call of ``call.pkl``'s bytes, once this environment is the submitter's.
+    """The call of ``call.pkl``'s bytes, once this environment is the submitter's; for a
+    map's file (:func:`dump_map`), the call on item ``item``.
 
     Raises:
         EnvironmentMismatch: It is not (``where``: this host, for the message).
+        CallError: A map's file without an item, or an item it does not have.
     """
     import cloudpickle
 
@@ -123,8 +145,13 @@ def load_call(
     found = differences(envelope["fingerprint"], fingerprint())
     if found:
         raise EnvironmentMismatch(found, where)
-    fn, args, kwargs = cloudpickle.loads(envelope["call"])
-    return fn, tuple(args), dict(kwargs)
+    if not envelope.get("map"):
+        fn, args, kwargs = cloudpickle.loads(envelope["call"])
+        return fn, tuple(args), dict(kwargs)
+    fn, items = cloudpickle.loads(envelope["call"])
+    if item is None or not 0 <= item < len(items):
+        raise CallError(f"item {item} of a map over {len(items)} items")
+    return fn, (items[item],), {}
 
 
 def dump_value(value: Any) -> bytes:

@@ -19,10 +19,20 @@ from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
     from hpclaunch.ops.submit import Submitted
+    from hpclaunch.ops.sweep import Swept
     from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.slurm.jobs import JobInfo
 
-__all__ = ["call_spec", "job_options", "read_outcome", "submit_call", "without_result"]
+__all__ = [
+    "call_spec",
+    "job_options",
+    "read_outcome",
+    "submit_call",
+    "submit_map",
+    "task_dir",
+    "without_result",
+]
 
 #: Spec fields a function's job cannot take: the call decides how it runs.
 _NOT_FOR_CALLS = ("command", "script", "args", "sweep", "launcher", "processes_per_node")
@@ -132,6 +142,55 @@ def submit_call(
         cwd=cwd,
         before_submit=send,
     )
+
+
+def submit_map(
+    session: Context,
+    fn: Callable[..., Any],
+    items: Sequence[Any],
+    options: Mapping[str, Any],
+    *,
+    max_concurrent: int | None = None,
+    sweep_id: str | None = None,
+    check: bool = True,
+    dry_run: bool = False,
+) -> Swept:
+    """Submit ``fn(item)`` for each of ``items`` as one sweep (``i`` over the items'
+    indexes): job arrays split at MaxArraySize, each point run once, recorded as any
+    sweep (``hpclaunch sweep status`` knows it); the items travel once, in the job
+    directory's ``call/call.pkl``, and each task writes ``tasks/<i>/call/result.pkl``.
+
+    Raises:
+        CallError: No items, or as :func:`submit_call`.
+        SpecError, PlanError, SubmissionError: As for a sweep.
+    """
+    from hpclaunch.calls.payload import dump_map
+    from hpclaunch.ops.sweep import submit_sweep_spec
+
+    if not callable(fn):
+        raise CallError(f"{fn!r} is not callable")
+    if not items:
+        raise CallError("map over no items: nothing to submit")
+    data = dump_map(fn, items)
+    spec = call_spec(session, fn, options)
+    spec["command"] = [*spec["command"], "--item", "{i}"]
+    sweep: dict[str, Any] = {"method": "grid", "parameters": {"i": list(range(len(items)))}}
+    if max_concurrent is not None:
+        sweep["max_concurrent"] = max_concurrent
+    spec["sweep"] = sweep
+
+    def send(plan: SweepPlan) -> None:
+        path = posixpath.join(plan.plan.job_dir, CALL_DIR, CALL_FILE)
+        session.runner.put_bytes(path, data, 0o600)
+
+    return submit_sweep_spec(
+        session, spec, check=check, dry_run=dry_run, sweep_id=sweep_id, before_submit=send
+    )
+
+
+def task_dir(job_dir: str, index: int) -> str:
+    """The directory of a sweep's (a map's) task ``index`` (sweep_task.task_env)."""
+    return posixpath.join(job_dir, "tasks", str(index))
 
 
 def read_outcome(session: Context, job_dir: str) -> Outcome | None:

@@ -24,12 +24,12 @@ if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import JobEvents
     from hpclaunch.ops.resize import ResizeResult
-    from hpclaunch.ops.sweep_status import SweepStatus
+    from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.jobs import JobInfo, JobState
 
-__all__ = ["Job", "SweepRun"]
+__all__ = ["Job", "MapRun", "SweepRun"]
 
 
 class Job(Future[Any]):
@@ -370,3 +370,61 @@ class SweepRun:
         """Cancel every task (finished ones keep their results)."""
         for ref in self.arrays:
             self.session.backend.cancel(ref)
+
+
+@dataclass
+class MapRun(SweepRun):
+    """The jobs of ``session.map(fn, items)``: a sweep whose point ``i`` calls
+    ``fn(items[i])``; :meth:`results` in the items' order.
+
+    Attributes:
+        job_dir: The sweep's job directory (each task's result in ``tasks/<i>/call/``).
+        log_dir: Where the tasks' logs are (``tasks/<i>/attempt-N.log``).
+    """
+
+    job_dir: str = ""
+    log_dir: str = ""
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """What the function returned for each item, in the items' order, once every task
+        has ended (one status call a round for all arrays; the files read after).
+
+        Raises:
+            Exception: The first failed item's own exception (its index and the job's
+                traceback as notes), or :class:`RemoteError`, or :class:`JobFailed` for a
+                task that ended without a result.
+            WatchTimeout: ``timeout`` seconds passed first.
+        """
+        from hpclaunch.ops.call import read_outcome, task_dir
+
+        self.wait(timeout)
+        values: list[Any] = []
+        states: dict[int, TaskStatus] | None = None
+        for index in range(self.points):
+            directory = task_dir(self.job_dir, index)
+            outcome = read_outcome(self.session, directory)
+            try:
+                if outcome is None:
+                    if states is None:
+                        states = {t.point: t for t in self.status(metrics=False).tasks}
+                    raise self._without_result(index, states.get(index))
+                values.append(outcome.get(f"{self.sweep_id} item {index}"))
+            except Exception as exc:
+                add_note = getattr(exc, "add_note", None)  # Python 3.11+
+                if add_note is not None:
+                    add_note(f"map item {index} of {self.points} (sweep {self.sweep_id})")
+                raise
+        return values
+
+    def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.ops.call import task_dir, without_result
+        from hpclaunch.slurm.jobs import JobInfo, JobState
+
+        job_id = task.job_id if task is not None else f"{self.sweep_id}[{index}]"
+        try:
+            state = JobState(task.state) if task is not None else JobState.UNKNOWN
+        except ValueError:
+            state = JobState.UNKNOWN
+        info = JobInfo(JobRef(job_id), state)
+        return without_result(self.session, info, task_dir(self.log_dir, index))

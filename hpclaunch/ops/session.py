@@ -7,7 +7,7 @@ with the use cases as methods; the CLI's commands call the same use cases.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.cost import CostReport
-    from hpclaunch.ops.job import Job, SweepRun
+    from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.jobs import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.site import SiteCheck, SitePlan
@@ -148,6 +148,52 @@ class Session(Context):
             self, os.fspath(spec), check=check, dry_run=dry_run, sweep_id=sweep_id
         )
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        items: Iterable[Any],
+        *,
+        max_concurrent: int | None = None,
+        sweep_id: str | None = None,
+        check: bool = True,
+        dry_run: bool = False,
+        **options: Any,
+    ) -> MapRun:
+        """Run ``fn(item)`` for each of ``items``, as one sweep of job arrays (split at the
+        cluster's MaxArraySize, each point run once, tier ``low`` unless given); ``options``
+        are the job's (a spec's fields, as for :meth:`submit`). ``max_concurrent``: at most
+        that many tasks at once. ``results()`` gives the values in the items' order.
+
+        Raises:
+            CallError: No items, ``fn`` or the items cannot be pickled, or too large.
+            SpecError, PlanError, SubmissionError: As for :meth:`sweep`.
+        """
+        from hpclaunch.ops.call import job_options, submit_map
+        from hpclaunch.ops.job import MapRun
+
+        given, rest = job_options(options)
+        if rest:
+            raise TypeError(f"map passes each item alone: unknown options {sorted(rest)}")
+        swept = submit_map(
+            self,
+            fn,
+            list(items),
+            given,
+            max_concurrent=max_concurrent,
+            sweep_id=sweep_id,
+            check=check,
+            dry_run=dry_run,
+        )
+        plan = swept.sweep.plan
+        return MapRun(
+            self,
+            swept.sweep.sweep_id,
+            swept.refs,
+            len(swept.sweep.points),
+            job_dir=plan.job_dir,
+            log_dir=plan.log_dir,
+        )
 
     def sweep_run(self, sweep_id: str) -> SweepRun:
         """A sweep submitted from this machine, by its id (a unique prefix, or one of its

@@ -65,12 +65,15 @@ def submit_sweep_spec(
     dry_run: bool = False,
     sweep_id: str | None = None,
     overrides: Sequence[str] = (),
+    before_submit: Callable[[SweepPlan], object] | None = None,
 ) -> Swept:
     """Plan the sweep of ``spec`` (a file's path, a mapping or a JobSpec) and submit its
     arrays (see the module docstring).
 
     Args:
         overrides: ``KEY=VALUE`` changes (``sweep --set``), validated as the file is.
+        before_submit: Called with the plan before the first array is submitted (a
+            map's call is written into the job directory then).
         sweep_id: Your own id for the sweep. A sweep that already has it is completed, not
             doubled: each array that a job already carries (its ``<id>-a<index>`` tag, in
             the history or in Slurm) is taken, only the others are submitted: the retry
@@ -101,6 +104,8 @@ def submit_sweep_spec(
                 check_before_submit(context, plan, enabled=check)
     if dry_run:
         return Swept(sweep, None, ())
+    if before_submit is not None:
+        before_submit(sweep)
     record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
 

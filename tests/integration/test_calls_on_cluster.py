@@ -104,3 +104,38 @@ def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
     assert hpclaunch.submitted()[job_id]["tier"] == "low"
     assert value.startswith("{'lr': 0.1, 'loss': 0.1666")
     assert "'host': 'n" in value
+
+
+MAP = """\
+import json
+import hpclaunch
+
+
+def square(x):
+    return x * x
+
+
+session = hpclaunch.Session(site="local")
+run = session.map(square, range(105), project="research",
+                  resources={"time": "00:05:00", "mem": "100M"})
+print(json.dumps({"sweep": run.sweep_id, "arrays": [r.job_id for r in run.arrays],
+                  "results": run.results(timeout=300)}))
+"""
+
+
+def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
+    hpclaunch: Run,
+) -> None:
+    work = REPO / ".pytest-session" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    try:
+        out = run_python(hpclaunch, MAP, cwd=work, timeout=420)
+        assert out.returncode == 0, out.stderr
+        seen = json.loads(out.stdout.splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert len(seen["arrays"]) == 2  # MaxArraySize=101 on the test cluster: 101 + 4
+    assert seen["results"] == [x * x for x in range(105)]
+    status = hpclaunch("sweep", "status", seen["sweep"], "--json")
+    assert status.returncode == 0, status.stderr
+    assert '"COMPLETED": 105' in status.stdout

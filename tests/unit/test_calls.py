@@ -252,3 +252,58 @@ def test_a_spec_jobs_result_is_its_end_and_a_failure_raises(
     bad = session.submit(test_cli.HELLO)
     with pytest.raises(JobFailed, match=f"job {bad.id} ended FAILED, exit code 3 without"):
         bad.result(timeout=30)
+
+
+# -- map -------------------------------------------------------------------------------
+
+
+def double_or_fail(x: int) -> int:
+    if x < 0:
+        raise ShardError(f"negative item {x}")
+    return 2 * x
+
+
+def run_task(job_dir: str, index: int) -> subprocess.CompletedProcess[str]:
+    """A map's task as the sweep's task step starts it: its point's own directory."""
+    task = os.path.join(job_dir, "tasks", str(index))
+    env = {**os.environ, "HPCLAUNCH_SWEEP_DIR": job_dir, "HPCLAUNCH_JOB_DIR": task}
+    return subprocess.run(
+        [sys.executable, "-m", "hpclaunch.calls", "--item", str(index)],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_map_runs_one_sweep_and_gives_the_values_in_the_items_order(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    run = session.map(double_or_fail, [5, 6, 7], max_concurrent=2, resources={"mem": "1G"})
+    (sbatch,) = [argv for argv in slurm.submitted if argv[0] == "sbatch"]
+    assert "--array=0-2%2" in sbatch
+    (script,) = (text for text, _ in slurm.scripts.values() if "#SBATCH" in text)
+    assert "-m hpclaunch.calls --item '{i}'" in script  # the sweep's point, per task
+    assert "#SBATCH --qos=low" in script  # a sweep's tier unless given
+    for index in range(3):
+        assert run_task(run.job_dir, index).returncode == 0
+    assert run.results(timeout=30) == [10, 12, 14]
+    record = session.sweep_run(run.sweep_id)
+    assert record.points == 3
+
+
+def test_a_failed_item_raises_its_own_exception_naming_the_item(
+    session: hpclaunch.Session,
+) -> None:
+    run = session.map(double_or_fail, [1, 2, -3])
+    assert [run_task(run.job_dir, i).returncode for i in range(3)] == [0, 0, 1]
+    with pytest.raises(ShardError, match="negative item -3") as caught:
+        run.results(timeout=30)
+    if hasattr(caught.value, "__notes__"):
+        assert caught.value.__notes__[-1] == f"map item 2 of 3 (sweep {run.sweep_id})"
+    with pytest.raises(CallError, match="map over no items"):
+        session.map(double_or_fail, [])
+    with pytest.raises(TypeError, match="unknown options"):
+        session.map(double_or_fail, [1], factor=2)
