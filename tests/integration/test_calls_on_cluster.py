@@ -100,10 +100,12 @@ def test_a_scripts_functions_run_as_jobs_and_what_they_gave_comes_back(hpclaunch
 def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
     out = run_python(hpclaunch, readme_block("### A function as a job"), timeout=300)
     assert out.returncode == 0, out.stderr
-    job_id, _, value = out.stdout.strip().partition(" ")
+    first, losses = out.stdout.strip().splitlines()
+    job_id, _, value = first.partition(" ")
     assert hpclaunch.submitted()[job_id]["tier"] == "low"
     assert value.startswith("{'lr': 0.1, 'loss': 0.1666")
     assert "'host': 'n" in value
+    assert losses == str([1.0 / (1 + lr * 100) for lr in (0.01, 0.1, 1.0)])
 
 
 MAP = """\
