@@ -40,6 +40,7 @@ _EXPORTS = {
     "Session": "hpclaunch.ops.session",
     "submit": "hpclaunch.ops.session",
     "Job": "hpclaunch.ops.job",
+    "MapRun": "hpclaunch.ops.job",
     "SweepRun": "hpclaunch.ops.job",
     "Backend": "hpclaunch.backends.base",
     "JobRef": "hpclaunch.backends.base",
@@ -62,6 +63,11 @@ _EXPORTS = {
     "Runner": "hpclaunch.transport.base",
     "LocalRunner": "hpclaunch.transport.local",
     "HpclaunchError": "hpclaunch.errors",
+    "CallError": "hpclaunch.errors",
+    "JobFailed": "hpclaunch.errors",
+    "RemoteError": "hpclaunch.errors",
+    "EnvironmentMismatch": "hpclaunch.errors",
+    "WatchTimeout": "hpclaunch.errors",
     "Capabilities": "hpclaunch.slurm.capabilities",
     "discover": "hpclaunch.slurm.capabilities",
     "load_capabilities": "hpclaunch.store.capabilities",
@@ -72,17 +78,22 @@ _EXPORTS = {
 
 __all__ = [
     "Backend",
+    "CallError",
     "Capabilities",
     "CheckpointPolicy",
     "CommandResult",
+    "EnvironmentMismatch",
     "HpclaunchError",
     "Job",
+    "JobFailed",
     "JobInfo",
     "JobRef",
     "JobSpec",
     "JobState",
     "LocalRunner",
+    "MapRun",
     "Problem",
+    "RemoteError",
     "RenderedJob",
     "Resources",
     "Runner",
@@ -90,6 +101,7 @@ __all__ = [
     "SiteConfig",
     "SubmissionPlan",
     "SweepRun",
+    "WatchTimeout",
     "__version__",
     "available_backends",
     "build_plan",
@@ -109,8 +121,15 @@ if TYPE_CHECKING:
     from hpclaunch.backends import available_backends, create_backend
     from hpclaunch.backends.base import Backend, JobRef
     from hpclaunch.config.site import SiteConfig, load_site
-    from hpclaunch.errors import HpclaunchError
-    from hpclaunch.ops.job import Job, SweepRun
+    from hpclaunch.errors import (
+        CallError,
+        EnvironmentMismatch,
+        HpclaunchError,
+        JobFailed,
+        RemoteError,
+        WatchTimeout,
+    )
+    from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.session import Session, submit
     from hpclaunch.planning.checks import Problem, check_plan, check_site
     from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
