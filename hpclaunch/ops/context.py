@@ -34,31 +34,41 @@ class Context:
 
     Args:
         site: A site name or a site config's path (default: the settings').
-        backend: ``cli``, ``pyslurm`` or ``auto`` (default: the settings').
+        backend: ``cli``, ``pyslurm`` or ``auto`` (default: the settings'), or a backend
+            object itself (a test's fake, one of your own).
         remote: ``[user@]host[:port]`` of a login node to reach over SSH.
         quota: ``allow`` or ``strict`` (see ``hpclaunch submit --quota``).
         env: The environment (default: ``os.environ``).
         accept_new_host_key: With ``remote``: record an unknown host key (never a changed one).
         warn: Where warnings go (one line each); default: :func:`warnings.warn`.
+        runner: Where Slurm's commands run, instead of this machine or ``remote`` (a test's
+            fake, a runner of your own).
     """
 
     def __init__(
         self,
         site: str | None = None,
-        backend: str | None = None,
+        backend: str | Backend | None = None,
         remote: str | None = None,
         *,
         quota: str | None = None,
         env: Mapping[str, str] | None = None,
         accept_new_host_key: bool = False,
         warn: Callable[[str], None] | None = None,
+        runner: Runner | None = None,
     ) -> None:
-        typed = {"site": site, "backend": backend, "remote": remote, "quota": quota}
+        name = backend if isinstance(backend, str) else None
+        typed = {"site": site, "backend": name, "remote": remote, "quota": quota}
         self.cli_values: dict[str, str | None] = {k: v for k, v in typed.items() if v}
         self.env = os.environ if env is None else env
         self.accept_new_host_key = accept_new_host_key
         self.warn: Callable[[str], None] = warn or _warn
         self._sites: dict[str, SiteConfig] = {}
+        # Given ones take the place of the cached properties that would make them.
+        if runner is not None:
+            self.__dict__["runner"] = runner
+        if backend is not None and not isinstance(backend, str):
+            self.__dict__["_backend_choice"] = (backend, "given to the session")
 
     def set_typed(self, name: str, value: str | None) -> None:
         """A command's own flag for a setting (``submit --quota``), typed or ``None``;
@@ -145,6 +155,19 @@ class Context:
         return load_capabilities(
             self.backend, self.site.name, max_age=max_age_from_env(self.env), refresh=refresh
         )
+
+    def close(self) -> None:
+        """End the SSH link, if one was opened (a later call opens it again)."""
+        runner = self.__dict__.get("runner")
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @functools.cached_property
     def backend(self) -> Backend:

@@ -16,7 +16,7 @@ from hpclaunch.errors import SpecError
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from . import test_cli
-from .fakes import FakeSlurm
+from .fakes import FakeRunner, FakeSlurm
 from .test_cli import HELLO, run
 
 env = test_cli.env
@@ -258,3 +258,31 @@ def test_wait_returns_the_end_as_status_has_it(
     end = job.wait(timeout=30)
     assert end.state.name == "COMPLETED"
     assert (end.tier, end.quota) == ("medium", "in-quota")
+
+
+def test_a_session_is_given_its_runner_and_backend_no_class_patched(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What tests and programs with a Slurm of their own do: pass the parts."""
+    from hpclaunch.backends.cli import CliBackend
+    from hpclaunch.config.site import load_site
+
+    for key in ("HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(key, env[key])
+    fake = FakeSlurm()
+    runner = FakeRunner(fake)
+    fake.scripts = runner.files
+    site = load_site(env["HPCLAUNCH_SITE"])
+    closed: list[bool] = []
+    runner.close = lambda: closed.append(True)  # type: ignore[attr-defined]
+    with hpclaunch.Session(
+        site=env["HPCLAUNCH_SITE"], backend=CliBackend(runner, site), runner=runner
+    ) as made:
+        job = made.submit(
+            {"name": "given", "command": ["true"], "project": "research"}, check=False
+        )
+        assert made.backend_reason == "given to the session"
+        assert job.result(timeout=30).state.value == "COMPLETED"
+    assert [argv[0] for argv in fake.submitted] == ["sbatch"]
+    assert any(argv[0] == "squeue" for argv in runner.calls)
+    assert closed == [True]
