@@ -338,21 +338,26 @@ class Session(Context):
         return Job(self, JobRef(job_id)) if record is None else self._job_of(record)
 
 
-_DEFAULT: list[Session] = []
-
-
 def submit(
-    spec: SpecInput,
-    *,
+    spec: SpecInput | Callable[..., Any],
+    /,
+    *args: Any,
     overrides: Sequence[str] = (),
     submission_id: str | None = None,
     check: bool = True,
     dry_run: bool = False,
+    **kwargs: Any,
 ) -> Job:
-    """:meth:`Session.submit` with a session of the default settings (made once): the site,
-    backend and remote of ``HPCLAUNCH_*``, the user config and the site's ``defaults:``."""
-    if not _DEFAULT:
-        _DEFAULT.append(Session())
-    return _DEFAULT[0].submit(
-        spec, overrides=overrides, submission_id=submission_id, check=check, dry_run=dry_run
+    """:meth:`Session.submit` with a session of the settings as they are now (made for this
+    call: a changed ``HPCLAUNCH_*`` variable or user config counts): the site, backend and
+    remote of ``HPCLAUNCH_*``, the user config and the site's ``defaults:``. A spec, or a
+    function with its arguments and job options."""
+    return Session().submit(
+        spec,
+        *args,
+        overrides=overrides,
+        submission_id=submission_id,
+        check=check,
+        dry_run=dry_run,
+        **kwargs,
     )

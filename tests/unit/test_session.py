@@ -286,3 +286,20 @@ def test_a_session_is_given_its_runner_and_backend_no_class_patched(
     assert [argv[0] for argv in fake.submitted] == ["sbatch"]
     assert any(argv[0] == "squeue" for argv in runner.calls)
     assert closed == [True]
+
+
+def test_the_module_level_submit_reads_the_settings_at_each_call(
+    env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import yaml
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    other = yaml.safe_load(Path(env["HPCLAUNCH_SITE"]).read_text())
+    other["name"] = "other"
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    spec = {"name": "x", "command": ["true"], "project": "research"}
+    first = hpclaunch.submit(spec, dry_run=True, check=False)
+    monkeypatch.setenv("HPCLAUNCH_SITE", str(tmp_path / "other.yaml"))
+    second = hpclaunch.submit(spec, dry_run=True, check=False)
+    assert (first.session.site.name, second.session.site.name) == ("hpclaunch", "other")
