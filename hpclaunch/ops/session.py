@@ -7,7 +7,7 @@ with the use cases as methods; the CLI's commands call the same use cases.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from hpclaunch.ops.jobs import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.site import SiteCheck, SitePlan
+    from hpclaunch.ops.submit import Submitted
+    from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
@@ -39,7 +41,6 @@ class Session(Context):
         overrides: Sequence[str] = (),
         submission_id: str | None = None,
         check: bool = True,
-        dry_run: bool = False,
         sync: bool = False,
         **kwargs: Any,
     ) -> Job:
@@ -57,8 +58,7 @@ class Session(Context):
         with ``functools.partial``). The function runs under the sidecar, with the
         interpreter running here (or the ``venv`` given), which the nodes must see.
 
-        ``dry_run``: plan and render only; the returned job has no Slurm id (``id`` is
-        ``""``) and ``.rendered`` holds the script.
+        :meth:`dryrun` plans and renders the same without submitting.
 
         ``sync`` (``submit --sync``): send the code tree around the current directory to
         the cluster (what it lacks) just before submitting, and start the job in that
@@ -72,6 +72,52 @@ class Session(Context):
         """
         from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.job import Job
+
+        done = self._submitted(
+            spec, args, kwargs, overrides, submission_id, check=check, sync=sync, dry_run=False
+        )
+        return Job(
+            self,
+            done.ref or JobRef(""),
+            submission_id=done.plan.submission_id,
+            log_dir=done.plan.log_dir,
+            job_dir=done.plan.job_dir,
+            existing=done.existing,
+            rendered=done.job,
+        )
+
+    def dryrun(
+        self,
+        spec: SpecInput | Callable[..., Any],
+        /,
+        *args: Any,
+        overrides: Sequence[str] = (),
+        check: bool = True,
+        **kwargs: Any,
+    ) -> RenderedJob:
+        """What :meth:`submit` would submit, without submitting it (``submit --dry-run``):
+        ``.script``, ``.sbatch_argv`` and ``.plan`` (account, QOS, tier, quota placement,
+        paths, and ``.plan.notes``: why each was chosen).
+
+        Raises:
+            As :meth:`submit`, but for Slurm's own refusal.
+        """
+        return self._submitted(
+            spec, args, kwargs, overrides, None, check=check, sync=False, dry_run=True
+        ).job
+
+    def _submitted(
+        self,
+        spec: SpecInput | Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        overrides: Sequence[str],
+        submission_id: str | None,
+        *,
+        check: bool,
+        sync: bool,
+        dry_run: bool,
+    ) -> Submitted:
         from hpclaunch.ops.snapshot import Snapshot
         from hpclaunch.ops.submit import submit_spec
 
@@ -113,15 +159,7 @@ class Session(Context):
                 cwd=cwd,
                 before_submit=(lambda _plan: tree.send()) if tree is not None else None,
             )
-        return Job(
-            self,
-            done.ref or JobRef(""),
-            submission_id=done.plan.submission_id,
-            log_dir=done.plan.log_dir,
-            job_dir=done.plan.job_dir,
-            existing=done.existing,
-            rendered=done.job,
-        )
+        return done
 
     def sweep(
         self,
@@ -345,7 +383,6 @@ def submit(
     overrides: Sequence[str] = (),
     submission_id: str | None = None,
     check: bool = True,
-    dry_run: bool = False,
     **kwargs: Any,
 ) -> Job:
     """:meth:`Session.submit` with a session of the settings as they are now (made for this
@@ -358,6 +395,5 @@ def submit(
         overrides=overrides,
         submission_id=submission_id,
         check=check,
-        dry_run=dry_run,
         **kwargs,
     )

@@ -106,9 +106,9 @@ def test_over_quota_placement_is_a_python_warning(
     }
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        job = hpclaunch.Session().submit(spec, dry_run=True, check=False)
-    assert job.id == ""
-    assert job.rendered is not None
+        preview = hpclaunch.Session().dryrun(spec, check=False)
+    assert preview.plan.quota == "over-quota"
+    assert any("over-quota" in note for note in preview.plan.notes)
     assert any("over-quota" in str(w.message) for w in seen)
 
 
@@ -299,7 +299,7 @@ def test_the_module_level_submit_reads_the_settings_at_each_call(
     other["name"] = "other"
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
     spec = {"name": "x", "command": ["true"], "project": "research"}
-    first = hpclaunch.submit(spec, dry_run=True, check=False)
+    first = hpclaunch.submit(spec, check=False)
     monkeypatch.setenv("HPCLAUNCH_SITE", str(tmp_path / "other.yaml"))
-    second = hpclaunch.submit(spec, dry_run=True, check=False)
+    second = hpclaunch.submit(spec, check=False)
     assert (first.session.site.name, second.session.site.name) == ("hpclaunch", "other")
