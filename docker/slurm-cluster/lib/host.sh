@@ -19,7 +19,12 @@ apt_install() {
   [[ -e $policy ]] && had_policy=1
   ((had_policy)) || { printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; }
   { apt-get update -qq || true; } >/dev/null 2>&1
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+  # confold: a package's config file that this script already wrote is kept, without the
+  # prompt that fails without a terminal (Debian's slurm-wlm-basic-plugins ships
+  # /etc/slurm/plugstack.conf, which install_pyxis_stub writes: on a fresh machine the 22.05
+  # packages come after a 25.11 cluster's first up, "end of file on stdin at conffile prompt").
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}" >/dev/null ||
     { ((had_policy)) || rm -f "$policy"; die "apt-get install ${missing[*]} failed"; }
   ((had_policy)) || rm -f "$policy"
 }
