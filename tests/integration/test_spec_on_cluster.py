@@ -135,11 +135,17 @@ def test_exclusive_and_raw_sbatch_options_reach_slurm(
         resources={"time": "00:05:00", "mem": "100M", "exclusive": True},
         sbatch_extra={"--nice": 10, "--begin=now": None, "--mail-type": "NONE"},
     )
-    result = hpclaunch("submit", str(spec), "--wait", "--timeout", "60")
+    # Read back as queued: an exclusive job with a lower priority may wait long for a whole
+    # node in the side-by-side pass (it waited past 60 s on a loaded clean-clone run).
+    result = hpclaunch("submit", str(spec))
     assert result.returncode == 0, result.stderr
-    shown = scontrol_job(result.stdout.strip())
-    assert " Nice=10 " in shown
-    assert "OverSubscribe=NO" in shown  # --exclusive
+    job_id = result.stdout.strip().splitlines()[-1]
+    try:
+        shown = scontrol_job(job_id)
+        assert " Nice=10 " in shown
+        assert "OverSubscribe=NO" in shown  # --exclusive
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
 
 
 def test_constraint_is_passed_to_slurm(hpclaunch: Run, write_spec: Callable[..., Path]) -> None:
