@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -141,3 +143,20 @@ def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
     status = hpclaunch("sweep", "status", seen["sweep"], "--json")
     assert status.returncode == 0, status.stderr
     assert '"COMPLETED": 105' in status.stdout
+
+
+def test_the_function_example_runs_as_written(hpclaunch: Run) -> None:
+    out = subprocess.run(
+        [sys.executable, "examples/function_job.py"],
+        cwd=REPO,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    first, *grid = out.stdout.strip().splitlines()
+    assert "'loss': 0.1666" in first
+    assert [line.split(":")[0] for line in grid] == ["lr 0.001", "lr 0.01", "lr 0.1", "lr 1.0"]
+    assert all(" on n" in line for line in grid)
