@@ -530,10 +530,12 @@ class ClientsRun:
 
 
 def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: float) -> ClientsRun:
-    """``clients`` threads, each running the hpclaunch CLI in a loop for ``seconds`` against
-    ONE state directory (history database, capability cache): submit a trivial job, then
-    ``status``, ``history --json``, ``site show --refresh --json`` (rewrites the cache), in
-    turn; meanwhile one more thread reads the capability cache as fast as it can."""
+    """``clients`` threads, each running the hpclaunch CLI in a loop against ONE state
+    directory (history database, capability cache): submit a trivial job, then ``status``,
+    ``history --json``, ``site show --refresh --json`` (rewrites the cache), in turn, for
+    ``seconds`` and until each command ran ``clients`` times (at most 6 x ``seconds``: on
+    a loaded machine 20 s gave only 6 ``site`` calls, clean-clone run 20); meanwhile one
+    more thread reads the capability cache as fast as it can."""
     spec = spec_dir / "clients.yaml"
     spec.write_text(
         yaml.safe_dump(
@@ -550,6 +552,7 @@ def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: fl
     cli = Cli(state)
     cache = cache_path(load_site(cli.site).name, cli.env)  # the site's own name
     deadline = time.monotonic() + seconds
+    last = time.monotonic() + 6 * seconds
     commands: list[tuple[str, ...]] = [
         ("submit", str(spec)),
         ("status",),
@@ -557,9 +560,19 @@ def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: fl
         ("site", "show", "--refresh", "--json"),
     ]
 
+    def more() -> bool:
+        now = time.monotonic()
+        if now < deadline:
+            return True
+        with lock:
+            short = any(run.calls[c[0]] < clients for c in commands)
+        return short and now < last
+
+    clients_done = threading.Event()
+
     def client(index: int) -> None:
         turn = index  # the clients start at different commands
-        while time.monotonic() < deadline:
+        while more():
             args = commands[turn % len(commands)]
             turn += 1
             out = cli(*args, timeout=120)
@@ -572,7 +585,7 @@ def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: fl
                     run.submitted.append(out.stdout.strip().splitlines()[-1])
 
     def reader() -> None:
-        while time.monotonic() < deadline:
+        while not clients_done.is_set():
             try:
                 text = cache.read_text()
             except FileNotFoundError:
@@ -586,11 +599,13 @@ def concurrent_clients(state: Path, spec_dir: Path, *, clients: int, seconds: fl
                     run.torn_reads += 1
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    threads.append(threading.Thread(target=reader))
-    for thread in threads:
+    watcher = threading.Thread(target=reader)
+    for thread in [*threads, watcher]:
         thread.start()
     for thread in threads:
         thread.join()
+    clients_done.set()
+    watcher.join()
     for record in cli.submitted_rows():
         run.history[record["job_id"]] += 1
     return run

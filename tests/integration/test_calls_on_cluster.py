@@ -1,7 +1,8 @@
 """Functions as jobs on the cluster (``Session.submit(fn, ...)``, issue 30): a script's own
 functions (``__main__``: sent by value) run under the sidecar on a node; the value comes
 back, the function's own exception comes back as itself (``except ShardError`` catches it)
-with the job's traceback, a cancelled job is ``JobFailed`` with Slurm's state, and another
+with the job's traceback, a job cancelled by someone else is ``JobFailed`` with Slurm's
+state (``job.cancel()`` itself gives ``CancelledError``, as futures do), and another
 process reads the result later by the job's id."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .test_session_on_cluster import readme_block, run_python
 pytestmark = [pytest.mark.slurm, pytest.mark.backends]
 
 SCRIPT = """\
-import json, socket, sys, time
+import json, socket, subprocess, sys, time
 import hpclaunch
 from hpclaunch.errors import JobFailed
 
@@ -55,7 +56,7 @@ except ShardError as exc:
     seen["raised"] = [str(exc), getattr(exc, "__notes__", [])]
 while slow.state.value != "RUNNING":
     time.sleep(0.5)
-slow.cancel()
+subprocess.run(["scancel", slow.id], check=True)  # by someone else: an admin, the CLI
 error = slow.exception(timeout=120)
 seen["failed"] = [type(error).__name__, getattr(error, "state", None), str(error)]
 print(json.dumps(seen))
