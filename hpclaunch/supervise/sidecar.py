@@ -489,6 +489,8 @@ class Sidecar:
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
         deadline = first.at + max(1.0, seconds - MARGIN)
         self._checkpoint(request_reason, deadline, proc, signals, time_left=left)
+        if proc.poll() == 0 and self.committed is None:
+            return self._finished_at_warning(reason)
         # Before the requeue: Slurm cancels the step at once, and srun and slurmstepd say so.
         self.output.divert(self.stop_log)
         code = self._maybe_requeue(reason, history)
@@ -673,6 +675,22 @@ class Sidecar:
             return float(self.env["SLURM_JOB_END_TIME"]) - time.time()
         except (KeyError, ValueError):
             return None
+
+    def _finished_at_warning(self, reason: str) -> int:
+        """The launch ended by itself, successfully, as the warning came, before the sidecar
+        stopped it and with no checkpoint for the request: the work is done. A requeue would
+        run it again, from its last checkpoint or from the start (seen on 22.05 under load:
+        a trainer warned at its 150th and last step trained all 150 again). Where Slurm
+        itself requeues a preempted job when it exits (24.11+), that requeue is forbidden."""
+        if reason == "preempted" and "SLURM_JOB_ID" in self.env:
+            target = requeue_target(self.env)
+            if slurm_requeues_on_exit(self.runner, target):
+                refused = forbid_requeue(self.runner, target)
+                self.ledger.append(
+                    "requeue_forbidden", target=target, ok=refused.ok, why=refused.why
+                )
+        self._end("success", exit_code=0, requeued=False, warned=reason)
+        return 0
 
     def _checkpoint(
         self,

@@ -161,3 +161,24 @@ def test_the_function_example_runs_as_written(hpclaunch: Run) -> None:
     assert "'loss': 0.1666" in first
     assert [line.split(":")[0] for line in grid] == ["lr 0.001", "lr 0.01", "lr 0.1", "lr 1.0"]
     assert all(" on n" in line for line in grid)
+
+
+def test_the_notebook_style_example_runs_as_written(hpclaunch: Run) -> None:
+    out = subprocess.run(
+        [sys.executable, "examples/notebook_futures.py"],
+        cwd=REPO,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    *scores, best = out.stdout.strip().splitlines()
+    assert sorted(line.split(":")[0] for line in scores) == [
+        "checkpoint 100",
+        "checkpoint 200",
+        "checkpoint 400",
+    ]
+    assert "checkpoint 400: score 0.9975" in scores
+    assert best == "best checkpoint: 400"

@@ -25,13 +25,15 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from hpclaunch.supervise.control import read_step
 
 from .cluster import SlurmCluster
 from .conftest import Cli, wait_progress
@@ -198,16 +200,35 @@ def jobs(
     # The set-up job first: its warning must land within the 5 s its venv takes.
     jobs.wait_setting_up("setup")
     subprocess.run(["scancel", "--batch", "--signal=USR1", ids["setup"]], check=True)
-    # Interrupt both resumable jobs mid-run, in parallel, before any test waits.
-    jobs.wait_progress("torchrun", 30)
-    jobs.preemptor = _preempt(ids["torchrun"])
-    jobs.wait_progress("srun", 30)
-    # What --signal=B:USR1 delivers at preemption (preempt_send_user_signal) or time limit.
-    subprocess.run(["scancel", "--batch", "--signal=USR1", ids["srun"]], check=True)
+    # Interrupt both resumable jobs mid-run, each as soon as it reached step 30, before any
+    # test waits. (One after the other, the srun job had once trained all its steps by the
+    # time the torchrun job's wait was over: 22.05 beside the exclusive pass, run 21.)
+
+    def preempt_torchrun() -> None:
+        jobs.preemptor = _preempt(ids["torchrun"])
+
+    def warn_srun() -> None:
+        # What --signal=B:USR1 delivers at preemption (preempt_send_user_signal) or time limit.
+        subprocess.run(["scancel", "--batch", "--signal=USR1", ids["srun"]], check=True)
+
+    _at_step(jobs, 30, {"torchrun": preempt_torchrun, "srun": warn_srun})
     yield jobs
     subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
     shutil.rmtree(shared, ignore_errors=True)
     subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+def _at_step(jobs: Jobs, step: int, actions: dict[str, Callable[[], None]]) -> None:
+    """Run each job's action as soon as its trainer reported ``step``."""
+    left = dict(actions)
+    progress = {name: jobs.job_dir(name) / "control" / "progress.json" for name in actions}
+    deadline = time.monotonic() + 120
+    while left:
+        for name in list(left):
+            if (read_step(progress[name]) or 0) >= step:
+                left.pop(name)()
+        assert time.monotonic() < deadline, f"{sorted(left)} never reached step {step}"
+        time.sleep(0.1)
 
 
 def _slow_venv(shared: Path) -> Path:

@@ -812,3 +812,20 @@ def test_a_sigterm_ends_the_attempt_in_the_ledger_within_killwait_whatever_the_t
     took = ev["attempt_end"]["time"] - ev["signal_received"]["when"]
     assert took <= 5.0 - 0.5, took
     assert ev["checkpoint_timeout"]["waited"] >= 2.5  # the trainer still had its time
+
+
+def test_a_launch_that_finishes_as_the_warning_comes_is_a_success(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """The warning lands at step 18 of 20; the trainer (no checkpoint on request) finishes
+    its last two steps and exits 0 before the grace is over: done, not requeued (on 22.05
+    under load it was requeued and trained all its steps again)."""
+    signal_at_step(signal.SIGUSR1, 18)
+    runner = slurm_answers()
+    cfg = config(tmp_path, "--steps", "20", "--sleep", "0.1", "--no-checkpoint")
+    assert Sidecar(cfg, runner).run() == 0
+    ev = events(tmp_path)
+    assert ev["signal_received"]["signal"] == "USR1"
+    assert ev["attempt_end"]["reason"] == "success"
+    assert ev["attempt_end"]["warned"] == "preempted"
+    assert not any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
