@@ -180,5 +180,5 @@ def test_the_notebook_style_example_runs_as_written(hpclaunch: Run) -> None:
         "checkpoint 200",
         "checkpoint 400",
     ]
-    assert "checkpoint 400: score 0.9975" in scores
+    assert any(line.startswith("checkpoint 400: score 0.9975 (job ") for line in scores)
     assert best == "best checkpoint: 400"

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,20 +37,28 @@ def submit(run: Run, spec: Path, *args: str) -> str:
 def test_status_columns_for_a_one_gpu_and_a_two_node_job(
     hpclaunch: Run, write_spec: WriteSpec
 ) -> None:
+    # Both run until the table is read (a fixed sleep 3 once ended the first job while the
+    # second still waited for its nodes: clean-clone run 21), at most 2 minutes.
+    release = Path.home() / ".hpclaunch-it" / f"release-{uuid.uuid4().hex[:8]}"
+    release.parent.mkdir(parents=True, exist_ok=True)
+    hold = f"for i in $(seq 1200); do [ -e {release} ] && break; sleep 0.1; done"
     one = write_spec(
-        command=["bash", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES; sleep 3"],
+        command=["bash", "-c", f"echo gpus=$CUDA_VISIBLE_DEVICES; {hold}"],
         resources={"gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
     )
     two = write_spec(
-        command=["bash", "-c", "echo on $(hostname); sleep 3"],
+        command=["bash", "-c", f"echo on $(hostname); {hold}"],
         launcher="srun",
         tier="high",
         resources={"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
     )
     one_id, two_id = submit(hpclaunch, one), submit(hpclaunch, two)
-    for job_id in (one_id, two_id):
-        wait_state(hpclaunch, job_id, {"RUNNING"} | FINAL)
-    table = hpclaunch("ls", one_id, two_id)
+    try:
+        for job_id in (one_id, two_id):
+            wait_state(hpclaunch, job_id, {"RUNNING"} | FINAL)
+        table = hpclaunch("ls", one_id, two_id)
+    finally:
+        release.touch()
     assert table.returncode == 0, table.stderr
     assert re.search(
         rf"^ *{one_id}\s+{one.stem}\s+medium\s+in-quota\s+normal\s+RUNNING\s+n\d\s+1\s+\S+\s+0\s*$",
@@ -65,6 +74,7 @@ def test_status_columns_for_a_one_gpu_and_a_two_node_job(
     for job_id in (one_id, two_id):
         done = wait_state(hpclaunch, job_id, FINAL)
         assert (done["state"], done["exit_code"], done["restarts"]) == ("COMPLETED", 0, 0)
+    release.unlink()
     infos = {i["job_id"]: i for i in json.loads(hpclaunch("status", "--json").stdout)}
     assert (infos[one_id]["gpus"], infos[one_id]["tier"], infos[one_id]["qos"]) == (
         1,
