@@ -125,7 +125,14 @@ def test_command_and_env_arrive_exactly(args: list[str], env: dict[str, str]) ->
         assert not (workdir / "canary").exists()
 
 
-@settings(max_examples=100, deadline=None)
+# Its filtered strategy is the slowest to draw: as the other tests here, no health check
+# for slow data (it failed once in a full parallel unit run, 2026-11-27, and passed on every
+# rerun; its message was not kept: the likely cause, not a confirmed one).
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(
     name=job_names,
     workdir=hostile_text.filter(
