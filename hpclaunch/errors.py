@@ -16,7 +16,9 @@
     ├─ BackendError           Slurm itself said no
     │  ├─ SubmissionError     sbatch refused the job; ``.result`` holds its answer
     │  ├─ BackendUnavailable  the backend cannot be used (controller down, missing extra)
+    │  │  └─ ControllerUnreachable  slurmctld did not answer: nothing was changed
     │  ├─ JobNotFound         no such job
+    │  ├─ UpdateRefused       scontrol update refused a change; ``.said`` is its answer
     │  ├─ ResizeRefused       an elastic job cannot be resized as asked
     │  └─ WatchTimeout        jobs did not reach the wanted state in time
     ├─ HistoryError           the local history database cannot be opened or written

@@ -2,36 +2,43 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
 from hpclaunch import errors
 from hpclaunch.transport.base import CommandResult
 
 
-@pytest.mark.parametrize(
-    ("child", "parent"),
-    [
-        (errors.ConfigError, errors.HpclaunchError),
-        (errors.SpecError, errors.ConfigError),
-        (errors.PlanError, errors.ConfigError),
-        (errors.RenderError, errors.HpclaunchError),
-        (errors.TransportError, errors.HpclaunchError),
-        (errors.ConnectError, errors.TransportError),
-        (errors.ProgramNotFound, errors.ConnectError),
-        (errors.CommandFailed, errors.TransportError),
-        (errors.CommandTimeout, errors.TransportError),
-        (errors.BackendError, errors.HpclaunchError),
-        (errors.SubmissionError, errors.BackendError),
-        (errors.BackendUnavailable, errors.BackendError),
-        (errors.JobNotFound, errors.BackendError),
-        (errors.WatchTimeout, errors.BackendError),
-        (errors.SupervisorError, errors.HpclaunchError),
-        (errors.LaunchFailed, errors.SupervisorError),
-        (errors.CheckpointTimeout, errors.SupervisorError),
-    ],
-)
-def test_tree(child: type[Exception], parent: type[Exception]) -> None:
-    assert issubclass(child, parent)
+def drawn_tree() -> dict[str, str | None]:
+    """Each class of the error tree drawn in hpclaunch/errors.py's docstring -> the class
+    it is drawn under (``None`` for the root)."""
+    block = (errors.__doc__ or "").split("::", 1)[1].strip("\n").split("\n\n")[0]
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []  # (column of the name, name)
+    for line in block.splitlines():
+        match = re.match(r"^([ │├└─]*)([A-Za-z]+)", line)
+        assert match is not None, line
+        column, name = len(match.group(1)), match.group(2)
+        while stack and stack[-1][0] >= column:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((column, name))
+    return parents
+
+
+def test_the_drawn_tree_is_the_class_tree() -> None:
+    """Every error class is drawn, under its own base; nothing drawn is not a class."""
+    drawn = drawn_tree()
+    classes = {
+        name: cls
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, errors.HpclaunchError)
+    }
+    assert set(drawn) == set(classes)
+    for name, parent in drawn.items():
+        bases = [
+            b.__name__ for b in classes[name].__bases__ if issubclass(b, errors.HpclaunchError)
+        ]
+        assert bases == ([] if parent is None else [parent]), name
 
 
 def test_message_and_hint() -> None:
