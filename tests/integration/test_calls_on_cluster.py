@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from typing import Any
 
 import pytest
 
@@ -64,15 +65,7 @@ print(json.dumps(seen))
 
 
 def test_a_scripts_functions_run_as_jobs_and_what_they_gave_comes_back(hpclaunch: Run) -> None:
-    # The script's directory is the job's: on the path every node shares.
-    work = REPO / ".pytest-session" / uuid.uuid4().hex
-    work.mkdir(parents=True)
-    try:
-        out = run_python(hpclaunch, SCRIPT, cwd=work, timeout=400)
-        assert out.returncode == 0, out.stderr
-        seen = json.loads(out.stdout.splitlines()[-1])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    seen = run_script(hpclaunch, SCRIPT)
     ok, bad, slow = seen["ids"]
     values, host = seen["result"]
     assert values == [10, 20]
@@ -131,14 +124,7 @@ print(json.dumps({"sweep": run.sweep_id, "arrays": [r.job_id for r in run.arrays
 def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
     hpclaunch: Run,
 ) -> None:
-    work = REPO / ".pytest-session" / uuid.uuid4().hex
-    work.mkdir(parents=True)
-    try:
-        out = run_python(hpclaunch, MAP, cwd=work, timeout=420)
-        assert out.returncode == 0, out.stderr
-        seen = json.loads(out.stdout.splitlines()[-1])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    seen = run_script(hpclaunch, MAP)
     assert len(seen["arrays"]) == 2  # MaxArraySize=101 on the test cluster: 101 + 4
     assert seen["results"] == [x * x for x in range(105)]
     status = hpclaunch("sweep", "status", seen["sweep"], "--json")
@@ -147,15 +133,7 @@ def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
 
 
 def test_the_function_example_runs_as_written(hpclaunch: Run) -> None:
-    out = subprocess.run(
-        [sys.executable, "examples/function_job.py"],
-        cwd=REPO,
-        env=dict(hpclaunch.env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    out = run_example(hpclaunch, "examples/function_job.py")
     assert out.returncode == 0, out.stderr
     first, *grid = out.stdout.strip().splitlines()
     assert "'loss': 0.1666" in first
@@ -164,15 +142,7 @@ def test_the_function_example_runs_as_written(hpclaunch: Run) -> None:
 
 
 def test_the_notebook_style_example_runs_as_written(hpclaunch: Run) -> None:
-    out = subprocess.run(
-        [sys.executable, "examples/notebook_futures.py"],
-        cwd=REPO,
-        env=dict(hpclaunch.env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    out = run_example(hpclaunch, "examples/notebook_futures.py")
     assert out.returncode == 0, out.stderr
     *scores, best = out.stdout.strip().splitlines()
     assert sorted(line.split(":")[0] for line in scores) == [
@@ -182,3 +152,29 @@ def test_the_notebook_style_example_runs_as_written(hpclaunch: Run) -> None:
     ]
     assert any(line.startswith("checkpoint 400: score 0.9975 (job ") for line in scores)
     assert best == "best checkpoint: 400"
+
+
+def run_example(hpclaunch: Run, path: str) -> subprocess.CompletedProcess[str]:
+    """An example script as a user runs it, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, path],
+        cwd=REPO,
+        env=dict(hpclaunch.env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def run_script(hpclaunch: Run, code: str) -> Any:
+    """``code`` as a user's script in a directory of its own on the path every node shares
+    (the jobs start there); the JSON of its last line."""
+    work = REPO / ".pytest-session" / uuid.uuid4().hex
+    work.mkdir(parents=True)
+    try:
+        out = run_python(hpclaunch, code, cwd=work, timeout=420)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

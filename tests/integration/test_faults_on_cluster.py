@@ -66,7 +66,7 @@ from .faults import (
     sweep_outage,
 )
 from .preempt_anywhere import PreemptRun
-from .test_sidecar_on_cluster import STEPS, VENV, Jobs, _by, _nodes_of, _steps
+from .test_sidecar_on_cluster import STEPS, VENV, Jobs, _by, _preempt, _steps
 from .test_sidecar_on_cluster import _submit as submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
@@ -231,7 +231,7 @@ def test_preempted_as_each_attempt_starts_a_job_without_progress_is_still_requeu
     try:
         for attempt in (0, 1):
             _wait_attempt_start(jobs, "plain", attempt)
-            preemptors.append(_preempt_one_node(ids["plain"]))
+            preemptors.append(_preempt(ids["plain"], nodes=1))
         assert jobs.wait_final("plain", 180) == "COMPLETED"
     finally:
         subprocess.run(["scancel", *preemptors, *ids.values()], check=False)
@@ -256,15 +256,6 @@ def _wait_attempt_start(jobs: Jobs, name: str, attempt: int, timeout: float = 12
     ):
         assert time.monotonic() < deadline, f"{name}: attempt {attempt} never started"
         time.sleep(0.2)
-
-
-def _preempt_one_node(job_id: str) -> str:
-    """A critical job that needs every GPU of the node ``job_id`` runs on; its id."""
-    node = _nodes_of(job_id)
-    argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", "-N1"]
-    argv += [f"--nodelist={node}", "--gres=gpu:4", "--time=1", "--mem=50M"]
-    argv += ["--output=/dev/null", "--job-name=it-fault-preemptor", "--wrap=sleep 3"]
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.parametrize("wait", [6.0, 0.0], ids=["state-saved", "state-lost"])

@@ -291,11 +291,11 @@ def _nodes_of(job_id: str, timeout: float = 60) -> str:
         time.sleep(0.2)
 
 
-def _preempt(job_id: str) -> str:
-    """Submit a critical job that needs every GPU of ``job_id``'s nodes; return its id."""
-    nodes = _nodes_of(job_id)
-    argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", "-N2"]
-    argv += [f"--nodelist={nodes}", "--gres=gpu:4", "--time=1", "--mem=50M"]
+def _preempt(job_id: str, nodes: int = 2) -> str:
+    """Submit a critical job that needs every GPU of ``job_id``'s ``nodes`` nodes; its id."""
+    hosts = _nodes_of(job_id)
+    argv = ["sbatch", "--parsable", "--qos=critical", "--account=research", f"-N{nodes}"]
+    argv += [f"--nodelist={hosts}", "--gres=gpu:4", "--time=1", "--mem=50M"]
     argv += ["--output=/dev/null", "--job-name=it-sc-preemptor", "--wrap=sleep 3"]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 
