@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import traceback
+from pathlib import Path
 
 from hpclaunch.calls.payload import (
     CALL_DIR,
@@ -26,9 +27,9 @@ from hpclaunch.calls.payload import (
     dump_error,
     dump_value,
     load_call,
-    write_atomic,
 )
 from hpclaunch.errors import CallError
+from hpclaunch.store.files import write_private
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,30 +41,29 @@ def main(argv: list[str] | None = None) -> int:
         print("hpclaunch.calls: HPCLAUNCH_JOB_DIR is not set (run inside an hpclaunch job)")
         return 2
     call_dir = os.path.join(os.environ.get("HPCLAUNCH_SWEEP_DIR", job_dir), CALL_DIR)
-    results = os.path.join(job_dir, CALL_DIR)
-    os.makedirs(results, mode=0o700, exist_ok=True)
-    result = os.path.join(results, RESULT_FILE)
+    # Written atomically, 0600, its directory made 0700 (a map's task has none yet).
+    result = Path(job_dir, CALL_DIR, RESULT_FILE)
     where = f"{socket.gethostname()}, {sys.executable}"
     try:
         with open(os.path.join(call_dir, CALL_FILE), "rb") as fh:
             fn, args, kwargs = load_call(fh.read(), where=where, item=item)
     except Exception as exc:  # a mismatch, a module missing here: the result says which
         traceback.print_exc()
-        write_atomic(result, dump_error(exc, traceback.format_exc()))
+        write_private(result, dump_error(exc, traceback.format_exc()))
         return 1
     try:
         value = fn(*args, **kwargs)
     except Exception as exc:
         traceback.print_exc()
-        write_atomic(result, dump_error(exc, traceback.format_exc()))
+        write_private(result, dump_error(exc, traceback.format_exc()))
         return 1
     try:
         data = dump_value(value)
     except CallError as exc:
         print(f"hpclaunch.calls: {exc}")
-        write_atomic(result, dump_error(exc, traceback.format_exc()))
+        write_private(result, dump_error(exc, traceback.format_exc()))
         return 1
-    write_atomic(result, data)
+    write_private(result, data)
     return 0
 
 

@@ -15,7 +15,6 @@ could not be pickled (then :class:`~hpclaunch.errors.RemoteError` carries its te
 
 from __future__ import annotations
 
-import os
 import pickle
 import platform
 import sys
@@ -39,7 +38,6 @@ __all__ = [
     "fingerprint",
     "load_call",
     "load_outcome",
-    "write_atomic",
 ]
 
 #: The call's directory inside the job directory, and its two files.
@@ -241,20 +239,3 @@ def load_outcome(data: bytes) -> Outcome:
     """The :class:`Outcome` of ``result.pkl``'s bytes."""
     raw = pickle.loads(data)  # the job wrote it, into its private directory
     return Outcome(raw["ok"], raw["type"], raw["text"], raw["traceback"], raw["payload"])
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` (mode 0600) so that a reader sees all of it or nothing:
-    a temporary file, fsync, rename."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
