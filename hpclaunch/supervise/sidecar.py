@@ -685,12 +685,14 @@ class Sidecar:
         if reason == "preempted" and "SLURM_JOB_ID" in self.env:
             target = requeue_target(self.env)
             if slurm_requeues_on_exit(self.runner, target):
-                refused = forbid_requeue(self.runner, target)
-                self.ledger.append(
-                    "requeue_forbidden", target=target, ok=refused.ok, why=refused.why
-                )
+                self._forbid_requeue(target)
         self._end("success", exit_code=0, requeued=False, warned=reason)
         return 0
+
+    def _forbid_requeue(self, target: str) -> None:
+        """Stop Slurm requeuing the job it preempts when it exits, and say so in the ledger."""
+        refused = forbid_requeue(self.runner, target)
+        self.ledger.append("requeue_forbidden", target=target, ok=refused.ok, why=refused.why)
 
     def _checkpoint(
         self,
@@ -818,10 +820,7 @@ class Sidecar:
         by_slurm = inside and reason == "preempted" and slurm_requeues_on_exit(self.runner, target)
         if not decision.requeue:
             if by_slurm:
-                refused = forbid_requeue(self.runner, target)
-                self.ledger.append(
-                    "requeue_forbidden", target=target, ok=refused.ok, why=refused.why
-                )
+                self._forbid_requeue(target)
             self.ledger.append("requeue_skipped", why=decision.why)
             self._requeue_why = decision.why
             return EXIT_NOT_REQUEUED
