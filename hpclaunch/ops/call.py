@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from hpclaunch.ops.submit import Submitted
     from hpclaunch.ops.sweep import Swept
     from hpclaunch.planning.plan import SubmissionPlan
-    from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.slurm.jobs import JobInfo
 
 __all__ = [
@@ -130,8 +129,7 @@ def submit_call(
     def send(plan: SubmissionPlan) -> None:
         if before_submit is not None:
             before_submit(plan)
-        path = posixpath.join(plan.job_dir, CALL_DIR, CALL_FILE)
-        session.runner.put_bytes(path, data, 0o600)
+        _put_call(session, plan.job_dir, data)
 
     return submit_spec(
         session,
@@ -179,13 +177,19 @@ def submit_map(
         sweep["max_concurrent"] = max_concurrent
     spec["sweep"] = sweep
 
-    def send(plan: SweepPlan) -> None:
-        path = posixpath.join(plan.plan.job_dir, CALL_DIR, CALL_FILE)
-        session.runner.put_bytes(path, data, 0o600)
-
     return submit_sweep_spec(
-        session, spec, check=check, dry_run=dry_run, sweep_id=sweep_id, before_submit=send
+        session,
+        spec,
+        check=check,
+        dry_run=dry_run,
+        sweep_id=sweep_id,
+        before_submit=lambda sweep_plan: _put_call(session, sweep_plan.plan.job_dir, data),
     )
+
+
+def _put_call(session: Context, job_dir: str, data: bytes) -> None:
+    """Write a call's pickle into the job directory, where Slurm runs (0600)."""
+    session.runner.put_bytes(posixpath.join(job_dir, CALL_DIR, CALL_FILE), data, 0o600)
 
 
 def task_dir(job_dir: str, index: int) -> str:

@@ -123,6 +123,7 @@ class Session(Context):
 
         tree = Snapshot.of_cwd(self) if sync else None
         cwd = tree.cwd if tree is not None else None
+        upload = (lambda _plan: tree.send()) if tree is not None else None
         if callable(spec):
             from hpclaunch.ops.call import job_options, submit_call
 
@@ -141,7 +142,7 @@ class Session(Context):
                 check=check,
                 dry_run=dry_run,
                 cwd=cwd,
-                before_submit=(lambda _plan: tree.send()) if tree is not None else None,
+                before_submit=upload,
             )
         else:
             if args or kwargs:
@@ -157,7 +158,7 @@ class Session(Context):
                 check=check,
                 dry_run=dry_run,
                 cwd=cwd,
-                before_submit=(lambda _plan: tree.send()) if tree is not None else None,
+                before_submit=upload,
             )
         return done
 
