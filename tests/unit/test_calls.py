@@ -46,11 +46,11 @@ def fails(shard: int) -> None:
     raise ShardError(f"shard {shard} is corrupt")
 
 
-def run_job(job_dir: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m hpclaunch.calls`` as the job runs it (cwd: the submit directory)."""
+def run_job(job_dir: Path | str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m hpclaunch.calls ARGS`` as the job runs it (cwd: the submit directory)."""
     return subprocess.run(
-        [sys.executable, "-m", "hpclaunch.calls"],
-        env={**os.environ, "HPCLAUNCH_JOB_DIR": str(job_dir)},
+        [sys.executable, "-m", "hpclaunch.calls", *args],
+        env={**os.environ, "HPCLAUNCH_JOB_DIR": str(job_dir), **env},
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -280,16 +280,7 @@ def double_or_fail(x: int) -> int:
 def run_task(job_dir: str, index: int) -> subprocess.CompletedProcess[str]:
     """A map's task as the sweep's task step starts it: its point's own directory."""
     task = os.path.join(job_dir, "tasks", str(index))
-    env = {**os.environ, "HPCLAUNCH_SWEEP_DIR": job_dir, "HPCLAUNCH_JOB_DIR": task}
-    return subprocess.run(
-        [sys.executable, "-m", "hpclaunch.calls", "--item", str(index)],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return run_job(task, "--item", str(index), HPCLAUNCH_SWEEP_DIR=job_dir)
 
 
 def test_map_runs_one_sweep_and_gives_the_values_in_the_items_order(
