@@ -238,8 +238,9 @@ def squeue(job_id: str, fmt: str) -> str:
     return out.stdout.strip()
 
 
-def wait_progress(job_dir: Path, step: int, timeout: float = 60) -> None:
-    """Until the job's trainer reported ``step`` (``control/progress.json``)."""
+def wait_progress(job_dir: Path, step: int, timeout: float = 60, job_id: str = "") -> None:
+    """Until the job's trainer reported ``step`` (``control/progress.json``); on a timeout
+    the message says the job's state and reason in squeue when ``job_id`` is given."""
     path = job_dir / "control" / "progress.json"
     deadline = time.monotonic() + timeout
     while True:
@@ -248,5 +249,16 @@ def wait_progress(job_dir: Path, step: int, timeout: float = 60) -> None:
                 return
         except (OSError, ValueError, KeyError):
             pass
-        assert time.monotonic() < deadline, f"{job_dir} never reached step {step}"
+        if time.monotonic() >= deadline:
+            queued = squeue(job_id, "%T %r") if job_id else ""
+            pytest.fail(f"{job_dir} never reached step {step} in {timeout:g} s ({queued=})")
         time.sleep(0.1)
+
+
+def wait_running(job_id: str, timeout: float) -> None:
+    """Until squeue says the job RUNNING; its state and reason in the message if not."""
+    deadline = time.monotonic() + timeout
+    while (state := squeue(job_id, "%T %r")).split(" ")[0] != "RUNNING":
+        if time.monotonic() >= deadline:
+            pytest.fail(f"job {job_id} not running after {timeout:g} s: {state!r}")
+        time.sleep(0.5)

@@ -104,6 +104,8 @@ def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
     assert losses == str([1.0 / (1 + lr * 100) for lr in (0.01, 0.1, 1.0)])
 
 
+# At most 16 tasks at a time: all 105 at once would take every CPU of the cluster from the
+# modules beside it (the elastic module's 4-node job once waited over 120 s behind them).
 MAP = """\
 import json
 import hpclaunch
@@ -114,11 +116,31 @@ def square(x):
 
 
 session = hpclaunch.Session(site="local")
-run = session.map(square, range(105), project="research",
+run = session.map(square, range(105), project="research", max_concurrent=16,
                   resources={"time": "00:05:00", "mem": "100M"})
 print(json.dumps({"sweep": run.sweep_id, "arrays": [r.job_id for r in run.arrays],
                   "results": run.results(timeout=300)}))
 """
+
+
+def _most_at_once(array_id: str) -> int:
+    """The most tasks of an array that ran at the same time, from sacct's start and end
+    times (whole seconds: a task that ends as another starts is not counted with it)."""
+    out = subprocess.run(
+        ["sacct", "-j", array_id, "-X", "-n", "-P", "-o", "Start,End"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    edges = []
+    for line in out.stdout.split():
+        start, end = line.split("|")
+        edges += [(end, -1), (start, 1)]  # at the same second, an end before a start
+    running = most = 0
+    for _, step in sorted(edges):
+        running += step
+        most = max(most, running)
+    return most
 
 
 def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
@@ -126,6 +148,7 @@ def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
 ) -> None:
     seen = run_script(hpclaunch, MAP)
     assert len(seen["arrays"]) == 2  # MaxArraySize=101 on the test cluster: 101 + 4
+    assert _most_at_once(seen["arrays"][0]) <= 16
     assert seen["results"] == [x * x for x in range(105)]
     status = hpclaunch("sweep", "status", seen["sweep"], "--json")
     assert status.returncode == 0, status.stderr
