@@ -53,6 +53,7 @@ WORST_FIRST = (
     JobState.DEADLINE,
     JobState.CANCELLED,
     JobState.REVOKED,
+    JobState.PREEMPTED,
     JobState.COMPLETED,
 )
 

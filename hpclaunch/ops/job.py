@@ -150,9 +150,24 @@ class Job(Future[Any]):
         outcome = read_outcome(self.session, self.job_dir) if self.job_dir else None
         if outcome is not None:
             return outcome.get(self.id)
-        if info.state.value == "COMPLETED" and not self._is_call():
+        if not self._is_call() and (info.state.value == "COMPLETED" or self._ended_success()):
             return info
         raise without_result(self.session, info, self.log_dir)
+
+    def _ended_success(self) -> bool:
+        """Whether the sidecar's ledger says the last attempt ended ``success``: Slurm
+        records a job PREEMPTED when its preemption came as it finished and the sidecar
+        forbade the requeue (the work was done; see :mod:`hpclaunch.supervise.requeue`)."""
+        from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+
+        if self.job_dir is None:
+            return False
+        try:
+            events = parse_ledger(self.session.runner.read_file(f"{self.job_dir}/{LEDGER_NAME}"))
+        except (OSError, HpclaunchError):
+            return False
+        ends = [e for e in events if e.get("event") == "attempt_end"]
+        return bool(ends) and ends[-1].get("reason") == "success"
 
     def _is_call(self) -> bool:
         from hpclaunch.calls.payload import CALL_DIR, CALL_FILE

@@ -1,10 +1,18 @@
 """Job states and polite polling.
 
 :class:`JobState` is Slurm's job state table (squeue(1) "JOB STATE CODES", Slurm 22.05).
-A job is *finished* only in a final state: PREEMPTED, REQUEUED and REQUEUE_HOLD are not
-final, because a preempted job is requeued and runs again under the same id (submitit's
-``InfoWatcher.is_done`` treats them so too). UNKNOWN (no answer about the job) is not final
-either: waiting on it ends with the caller's timeout, not with a guess.
+A job is *finished* only in a final state. REQUEUED and REQUEUE_HOLD are not final: the job
+runs again under the same id. PREEMPTED is: slurmctld moves a job it requeues after a
+preemption from PREEMPTED to PENDING under the same lock (``_job_requeue_op`` and
+``job_complete`` in src/slurmctld/job_mgr.c, 24.11.7 and 25.11.7), so no answer ever shows
+it between the two, while a job it does not requeue (``--no-requeue``, or ``Requeue=0`` set
+by the sidecar as the job finished) stays PREEMPTED for good. submitit's
+``InfoWatcher.is_done`` counts PREEMPTED as not done, and waits on such a job until its
+timeout (so did we: a map whose finished task Slurm then ended PREEMPTED was waited on
+forever). Accounting keeps a PREEMPTED row for each preempted attempt, but a job's status
+is the controller's as long as the controller knows the job (:mod:`hpclaunch.backends.merge`).
+UNKNOWN (no answer about the job) is not final: waiting on it ends with the caller's
+timeout, not with a guess.
 
 :func:`wait_for` polls all jobs with one status call per round, never more often than the
 site's ``poll_min_interval``: admins forbid RPC storms against slurmctld.
@@ -108,12 +116,13 @@ class JobState(str, enum.Enum):
         return self.value
 
 
-#: Final states. Not here on purpose: PREEMPTED, REQUEUED, REQUEUE_HOLD, REQUEUE_FED,
-#: SPECIAL_EXIT and RESV_DEL_HOLD (held or requeued: the job can run again), SUSPENDED and
-#: STOPPED (paused), and UNKNOWN.
+#: Final states (PREEMPTED: see the module docstring). Not here on purpose: REQUEUED,
+#: REQUEUE_HOLD, REQUEUE_FED, SPECIAL_EXIT and RESV_DEL_HOLD (held or requeued: the job can
+#: run again), SUSPENDED and STOPPED (paused), and UNKNOWN.
 FINISHED_STATES = frozenset(
     {
         JobState.COMPLETED,
+        JobState.PREEMPTED,
         JobState.FAILED,
         JobState.CANCELLED,
         JobState.TIMEOUT,

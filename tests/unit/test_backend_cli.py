@@ -610,6 +610,8 @@ def test_array_summary_without_sacct_says_why() -> None:
         (["CANCELLED", "FAILED", "TIMEOUT"], JobState.FAILED, 2),
         (["COMPLETED", "REQUEUED"], JobState.PENDING, None),
         (["PREEMPTED", "COMPLETING"], JobState.RUNNING, None),
+        # A task Slurm ended PREEMPTED and did not requeue (the map of run 22, pyslurm)
+        (["COMPLETED", "PREEMPTED", "COMPLETED"], JobState.PREEMPTED, None),
     ],
 )
 def test_array_state_order(states: list[str], summary: JobState, exit_code: int | None) -> None:

@@ -4,6 +4,7 @@ the fake Slurm of test_cli.py (the cluster test is tests/integration/test_calls_
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -266,6 +267,22 @@ def test_a_spec_jobs_result_is_its_end_and_a_failure_raises(
     bad = session.submit(test_cli.HELLO)
     with pytest.raises(JobFailed, match=f"job {bad.id} ended FAILED, exit code 3 without"):
         bad.result(timeout=30)
+
+
+def test_a_spec_job_slurm_left_preempted_as_it_finished_is_its_end_by_its_ledger(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    # Slurm's preemption came as the command finished; the sidecar forbade the requeue and
+    # its ledger says success; Slurm still records PREEMPTED (GRACE_PREEMPT, job_mgr.c).
+    slurm.new_job_states = ["PENDING", "PREEMPTED"]
+    slurm.new_job_exit = "0:15"
+    finished, lost = session.submit(test_cli.HELLO), session.submit(test_cli.HELLO)
+    assert finished.job_dir is not None
+    end = {"event": "attempt_end", "attempt": 0, "time": 1.0, "reason": "success"}
+    session.runner.put_file(f"{finished.job_dir}/events.jsonl", json.dumps(end) + "\n", 0o600)
+    assert finished.result(timeout=30).state.value == "PREEMPTED"
+    with pytest.raises(JobFailed, match=f"job {lost.id} ended PREEMPTED"):
+        lost.result(timeout=30)
 
 
 # -- map -------------------------------------------------------------------------------

@@ -46,7 +46,10 @@ ALL_STATES = [
     "REVOKED",
     "UNKNOWN",
 ]
-FINISHED = "COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY BOOT_FAIL DEADLINE REVOKED"
+FINISHED = (
+    "COMPLETED PREEMPTED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY BOOT_FAIL "
+    "DEADLINE REVOKED"
+)
 
 
 def test_the_table_is_complete() -> None:
@@ -58,15 +61,21 @@ def test_finished(state: str) -> None:
     assert JobState(state).is_finished == (state in FINISHED.split())
 
 
-@pytest.mark.parametrize("state", ["PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "UNKNOWN"])
-def test_preempted_and_requeued_are_not_finished(state: str) -> None:
-    # A preempted job is requeued and runs again under the same id (submitit does the same).
+@pytest.mark.parametrize("state", ["REQUEUED", "REQUEUE_HOLD", "UNKNOWN"])
+def test_requeued_is_not_finished(state: str) -> None:
+    # A requeued job runs again under the same id.
     assert not JobState(state).is_finished
+
+
+def test_preempted_is_finished() -> None:
+    # slurmctld shows a job it requeues PENDING at once; one left PREEMPTED will not run
+    # again (job_mgr.c): waiting on it must end.
+    assert JobState.PREEMPTED.is_finished
 
 
 def test_only_completed_is_success() -> None:
     assert [s for s in JobState if s.is_success] == [JobState.COMPLETED]
-    assert len(FINISHED_STATES) == 9
+    assert len(FINISHED_STATES) == 10
 
 
 @pytest.mark.parametrize(
@@ -133,13 +142,23 @@ def backend(rounds: list[dict[str, str]], poll_min_interval: float = 5.0) -> Scr
     )
 
 
+def test_waiting_ends_on_a_job_slurm_left_preempted() -> None:
+    # Slurm preempted a task whose sidecar had forbidden the requeue (its function had
+    # finished): the map's results() waited until its timeout (run 22, pyslurm).
+    fake = backend([{"1": "RUNNING"}, {"1": "PREEMPTED"}, {"1": "PREEMPTED"}])
+    clock = FakeClock()
+    infos = wait_for(fake, [JobRef("1")], clock=clock, sleep=clock.sleep, timeout=60)
+    assert infos[JobRef("1")].state is JobState.PREEMPTED
+    assert len(fake.status_calls) == 2
+
+
 def test_wait_polls_all_jobs_in_one_call_per_round() -> None:
     refs = [JobRef("1"), JobRef("2")]
     fake = backend(
         [
             {"1": "PENDING", "2": "RUNNING"},
-            {"1": "RUNNING", "2": "PREEMPTED"},
-            {"1": "COMPLETED", "2": "REQUEUED"},
+            {"1": "RUNNING", "2": "REQUEUED"},
+            {"1": "COMPLETED", "2": "PENDING"},
             {"1": "COMPLETED", "2": "COMPLETED"},
         ]
     )
@@ -161,9 +180,9 @@ def test_wait_polls_all_jobs_in_one_call_per_round() -> None:
         "1:PENDING",
         "2:RUNNING",
         "1:RUNNING",
-        "2:PREEMPTED",
-        "1:COMPLETED",
         "2:REQUEUED",
+        "1:COMPLETED",
+        "2:PENDING",
         "2:COMPLETED",
     ]
 
