@@ -40,6 +40,7 @@ class _Entry(NamedTuple):
 _REGISTRY: dict[str, _Entry] = {
     "cli": _Entry("hpclaunch.backends.cli:CliBackend", None),
     "pyslurm": _Entry("hpclaunch.backends.pyslurm:PyslurmBackend", "pyslurm"),
+    "local": _Entry("hpclaunch.backends.local:LocalBackend", None),
 }
 
 

@@ -33,6 +33,9 @@ class Backend(abc.ABC):
 
     #: The registry name (``hpclaunch --backend NAME``).
     name: ClassVar[str]
+    #: Whether jobs go to a Slurm cluster (plans are checked against it); the ``local``
+    #: backend runs them on this machine.
+    has_cluster: ClassVar[bool] = True
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:
         self.runner = runner

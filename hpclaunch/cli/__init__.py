@@ -24,6 +24,7 @@ COMMANDS = {
     "arbiter": "hpclaunch.cli.arbiter:arbiter_command",
     "config": "hpclaunch.cli.config:config_group",
     "cancel": "hpclaunch.cli.cancel:cancel_command",
+    "clean": "hpclaunch.cli.clean:clean_command",
     "completion": "hpclaunch.cli.completion:completion_command",
     "cost": "hpclaunch.cli.cost:cost_command",
     "events": "hpclaunch.cli.events:events_command",
@@ -49,6 +50,7 @@ COMMANDS = {
 SUMMARIES = {
     "arbiter": "Preempt the running jobs that lose least, when a job of a preempting tier waits.",
     "cancel": "Cancel jobs IDS, jobs named NAME, or --all of your hpclaunch jobs.",
+    "clean": "Remove the call and result pickles of ended function jobs older than AGE.",
     "completion": "Print the completion script for SHELL (commands, options and job ids).",
     "config": "Show hpclaunch's own settings.",
     "cost": "GPU-hours used in a period, from sacct's allocated TRES, and their price.",

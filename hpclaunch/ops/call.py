@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.calls.payload import CALL_DIR, CALL_FILE, RESULT_FILE, Outcome, load_outcome
 from hpclaunch.errors import CallError, JobFailed, TransportError
+from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def submit_call(
             before_submit(plan)
         _put_call(session, plan.job_dir, data)
 
-    return submit_spec(
+    submitted = submit_spec(
         session,
         call_spec(session, fn, options),
         submission_id=submission_id,
@@ -140,6 +141,9 @@ def submit_call(
         cwd=cwd,
         before_submit=send,
     )
+    if not dry_run:
+        clean_daily(session)
+    return submitted
 
 
 def submit_map(
@@ -177,7 +181,7 @@ def submit_map(
         sweep["max_concurrent"] = max_concurrent
     spec["sweep"] = sweep
 
-    return submit_sweep_spec(
+    swept = submit_sweep_spec(
         session,
         spec,
         check=check,
@@ -185,6 +189,9 @@ def submit_map(
         sweep_id=sweep_id,
         before_submit=lambda sweep_plan: _put_call(session, sweep_plan.plan.job_dir, data),
     )
+    if not dry_run:
+        clean_daily(session)
+    return swept
 
 
 def _put_call(session: Context, job_dir: str, data: bytes) -> None:

@@ -140,7 +140,9 @@ def plan_job(
         submission_id=submission_id or new_submission_id(),
         home=session.home,
         cwd=cwd,
-        quota_used=quota_used(session, spec) if live_usage else None,
+        quota_used=quota_used(session, spec)
+        if live_usage and session.backend.has_cluster
+        else None,
         quota_mode=quota_mode(session),
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from hpclaunch.ops.cancel import Cancelled
+    from hpclaunch.ops.clean import Cleaned
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.jobs import SpecInput
@@ -367,6 +369,20 @@ class Session(Context):
 
         return apply_site(self, plan or self.site_plan())
 
+    def clean(self, older_than: timedelta | str = "30d", *, dry_run: bool = False) -> Cleaned:
+        """Remove the call and result pickles of functions' jobs (and maps') that ended and
+        were submitted more than ``older_than`` ago (a ``timedelta``, or ``7d``, ``12h``,
+        ``2w``); logs, ledgers and checkpoints stay. Submitting a function does this once a
+        day with 30 days (:mod:`hpclaunch.ops.clean`).
+
+        Raises:
+            ValueError: ``older_than`` is not a duration.
+            HpclaunchError: The history, Slurm or the job directories could not be read.
+        """
+        from hpclaunch.ops.clean import clean_calls
+
+        return clean_calls(self, _duration(older_than), dry_run=dry_run)
+
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
         from hpclaunch.backends.base import JobRef
@@ -398,3 +414,17 @@ def submit(
         check=check,
         **kwargs,
     )
+
+
+def _duration(value: timedelta | str) -> timedelta:
+    """``older_than`` of :meth:`Session.clean`: a ``timedelta``, or ``30min``, ``12h``,
+    ``7d``, ``2w``."""
+    import re
+
+    if isinstance(value, timedelta):
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*(min|h|d|w)\s*", value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a duration: use 30min, 12h, 7d or 2w")
+    unit = {"min": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
+    return timedelta(**{unit: int(match.group(1))})

@@ -121,7 +121,7 @@ def submit_spec(
 def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:
     """Raise a :class:`~hpclaunch.errors.PlanError` if the cluster would refuse ``plan``.
     When the cluster cannot be read, warn and go on: sbatch has the last word."""
-    if not enabled:
+    if not enabled or not session.backend.has_cluster:
         return
     from hpclaunch.planning.checks import check_plan, raise_for_problems
 

@@ -241,6 +241,8 @@ def plan_sweep_spec(
 def _max_array_size(context: Context, refresh: bool) -> int:
     from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE
 
+    if not context.backend.has_cluster:
+        return DEFAULT_MAX_ARRAY_SIZE
     try:
         found = context.capabilities(refresh=refresh).max_array_size
     except (BackendError, TransportError) as exc:

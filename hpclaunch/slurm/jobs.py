@@ -192,7 +192,8 @@ class JobInfo:
         exit_code: The batch script's exit code once finished (from sacct).
         exit_signal: The signal that killed it, if any (from sacct).
         elapsed: Run time as Slurm prints it (``1:02``, ``00:01:02``).
-        source: Who answered: ``squeue``, ``sacct`` or ``none``.
+        source: Who answered: ``squeue``, ``sacct``, ``local`` (the local backend) or
+            ``none``.
         qos: The job's QOS.
         node_count: How many nodes it has (or asks for, while pending).
         gpus: GPUs of the whole job (allocated; requested while pending).
@@ -211,7 +212,7 @@ class JobInfo:
     exit_code: int | None = None
     exit_signal: int | None = None
     elapsed: str | None = None
-    source: Literal["squeue", "sacct", "none"] = "none"
+    source: Literal["squeue", "sacct", "local", "none"] = "none"
     qos: str | None = None
     node_count: int | None = None
     gpus: int | None = None

@@ -1,0 +1,126 @@
+"""Old function calls and results removed, so that they never pile up (submitit #1592:
+thousands of leftover pickles).
+
+A function's job keeps its call and result in ``<job dir>/call/`` (``call.pkl``,
+``result.pkl``), a map's in ``<job dir>/call/`` and ``<job dir>/tasks/<i>/call/``. They stay
+:data:`KEEP` after submission: the first function submitted each day (:func:`clean_daily`)
+removes those of finished jobs submitted before that, and :func:`clean_calls`
+(``session.clean(older_than=...)``) does it at once. Only the pickles go: logs, the ledger
+and checkpoints stay in the job directory. A job still queued or running keeps its files
+whatever its age.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from hpclaunch.calls.payload import CALL_DIR
+from hpclaunch.config.paths import user_dir
+from hpclaunch.errors import HpclaunchError
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.context import Context
+    from hpclaunch.store.history import SubmissionRecord
+
+__all__ = ["KEEP", "Cleaned", "clean_calls", "clean_daily"]
+
+#: How long a function's call and result stay after it was submitted.
+KEEP = timedelta(days=30)
+#: How often :func:`clean_daily` looks.
+_EVERY = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """What :func:`clean_calls` removed (or, in a dry run, would remove).
+
+    Attributes:
+        files: The pickles, as paths where Slurm runs.
+        kept_running: Old jobs whose files stay because they have not ended.
+    """
+
+    files: tuple[str, ...]
+    kept_running: tuple[str, ...]
+
+
+def clean_calls(
+    context: Context,
+    older_than: timedelta = KEEP,
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> Cleaned:
+    """Remove the call and result pickles of the finished jobs submitted more than
+    ``older_than`` ago (one status call for the jobs whose end the history lacks; one
+    ``find`` where Slurm runs).
+
+    Raises:
+        HpclaunchError: The history, Slurm or the job directories could not be read.
+    """
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.slurm.jobs import JobState, parse_state
+    from hpclaunch.store.history import query_submissions
+
+    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    old = [r for r in query_submissions(until=cutoff) if r.job_dir and _ours(context, r)]
+    unsure = [r for r in old if r.state is None or not parse_state(r.state).is_finished]
+    refs = {r.job_id: JobRef(r.job_id, r.cluster) for r in unsure}
+    infos = context.backend.status(list(refs.values())) if refs else {}
+    # UNKNOWN: a job Slurm forgot (its records outlived MinJobAge and accounting): ended.
+    running = {
+        job_id
+        for job_id, ref in refs.items()
+        if not infos[ref].state.is_finished and infos[ref].state is not JobState.UNKNOWN
+    }
+    dirs = _dirs([r for r in old if r.job_id not in running])
+    kept_by_dir = {r.job_dir for r in old if r.job_id in running}
+    dirs = [d for d in dirs if d not in kept_by_dir]  # a map's other array still runs
+    files = _pickles(context, dirs, delete=not dry_run)
+    return Cleaned(tuple(files), tuple(sorted(running)))
+
+
+def clean_daily(context: Context) -> None:
+    """:func:`clean_calls` with :data:`KEEP`, at most once a day (a stamp file in the state
+    directory); a failure is a warning, never an error of the submission."""
+    stamp = user_dir("state", context.env) / "calls-cleaned"
+    try:
+        if time.time() - stamp.stat().st_mtime < _EVERY:
+            return
+    except OSError:
+        pass  # never cleaned here
+    try:
+        stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp.touch()
+        clean_calls(context, KEEP)
+    except (HpclaunchError, OSError) as exc:
+        text = exc.message if isinstance(exc, HpclaunchError) else str(exc)
+        context.warn(f"old function results not cleaned: {text.splitlines()[0]}")
+
+
+def _ours(context: Context, record: SubmissionRecord) -> bool:
+    """Whether this session's backend can tell whether ``record``'s job ended: the same
+    site, and a local job for the local backend, a Slurm job for the others (asked about
+    the other kind's id, a backend answers UNKNOWN, which would read as "ended")."""
+    from hpclaunch.backends.local import PREFIX
+
+    local = record.job_id.startswith(PREFIX)
+    return record.site == context.site.name and local == (not context.backend.has_cluster)
+
+
+def _dirs(records: list[SubmissionRecord]) -> list[str]:
+    return sorted({r.job_dir for r in records})
+
+
+def _pickles(context: Context, dirs: list[str], *, delete: bool) -> list[str]:
+    """The ``*/call/*.pkl`` files under ``dirs`` (a job's own, a map's tasks'), removed
+    unless not ``delete``: one ``find`` for all of them."""
+    if not dirs:
+        return []
+    argv = ["find", *dirs, "-maxdepth", "4", "-path", f"*/{CALL_DIR}/*.pkl", "-type", "f"]
+    argv += ["-print", "-delete"] if delete else ["-print"]
+    result = context.runner.run(argv, timeout=120)
+    # find exits 1 when a directory is gone (removed by hand): what it printed still counts.
+    return sorted(result.stdout.splitlines())

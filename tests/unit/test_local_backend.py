@@ -1,0 +1,211 @@
+"""The ``local`` backend (hpclaunch/backends/local.py): the real batch script, sidecar and
+call runner as processes on this machine, no Slurm: functions, a map under its
+``max_concurrent``, cancel, dependencies, a spec job, and what it refuses."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import CancelledError
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import hpclaunch
+from hpclaunch.backends.base import JobRef
+from hpclaunch.backends.local import LocalBackend
+from hpclaunch.config.site import load_site
+from hpclaunch.errors import BackendUnavailable
+from hpclaunch.slurm.jobs import JobState
+from hpclaunch.transport.local import LocalRunner
+
+from . import test_cli
+
+env = test_cli.env
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ShardError(Exception):
+    """The user's own exception class."""
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def fails(shard: int) -> None:
+    raise ShardError(f"shard {shard} is corrupt")
+
+
+def sleeps(seconds: float) -> tuple[float, float]:
+    start = time.time()
+    time.sleep(seconds)
+    return start, time.time()
+
+
+@pytest.fixture
+def session(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> hpclaunch.Session:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(REPO)
+    return hpclaunch.Session(backend="local", warn=lambda _message: None)
+
+
+def test_a_function_runs_here_and_its_value_and_exception_come_back(
+    session: hpclaunch.Session,
+) -> None:
+    ok, bad = session.submit(square, 12), session.submit(fails, 3)
+    assert ok.id.startswith("local-")
+    assert ok.result(timeout=60) == 144
+    with pytest.raises(ShardError, match="shard 3 is corrupt"):
+        bad.result(timeout=60)
+    info = bad.status()
+    assert (info.state, info.exit_code) == (JobState.FAILED, 1)
+    assert session.job(ok.id).result(timeout=10) == 144  # from the history, as on Slurm
+
+
+def test_a_map_gives_values_in_order_and_runs_at_most_max_concurrent_at_once(
+    session: hpclaunch.Session,
+) -> None:
+    run = session.map(sleeps, [1.0] * 6, max_concurrent=2)
+    spans = run.results(timeout=120)
+    assert len(spans) == 6
+    edges = sorted([(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans])
+    running, most = 0, 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    assert most == 2
+    assert run.status(metrics=False).counts == {"COMPLETED": 6}
+
+
+def test_cancel_stops_the_running_function(session: hpclaunch.Session) -> None:
+    job = session.submit(sleeps, 120.0)
+    deadline = time.monotonic() + 60
+    while job.status().state is not JobState.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    started = time.monotonic()
+    assert job.cancel()
+    with pytest.raises(CancelledError):
+        job.result()
+    while not job.status().state.is_finished:
+        assert time.monotonic() - started < 30, "the cancelled job still runs"
+        time.sleep(0.1)
+    assert job.status().state is JobState.CANCELLED
+
+
+def test_a_spec_job_runs_its_command_under_the_sidecar(session: hpclaunch.Session) -> None:
+    job = session.submit(test_cli.HELLO)
+    info = job.result(timeout=60)
+    assert info.state is JobState.COMPLETED
+    assert "hello" in job.logs().lower()
+
+
+def test_dependencies_wait_and_an_unmet_one_never_starts(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    backend = LocalBackend(LocalRunner(), load_site("local"))
+    marker = tmp_path / "order"
+
+    def script(name: str, code: int) -> str:
+        path = tmp_path / f"{name}.sh"
+        path.write_text(f"#!/bin/bash\nsleep 0.5\necho {name} >> {marker}\nexit {code}\n")
+        return str(path)
+
+    def submit(name: str, code: int, *options: str) -> JobRef:
+        path = script(name, code)
+        return backend.submit_script(path, ["sbatch", "--parsable", *options, path], name, name)
+
+    first = submit("first", 0)
+    failed = submit("failed", 3)
+    after_ok = submit("after_ok", 0, f"--dependency=afterok:{first.job_id}")
+    never = submit("never", 0, f"--dependency=afterok:{failed.job_id}")
+    refs = [first, failed, after_ok, never]
+    deadline = time.monotonic() + 60
+    while not all(i.state.is_finished for i in backend.status(refs).values()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    infos = backend.status(refs)
+    assert [infos[r].state.value for r in refs] == ["COMPLETED", "FAILED", "COMPLETED", "CANCELLED"]
+    assert infos[failed].exit_code == 3
+    assert "DependencyNeverSatisfied" in (infos[never].reason or "")
+    order = marker.read_text().split()
+    assert order.index("after_ok") > order.index("first")
+    assert "never" not in order
+    assert backend.find_submission("after_ok") == after_ok  # a retry finds it
+
+
+def test_a_remote_session_is_refused_with_the_fix() -> None:
+    class NotHere:  # any runner that is not this machine's
+        pass
+
+    with pytest.raises(BackendUnavailable, match="cannot be used with remote="):
+        LocalBackend(NotHere(), load_site("local"))  # type: ignore[arg-type]
+
+
+def test_old_results_are_cleaned_and_a_running_jobs_are_kept(session: hpclaunch.Session) -> None:
+    from hpclaunch.ops.clean import clean_calls
+
+    done, running = session.submit(square, 3), session.submit(sleeps, 120.0)
+    assert done.result(timeout=60) == 9
+    assert done.job_dir is not None
+    assert running.job_dir is not None
+    call = Path(done.job_dir) / "call"
+    assert sorted(p.name for p in call.iterdir()) == ["call.pkl", "result.pkl"]
+    later = datetime.now(timezone.utc) + timedelta(seconds=2)  # both "older" than 0 s then
+
+    would = clean_calls(session, timedelta(0), dry_run=True, now=later)
+    assert would.files == (str(call / "call.pkl"), str(call / "result.pkl"))
+    assert would.kept_running == (running.id,)
+    assert (call / "result.pkl").exists()  # a dry run removes nothing
+
+    cleaned = clean_calls(session, timedelta(0), now=later)
+    assert cleaned.files == would.files
+    assert list(call.iterdir()) == []
+    assert (Path(running.job_dir) / "call" / "call.pkl").exists()
+    assert (Path(done.job_dir) / "attempt-0.log").exists()  # logs stay
+    running.cancel()
+    assert session.clean("7d").files == ()  # nothing is a week old
+
+
+def test_clean_takes_a_duration_or_says_how_to_write_one(session: hpclaunch.Session) -> None:
+    with pytest.raises(ValueError, match="use 30min, 12h, 7d or 2w"):
+        session.clean("soon")
+
+
+def test_submitting_a_function_cleans_once_a_day(
+    session: hpclaunch.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpclaunch.config.paths import user_dir
+    from hpclaunch.ops import clean
+
+    first = session.submit(square, 4)
+    assert first.result(timeout=60) == 16
+    stamp = user_dir("state") / "calls-cleaned"
+    assert stamp.exists()  # the first function of the day looked (nothing was 30 days old)
+    assert first.job_dir is not None
+    result = Path(first.job_dir) / "call" / "result.pkl"
+    monkeypatch.setattr(clean, "KEEP", timedelta(seconds=-5))  # everything counts as old
+    assert session.submit(square, 5).result(timeout=60) == 25
+    assert result.exists()  # the same day: not again
+    os.utime(stamp, (time.time() - 25 * 3600,) * 2)
+    session.submit(square, 6)
+    assert not result.exists()
+
+
+def test_clean_leaves_the_jobs_another_backend_ran(
+    session: hpclaunch.Session, env: dict[str, str]
+) -> None:
+    from hpclaunch.ops.clean import clean_calls
+
+    local = session.submit(square, 2)
+    assert local.result(timeout=60) == 4
+    on_slurm = hpclaunch.Session(backend="cli", warn=lambda _message: None)
+    later = datetime.now(timezone.utc) + timedelta(seconds=2)
+    # The cli backend cannot know a local job: it leaves it alone rather than guess.
+    assert clean_calls(on_slurm, timedelta(0), now=later).files == ()
+    assert len(clean_calls(session, timedelta(0), now=later).files) == 2
