@@ -39,9 +39,9 @@ from status_rpcs import measure, submit_held_array
 from hpclaunch.backends import create_backend
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import load_site
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import build_plan
 from hpclaunch.planning.render import render
-from hpclaunch.spec.job import JobSpec
 from hpclaunch.transport.local import LocalRunner
 
 HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))

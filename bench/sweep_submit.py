@@ -167,7 +167,7 @@ def import_seconds() -> dict[str, float]:
     import hpclaunch.ops.sweep  # noqa: F401
     from hpclaunch.backends.cli import CliBackend  # noqa: F401
     from hpclaunch.config.site import load_site  # noqa: F401
-    from hpclaunch.spec.job import load_spec  # noqa: F401
+    from hpclaunch.jobspec.job import load_spec  # noqa: F401
 
     t1 = time.perf_counter()
     import submitit  # noqa: F401

@@ -48,10 +48,10 @@ _EXPORTS = {
     "create_backend": "hpclaunch.backends",
     "SiteConfig": "hpclaunch.config.site",
     "load_site": "hpclaunch.config.site",
-    "CheckpointPolicy": "hpclaunch.spec.job",
-    "JobSpec": "hpclaunch.spec.job",
-    "Resources": "hpclaunch.spec.job",
-    "load_spec": "hpclaunch.spec.job",
+    "CheckpointPolicy": "hpclaunch.jobspec.job",
+    "JobSpec": "hpclaunch.jobspec.job",
+    "Resources": "hpclaunch.jobspec.job",
+    "load_spec": "hpclaunch.jobspec.job",
     "SubmissionPlan": "hpclaunch.planning.plan",
     "build_plan": "hpclaunch.planning.plan",
     "new_submission_id": "hpclaunch.planning.plan",
@@ -129,6 +129,7 @@ if TYPE_CHECKING:
         RemoteError,
         WatchTimeout,
     )
+    from hpclaunch.jobspec.job import CheckpointPolicy, JobSpec, Resources, load_spec
     from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.session import Session, submit
     from hpclaunch.planning.checks import Problem, check_plan, check_site
@@ -136,7 +137,6 @@ if TYPE_CHECKING:
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.capabilities import Capabilities, discover
     from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
-    from hpclaunch.spec.job import CheckpointPolicy, JobSpec, Resources, load_spec
     from hpclaunch.store.capabilities import load_capabilities
     from hpclaunch.transport.base import CommandResult, Runner
     from hpclaunch.transport.local import LocalRunner

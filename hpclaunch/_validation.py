@@ -1,6 +1,6 @@
 """Load a YAML file into a pydantic model, turning every failure into one clear error.
 
-Used by :func:`hpclaunch.spec.job.load_spec` and :func:`hpclaunch.config.site.load_site`. No raw
+Used by :func:`hpclaunch.jobspec.job.load_spec` and :func:`hpclaunch.config.site.load_site`. No raw
 ``yaml`` or ``pydantic`` exception leaves this module: each becomes the caller's error class
 (a :class:`~hpclaunch.errors.ConfigError`) naming the file, the field path (``resources.
 gpus_per_node``), what is wrong and a hint. Unknown keys list the valid keys at that level.

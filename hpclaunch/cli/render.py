@@ -14,7 +14,7 @@ from hpclaunch.cli._app import App
 @click.pass_obj
 def render_command(app: App, spec: str, show_argv: bool, explain: bool) -> None:
     """Print the batch script for SPEC without submitting it."""
-    from hpclaunch.ops.jobs import naming, plan_spec
+    from hpclaunch.ops.plan_job import naming, plan_spec
     from hpclaunch.planning.plan import describe
     from hpclaunch.planning.render import render
 

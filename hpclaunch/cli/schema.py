@@ -9,7 +9,7 @@ SCHEMA_ID = "https://json-schema.org/draft/2020-12/schema"
 
 def spec_schema() -> dict[str, object]:
     """The job spec's JSON schema (draft 2020-12), from the pydantic model."""
-    from hpclaunch.spec.job import JobSpec
+    from hpclaunch.jobspec.job import JobSpec
 
     schema: dict[str, object] = {"$schema": SCHEMA_ID, "title": "hpclaunch job spec"}
     schema.update(JobSpec.model_json_schema())

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
+from hpclaunch.jobspec.container import Mounts, RuntimeName
+from hpclaunch.jobspec.tiers import Tier
 from hpclaunch.slurm.times import format_time, parse_time_limit
-from hpclaunch.spec.container import Mounts, RuntimeName
-from hpclaunch.spec.tiers import Tier
 
 __all__ = [
     "PREEMPTIBLE_USAGE_FACTOR",

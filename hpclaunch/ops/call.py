@@ -45,7 +45,7 @@ def job_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
     Raises:
         CallError: A field that a function's job cannot take.
     """
-    from hpclaunch.spec.job import JobSpec
+    from hpclaunch.jobspec.job import JobSpec
 
     fields = set(JobSpec.model_fields)
     options = {k: v for k, v in kwargs.items() if k in fields}

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.errors import HpclaunchError, SubmissionError
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.jobs import naming, plan_job, remember_submission, require_paths, warn_over_quota
+from hpclaunch.ops.plan_job import (
+    naming,
+    plan_job,
+    remember_submission,
+    require_paths,
+    warn_over_quota,
+)
 from hpclaunch.ops.submit import check_before_submit, existing_job
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.clean import Cleaned
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, MapRun, SweepRun
-    from hpclaunch.ops.jobs import SpecInput
+    from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.submit import Submitted

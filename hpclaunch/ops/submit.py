@@ -1,6 +1,6 @@
 """Submit one job spec: what ``hpclaunch submit SPEC`` and ``hpclaunch.submit`` both do.
 
-Load (a file, a dict or a :class:`~hpclaunch.spec.job.JobSpec`), plan on the session's site
+Load (a file, a dict or a :class:`~hpclaunch.jobspec.job.JobSpec`), plan on the session's site
 with the project's live quota use, refuse what the cluster would refuse (its cached
 capabilities), then, unless a dry run: take the job that already carries the submission id
 (history first, then Slurm), or submit and record it in the history.
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.jobs import (
+from hpclaunch.ops.plan_job import (
     SpecInput,
     as_spec_input,
     naming,
@@ -25,7 +26,6 @@ from hpclaunch.ops.jobs import (
     spec_source,
     warn_over_quota,
 )
-from hpclaunch.spec.job import JobSpec
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -141,7 +141,7 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
 
     from hpclaunch._validation import load_yaml
     from hpclaunch.errors import SpecError
-    from hpclaunch.spec.job import apply_overrides
+    from hpclaunch.jobspec.job import apply_overrides
 
     spec = as_spec_input(spec)
     try:

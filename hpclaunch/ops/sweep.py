@@ -23,7 +23,7 @@ from hpclaunch.errors import (
     TransportError,
 )
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.jobs import (
+from hpclaunch.ops.plan_job import (
     SpecInput,
     load_spec_input,
     naming,

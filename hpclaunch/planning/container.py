@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
-from hpclaunch.spec.container import Container, Mount, RuntimeName, parse_mount
+from hpclaunch.jobspec.container import Container, Mount, RuntimeName, parse_mount
 from hpclaunch.supervise.oci_bundle import mounted_at_same_path
 
 __all__ = ["ContainerPlan", "plan_container"]

@@ -24,8 +24,8 @@ from typing import Literal
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import SpecError
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import SubmissionPlan
-from hpclaunch.spec.job import JobSpec
 from hpclaunch.transport.base import Runner
 
 __all__ = ["NeededPath", "check_paths", "missing_paths", "needed_paths"]

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from hpclaunch.errors import SpecError
-from hpclaunch.spec.job import JobSpec, Sweep
+from hpclaunch.jobspec.job import JobSpec, Sweep
 
 if TYPE_CHECKING:
     from hpclaunch.planning.plan import SubmissionPlan
@@ -101,7 +101,7 @@ _AFTER_SCHEMA = WithJsonSchema({"anyOf": [{"type": "array", "items": _AFTER_ITEM
 
 
 class PipelineJob(JobSpec):
-    """A job of a multi-job file: a :class:`~hpclaunch.spec.job.JobSpec` plus ``after``."""
+    """A job of a multi-job file: a :class:`~hpclaunch.jobspec.job.JobSpec` plus ``after``."""
 
     after: Annotated[tuple[After, ...], _AFTER_SCHEMA] = Field(
         (),

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.container import ContainerPlan
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
-from hpclaunch.spec.job import JobSpec
 
 __all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submission_id"]
 

@@ -1,6 +1,6 @@
 """A sweep's points, how they are split into arrays, and the params file.
 
-Pure functions: the same :class:`~hpclaunch.spec.job.Sweep` always expands to the same points
+Pure functions: the same :class:`~hpclaunch.jobspec.job.Sweep` always expands to the same points
 (``random`` uses :class:`random.Random` seeded with the spec's ``seed``), so a sweep can be
 shown before it is submitted and compared in tests.
 """
@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpclaunch.spec.job import Sweep, SweepRange, SweepValue
+from hpclaunch.jobspec.job import Sweep, SweepRange, SweepValue
 from hpclaunch.supervise.sweep_task import PARAMS_NAME, format_value, placeholders, substitute
 
 __all__ = [

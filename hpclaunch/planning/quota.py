@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from hpclaunch.config.site import SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
-from hpclaunch.spec.job import JobSpec
+from hpclaunch.jobspec.job import JobSpec
 
 __all__ = [
     "QUOTA_MODES",

@@ -10,7 +10,7 @@ empty string) and no autoescaping; every user value goes through a quoting filte
   an argument at an unquoted ``#`` and a line at a newline (src/sbatch/opt.c
   ``_get_argument``, Slurm 22.05). So values are double-quoted with ``\\`` and ``"``
   escaped, and values with a newline (or ``hetjob``/``packjob``, which older sbatch versions
-  read as a heterogeneous-job separator; see :mod:`hpclaunch.spec.job`) are refused;
+  read as a heterogeneous-job separator; see :mod:`hpclaunch.jobspec.job`) are refused;
 * ``envname``: checks an environment variable name.
 
 The options go into the script as ``#SBATCH`` lines, so the script describes itself and can
@@ -33,9 +33,9 @@ import jinja2
 
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import RenderError
+from hpclaunch.jobspec.words import ENV_NAME
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
-from hpclaunch.spec.words import ENV_NAME
 
 __all__ = [
     "SCRIPT_TEMPLATE",

@@ -132,8 +132,8 @@ def plan_retier(
         BackendError: The job is not pending (a running job's tier cannot change).
     """
     from hpclaunch.errors import BackendError, ConfigError
+    from hpclaunch.jobspec.job import JobSpec, Resources
     from hpclaunch.planning.quota import place
-    from hpclaunch.spec.job import JobSpec, Resources
 
     policy = site.tiers.get(new_tier)  # type: ignore[call-overload]
     if policy is None:

@@ -38,9 +38,9 @@ from dataclasses import dataclass, replace
 
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
+from hpclaunch.jobspec.job import JobSpec, SweepValue
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
-from hpclaunch.spec.job import JobSpec, SweepValue
 from hpclaunch.supervise.sweep_task import PARAMS_NAME, placeholders
 
 __all__ = ["SweepPlan", "plan_sweep"]

@@ -35,8 +35,8 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from hpclaunch.jobspec.batchplan import BatchPlan, BatchPolicy, plan_batch
 from hpclaunch.runtime import _dist
-from hpclaunch.spec.batchplan import BatchPlan, BatchPolicy, plan_batch
 
 __all__ = ["BatchPlan", "ElasticSampler", "GlobalStep", "batch_plan", "sample_ids", "step_digest"]
 

@@ -31,8 +31,8 @@ __all__ = ["load_site_cached"]
 #: The modules whose code decides what a site file validates into.
 _MODEL_MODULES = (
     "hpclaunch.config.site",
-    "hpclaunch.spec.container",
-    "hpclaunch.spec.tiers",
+    "hpclaunch.jobspec.container",
+    "hpclaunch.jobspec.tiers",
     "hpclaunch.slurm.times",
 )
 

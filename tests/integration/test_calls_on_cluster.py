@@ -93,6 +93,79 @@ def test_a_scripts_functions_run_as_jobs_and_what_they_gave_comes_back(hpclaunch
     assert [(e["reason"], e["requeued"]) for e in ends] == [("user_error", False)]
 
 
+ENDS = """\
+import json, os, subprocess, time
+import hpclaunch
+from hpclaunch.calls import payload
+from hpclaunch.errors import EnvironmentMismatch, JobFailed
+
+
+def count(total):
+    from hpclaunch import runtime
+
+    ckpt = runtime.resume_point()
+    start = ckpt.step if ckpt else 0
+    for step in range(start + 1, total + 1):
+        time.sleep(0.2)
+        runtime.report_progress(step)
+        if runtime.checkpoint_requested():
+            runtime.commit_checkpoint(step, lambda d: (d / "step").write_text(str(step)))
+            break  # the sidecar requeues the job; the next attempt starts from here
+    return {"start": start, "attempt": int(os.environ["HPCLAUNCH_ATTEMPT"])}
+
+
+def sleeps():
+    time.sleep(600)
+
+
+options = {"project": "research", "resources": {"time": "00:05:00", "mem": "200M"}}
+session = hpclaunch.Session(site="local")
+resumed = session.submit(count, 150, **options)
+late = session.submit(
+    sleeps, project="research", resources={"time": "00:01:00", "mem": "100M"},
+    checkpoint={"max_requeues": 0},  # no warning, no requeue: Slurm ends it at its limit
+)
+real = payload.fingerprint
+payload.fingerprint = lambda: {**real(), "packages": {**real()["packages"], "numpy": "0.1"}}
+other = session.submit(sleeps, **options)  # as if submitted from another environment
+payload.fingerprint = real
+seen = {"ids": [resumed.id, late.id, other.id]}
+
+progress = os.path.join(resumed.job_dir, "control", "progress.json")
+while not (os.path.exists(progress) and json.load(open(progress))["step"] >= 20):
+    time.sleep(0.2)
+# What Slurm does at a preemption (PreemptParameters=send_user_signal): USR1 to the batch step.
+subprocess.run(["scancel", "--batch", "--signal=USR1", resumed.id], check=True)
+seen["resumed"] = resumed.result(timeout=240)
+for name, job in (("late", late), ("other", other)):
+    error = job.exception(timeout=240)
+    seen[name] = [type(error).__name__, getattr(error, "state", None), str(error),
+                  getattr(error, "hint", None)]
+print(json.dumps(seen))
+"""
+
+
+def test_a_warned_function_resumes_from_its_checkpoint_and_failures_say_why(
+    hpclaunch: Run,
+) -> None:
+    seen = run_script(hpclaunch, ENDS)
+    resumed, late, other = seen["ids"]
+    assert seen["resumed"]["attempt"] == 1  # requeued once, and the value is the last run's
+    assert seen["resumed"]["start"] >= 20  # from its checkpoint, not from step 0
+    kind, state, message, hint = seen["late"]
+    assert (kind, state) == ("JobFailed", "TIMEOUT")
+    assert f"job {late} ended TIMEOUT" in message
+    assert "resources.time" in hint
+    kind, _, message, _ = seen["other"]
+    assert kind == "EnvironmentMismatch"
+    assert "numpy" in message  # named, before anything was unpickled
+    assert hpclaunch.submitted()[other]["name"] == "sleeps"
+    events = hpclaunch("events", resumed, "--json")
+    assert events.returncode == 0, events.stderr
+    ends = [e for e in json.loads(events.stdout)["ledger"] if e["event"] == "attempt_end"]
+    assert [e["requeued"] for e in ends] == [True, False]
+
+
 def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
     out = run_python(hpclaunch, readme_block("### A function as a job"), timeout=300)
     assert out.returncode == 0, out.stderr

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from hpclaunch.config.site import SiteConfig, load_site
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import SubmissionPlan, build_plan
-from hpclaunch.spec.job import JobSpec
 
 SUBMISSION_ID = "0123456789abcdef0123456789abcdef"
 HOME = "/home/alice"

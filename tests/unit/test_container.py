@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hpclaunch.errors import PlanError, SpecError
+from hpclaunch.jobspec.container import parse_mount
 from hpclaunch.planning.render import render
-from hpclaunch.spec.container import parse_mount
 from hpclaunch.supervise.launchers import container_exec, container_step, step_argv
 from hpclaunch.supervise.node import node_command
 from hpclaunch.supervise.rendezvous import Rendezvous
@@ -113,7 +113,7 @@ def test_spec_mistakes_are_field_errors() -> None:
 
 
 def make_spec_from_yaml(container: dict[str, Any]) -> Any:
-    from hpclaunch.ops.jobs import load_spec_input
+    from hpclaunch.ops.plan_job import load_spec_input
 
     return load_spec_input({"name": "x", "command": ["true"], "container": container})
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hpclaunch.errors import SpecError
+from hpclaunch.jobspec.batchplan import plan_batch
+from hpclaunch.jobspec.job import JobSpec, load_spec
 from hpclaunch.runtime.elastic import ElasticSampler, batch_plan, sample_ids, step_digest
-from hpclaunch.spec.batchplan import plan_batch
-from hpclaunch.spec.job import JobSpec, load_spec
 
 
 def test_fixed_keeps_the_global_batch_and_accumulates_what_a_small_world_cannot_hold() -> None:

@@ -12,6 +12,7 @@ import yaml
 
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import SpecError
+from hpclaunch.jobspec.job import load_spec
 from hpclaunch.planning.pipeline import (
     explain_wait,
     is_pipeline_file,
@@ -24,7 +25,6 @@ from hpclaunch.planning.pipeline import (
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import render
 from hpclaunch.slurm.jobs import JobInfo, JobState
-from hpclaunch.spec.job import load_spec
 
 from .conftest import make_spec
 

@@ -9,6 +9,7 @@ import pytest
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import BackendUnavailable, ConfigError, PlanError
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.quota import (
     USAGE_STATES,
     classify,
@@ -16,7 +17,6 @@ from hpclaunch.planning.quota import (
     read_usage,
 )
 from hpclaunch.slurm.queue import parse_queue, queue_argv
-from hpclaunch.spec.job import JobSpec
 
 from .fakes import FakeRunner, result
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import build_plan
 from hpclaunch.planning.render import render, render_command_section
-from hpclaunch.spec.job import JobSpec
 
 from .conftest import SUBMISSION_ID, make_site
 from .test_render import CONTAINER_SITE

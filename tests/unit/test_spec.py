@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hpclaunch.errors import SpecError
-from hpclaunch.spec.job import JobSpec, load_spec
+from hpclaunch.jobspec.job import JobSpec, load_spec
 
 from .conftest import make_spec
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pydantic
 
-from hpclaunch.spec.doc import spec_reference
-from hpclaunch.spec.job import JobSpec
+from hpclaunch.jobspec.doc import spec_reference
+from hpclaunch.jobspec.job import JobSpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 
@@ -22,7 +22,7 @@ def test_docs_spec_md_is_up_to_date() -> None:
             have.splitlines(True), want.splitlines(True), "docs/spec.md", "generated"
         )
     )
-    assert have == want, f"regenerate: python -m hpclaunch.spec.doc > docs/spec.md\n{diff}"
+    assert have == want, f"regenerate: python -m hpclaunch.jobspec.doc > docs/spec.md\n{diff}"
 
 
 def test_every_spec_field_has_a_description() -> None:

@@ -22,13 +22,13 @@ from hpclaunch.backends.cli import CliBackend
 from hpclaunch.backends.slurm_text import parse_held_tasks, parse_task_states
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
+from hpclaunch.jobspec.job import JobSpec, Sweep
 from hpclaunch.ops.sweep import submit_sweep
 from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
 from hpclaunch.planning.render import render
 from hpclaunch.planning.sweep import plan_sweep
 from hpclaunch.runtime import report_metrics, sweep_params
-from hpclaunch.spec.job import JobSpec, Sweep
 from hpclaunch.store.sweeps import (
     SweepArray,
     SweepRecord,
@@ -115,7 +115,7 @@ def test_list_is_as_written() -> None:
     ],
 )
 def test_bad_sweeps_name_the_field(fields: dict[str, Any], message: str, tmp_path: Path) -> None:
-    from hpclaunch.spec.job import load_spec
+    from hpclaunch.jobspec.job import load_spec
 
     path = tmp_path / "s.yaml"
     path.write_text(json.dumps({"name": "x", "command": ["echo"], "sweep": fields}))

@@ -14,12 +14,12 @@ from hypothesis import given
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.backends.jobdesc import script_options
 from hpclaunch.config.site import load_site
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.sweep_rerun import rerun_sweep
 from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.render import render
 from hpclaunch.planning.sweep import plan_sweep
-from hpclaunch.spec.job import JobSpec
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, save_sweep
 
 from .conftest import HOME, SUBMISSION_ID, make_site

@@ -11,9 +11,9 @@ import pytest
 from hpclaunch.config.settings import load_user_config
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import ConfigError, SpecError
+from hpclaunch.jobspec.job import load_spec
 from hpclaunch.planning.pipeline import load_pipeline
 from hpclaunch.planning.render import render
-from hpclaunch.spec.job import load_spec
 
 from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
 

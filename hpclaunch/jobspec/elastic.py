@@ -8,7 +8,7 @@
       nodes: [1, 2, 4]          # the sizes it may be resized to (the submitted one included)
       global_batch: 512         # samples per optimizer step at the submitted size
       max_batch_per_gpu: 32     # the most one rank takes per micro-step
-      batch: fixed              # or linear / sqrt (see hpclaunch.spec.batchplan)
+      batch: fixed              # or linear / sqrt (see hpclaunch.jobspec.batchplan)
       min_interval: 600         # seconds between two resizes, at least
 
 A resize goes through a requeue (Slurm cannot grow a running job since 19.05): checkpoint,
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hpclaunch.spec.batchplan import BatchPolicy
+from hpclaunch.jobspec.batchplan import BatchPolicy
 
 __all__ = ["Elastic"]
 

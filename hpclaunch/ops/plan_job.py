@@ -8,9 +8,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import HistoryError
+from hpclaunch.jobspec.job import JobSpec, load_spec
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
-from hpclaunch.spec.job import JobSpec, load_spec
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -36,7 +36,7 @@ def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     fields and :func:`spec_source`)."""
     from hpclaunch._validation import load_model
     from hpclaunch.errors import SpecError
-    from hpclaunch.spec.job import apply_overrides
+    from hpclaunch.jobspec.job import apply_overrides
 
     spec = as_spec_input(spec)
     if isinstance(spec, str):

@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from hpclaunch.spec.words import EnvVars
+from hpclaunch.jobspec.words import EnvVars
 
 __all__ = ["RUNTIMES", "Container", "Mount", "Mounts", "RuntimeName", "parse_mount"]
 

@@ -47,13 +47,13 @@ from pydantic import (
 )
 
 from hpclaunch.errors import SpecError
+from hpclaunch.jobspec.batchplan import plan_batch
+from hpclaunch.jobspec.container import Container
+from hpclaunch.jobspec.elastic import Elastic
+from hpclaunch.jobspec.tiers import Tier
+from hpclaunch.jobspec.words import ArgvWord, EnvVars, argv_word, no_nul
 from hpclaunch.slurm import sbatch_options
 from hpclaunch.slurm.times import format_time, parse_time
-from hpclaunch.spec.batchplan import plan_batch
-from hpclaunch.spec.container import Container
-from hpclaunch.spec.elastic import Elastic
-from hpclaunch.spec.tiers import Tier
-from hpclaunch.spec.words import ArgvWord, EnvVars, argv_word, no_nul
 
 __all__ = [
     "CheckpointPolicy",
@@ -462,7 +462,7 @@ class JobSpec(_Model):
         sweep: Run the job once per point of a sweep (``hpclaunch sweep``); ``{name}`` in
             ``command``/``args`` becomes the point's value in each run.
         container: Run the command (and its launcher) in a container; the sidecar stays
-            outside (:mod:`hpclaunch.spec.container`).
+            outside (:mod:`hpclaunch.jobspec.container`).
     """
 
     model_config = ConfigDict(
