@@ -35,7 +35,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_submit import BEGIN, CAP, LOCK, REPO, cancel, max_array_size, precompile, wait_for_room
+from sweep_submit import (
+    BEGIN,
+    CAP,
+    LOCK,
+    REPO,
+    cancel,
+    max_array_size,
+    precompile,
+    submitit_map,
+    wait_for_room,
+)
 
 
 def square(x: int) -> int:
@@ -56,30 +66,11 @@ def hpclaunch_map(items: int) -> tuple[list[str], object]:
     return [ref.job_id for ref in run.arrays], run
 
 
-def submitit_map(items: int, folder: Path, size: int) -> list[str]:
-    import submitit
-
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(
-        timeout_min=5,
-        mem_gb=0.05,
-        slurm_array_parallelism=CAP,
-        slurm_account="research-oq",
-        slurm_qos="low",
-        slurm_additional_parameters={"begin": BEGIN},
-    )
-    values = list(range(items))
-    jobs = []
-    for start in range(0, items, size):
-        jobs += executor.map_array(square, values[start : start + size])
-    return sorted({job.job_id.split("_")[0] for job in jobs})
-
-
 def collect(run: object, items: int) -> float:
     """Seconds ``run.results()`` takes once every task wrote its result."""
     from hpclaunch.calls.payload import RESULT_FILE, dump_value
-    from hpclaunch.ops.call import task_dir
     from hpclaunch.ops.job import MapRun
+    from hpclaunch.supervise.sweep_task import task_dir
 
     assert isinstance(run, MapRun)
     assert run.job_dir is not None
@@ -123,7 +114,7 @@ def main() -> None:
                 if name == "hpclaunch map":
                     ids, run = hpclaunch_map(args.items)
                 else:
-                    ids = submitit_map(args.items, folder / f"submitit-{rep}", size)
+                    ids = submitit_map(args.items, folder / f"submitit-{rep}", size, square)
                 times[name].append(time.perf_counter() - t0)
                 cancel(ids)
                 if name == "hpclaunch map":

@@ -200,7 +200,10 @@ def sbatch_loop(points: int, outdir: Path) -> list[str]:
     return ids
 
 
-def submitit_map(points: int, folder: Path, size: int) -> list[str]:
+def submitit_map(
+    points: int, folder: Path, size: int, fn: Callable[[int], object] = str
+) -> list[str]:
+    """``executor.map_array(fn, range(points))``, ``size`` items per call; the arrays' ids."""
     import submitit
 
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
@@ -215,7 +218,7 @@ def submitit_map(points: int, folder: Path, size: int) -> list[str]:
     values = list(range(points))
     jobs = []
     for start in range(0, points, size):
-        jobs += executor.map_array(str, values[start : start + size])
+        jobs += executor.map_array(fn, values[start : start + size])
     return sorted({job.job_id.split("_")[0] for job in jobs})
 
 

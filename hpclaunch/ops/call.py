@@ -17,6 +17,7 @@ from hpclaunch.calls.payload import CALL_DIR, CALL_FILE, RESULT_FILE, Outcome, l
 from hpclaunch.errors import CallError, JobFailed, TransportError
 from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
+from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
     from hpclaunch.ops.submit import Submitted
@@ -197,11 +198,6 @@ def submit_map(
 def _put_call(session: Context, job_dir: str, data: bytes) -> None:
     """Write a call's pickle into the job directory, where Slurm runs (0600)."""
     session.runner.put_bytes(posixpath.join(job_dir, CALL_DIR, CALL_FILE), data, 0o600)
-
-
-def task_dir(job_dir: str, index: int) -> str:
-    """The directory of a sweep's (a map's) task ``index`` (sweep_task.task_env)."""
-    return posixpath.join(job_dir, "tasks", str(index))
 
 
 def read_outcome(session: Context, job_dir: str) -> Outcome | None:

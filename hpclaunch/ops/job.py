@@ -410,7 +410,8 @@ class MapRun(SweepRun):
                 task that ended without a result.
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.ops.call import read_outcome, task_dir
+        from hpclaunch.ops.call import read_outcome
+        from hpclaunch.supervise.sweep_task import task_dir
 
         self.wait(timeout)
         values: list[Any] = []
@@ -433,8 +434,9 @@ class MapRun(SweepRun):
 
     def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
         from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.call import task_dir, without_result
+        from hpclaunch.ops.call import without_result
         from hpclaunch.slurm.jobs import JobInfo, JobState
+        from hpclaunch.supervise.sweep_task import task_dir
 
         job_id = task.job_id if task is not None else f"{self.sweep_id}[{index}]"
         try:

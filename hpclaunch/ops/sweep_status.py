@@ -25,7 +25,7 @@ from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
 from hpclaunch.supervise.ledger import LEDGER_NAME, SUCCESS_LINE
-from hpclaunch.supervise.sweep_task import METRICS_NAME
+from hpclaunch.supervise.sweep_task import METRICS_NAME, task_dir
 from hpclaunch.transport.base import Runner
 
 if TYPE_CHECKING:
@@ -229,7 +229,7 @@ def _read_params(
 
 
 def _read_metrics(runner: Runner, record: SweepRecord, point: int) -> dict[str, Any] | None:
-    path = posixpath.join(record.job_dir, "tasks", str(point), METRICS_NAME)
+    path = posixpath.join(task_dir(record.job_dir, point), METRICS_NAME)
     try:
         data = json.loads(runner.read_file(path))
     except (TransportError, ValueError):

@@ -176,10 +176,10 @@ def task_submission(job_id: str) -> SubmissionRecord | None:
     """The history's record of the array that runs ``<array job id>_<task id>``, pointed
     at the task's own directories (``tasks/<point>/``: ledger, attempt logs), or ``None``
     when ``job_id`` is not a task of a recorded sweep."""
-    import posixpath
     from dataclasses import replace
 
     from hpclaunch.store.history import find_record
+    from hpclaunch.supervise.sweep_task import task_dir
 
     found = find_task(job_id)
     if found is None:
@@ -188,10 +188,9 @@ def task_submission(job_id: str) -> SubmissionRecord | None:
     array = find_record(job_id=job_id.partition("_")[0])
     if array is None:
         return None
-    task = posixpath.join("tasks", str(point))
     return replace(
         array,
         job_id=job_id,
-        job_dir=posixpath.join(record.job_dir, task),
-        log_dir=posixpath.join(record.log_dir, task),
+        job_dir=task_dir(record.job_dir, point),
+        log_dir=task_dir(record.log_dir, point),
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import posixpath
 import re
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "placeholders",
     "read_point",
     "substitute",
+    "task_dir",
     "task_env",
 ]
 
@@ -114,24 +116,30 @@ def read_point(path: str, index: int) -> dict[str, Any]:
     raise TaskError(f"{path} has no point {index} (the sweep has fewer points)")
 
 
+def task_dir(directory: str, index: int) -> str:
+    """Where sweep point ``index`` keeps its files under a sweep's job (or log, or
+    checkpoint) directory: ``<directory>/tasks/<index>``, on every side of hpclaunch."""
+    return posixpath.join(directory, "tasks", str(index))
+
+
 def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> dict[str, str]:
     """The variables that make the runtime and the sidecar use the task's own directory."""
     job_dir = env.get("HPCLAUNCH_JOB_DIR") or os.getcwd()
-    task_dir = os.path.join(job_dir, "tasks", str(index))
+    own = task_dir(job_dir, index)
     log_dir = env.get("HPCLAUNCH_LOG_DIR") or job_dir
     ckpt = env.get("HPCLAUNCH_CHECKPOINT_DIR")
     if not ckpt or os.path.normpath(ckpt) == os.path.join(job_dir, "checkpoints"):
-        ckpt = os.path.join(task_dir, "checkpoints")
+        ckpt = os.path.join(own, "checkpoints")
     else:
-        ckpt = os.path.join(ckpt, "tasks", str(index))
+        ckpt = task_dir(ckpt, index)
     out = {
         "HPCLAUNCH_SWEEP_DIR": job_dir,
         "HPCLAUNCH_SWEEP_INDEX": str(index),
         "HPCLAUNCH_SWEEP_PARAMS": json.dumps(dict(params), ensure_ascii=False, sort_keys=True),
-        "HPCLAUNCH_JOB_DIR": task_dir,
-        "HPCLAUNCH_CONTROL_DIR": os.path.join(task_dir, "control"),
+        "HPCLAUNCH_JOB_DIR": own,
+        "HPCLAUNCH_CONTROL_DIR": os.path.join(own, "control"),
         "HPCLAUNCH_CHECKPOINT_DIR": ckpt,
-        "HPCLAUNCH_LOG_DIR": os.path.join(log_dir, "tasks", str(index)),
+        "HPCLAUNCH_LOG_DIR": task_dir(log_dir, index),
     }
     # One W&B run per task (the sidecar would give every task the submission's run id).
     run_id = re.sub(r"[^a-z0-9]", "", env.get("HPCLAUNCH_SUBMISSION_ID", "").lower())[:48]

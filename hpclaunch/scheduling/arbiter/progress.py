@@ -29,6 +29,7 @@ from typing import Any
 from hpclaunch.planning.plan import SCRIPT_NAME
 from hpclaunch.runtime.control import DONE_FILE
 from hpclaunch.supervise.ledger import read_ledger
+from hpclaunch.supervise.sweep_task import task_dir
 
 __all__ = ["JobProgress", "job_dir_of", "read_progress"]
 
@@ -107,7 +108,7 @@ def job_dir_of(command: str | None, job_id: str) -> Path | None:
     args = command[cut + len(marker) :].split()
     _, _, task = job_id.partition("_")
     if task.isdigit() and args and args[0].isdigit():
-        return directory / "tasks" / str(int(args[0]) + int(task))
+        return Path(task_dir(str(directory), int(args[0]) + int(task)))
     return directory
 
 
