@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,14 +18,24 @@ pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 
 def test_hello_is_seen_running_then_completed(hpclaunch: Run) -> None:
-    submitted = hpclaunch("submit", "examples/hello.yaml")
+    # hello's command waits for a file instead of its 2-s sleep: under a loaded CI machine
+    # a status call once took longer than the whole job (CI, clean-clone run 22).
+    release = Path.home() / ".hpclaunch-it" / f"release-{uuid.uuid4().hex[:8]}"
+    release.parent.mkdir(parents=True, exist_ok=True)
+    hold = f'echo "hello from $(hostname)"; while [ ! -e {release} ]; do sleep 0.1; done'
+    command = json.dumps(["bash", "-c", hold])
+    submitted = hpclaunch("submit", "examples/hello.yaml", "--set", f"command={command}")
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     assert job_id.isdigit()
-    running = wait_state(hpclaunch, job_id, {"RUNNING", "COMPLETED"})
-    assert running["state"] == "RUNNING", "hello sleeps 2 s: status should catch it running"
-    assert running["nodes"] in {"n1", "n2", "n3", "n4"}
+    try:
+        running = wait_state(hpclaunch, job_id, {"RUNNING", "COMPLETED"})
+        assert running["state"] == "RUNNING", "it waits for its file: status sees it running"
+        assert running["nodes"] in {"n1", "n2", "n3", "n4"}
+    finally:
+        release.touch()
     done = wait_state(hpclaunch, job_id, {"COMPLETED", "FAILED", "CANCELLED"})
+    release.unlink()
     assert done["state"] == "COMPLETED"
     assert done["exit_code"] == 0
     table = hpclaunch("status", job_id)
