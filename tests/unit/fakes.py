@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.config.site import SiteConfig
@@ -255,3 +256,22 @@ def _raw_status(exit_code: str) -> int:
     """sacct's "code:signal" as the raw wait status squeue prints (code << 8 | signal)."""
     code, _, signal = exit_code.partition(":")
     return (int(code) << 8) | int(signal or 0)
+
+
+def install_fake_slurm(monkeypatch: Any, fake: FakeSlurm | None = None) -> FakeSlurm:
+    """Register the backend ``fakeslurm`` for this test: the real CliBackend talking to
+    ``fake`` (a new FakeSlurm by default) through a FakeRunner. The backend class is made
+    here, for this test: no class is patched, so no state leaks between tests."""
+    from hpclaunch import backends
+    from hpclaunch.backends.cli import CliBackend
+
+    slurm = fake if fake is not None else FakeSlurm()
+
+    def init(self: CliBackend, runner: Runner, site: SiteConfig) -> None:
+        fake_runner = FakeRunner(slurm)
+        slurm.scripts = fake_runner.files  # sbatch reads the script's #SBATCH lines
+        CliBackend.__init__(self, fake_runner, site)
+
+    backend = type("FakeSlurmBackend", (CliBackend,), {"name": "fakeslurm", "__init__": init})
+    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(backend, None))
+    return slurm

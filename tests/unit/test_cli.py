@@ -9,37 +9,18 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from hpclaunch import backends
-from hpclaunch.backends.cli import CliBackend
 from hpclaunch.cli import cli
-from hpclaunch.config.site import SiteConfig
 from hpclaunch.store.history import history_path, recent_submissions
-from hpclaunch.transport.base import Runner
 
-from .fakes import FakeJob, FakeRunner, FakeSlurm
+from .fakes import FakeJob, FakeSlurm, install_fake_slurm
 
 REPO = Path(__file__).resolve().parents[2]
 HELLO = str(REPO / "examples" / "hello.yaml")
 
 
-class FakeSlurmBackend(CliBackend):
-    """The real CliBackend, talking to the class's FakeSlurm instead of a cluster."""
-
-    name = "fakeslurm"
-    slurm = FakeSlurm()
-
-    def __init__(self, runner: Runner, site: SiteConfig) -> None:
-        runner = FakeRunner(self.slurm)
-        self.slurm.scripts = runner.files  # sbatch reads the script's #SBATCH lines
-        super().__init__(runner, site)
-
-
 @pytest.fixture
 def slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    fake = FakeSlurm()
-    monkeypatch.setattr(FakeSlurmBackend, "slurm", fake)
-    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(FakeSlurmBackend, None))
-    return fake
+    return install_fake_slurm(monkeypatch)
 
 
 @pytest.fixture
@@ -158,9 +139,9 @@ def test_sbatch_refusal_exits_1(
     from .fakes import result as make_result
 
     monkeypatch.setattr(
-        FakeSlurm,
+        slurm,
         "_sbatch",
-        lambda self, argv: make_result(argv, 1, err="sbatch: error: Invalid qos specification\n"),
+        lambda argv: make_result(argv, 1, err="sbatch: error: Invalid qos specification\n"),
     )
     result = run(env, "submit", HELLO)
     assert_clean_error(result, 1, "sbatch refused job 'hello'")
@@ -243,10 +224,10 @@ def test_unknown_site_from_env(env: dict[str, str]) -> None:
 def test_a_bug_is_not_dressed_up_as_an_error(
     env: dict[str, str], slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(self: FakeSlurm, argv: tuple[str, ...]) -> None:
+    def broken(argv: tuple[str, ...]) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(FakeSlurm, "_squeue", broken)
+    monkeypatch.setattr(slurm, "_squeue", broken)
     result = run(env, "status", "1")
     assert isinstance(result.exception, RuntimeError)
     assert "Error:" not in result.stderr

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import backends
 from hpclaunch.store.history import (
     SubmissionRecord,
     find_record,
@@ -21,8 +20,8 @@ from hpclaunch.store.history import (
 from hpclaunch.transport.base import CommandResult
 
 from . import test_cli
-from .fakes import FakeJob, FakeSlurm
-from .test_cli import HELLO, FakeSlurmBackend, run
+from .fakes import FakeJob, FakeSlurm, install_fake_slurm
+from .test_cli import HELLO, run
 
 env = test_cli.env  # a private HOME/XDG env with the fake backend
 slurm = test_cli.slurm
@@ -117,8 +116,7 @@ class CountingSlurm(FakeSlurm):
 @pytest.fixture
 def counting(monkeypatch: pytest.MonkeyPatch) -> CountingSlurm:
     fake = CountingSlurm()
-    monkeypatch.setattr(FakeSlurmBackend, "slurm", fake)
-    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(FakeSlurmBackend, None))
+    install_fake_slurm(monkeypatch, fake)
     return fake
 
 
@@ -216,8 +214,7 @@ class NamingSlurm(CountingSlurm):
 
 def test_submit_wait_stores_the_final_state(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = NamingSlurm()
-    monkeypatch.setattr(FakeSlurmBackend, "slurm", fake)
-    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(FakeSlurmBackend, None))
+    install_fake_slurm(monkeypatch, fake)
     fake.new_job_exit = "0:0"
     result = run(env, "submit", "--wait", HELLO)
     assert result.exit_code == 0, result.output

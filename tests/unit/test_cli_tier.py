@@ -12,6 +12,7 @@ from click.testing import Result
 
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.cli._app import App
+from hpclaunch.config.site import load_site
 from hpclaunch.slurm.capabilities import Association, Capabilities
 from hpclaunch.store.capabilities import cache_path, write_cache
 from hpclaunch.store.history import SubmissionRecord, find_record, history_path, record_submission
@@ -251,11 +252,9 @@ def test_the_queue_from_python_is_the_clis(
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(Session, "runner", property(lambda self: slurm.runner))
-    monkeypatch.setattr(
-        Session, "backend", property(lambda self: CliBackend(slurm.runner, self.site))
-    )
-    entries = Session().queue()
+    site = load_site(env["HPCLAUNCH_SITE"])
+    session = Session(runner=slurm.runner, backend=CliBackend(slurm.runner, site))
+    entries = session.queue()
     cli = json.loads(run(env, "queue", "--json").stdout)
 
     def steady(rows: list[dict[str, object]]) -> list[dict[str, object]]:

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch import backends
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.ops.cost import report, tier_of_qos
 from hpclaunch.slurm.usage import COST_FIELDS, cost_argv, parse_usage, parse_when
 from hpclaunch.transport.base import CommandResult
 
 from . import test_cli
-from .fakes import FakeSlurm, result
-from .test_cli import FakeSlurmBackend, assert_clean_error, run
+from .fakes import FakeSlurm, install_fake_slurm, result
+from .test_cli import assert_clean_error, run
 
 env = test_cli.env  # a private HOME/XDG env with the fake backend
 
@@ -158,8 +157,7 @@ class CostSlurm(FakeSlurm):
 @pytest.fixture
 def cost_slurm(monkeypatch: pytest.MonkeyPatch) -> CostSlurm:
     fake = CostSlurm()
-    monkeypatch.setattr(FakeSlurmBackend, "slurm", fake)
-    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(FakeSlurmBackend, None))
+    install_fake_slurm(monkeypatch, fake)
     return fake
 
 
