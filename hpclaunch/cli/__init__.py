@@ -172,12 +172,26 @@ def cli(
     Settings come from, lowest first: built-in defaults, the site's defaults, the user
     config (~/.config/hpclaunch/config.yaml), HPCLAUNCH_* variables, and these flags.
     """
-    from hpclaunch.cli._app import App
+    from hpclaunch.ops.session import Session
 
-    ctx.obj = App(
-        cli_values={"site": site, "backend": backend, "remote": remote},
+    # A caller may hand in where Slurm's commands run (CliRunner.invoke(..., obj={"runner":
+    # ...}): the unit tests' fake Slurm); the flags are the settings' top layer.
+    given = ctx.obj if isinstance(ctx.obj, dict) else {}
+    ctx.obj = Session(
+        site=site,
+        backend=backend,
+        remote=remote,
         accept_new_host_key=accept_new_host_key,
+        warn=_echo_warning,
+        runner=given.get("runner"),
     )
+
+
+def _echo_warning(message: str) -> None:
+    """Warnings on stderr, one line each, as ``Warning: ...``."""
+    import sys
+
+    print(f"Warning: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

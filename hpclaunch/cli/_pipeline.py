@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def submit_pipeline(
-    app: App,
+    app: Session,
     path: str,
     *,
     dry_run: bool,
@@ -72,7 +72,7 @@ def submit_pipeline(
 
 
 def _wait_all(
-    app: App, steps: tuple[Step, ...], refs: dict[str, JobRef], timeout: float | None
+    app: Session, steps: tuple[Step, ...], refs: dict[str, JobRef], timeout: float | None
 ) -> None:
     """Follow every job to its end; exit 1 unless all COMPLETED."""
     from hpclaunch.slurm.jobs import JobInfo, wait_for

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 
 @click.command("arbiter")
@@ -54,7 +54,7 @@ from hpclaunch.cli._app import App
 )
 @click.pass_obj
 def arbiter_command(
-    app: App,
+    app: Session,
     dry_run: bool,
     once: bool,
     interval: float,

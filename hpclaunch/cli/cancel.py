@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --all).")
 @click.pass_obj
 def cancel_command(
-    app: App, job_ids: list[str], names: tuple[str, ...], all_jobs: bool, yes: bool
+    app: Session, job_ids: list[str], names: tuple[str, ...], all_jobs: bool, yes: bool
 ) -> None:
     """Cancel jobs IDS, jobs named NAME, or --all of your hpclaunch jobs.
 
@@ -64,7 +64,7 @@ def cancel_command(
         raise click.exceptions.Exit(1)
 
 
-def _all_unfinished(app: App, yes: bool) -> list[JobRef]:
+def _all_unfinished(app: Session, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
     from hpclaunch.ops.cancel import unfinished_jobs
 

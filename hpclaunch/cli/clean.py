@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 
 @click.command("clean")
@@ -17,7 +17,7 @@ from hpclaunch.cli._app import App
 )
 @click.option("--dry-run", is_flag=True, help="List the files; remove nothing.")
 @click.pass_obj
-def clean_command(app: App, older_than: str, dry_run: bool) -> None:
+def clean_command(app: Session, older_than: str, dry_run: bool) -> None:
     """Remove the call and result pickles of ended function jobs older than AGE.
 
     Only the pickles of jobs submitted with Session.submit(fn) or Session.map go (in

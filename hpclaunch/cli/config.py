@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.config.settings import Sourced
+from hpclaunch.ops.session import Session
 
 _LAYERS = {
     "default": "built-in default",
@@ -31,7 +31,7 @@ def config_group(ctx: click.Context) -> None:
 @click.option("--sources", is_flag=True, help="Also say where each value came from.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 @click.pass_obj
-def show_command(app: App, sources: bool, as_json: bool) -> None:
+def show_command(app: Session, sources: bool, as_json: bool) -> None:
     """Print every setting and its value.
 
     Settings come from, lowest first: built-in defaults, the site's defaults: section,

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli.history import parse_time_option
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one line per group).")
 @click.pass_obj
 def cost_command(
-    app: App,
+    app: Session,
     since: datetime | None,
     until: datetime | None,
     by: tuple[str, ...],
@@ -52,8 +52,8 @@ def cost_command(
     factor (half for preemptible and over-quota work by default; shown where it differs).
     The price column needs 'prices:' in the site config.
     """
-    from hpclaunch.cli._app import slurm_user
     from hpclaunch.errors import ConfigError
+    from hpclaunch.ops.context import slurm_user
     from hpclaunch.ops.cost import gpu_cost
 
     if as_json and as_csv:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.events import JobEvents
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def events_command(app: App, job_id: str, as_json: bool) -> None:
+def events_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""
     from hpclaunch.ops.events import job_events
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -48,7 +48,7 @@ def parse_time_option(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
 def history_command(
-    app: App,
+    app: Session,
     project: str | None,
     tier: str | None,
     state: str | None,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @click.option("--timeout", type=float, metavar="SECONDS", help="With -f: stop after this long.")
 @click.pass_obj
 def logs_command(
-    app: App, job_id: str, follow: bool, attempt: int | None, timeout: float | None
+    app: Session, job_id: str, follow: bool, attempt: int | None, timeout: float | None
 ) -> None:
     """Print the logs of JOB, a job submitted with hpclaunch.
 
@@ -74,7 +74,7 @@ def _print_lines(lines: Iterable[tuple[int, str]]) -> bool:
     return current is not None
 
 
-def _no_log(app: App, job_id: str, attempt: int | None, log_dir: str) -> None:
+def _no_log(app: Session, job_id: str, attempt: int | None, log_dir: str) -> None:
     """No lines: say why; asking for an attempt that does not exist is an error (exit 1)."""
     from hpclaunch.ops.logs import attempts_written
 

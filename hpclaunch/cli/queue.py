@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.queue import QueueEntry
@@ -48,7 +48,7 @@ _STATE_STYLE = {"RUNNING": "cyan", "PENDING": "yellow"}
 )
 @click.pass_obj
 def queue_command(
-    app: App, as_json: bool, all_users: bool, partition: str | None, why_job: str | None = None
+    app: Session, as_json: bool, all_users: bool, partition: str | None, why_job: str | None = None
 ) -> None:
     """Show pending and running jobs as the scheduler will take them.
 

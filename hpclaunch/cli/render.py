@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 
 @click.command("render")
@@ -12,7 +12,7 @@ from hpclaunch.cli._app import App
 @click.option("--argv", "show_argv", is_flag=True, help="Also print the sbatch argv first.")
 @click.option("--explain", is_flag=True, help="Print why each option was chosen, to stderr.")
 @click.pass_obj
-def render_command(app: App, spec: str, show_argv: bool, explain: bool) -> None:
+def render_command(app: Session, spec: str, show_argv: bool, explain: bool) -> None:
     """Print the batch script for SPEC without submitting it."""
     from hpclaunch.ops.plan_job import naming, plan_spec
     from hpclaunch.planning.plan import describe

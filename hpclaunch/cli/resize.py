@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
 
 
 @click.command("resize")
@@ -21,7 +21,9 @@ from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
     help="Seconds to follow a running job to its restart (0: return once asked).",
 )
 @click.pass_obj
-def resize_command(app: App, job_id: str, nodes: int, why: str, force: bool, wait: float) -> None:
+def resize_command(
+    app: Session, job_id: str, nodes: int, why: str, force: bool, wait: float
+) -> None:
     """Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).
 
     A pending job gets the new size at once. A running one checkpoints, is requeued held,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.planning.siteplan import Change
@@ -30,7 +30,7 @@ def site_command() -> None:
 @_REFRESH
 @_JSON
 @click.pass_obj
-def show_command(app: App, refresh: bool, as_json: bool) -> None:
+def show_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Print what the cluster offers (cached for a few minutes)."""
     caps = app.capabilities(refresh=refresh)
     if as_json:
@@ -45,7 +45,7 @@ def show_command(app: App, refresh: bool, as_json: bool) -> None:
 @_REFRESH
 @_JSON
 @click.pass_obj
-def check_command(app: App, refresh: bool, as_json: bool) -> None:
+def check_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
     from hpclaunch.ops.site import check_site_live
 
@@ -100,7 +100,7 @@ def check_command(app: App, refresh: bool, as_json: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _in_sync(app: App, caps: Capabilities) -> str:
+def _in_sync(app: Session, caps: Capabilities) -> str:
     return f"site {app.site.name} matches cluster {caps.cluster}: nothing to do"
 
 
@@ -125,7 +125,7 @@ def print_changes(changes: Sequence[Change]) -> None:
 @site_command.command("plan")
 @_JSON
 @click.pass_obj
-def plan_command(app: App, as_json: bool) -> None:
+def plan_command(app: Session, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
     and accounts match the site config; nothing when they already do."""
     from hpclaunch.ops.site import plan_site_live
@@ -150,7 +150,7 @@ def plan_command(app: App, as_json: bool) -> None:
 @site_command.command("apply")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (scripts).")
 @click.pass_obj
-def apply_command(app: App, yes: bool) -> None:
+def apply_command(app: Session, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
     from hpclaunch.ops.site import apply_site, plan_site_live
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
@@ -40,7 +40,7 @@ COLUMNS = (
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--limit", default=20, show_default=True, help="Recent jobs to show without IDS.")
 @click.pass_obj
-def status_command(app: App, job_ids: list[str], as_json: bool, limit: int) -> None:
+def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) -> None:
     """Show the state of jobs IDS, or of your recent hpclaunch jobs.
 
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer

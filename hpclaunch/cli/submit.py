@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 from hpclaunch.errors import HistoryError
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 @quota_option
 @click.pass_obj
 def submit_command(
-    app: App,
+    app: Session,
     spec: str,
     dry_run: bool,
     no_check: bool,
@@ -158,7 +158,7 @@ def shlex_join(words: Iterable[str]) -> str:
 
 
 def _follow(
-    app: App, ref: JobRef, timeout: float | None, log_dir: str | None, job_dir: str
+    app: Session, ref: JobRef, timeout: float | None, log_dir: str | None, job_dir: str
 ) -> None:
     """Wait for the job (``--wait``), printing its lines as they come (``--follow``: then
     Slurm's own lines at the end, as ``logs -f`` does)."""
@@ -189,7 +189,7 @@ def _follow(
     exit_unless_completed(final)
 
 
-def _remember_final(app: App, final: JobInfo) -> None:
+def _remember_final(app: Session, final: JobInfo) -> None:
     """Store the job's final state in the history (what the watcher saw: no extra call)."""
     from hpclaunch.ops.records import remember_finished
     from hpclaunch.store.history import find_record

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import quota_option
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.sweep_status import SweepStatus
@@ -68,7 +68,7 @@ def sweep_command() -> None:
 @quota_option
 @click.pass_obj
 def submit_command(
-    app: App,
+    app: Session,
     spec: str,
     dry_run: bool,
     no_check: bool,
@@ -105,7 +105,7 @@ def submit_command(
         _wait_and_report(app, sweep.sweep_id)
 
 
-def _wait_and_report(app: App, sweep_id: str) -> None:
+def _wait_and_report(app: Session, sweep_id: str) -> None:
     """``sweep --wait``: until every task ended, then the counts; exit 1 unless all
     COMPLETED."""
     from hpclaunch.ops.job import SweepRun
@@ -117,7 +117,7 @@ def _wait_and_report(app: App, sweep_id: str) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _print_dry_run(app: App, sweep: SweepPlan) -> None:
+def _print_dry_run(app: Session, sweep: SweepPlan) -> None:
     import json
     import shlex
 
@@ -158,7 +158,7 @@ def _print_dry_run(app: App, sweep: SweepPlan) -> None:
 )
 @click.pass_obj
 def status_command(
-    app: App, sweep_id: str, as_json: bool, no_metrics: bool, sort_by: str | None = None
+    app: Session, sweep_id: str, as_json: bool, no_metrics: bool, sort_by: str | None = None
 ) -> None:
     """Counts by state and a table of parameters vs final metrics for SWEEP_ID (the id
     'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
@@ -231,7 +231,7 @@ def _cell(value: Any) -> str:
 
 @sweep_command.command("list")
 @click.pass_obj
-def list_command(app: App) -> None:
+def list_command(app: Session) -> None:
     """The sweeps submitted from here (no Slurm call)."""
     from hpclaunch.store.sweeps import list_sweeps
 
@@ -256,7 +256,7 @@ def list_command(app: App) -> None:
 @sweep_command.command("rerun")
 @click.argument("sweep_id")
 @click.pass_obj
-def rerun_command(app: App, sweep_id: str) -> None:
+def rerun_command(app: Session, sweep_id: str) -> None:
     """Submit again the points of SWEEP_ID that never ran (Slurm ended their tasks before
     the batch script started, e.g. after a slurmctld restart). Safe to repeat: a point
     runs once, and a rerun already in Slurm is not submitted again."""
@@ -281,7 +281,7 @@ def rerun_command(app: App, sweep_id: str) -> None:
 @sweep_command.command("cancel")
 @click.argument("sweep_id")
 @click.pass_obj
-def cancel_command(app: App, sweep_id: str) -> None:
+def cancel_command(app: Session, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
     from hpclaunch.ops.sweep import cancel_sweep
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.planning.retier import Retier
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @click.argument("new_tier", metavar="NEWTIER")
 @click.option("--dry-run", is_flag=True, help="Print what would change and the scontrol argv.")
 @click.pass_obj
-def tier_command(app: App, job_id: str, new_tier: str, dry_run: bool) -> None:
+def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> None:
     """Move pending job JOB to tier NEWTIER: its QOS and, on a site with quotas, its
     account and nice (in-quota or over-quota is decided again from the project's usage).
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from hpclaunch.cli._app import App
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
 
 _COLUMNS = ("node", "attempt", "gpu", "util", "mem_used", "mem_total", "temp_c", "power_w")
 _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER W")
@@ -18,7 +18,7 @@ _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER
 @click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
-def top_command(app: App, job_id: str, as_json: bool) -> None:
+def top_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl)."""
     from hpclaunch.ops.events import gpu_samples
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 
 from hpclaunch.cli import cli
 from hpclaunch.store.history import history_path, recent_submissions
+from hpclaunch.transport.base import Runner
 
 from .fakes import FakeJob, FakeSlurm, install_fake_slurm
 
@@ -40,8 +41,10 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def run(env: dict[str, str], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch")
+def run(env: dict[str, str], *args: str, runner: Runner | None = None) -> Result:
+    """``hpclaunch ARGS`` in this process; ``runner``: where its Slurm commands run."""
+    obj = {"runner": runner} if runner is not None else None
+    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch", obj=obj)
 
 
 def assert_clean_error(result: Result, code: int, words: str) -> None:

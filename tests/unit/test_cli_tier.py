@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from hpclaunch import backends
 from hpclaunch.backends.cli import CliBackend
-from hpclaunch.cli._app import App
 from hpclaunch.config.site import load_site
+from hpclaunch.ops.session import Session
 from hpclaunch.slurm.capabilities import Association, Capabilities
 from hpclaunch.store.capabilities import cache_path, write_cache
 from hpclaunch.store.history import SubmissionRecord, find_record, history_path, record_submission
@@ -103,9 +104,14 @@ ALL_ASSOCS = (
 @pytest.fixture
 def slurm(env: Env, monkeypatch: pytest.MonkeyPatch) -> Slurm:
     fake = Slurm()
-    monkeypatch.setattr(App, "runner", property(lambda self: fake.runner))
-    # The update goes through the backend: the cli backend, on the same fake runner.
-    monkeypatch.setattr(App, "backend", property(lambda self: CliBackend(fake.runner, self.site)))
+    # The update goes through the backend: the cli backend, on the fake's runner (a backend
+    # class made for this test, registered under the env's backend name).
+    backend = type(
+        "TierSlurmBackend",
+        (CliBackend,),
+        {"__init__": lambda self, _runner, site: CliBackend.__init__(self, fake.runner, site)},
+    )
+    monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(backend, None))
     discovered(env, ALL_ASSOCS)
     return fake
 
@@ -248,7 +254,6 @@ def test_queue_table(env: Env, slurm: Slurm) -> None:
 def test_the_queue_from_python_is_the_clis(
     env: Env, slurm: Slurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpclaunch.ops.session import Session
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -219,18 +219,15 @@ def cli_env(tmp_path: Any) -> dict[str, str]:
 def _dry_run(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, squeue: Any
 ) -> tuple[Any, FakeRunner]:
-    from hpclaunch.cli._app import App
-
     from .test_cli import run
 
     runner = FakeRunner(squeue)
-    monkeypatch.setattr(App, "runner", property(lambda self: runner))
     path = tmp_path / "job.yaml"
     path.write_text(
         "name: j\ncommand: ['true']\nproject: research\ntier: high\n"
         "resources: {gpus_per_node: 4, time: 10}\n"
     )
-    return run(cli_env, "submit", "--dry-run", "--no-check", str(path)), runner
+    return run(cli_env, "submit", "--dry-run", "--no-check", str(path), runner=runner), runner
 
 
 def test_submit_places_by_live_usage(
@@ -298,19 +295,16 @@ def test_strict_refuses_a_job_larger_than_the_whole_guarantee(plan_for: PlanFor)
 def test_submit_prints_the_warning_and_strict_places_in_quota(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpclaunch.cli._app import App
-
     from .test_cli import run
 
     full = queue_line("normal", 2, "gres:gpu:4")  # research already holds its 8 GPUs
     runner = FakeRunner(lambda argv: result(argv, out=full))
-    monkeypatch.setattr(App, "runner", property(lambda self: runner))
     path = tmp_path / "job.yaml"
     path.write_text(
         "name: j\ncommand: ['true']\nproject: research\ntier: critical\n"
         "resources: {gpus_per_node: 4, time: 10}\n"
     )
-    res = run(cli_env, "submit", "--dry-run", "--no-check", str(path))
+    res = run(cli_env, "submit", "--dry-run", "--no-check", str(path), runner=runner)
     assert res.exit_code == 0, res.output
     warnings = [line for line in res.stderr.splitlines() if line.startswith("Warning:")]
     assert warnings == [
@@ -320,7 +314,7 @@ def test_submit_prints_the_warning_and_strict_places_in_quota(
     ]
     for how in (["--quota=strict"], []):
         env = dict(cli_env, HPCLAUNCH_QUOTA="strict") if not how else cli_env
-        res = run(env, "submit", "--dry-run", "--no-check", *how, str(path))
+        res = run(env, "submit", "--dry-run", "--no-check", *how, str(path), runner=runner)
         assert res.exit_code == 0, res.output
         assert "#SBATCH --account=research\n" in res.stdout
         assert "#SBATCH --qos=critical\n" in res.stdout

@@ -54,8 +54,8 @@ def test_params_lines_is_json_dumps_per_line(value: Any) -> None:
 def test_local_home_does_not_import_ssh() -> None:
     code = (
         "import sys\n"
-        "from hpclaunch.cli._app import App\n"
-        "app = App({'site': None, 'remote': None}, env={'HOME': '/home/u'})\n"
+        "from hpclaunch.ops.session import Session\n"
+        "app = Session(env={'HOME': '/home/u'})\n"
         "print(app.home)\n"
         "print('hpclaunch.transport.ssh' in sys.modules)\n"
     )

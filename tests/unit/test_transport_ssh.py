@@ -170,7 +170,7 @@ def test_accepting_ends_a_last_line_without_newline(tmp_path: Path) -> None:
 def test_site_login_suggests_the_remote_and_env_overrides_it(tmp_path: Path) -> None:
     import yaml
 
-    from hpclaunch.cli._app import App
+    from hpclaunch.ops.session import Session
 
     site = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "site-configs" / "local.yaml").read_text()
@@ -179,10 +179,10 @@ def test_site_login_suggests_the_remote_and_env_overrides_it(tmp_path: Path) -> 
     path = tmp_path / "site.yaml"
     path.write_text(yaml.safe_dump(site))
     env = {"XDG_CONFIG_HOME": str(tmp_path)}
-    remote = App({"site": str(path)}, env).settings.remote
+    remote = Session(site=str(path), env=env).settings.remote
     assert (remote.value, remote.source) == ("me@login.example.org", "site")
     env["HPCLAUNCH_REMOTE"] = "other"
-    assert App({"site": str(path)}, env).settings.remote.value == "other"
+    assert Session(site=str(path), env=env).settings.remote.value == "other"
 
 
 def test_closing_after_the_link_was_reset_raises_nothing(tmp_path: Path) -> None:
