@@ -42,7 +42,7 @@ def readme_block(heading: str) -> str:
 
 
 def test_the_readme_python_example_runs_and_the_cli_knows_its_job(hpclaunch: Run) -> None:
-    code = readme_block("## From Python")
+    code = readme_block("### A spec as a job")
     out = run_python(hpclaunch, code)
     assert out.returncode == 0, out.stderr
     first, *log = out.stdout.splitlines()
