@@ -257,6 +257,15 @@ def decide(
         return Decision(False, f"{reason}: not requeued")
     if max_requeues <= 0:
         return Decision(False, "max_requeues is 0: never requeued")
+    ends = [e for e in history if e.get("event") == "attempt_end"]
+    used = sum(1 for e in ends if e.get("requeued") and e.get("reason") in CAPPED_REASONS)
+    if reason in CAPPED_REASONS and used >= max_requeues:
+        # First: the cap is the job's own rule; whether this attempt showed progress in
+        # time depends on the machine's load (a clean-clone run's second attempt reported
+        # none before its time limit, and was refused for that instead).
+        return Decision(
+            False, f"{reason}: max_requeues ({max_requeues}) used up by earlier attempts"
+        )
     if reason == "time_limit" and no_progress and not preemptible:
         # A job of a guaranteed tier that reports no steps (no runtime API) would run the
         # same steps again, to the same time limit: a requeue only doubles what it costs.
@@ -267,7 +276,6 @@ def decide(
             "time_limit: no progress reported in this attempt (runtime.report_progress or a "
             "committed checkpoint), so a requeue would run the same steps again",
         )
-    ends = [e for e in history if e.get("event") == "attempt_end"]
     if no_progress and reason != "preempted":
         streak = 1
         for end in reversed(ends):
@@ -282,10 +290,5 @@ def decide(
                 f"crash-loop breaker: {streak} attempts in a row ended without progress",
             )
     if reason in CAPPED_REASONS:
-        used = sum(1 for e in ends if e.get("requeued") and e.get("reason") in CAPPED_REASONS)
-        if used >= max_requeues:
-            return Decision(
-                False, f"{reason}: max_requeues ({max_requeues}) used up by earlier attempts"
-            )
         return Decision(True, f"{reason}: requeue {used + 1} of {max_requeues}")
     return Decision(True, "preempted: requeued without limit")

@@ -151,3 +151,21 @@ def test_a_time_limit_without_progress_is_not_requeued_in_a_guaranteed_tier() ->
     assert decide("preempted", [], max_requeues=5, no_progress=True).requeue
     # Preemptible work keeps one retry (the crash-loop breaker stops the second).
     assert decide("time_limit", [], max_requeues=5, no_progress=True, preemptible=True).requeue
+
+
+def test_a_used_up_cap_is_the_reason_whatever_the_attempt_showed() -> None:
+    # Whether the attempt reported a step before its time limit depends on the machine's
+    # load; the cap does not (a clean-clone run's second attempt was refused for "no
+    # progress" where the test and the user expect "max_requeues").
+    history = [_end("time_limit", requeued=True)]
+    for progress in (True, False):
+        for preemptible in (True, False):
+            refused = decide(
+                "time_limit",
+                history,
+                max_requeues=1,
+                no_progress=not progress,
+                preemptible=preemptible,
+            )
+            assert not refused.requeue
+            assert "max_requeues (1) used up" in refused.why
