@@ -209,3 +209,27 @@ def test_clean_leaves_the_jobs_another_backend_ran(
     # The cli backend cannot know a local job: it leaves it alone rather than guess.
     assert clean_calls(on_slurm, timedelta(0), now=later).files == ()
     assert len(clean_calls(session, timedelta(0), now=later).files) == 2
+
+
+def test_sync_runs_the_function_as_its_module_was_at_submit(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # submit(fn, sync=True): the job imports the function's module from the snapshot of the
+    # code tree, so an edit after submit does not leak in.
+    import importlib
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    project = tmp_path / "project"
+    project.mkdir()
+    module = project / "answers_at_submit.py"
+    module.write_text("def answer():\n    return 'as submitted'\n")
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    answers = importlib.import_module("answers_at_submit")
+    session = hpclaunch.Session(backend="local", warn=lambda _message: None)
+    job = session.submit(answers.answer, sync=True)
+    module.write_text("def answer():\n    return 'edited after'\n")
+    assert job.result(timeout=60) == "as submitted"
+    assert job.job_dir is not None
+    assert "snapshots" in Path(job.job_dir, "job.sbatch").read_text()  # it ran there
