@@ -13,7 +13,8 @@ from click.shell_completion import CompletionItem
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
 
-_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
+# A Slurm job id, an array task's, or the local backend's (``local-3``, ``local-3_4``).
+_JOB_ID = re.compile(r"^(?:local-)?\d+(?:_\d+)?$")
 
 #: ``--quota`` of the commands that place jobs (submit, sweep): the ``quota`` setting.
 quota_option = click.option(
@@ -28,10 +29,11 @@ quota_option = click.option(
 
 
 def check_job_ids(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> list[str]:
-    """A click callback: every value is a Slurm job id (``123`` or ``123_4``)."""
+    """A click callback: every value is a job id (``123``, ``123_4``; ``local-3`` of the
+    local backend)."""
     bad = [v for v in value if not _JOB_ID.match(v)]
     if bad:
-        raise click.BadParameter(f"not a Slurm job id: {', '.join(bad)}")
+        raise click.BadParameter(f"not a job id (123, 123_4 or local-3): {', '.join(bad)}")
     return list(value)
 
 

@@ -205,9 +205,10 @@ def test_status_without_ids_shows_recent_jobs(env: dict[str, str], slurm: FakeSl
 
 
 def test_status_rejects_bad_ids(env: dict[str, str]) -> None:
-    result = run(env, "status", "12;rm")
-    assert result.exit_code == 2
-    assert "not a Slurm job id" in result.stderr
+    for bad in ("12;rm", "local-", "local-3;rm"):
+        result = run(env, "status", bad)
+        assert result.exit_code == 2
+        assert "not a job id (123, 123_4 or local-3)" in result.stderr
 
 
 def test_a_malformed_remote_is_a_config_error(env: dict[str, str], slurm: FakeSlurm) -> None:
