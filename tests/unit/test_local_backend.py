@@ -233,3 +233,16 @@ def test_sync_runs_the_function_as_its_module_was_at_submit(
     assert job.result(timeout=60) == "as submitted"
     assert job.job_dir is not None
     assert "snapshots" in Path(job.job_dir, "job.sbatch").read_text()  # it ran there
+
+
+def test_the_cli_knows_a_local_job(session: hpclaunch.Session, env: dict[str, str]) -> None:
+    job = session.submit(square, 9)
+    assert job.result(timeout=60) == 81
+    local = dict(env, HPCLAUNCH_BACKEND="local")
+    status = test_cli.run(local, "status", job.id)
+    assert status.exit_code == 0, status.output
+    assert f"{job.id}  square" in status.stdout
+    assert "COMPLETED" in status.stdout
+    logs = test_cli.run(local, "logs", job.id)
+    assert logs.exit_code == 0, logs.output
+    assert "attempt 0 on" in logs.stdout  # the batch script's first line
