@@ -246,3 +246,24 @@ def test_the_cli_knows_a_local_job(session: hpclaunch.Session, env: dict[str, st
     logs = test_cli.run(local, "logs", job.id)
     assert logs.exit_code == 0, logs.output
     assert "attempt 0 on" in logs.stdout  # the batch script's first line
+
+
+def test_hpclaunch_clean_lists_then_removes(
+    session: hpclaunch.Session, env: dict[str, str]
+) -> None:
+    job = session.submit(square, 11)
+    assert job.result(timeout=60) == 121
+    assert job.job_dir is not None
+    time.sleep(1.1)  # the history keeps whole seconds: now it is older than 0 minutes
+    local = dict(env, HPCLAUNCH_BACKEND="local")
+    listed = test_cli.run(local, "clean", "--older-than", "0min", "--dry-run")
+    assert listed.exit_code == 0, listed.output
+    pickles = [str(Path(job.job_dir, "call", name)) for name in ("call.pkl", "result.pkl")]
+    assert listed.stdout.split() == pickles
+    assert "would remove 2 file(s)" in listed.stderr
+    removed = test_cli.run(local, "clean", "--older-than", "0min")
+    assert "removed 2 file(s)" in removed.stderr
+    assert not any(Path(p).exists() for p in pickles)
+    refused = test_cli.run(local, "clean", "--older-than", "soon")
+    assert refused.exit_code == 2
+    assert "use 30min, 12h, 7d or 2w" in refused.stderr
