@@ -694,6 +694,24 @@ def test_a_checkpoint_that_finds_the_disk_full_is_recorded_and_never_resumed(
     ) in out
 
 
+def test_a_trainer_that_stops_when_the_requested_checkpoint_fails_is_requeued(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """The requested checkpoint finds the disk full and the trainer stops with exit 0 (as
+    examples/ddp_train.py does): that is no finished job. It was taken for one (clean-clone
+    run 23: the job ended COMPLETED with its steps undone); it is requeued."""
+    runner = slurm_answers(time_left="30:00")
+    signal_at_step(signal.SIGUSR1, 5)
+    args = ("--steps", "1000", "--disk-full", "--stop-on-failed-checkpoint")
+    code = Sidecar(config(tmp_path, *args), runner).run()
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    assert ev["checkpoint_failed"]["reason"] == "preemption"
+    assert ev["attempt_end"]["reason"] == "preempted"
+    assert ev["attempt_end"]["requeued"] is True
+    assert any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
+
+
 FAILED_NODE = (REPO / "tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt").read_text()
 
 

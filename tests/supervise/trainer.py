@@ -2,11 +2,12 @@
 progress, answers checkpoint requests through the control files, and can misbehave.
 
     python trainer.py --steps N [--fail] [--ignore-term] [--grandchild] [--no-checkpoint]
-                      [--pids FILE] [--disk-full]
+                      [--pids FILE] [--disk-full [--stop-on-failed-checkpoint]]
 
 --disk-full: checkpoints with hpclaunch.runtime.commit_checkpoint into <job dir>/ckpt, a
 complete one every 2 steps; the one a request asks for finds the disk full (its save writes
-through a link to /dev/full: the kernel's ENOSPC) and the trainer dies of the error.
+through a link to /dev/full: the kernel's ENOSPC) and the trainer dies of the error, or with
+--stop-on-failed-checkpoint stops there with exit 0.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--pids", type=Path)
     parser.add_argument("--noisy-term", action="store_true")
     parser.add_argument("--disk-full", action="store_true")
+    parser.add_argument("--stop-on-failed-checkpoint", action="store_true")
     args = parser.parse_args()
     control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
     pids = [os.getpid()]
@@ -59,7 +61,16 @@ def main() -> None:
             raise ValueError("boom at step 3")
         request = control / "checkpoint-request.json"
         if args.disk_full:
-            _real_checkpoint(control.parent / "ckpt", step, full=request.exists())
+            from hpclaunch.runtime import checkpoint_requested
+
+            try:  # through the runtime, as a real trainer: its commit says "on request"
+                full = checkpoint_requested(min_interval=0)
+                _real_checkpoint(control.parent / "ckpt", step, full=full)
+            except OSError:
+                if not args.stop_on_failed_checkpoint:
+                    raise
+                print(f"stopped at {step}: the requested checkpoint failed", flush=True)
+                return  # exit 0, as examples/ddp_train.py does: the sidecar requeues it
             continue
         if request.exists() and not args.no_checkpoint:
             write(
