@@ -51,6 +51,9 @@ REQUEST_FILE = "checkpoint-request.json"
 DONE_FILE = "checkpoint-done.json"
 PROGRESS_FILE = "progress.json"
 FAILED_FILE = "checkpoint-failed.json"
+#: Written once the trainer has seen the request: an exit 0 after it is a stop for the
+#: request, not the end of the work (the sidecar requeues it).
+SEEN_FILE = "checkpoint-seen.json"
 
 
 #: Outside an hpclaunch job, each run's files go under this directory of the current one.
@@ -161,12 +164,21 @@ class _RequestWatcher:
         if not path.exists():
             return None
         self.request = _parse_request(read_json(path))
+        _mark_seen(self.request)
         return self.request
 
     def force(self, reason: str) -> None:
         """Mark a request as seen (another rank saw it first)."""
         if self.request is None:
             self.request = CheckpointRequest(reason=reason, requested_at=time.time())
+            _mark_seen(self.request)
+
+
+def _mark_seen(request: CheckpointRequest) -> None:
+    """Tell the sidecar the trainer knows of the request (best effort: never fails a step)."""
+    data = {"seen_at": time.time(), "reason": request.reason, "pid": os.getpid()}
+    with contextlib.suppress(OSError):
+        write_json_atomic(control_dir() / SEEN_FILE, data)
 
 
 def _parse_request(data: Any) -> CheckpointRequest:

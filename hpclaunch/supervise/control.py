@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.runtime import _fs
-from hpclaunch.runtime.control import DONE_FILE, FAILED_FILE, PROGRESS_FILE, REQUEST_FILE
+from hpclaunch.runtime.control import (
+    DONE_FILE,
+    FAILED_FILE,
+    PROGRESS_FILE,
+    REQUEST_FILE,
+    SEEN_FILE,
+)
 
 __all__ = [
     "DONE",
@@ -45,6 +51,7 @@ __all__ = [
     "PROGRESS",
     "REQUEST",
     "RESIZE",
+    "SEEN",
     "clear_stale",
     "prepare",
     "read_json",
@@ -56,6 +63,8 @@ REQUEST = REQUEST_FILE
 DONE = DONE_FILE
 FAILED = FAILED_FILE
 PROGRESS = PROGRESS_FILE
+#: The trainer saw this attempt's request (:mod:`hpclaunch.runtime.control`).
+SEEN = SEEN_FILE
 #: ``hpclaunch resize``'s request (:mod:`hpclaunch.supervise.resize`).
 RESIZE = "resize-request.json"
 #: The done file's ``reason`` for a commit made without knowing of a request
@@ -89,11 +98,11 @@ def read_step(path: str | Path) -> int | None:
 
 
 def clear_stale(control_dir: str | Path) -> list[tuple[str, dict[str, Any] | None]]:
-    """Remove the request, done and failed files left by an earlier attempt; return what
-    they held."""
+    """Remove the request, done, failed and seen files left by an earlier attempt; return
+    what they held."""
     removed = []
     # A resize asked of an earlier attempt is stale too: the job may be at that size now.
-    for name in (REQUEST, DONE, FAILED, RESIZE):
+    for name in (REQUEST, DONE, FAILED, SEEN, RESIZE):
         path = Path(control_dir) / name
         if path.exists():
             removed.append((name, read_json(path)))

@@ -489,7 +489,7 @@ class Sidecar:
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
         deadline = first.at + max(1.0, seconds - MARGIN)
         self._checkpoint(request_reason, deadline, proc, signals, time_left=left)
-        if proc.poll() == 0 and self.committed is None and not self._request_failed():
+        if proc.poll() == 0 and self.committed is None and not self._stopped_for_request():
             return self._finished_at_warning(reason)
         # Before the requeue: Slurm cancels the step at once, and srun and slurmstepd say so.
         self.output.divert(self.stop_log)
@@ -689,14 +689,15 @@ class Sidecar:
         self._end("success", exit_code=0, requeued=False, warned=reason)
         return 0
 
-    def _request_failed(self) -> bool:
-        """Whether the trainer tried the requested checkpoint and its write failed: then an
-        exit 0 is the trainer stopping for the request (examples/ddp_train.py does), not the
-        end of its work (clean-clone run 23: the disk-full job was taken as finished, and
-        ended COMPLETED with its steps left undone)."""
+    def _stopped_for_request(self) -> bool:
+        """Whether an exit 0 after the warning is the trainer stopping for the request, not
+        the end of its work: it saw the request (``hpclaunch.runtime`` marks it), or the
+        requested checkpoint's write failed (clean-clone run 23: a disk-full job that
+        stopped so was taken as finished, and ended COMPLETED with its steps undone)."""
         self._note_failed_checkpoint()
         reason = self.failed.get("reason") if self.failed is not None else None
-        return reason is not None and reason != control.PERIODIC
+        failed_on_request = reason is not None and reason != control.PERIODIC
+        return failed_on_request or (self.control / control.SEEN).exists()
 
     def _forbid_requeue(self, target: str) -> None:
         """Stop Slurm requeuing the job it preempts when it exits, and say so in the ledger."""

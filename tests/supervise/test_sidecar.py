@@ -712,6 +712,21 @@ def test_a_trainer_that_stops_when_the_requested_checkpoint_fails_is_requeued(
     assert any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
 
 
+def test_a_trainer_that_saw_the_request_and_stopped_without_a_checkpoint_is_requeued(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """It saw the request through hpclaunch.runtime and exited 0 without saving: a stop for
+    the request (requeued; it resumes from its last checkpoint, here the start), not a
+    finished job. One that never looked (the test above) did finish."""
+    runner = slurm_answers(time_left="30:00")
+    signal_at_step(signal.SIGUSR1, 5)
+    code = Sidecar(config(tmp_path, "--steps", "1000", "--stop-on-request"), runner).run()
+    assert code == EXIT_REQUEUED
+    ev = events(tmp_path)
+    assert ev["attempt_end"]["reason"] == "preempted"
+    assert ev["attempt_end"]["requeued"] is True
+
+
 FAILED_NODE = (REPO / "tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt").read_text()
 
 

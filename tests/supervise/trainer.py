@@ -3,6 +3,7 @@ progress, answers checkpoint requests through the control files, and can misbeha
 
     python trainer.py --steps N [--fail] [--ignore-term] [--grandchild] [--no-checkpoint]
                       [--pids FILE] [--disk-full [--stop-on-failed-checkpoint]]
+                      [--stop-on-request]
 
 --disk-full: checkpoints with hpclaunch.runtime.commit_checkpoint into <job dir>/ckpt, a
 complete one every 2 steps; the one a request asks for finds the disk full (its save writes
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--noisy-term", action="store_true")
     parser.add_argument("--disk-full", action="store_true")
     parser.add_argument("--stop-on-failed-checkpoint", action="store_true")
+    parser.add_argument("--stop-on-request", action="store_true")
     args = parser.parse_args()
     control = Path(os.environ["HPCLAUNCH_CONTROL_DIR"])
     pids = [os.getpid()]
@@ -60,6 +62,13 @@ def main() -> None:
         if args.fail and step == 3:
             raise ValueError("boom at step 3")
         request = control / "checkpoint-request.json"
+        if args.stop_on_request:
+            from hpclaunch.runtime import checkpoint_requested
+
+            if checkpoint_requested(min_interval=0):
+                print(f"stopped at {step} for the request, nothing saved", flush=True)
+                return  # exit 0 without a checkpoint: the sidecar requeues it
+            continue
         if args.disk_full:
             from hpclaunch.runtime import checkpoint_requested
 
