@@ -691,13 +691,11 @@ class Sidecar:
 
     def _stopped_for_request(self) -> bool:
         """Whether an exit 0 after the warning is the trainer stopping for the request, not
-        the end of its work: it saw the request (``hpclaunch.runtime`` marks it), or the
-        requested checkpoint's write failed (clean-clone run 23: a disk-full job that
-        stopped so was taken as finished, and ended COMPLETED with its steps undone)."""
-        self._note_failed_checkpoint()
-        reason = self.failed.get("reason") if self.failed is not None else None
-        failed_on_request = reason is not None and reason != control.PERIODIC
-        return failed_on_request or (self.control / control.SEEN).exists()
+        the end of its work: it saw the request (``hpclaunch.runtime`` marks it, before any
+        checkpoint it writes for it; clean-clone run 23: a disk-full job whose requested
+        checkpoint failed, and which stopped so, was taken as finished and ended COMPLETED
+        with its steps undone)."""
+        return (self.control / control.SEEN).exists()
 
     def _forbid_requeue(self, target: str) -> None:
         """Stop Slurm requeuing the job it preempts when it exits, and say so in the ledger."""
