@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.transport.base import Runner
 
-__all__ = ["PREFIX", "LocalBackend", "local_root"]
+__all__ = ["PREFIX", "LocalBackend", "local_info", "local_root"]
 
 #: Local job ids are ``local-<n>``: never taken for a Slurm job's.
 PREFIX = "local-"
@@ -126,9 +126,9 @@ class LocalBackend(Backend):
 
     def cancel(self, ref: JobRef) -> None:
         base, _, task = ref.job_id.partition("_")
-        directory = self._dir(base)
-        if directory is None:
+        if local_info(self.root, JobRef(base)) is None:
             return
+        directory = self.root / base
         write_private(directory / (f"cancel-{task}" if task else "cancel"), "")
         pid = _read_int(directory / "runner.pid")
         if pid is not None:
@@ -154,28 +154,11 @@ class LocalBackend(Backend):
                     found.append(info)
         return found
 
-    # -- reading the state files ----------------------------------------------------------
     def _info(self, ref: JobRef) -> JobInfo:
-        base, _, task = ref.job_id.partition("_")
-        directory = self._dir(base)
-        request = _read_json(directory / "request.json") if directory else None
-        if directory is None or request is None:
-            return JobInfo(ref, JobState.UNKNOWN, reason="no such local job")
-        name = str(request["name"])
-        if task:
-            return _task_info(ref, directory, task, name)
-        if request["tasks"] is None:
-            return _task_info(ref, directory, WHOLE, name)
-        tasks = [
-            _task_info(JobRef(f"{base}_{t}"), directory, str(t), name) for t in request["tasks"]
-        ]
-        return summarise_array(ref, tasks)
-
-    def _dir(self, job_id: str) -> Path | None:
-        if not job_id.startswith(PREFIX) or not job_id[len(PREFIX) :].isdigit():
-            return None
-        directory = self.root / job_id
-        return directory if directory.is_dir() else None
+        found = local_info(self.root, ref)
+        return (
+            JobInfo(ref, JobState.UNKNOWN, reason="no such local job") if found is None else found
+        )
 
     def _new_job(self) -> tuple[str, Path]:
         """The next id, its directory made (a lock file keeps two submitters apart)."""
@@ -187,6 +170,25 @@ class LocalBackend(Backend):
             directory = self.root / job_id
             directory.mkdir(mode=0o700)
         return job_id, directory
+
+
+def local_info(root: Path, ref: JobRef) -> JobInfo | None:
+    """What the state files under ``root`` say of local job ``ref`` (an array: its tasks
+    summed up as Slurm's are); ``None`` when there is no such job."""
+    base, _, task = ref.job_id.partition("_")
+    if not base.startswith(PREFIX) or not base[len(PREFIX) :].isdigit():
+        return None
+    directory = root / base
+    request = _read_json(directory / "request.json")
+    if request is None:
+        return None
+    name = str(request["name"])
+    if task:
+        return _task_info(ref, directory, task, name)
+    if request["tasks"] is None:
+        return _task_info(ref, directory, WHOLE, name)
+    tasks = [_task_info(JobRef(f"{base}_{t}"), directory, str(t), name) for t in request["tasks"]]
+    return summarise_array(ref, tasks)
 
 
 def _request(

@@ -28,7 +28,6 @@ _NEEDS = {
     "afternotok": {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"},
     "afterany": None,  # any final state
 }
-_FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED"}
 
 
 class Submission:
@@ -119,21 +118,17 @@ class Submission:
         return None
 
     def wait_final(self, job_id: str) -> str | None:
-        """The final state of local job ``job_id`` (the worst of its tasks' for an array);
-        ``None`` when this submission is cancelled meanwhile."""
-        states_dir = self.dir.parent / job_id.partition("_")[0] / "state"
+        """The final state of local job ``job_id`` (an array's summed up, as status shows
+        it); ``None`` when this submission is cancelled meanwhile."""
+        from hpclaunch.backends.local import local_info
+        from hpclaunch.slurm.jobs import JobRef
+
         while not (self.dir / "cancel").exists():
-            states = []
-            for path in sorted(states_dir.glob("*.json")):
-                try:
-                    states.append(json.loads(path.read_text())["state"])
-                except (OSError, ValueError, KeyError):
-                    states.append("PENDING")  # being written
-            if not states:
+            info = local_info(self.dir.parent, JobRef(job_id))
+            if info is None:
                 return "UNKNOWN"
-            if all(s in _FINAL for s in states):
-                bad = [s for s in states if s != "COMPLETED"]
-                return bad[0] if bad else "COMPLETED"
+            if info.state.is_finished:
+                return info.state.value
             time.sleep(0.2)
         return None
 
