@@ -419,12 +419,6 @@ def submit(
 def _duration(value: timedelta | str) -> timedelta:
     """``older_than`` of :meth:`Session.clean`: a ``timedelta``, or ``30min``, ``12h``,
     ``7d``, ``2w``."""
-    import re
+    from hpclaunch.slurm.usage import parse_age
 
-    if isinstance(value, timedelta):
-        return value
-    match = re.fullmatch(r"\s*(\d+)\s*(min|h|d|w)\s*", value)
-    if match is None:
-        raise ValueError(f"{value!r} is not a duration: use 30min, 12h, 7d or 2w")
-    unit = {"min": "minutes", "h": "hours", "d": "days", "w": "weeks"}[match.group(2)]
-    return timedelta(**{unit: int(match.group(1))})
+    return value if isinstance(value, timedelta) else parse_age(value)

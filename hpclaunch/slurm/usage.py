@@ -29,6 +29,7 @@ __all__ = [
     "COST_FIELDS",
     "AttemptUsage",
     "cost_argv",
+    "parse_age",
     "parse_usage",
     "parse_when",
 ]
@@ -80,6 +81,18 @@ class AttemptUsage:
         return float(min(max(overlap, 0.0), self.elapsed))
 
 
+def parse_age(text: str) -> timedelta:
+    """A length of time as the command line takes it: ``30min``, ``12h``, ``7d``, ``2w``.
+
+    Raises:
+        ValueError: Not one of these.
+    """
+    match = _RELATIVE.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a length of time: use 30min, 12h, 7d or 2w")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+
+
 def parse_when(text: str, now: datetime) -> datetime:
     """A time given on the command line, as a naive local datetime.
 
@@ -94,9 +107,8 @@ def parse_when(text: str, now: datetime) -> datetime:
         return now
     if text == "today":
         return now.replace(hour=0, minute=0, second=0, microsecond=0)
-    match = _RELATIVE.match(text)
-    if match:
-        return now - timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    if _RELATIVE.match(text):
+        return now - parse_age(text)
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
