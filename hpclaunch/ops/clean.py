@@ -75,9 +75,9 @@ def clean_calls(
         for job_id, ref in refs.items()
         if not infos[ref].state.is_finished and infos[ref].state is not JobState.UNKNOWN
     }
-    dirs = _dirs([r for r in old if r.job_id not in running])
-    kept_by_dir = {r.job_dir for r in old if r.job_id in running}
-    dirs = [d for d in dirs if d not in kept_by_dir]  # a map's other array still runs
+    # A directory stays whole while any of its jobs runs (a map's other array).
+    kept = {r.job_dir for r in old if r.job_id in running}
+    dirs = sorted({r.job_dir for r in old} - kept)
     files = _pickles(context, dirs, delete=not dry_run)
     return Cleaned(tuple(files), tuple(sorted(running)))
 
@@ -108,10 +108,6 @@ def _ours(context: Context, record: SubmissionRecord) -> bool:
 
     local = record.job_id.startswith(PREFIX)
     return record.site == context.site.name and local == (not context.backend.has_cluster)
-
-
-def _dirs(records: list[SubmissionRecord]) -> list[str]:
-    return sorted({r.job_dir for r in records})
 
 
 def _pickles(context: Context, dirs: list[str], *, delete: bool) -> list[str]:
