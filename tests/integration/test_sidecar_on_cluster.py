@@ -1,7 +1,7 @@
 """The sidecar on the real cluster: preemption → checkpoint → requeue → exact resume.
 
 All jobs are submitted at once (module fixture) and checked by separate tests, so the
-module takes about as long as its slowest job (the time-limit one, ~1.5 min):
+module takes about as long as its slowest job (the time-limit one, ~3 min):
 
 * torchrun, 2 nodes, tier low, holding a GPU per node: preempted by a critical job that
   takes every GPU of its nodes. Slurm sends B:USR1 at once (preempt_send_user_signal), the
@@ -13,30 +13,34 @@ module takes about as long as its slowest job (the time-limit one, ~1.5 min):
 * a command that raises: not requeued, ``user_error`` with the traceback's last line.
 * srun launcher whose venv takes 5 s to activate, warned (USR1) meanwhile: the batch
   script's trap keeps the warning for the sidecar, which requeues; attempt 1 completes.
-* a 1-minute medium-tier job with a 30 s signal lead and max_requeues 1: checkpoints and
-  requeues once at the time limit, then the cap stops it.
+* a medium-tier job with a 20 s signal lead and max_requeues 1: checkpoints and requeues
+  once at the time limit, then the cap stops it. Its limit is cut once its trainer reports
+  a step (:func:`_cut_time_limit`), so the warning never comes before the trainer started.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise.control import read_step
 
 from .cluster import SlurmCluster
-from .conftest import Cli, wait_progress
+from .conftest import Cli, squeue, wait_progress
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
@@ -54,6 +58,8 @@ class Jobs:
     ids: dict[str, str]
     preemptor: str = ""
     release: tuple[int, int] = (0, 0)  # the cluster's Slurm release
+    # What went wrong in a helper thread (_cut_time_limit), for the test that needs it.
+    thread_errors: dict[str, str] = field(default_factory=dict)
 
     def job_dir(self, name: str) -> Path:
         return Path(self.cli.submitted()[self.ids[name]]["job_dir"])
@@ -189,14 +195,18 @@ def jobs(
             venv=VENV,
             sbatch_extra=away,
             # Slurm warns once the time left is at most lead + 30 s, at a check every 30 s
-            # (job_mgr.c, send_job_warn_signal): from 10 s after the start here, after the
-            # sidecar catches signals. With lead 30 it warned at the first check, which
-            # once fell in the sidecar's first moment and was lost (CI, stop 35).
+            # (job_mgr.c, send_job_warn_signal). The limit is cut to that once the trainer
+            # runs (_cut_time_limit): with 1 minute from the start, the warning came (22 s
+            # before the end, the check late under load) before torchrun's trainer had
+            # printed a line, and a medium-tier job with no progress is not requeued (CI
+            # of stop 38).
             checkpoint={"signal_lead_time": 20, "max_requeues": 1},
-            resources={"time": "1", "mem": "200M"},
+            resources={"time": "10", "mem": "200M"},
         ),
     }
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
+    cutter = threading.Thread(target=_cut_time_limit, args=(jobs, "timelimit"), daemon=True)
+    cutter.start()
     # The set-up job first: its warning must land within the 5 s its venv takes.
     jobs.wait_setting_up("setup")
     subprocess.run(["scancel", "--batch", "--signal=USR1", ids["setup"]], check=True)
@@ -229,6 +239,41 @@ def _at_step(jobs: Jobs, step: int, actions: dict[str, Callable[[], None]]) -> N
                 left.pop(name)()
         assert time.monotonic() < deadline, f"{sorted(left)} never reached step {step}"
         time.sleep(0.1)
+
+
+def _cut_time_limit(jobs: Jobs, name: str) -> None:
+    """Bring ``name``'s time limit near, as ``scontrol update TimeLimit`` does, once each
+    attempt runs: the first once its trainer reported a step (so the attempt has progress
+    to keep, however long torchrun took to start), to 70 to 130 s from then; the second,
+    while Slurm holds it after the requeue, to 1 minute. Slurm warns at most lead + 30 s
+    before the new end (squeue's ``%L`` and the sidecar follow the update). Errors go to
+    ``jobs.thread_errors[name]``."""
+    job_id, job_dir = jobs.ids[name], jobs.job_dir(name)
+
+    def limit(minutes: int) -> None:
+        argv = ["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"]
+        subprocess.run(argv, capture_output=True, text=True, check=True)
+
+    try:
+        deadline = time.monotonic() + 600
+        while (read_step(job_dir / "control" / "progress.json") or 0) < 1:
+            assert time.monotonic() < deadline, "attempt 0 reported no step in 600 s"
+            time.sleep(0.2)
+        elapsed = parse_time(squeue(job_id, "%M"))
+        limit(math.ceil((elapsed + 70) / 60))
+        while not _ended(job_dir / "events.jsonl", 0):
+            assert time.monotonic() < deadline, "attempt 0 did not end in 600 s"
+            time.sleep(0.2)
+        limit(1)
+    except Exception as exc:  # the test reads it; a thread's exception would be lost
+        jobs.thread_errors[name] = f"{type(exc).__name__}: {exc}"
+
+
+def _ended(ledger: Path, attempt: int) -> bool:
+    """Whether the job's ledger has ``attempt``'s end."""
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    ends = (json.loads(x) for x in lines if '"attempt_end"' in x and x.endswith("}"))
+    return any(e["event"] == "attempt_end" and e["attempt"] == attempt for e in ends)
 
 
 def _slow_venv(shared: Path) -> Path:
@@ -347,13 +392,14 @@ def test_a_warning_while_the_script_sets_up_is_handled_by_the_sidecar(jobs: Jobs
 def test_time_limit_checkpoints_requeues_once_then_the_cap_holds(jobs: Jobs) -> None:
     """A medium-tier (never preempted) job is warned before its time limit, commits,
     is requeued with no step lost, and resumes; the second time the cap holds."""
-    jobs.wait_final("timelimit", 170)
+    jobs.wait_final("timelimit", 900)
+    assert not jobs.thread_errors, jobs.thread_errors
     ledger = jobs.events("timelimit")["ledger"]
     first, second = _by(ledger, 0), _by(ledger, 1)
     assert first["signal_received"]["signal"] == "USR1"
     assert first["checkpoint_requested"]["reason"] == "time_limit", first
     assert first["attempt_end"]["reason"] == "time_limit"
-    assert first["attempt_end"]["requeued"] is True
+    assert first["attempt_end"]["requeued"] is True, first
     assert first["attempt_end"]["steps_lost"] == 0
     log = (jobs.job_dir("timelimit") / "attempt-0.log").read_text()
     assert "stopped for requeue at step" in log
