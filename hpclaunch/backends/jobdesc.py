@@ -15,13 +15,19 @@ import math
 import re
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpclaunch.errors import PlanError
 from hpclaunch.slurm.sbatch_options import normalise_flag
 from hpclaunch.slurm.times import parse_time
 
-__all__ = ["JobDescription", "describe_job", "merged_options", "script_options"]
+__all__ = [
+    "JobDescription",
+    "describe_job",
+    "merged_options",
+    "sbatch_environment",
+    "script_options",
+]
 
 #: Options whose value becomes an attribute as it is (a string).
 _TEXT = {
@@ -89,10 +95,13 @@ class JobDescription:
     Attributes:
         attributes: Its keyword arguments (``name=...``, ``partitions=...``).
         script_args: The batch script's arguments (after its path).
+        environment: What sbatch itself would add to the job's environment for these
+            options (:func:`sbatch_environment`), over the caller's.
     """
 
     attributes: dict[str, object]
     script_args: tuple[str, ...]
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def script_options(script: str) -> list[tuple[str, str | None]]:
@@ -173,13 +182,35 @@ def describe_job(
             attrs["gres_per_node"] = f"gpu:{value}"
         else:
             raise _refused(flag, "pyslurm's JobSubmitDescription has no attribute for it")
+    environment = sbatch_environment(attrs)  # of the options given, as sbatch's
     # sbatch: with --ntasks-per-node and no --ntasks, a job has nodes x that many tasks
     # (src/sbatch/opt.c); pyslurm would default ntasks to 1 (core/job/submission.pyx).
     if "ntasks" not in attrs and "ntasks_per_node" in attrs:
         nodes = str(attrs.get("nodes", "1"))
         if nodes.isdigit():
             attrs["ntasks"] = int(nodes) * int(str(attrs["ntasks_per_node"]))
-    return JobDescription(attrs, tuple(script_args))
+    return JobDescription(attrs, tuple(script_args), environment)
+
+
+def sbatch_environment(attrs: Mapping[str, object]) -> dict[str, str]:
+    """The variables sbatch puts in the job's environment from its options, which a job
+    given to pyslurm lacks: slurmd overwrites ``SLURM_CPUS_PER_TASK`` only where sbatch set
+    it (src/sbatch/opt.c ``set_envs``, src/common/env.c ``setup_env``, 24.11 and 25.11).
+    ``SLURM_TRES_PER_TASK`` comes from the job's ``TresPerTask``, which sbatch fills from
+    ``--cpus-per-task`` and pyslurm 25.11.2 cannot (its ``tres_per_task`` takes GPUs only).
+    Without them, seen on the test cluster: code that sizes its data loaders by
+    ``SLURM_CPUS_PER_TASK`` fails, and an ``srun`` in the job gives each task one CPU."""
+    env: dict[str, str] = {}
+    if "cpus_per_task" in attrs:
+        env["SLURM_CPUS_PER_TASK"] = str(attrs["cpus_per_task"])
+        env["SLURM_TRES_PER_TASK"] = f"cpu={attrs['cpus_per_task']}"
+    if "ntasks" in attrs:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(attrs["ntasks"])
+    if "ntasks_per_node" in attrs:
+        env["SLURM_NTASKS_PER_NODE"] = str(attrs["ntasks_per_node"])
+    if "dependencies" in attrs:
+        env["SLURM_JOB_DEPENDENCY"] = str(attrs["dependencies"])
+    return env
 
 
 def _long(flag: str) -> tuple[str, str | None]:

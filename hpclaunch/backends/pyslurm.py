@@ -87,6 +87,16 @@ _RETRY_ERRNOS = frozenset({errno.EAGAIN, 2007, 2016, 2059})
 _MAX_RETRIES = 15
 
 
+class _NoProfile(tuple[str, ...]):
+    """No accounting profile types, yet true: see ``_submit_described``."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_NO_PROFILE = _NoProfile()
+
+
 def load_pyslurm() -> ModuleType:
     """Import pyslurm, or say why it cannot be used.
 
@@ -234,15 +244,24 @@ class PyslurmBackend(Backend):
     ) -> JobRef:
         attributes = dict(described.attributes)
         # What sbatch puts in the job's environment besides the caller's own (sbatch.c,
-        # _set_submit_dir_env, _set_umask_env): the sidecar and users' scripts read them.
+        # _set_submit_dir_env, _set_umask_env; common/env.c set_prio_process_env; and from
+        # its options, jobdesc.sbatch_environment): the sidecar and users' scripts read them.
         umask = os.umask(0)
         os.umask(umask)
         attributes["environment"] = {
             **os.environ,
+            **described.environment,
+            "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0)),
             "SLURM_SUBMIT_DIR": os.getcwd(),
             "SLURM_SUBMIT_HOST": socket.gethostname(),
             "SLURM_UMASK": f"{umask:04o}",
         }
+        # pyslurm 25.11.2 sends "no --profile" as NO_VAL, every profile bit set (the job
+        # got SLURM_PROFILE=Energy,Lustre,Network,Task: where acct_gather_profile is set
+        # up, every series written for every job). An empty iterable that is true gives
+        # 0, ACCT_GATHER_PROFILE_NOT_SET, what sbatch sends (core/job/util.pyx,
+        # acctg_profile_list_to_int: "if not types: return NO_VAL", then ORs each type).
+        attributes.setdefault("profile_types", _NO_PROFILE)
         sid = submission_id
         try:
             description = self.pyslurm.JobSubmitDescription(

@@ -58,6 +58,26 @@ def test_every_option_of_a_gpu_job_with_requeue_maps(plan_for: PlanFor) -> None:
     assert attrs["gres_per_node"] == (gpu or f"gpu:{plan.option('--gpus-per-node')}")
 
 
+def test_the_variables_sbatch_sets_from_its_options_go_in_the_jobs_environment() -> None:
+    """sbatch exports SLURM_CPUS_PER_TASK, SLURM_NTASKS_PER_NODE, ... from its options and
+    slurmd does not add them (seen on the test cluster: a pyslurm job had neither)."""
+    options = [
+        ("--nodes", "2"),
+        ("--ntasks-per-node", "1"),
+        ("--cpus-per-task", "4"),
+        ("--dependency", "afterok:12"),
+    ]
+    env = describe_job(options).environment
+    assert env == {
+        "SLURM_CPUS_PER_TASK": "4",
+        "SLURM_TRES_PER_TASK": "cpu=4",
+        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_JOB_DEPENDENCY": "afterok:12",
+    }  # no SLURM_NTASKS: sbatch sets it only for --ntasks (slurmd sets it from the job)
+    env = describe_job([("--ntasks", "3"), ("--cpus-per-gpu", "2")]).environment
+    assert env == {"SLURM_NTASKS": "3", "SLURM_NPROCS": "3"}
+
+
 @pytest.mark.parametrize(
     ("time", "minutes"), [("30", 30), ("0:30", 1), ("30:01", 31), ("1-0", 1440)]
 )
