@@ -40,7 +40,10 @@ from .cluster import SlurmCluster
 from .conftest import HPCLAUNCH, REPO, Cli
 from .test_tiers_on_cluster import GRACE, VENV, Queue
 
-pytestmark = [pytest.mark.slurm, pytest.mark.backends, pytest.mark.exclusive]
+# The cli backend only: what a backend decides for these jobs is the job it submits
+# (test_backends_submit_alike_on_cluster) and its reads and acts on the queue
+# (test_backends_agree_on_cluster); the rest happens in the job, backend or not.
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 STEPS = 150  # 0.2 s each: ~30 s, so the trainer is still running when it is preempted
 

@@ -43,7 +43,10 @@ from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
+# The cli backend only: what a backend decides for these jobs is the job it submits
+# (test_backends_submit_alike_on_cluster) and its reads and acts on the queue
+# (test_backends_agree_on_cluster); the rest happens in the job, backend or not.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.exclusive]
 
 STEPS = 150
 TRAIN = ["python", "examples/ddp_train.py", "--steps", str(STEPS), "--every", "1000"]

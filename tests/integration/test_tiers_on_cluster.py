@@ -32,7 +32,10 @@ from .cluster import SlurmCluster
 from .conftest import REPO, Cli
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
-pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
+# The cli backend only: what a backend decides for these jobs is the job it submits
+# (test_backends_submit_alike_on_cluster) and its reads and acts on the queue
+# (test_backends_agree_on_cluster); the rest happens in the job, backend or not.
+pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.exclusive]
 
 VENV = str(REPO / ".venv")
 GRACE = 10  # the low and over-quota QOS's GraceTime in site-configs/local.yaml
