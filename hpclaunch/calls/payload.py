@@ -1,11 +1,14 @@
 """What travels between the submitter and a function's job, in ``<job dir>/call/``.
 
 ``call.pkl`` (written at submit, mode 0600): a plain pickle of ``{"fingerprint": ...,
-"call": bytes}``. The fingerprint (Python, packages) is read *before* the call itself,
-whose cloudpickle may import the user's modules: a job in another environment fails with
-:class:`~hpclaunch.errors.EnvironmentMismatch` naming the packages, not with an unpickling
-traceback. cloudpickle sends functions of ``__main__`` (a script, a notebook) and lambdas
-by value, and functions of importable modules by reference.
+"call": bytes}``. The fingerprint (Python's major.minor, and the versions of the packages
+the call imports when unpickled, hpclaunch's and cloudpickle's) is read *before* the call
+itself, whose cloudpickle may import the user's modules: a job in another environment fails
+with :class:`~hpclaunch.errors.EnvironmentMismatch` naming the packages, not with an
+unpickling traceback. Only what the call needs is compared: a laptop's Jupyter, missing on
+the cluster, is no reason to refuse a function that never imports it. cloudpickle sends
+functions of ``__main__`` (a script, a notebook) and lambdas by value, and functions of
+importable modules by reference.
 
 ``result.pkl`` (written by the job, atomically, once the function returned or raised): a
 plain pickle of ``{"ok": bool, "type": str, "text": str, "traceback": str, "payload":
@@ -18,13 +21,14 @@ from __future__ import annotations
 import pickle
 import platform
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
 
 __all__ = [
+    "ALWAYS",
     "CALL_DIR",
     "CALL_FILE",
     "MAX_CALL_BYTES",
@@ -36,8 +40,10 @@ __all__ = [
     "dump_map",
     "dump_value",
     "fingerprint",
+    "imported_modules",
     "load_call",
     "load_outcome",
+    "needed_distributions",
 ]
 
 #: The call's directory inside the job directory, and its two files.
@@ -48,17 +54,78 @@ RESULT_FILE = "result.pkl"
 MAX_CALL_BYTES = 64 * 2**20
 
 
-def fingerprint() -> dict[str, Any]:
-    """This interpreter's Python (implementation, major.minor) and installed packages."""
+#: Always compared: the job's side of the call (hpclaunch) and the pickle's format.
+ALWAYS = ("hpclaunch", "cloudpickle")
+#: Strings a pickle pushes (the module and name of a global are two of them).
+_STRINGS = frozenset(
+    {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING"}
+)
+
+
+def fingerprint(distributions: Iterable[str] = ALWAYS) -> dict[str, Any]:
+    """This interpreter's Python (implementation, major.minor) and the versions of
+    ``distributions`` installed here (those missing are left out)."""
     from importlib import metadata
 
     packages: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name:
-            packages[_normalized(name)] = dist.version
+    for name in distributions:
+        try:
+            packages[_normalized(name)] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
     python = f"{sys.implementation.name} {platform.python_version_tuple()[0]}"
     return {"python": f"{python}.{platform.python_version_tuple()[1]}", "packages": packages}
+
+
+def needed_distributions(call: bytes) -> list[str]:
+    """The installed distributions that provide the modules the pickle ``call`` imports
+    when loaded (:func:`imported_modules`), with :data:`ALWAYS`; sorted."""
+    from importlib import metadata
+
+    provided = metadata.packages_distributions()
+    names = set(ALWAYS)
+    for module in imported_modules(call):
+        names.update(provided.get(module, ()))
+    return sorted({_normalized(n) for n in names})
+
+
+def imported_modules(data: bytes) -> set[str]:
+    """The top-level modules loading the pickle ``data`` imports, read from its opcodes
+    without loading it: each global's module (``GLOBAL``; ``STACK_GLOBAL`` takes the two
+    strings pushed just before it, written anew or fetched from the memo), and the name
+    given to cloudpickle's ``subimport``, which is how a by-value function's module-level
+    ``import numpy as np`` travels. The standard library and ``__main__`` are left out."""
+    import pickletools
+
+    memo: dict[int, str | None] = {}
+    strings: list[str] = []
+    pushed: str | None = None  # the string the last opcode pushed, if it pushed one
+    found: set[str] = set()
+    subimport = False
+    for op, arg, _ in pickletools.genops(data):
+        name = op.name
+        if name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
+            memo[len(memo) if name == "MEMOIZE" else int(arg)] = pushed
+            continue
+        pushed = None
+        if name in _STRINGS or name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed = str(arg) if name in _STRINGS else memo.get(int(arg))
+        if pushed is not None:
+            strings.append(pushed)
+            if subimport:
+                found.add(pushed)
+                subimport = False
+        elif name == "GLOBAL":
+            module, _, qualname = str(arg).partition(" ")
+            found.add(module)
+            subimport = qualname == "subimport"
+        elif name == "STACK_GLOBAL" and len(strings) >= 2:
+            found.add(strings[-2])
+            subimport = strings[-1] == "subimport"
+        elif name == "REDUCE":
+            subimport = False
+    tops = {m.partition(".")[0] for m in found}
+    return {m for m in tops if m and m != "__main__" and m not in sys.stdlib_module_names}
 
 
 def _normalized(name: str) -> str:
@@ -124,7 +191,8 @@ def _pickled(call: object) -> bytes:
 
 
 def _envelope(call: bytes, *, mapped: bool) -> bytes:
-    return pickle.dumps({"fingerprint": fingerprint(), "call": call, "map": mapped})
+    needs = fingerprint(needed_distributions(call))
+    return pickle.dumps({"fingerprint": needs, "call": call, "map": mapped})
 
 
 def load_call(
@@ -140,7 +208,8 @@ def load_call(
     import cloudpickle
 
     envelope = pickle.loads(data)  # our own file, in the private job directory
-    found = differences(envelope["fingerprint"], fingerprint())
+    submitted = envelope["fingerprint"]
+    found = differences(submitted, fingerprint(submitted.get("packages", {})))
     if found:
         raise EnvironmentMismatch(found, where)
     if not envelope.get("map"):

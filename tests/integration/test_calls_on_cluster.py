@@ -126,7 +126,7 @@ late = session.submit(
     checkpoint={"max_requeues": 0},  # no warning, no requeue: Slurm ends it at its limit
 )
 real = payload.fingerprint
-payload.fingerprint = lambda: {**real(), "packages": {**real()["packages"], "numpy": "0.1"}}
+payload.fingerprint = lambda names: {**real(names), "packages": {"numpy": "0.1"}}
 other = session.submit(sleeps, **options)  # as if submitted from another environment
 payload.fingerprint = real
 seen = {"ids": [resumed.id, late.id, other.id]}

@@ -125,6 +125,25 @@ def test_a_job_in_another_environment_names_the_packages_and_runs_nothing(tmp_pa
     assert "venv:" in (caught.value.hint or "")
 
 
+def test_the_fingerprint_holds_the_packages_the_call_imports_and_no_others() -> None:
+    """A laptop's packages the function never imports (pytest here) are no reason to
+    refuse the job; those it does are compared, by reference or by value."""
+    import cloudpickle
+    import yaml
+
+    namespace: dict[str, object] = {"__name__": "__main__"}  # a script's function: by value
+    exec("import json, yaml\ndef dump(x):\n    return yaml.safe_dump(json.loads(x))", namespace)
+    by_value = cloudpickle.dumps(namespace["dump"])
+    assert payload.imported_modules(by_value) == {"yaml", "cloudpickle"}
+    assert payload.imported_modules(cloudpickle.dumps((yaml.safe_dump, [1]))) == {"yaml"}
+    assert payload.needed_distributions(by_value) == ["cloudpickle", "hpclaunch", "pyyaml"]
+    envelope = pickle.loads(payload.dump_call(scale, [1.0], {}))
+    packages = envelope["fingerprint"]["packages"]
+    assert "hpclaunch" in packages
+    assert "cloudpickle" in packages
+    assert "pytest" not in packages  # installed here, never imported by the call
+
+
 def test_differences_ignore_what_only_the_job_has() -> None:
     mine = {"python": "cpython 3.11", "packages": {"numpy": "2.1.0"}}
     theirs = {"python": "cpython 3.12", "packages": {"numpy": "2.1.0", "extra": "1"}}
