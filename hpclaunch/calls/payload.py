@@ -80,9 +80,9 @@ def fingerprint(distributions: Iterable[str] = ALWAYS) -> dict[str, Any]:
 def needed_distributions(call: bytes) -> list[str]:
     """The installed distributions that provide the modules the pickle ``call`` imports
     when loaded (:func:`imported_modules`), with :data:`ALWAYS`; sorted."""
-    from importlib import metadata
+    from hpclaunch.store.module_owners import module_owners
 
-    provided = metadata.packages_distributions()
+    provided = module_owners()
     names = set(ALWAYS)
     for module in imported_modules(call):
         names.update(provided.get(module, ()))
@@ -105,11 +105,11 @@ def imported_modules(data: bytes) -> set[str]:
     for op, arg, _ in pickletools.genops(data):
         name = op.name
         if name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):
-            memo[len(memo) if name == "MEMOIZE" else int(arg)] = pushed
+            memo[len(memo) if name == "MEMOIZE" else int(str(arg))] = pushed
             continue
         pushed = None
         if name in _STRINGS or name in ("GET", "BINGET", "LONG_BINGET"):
-            pushed = str(arg) if name in _STRINGS else memo.get(int(arg))
+            pushed = str(arg) if name in _STRINGS else memo.get(int(str(arg)))
         if pushed is not None:
             strings.append(pushed)
             if subimport:

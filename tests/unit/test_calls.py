@@ -348,3 +348,30 @@ def test_a_failed_item_raises_its_own_exception_naming_the_item(
         session.map(double_or_fail, [])
     with pytest.raises(TypeError, match="unknown options"):
         session.map(double_or_fail, [1], factor=2)
+
+
+def test_which_distribution_owns_a_module_is_kept_until_site_packages_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib import metadata
+
+    from hpclaunch.store import module_owners as owners
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    monkeypatch.setattr(sys, "path", [str(site)])
+    calls: list[int] = []
+
+    def counted() -> dict[str, list[str]]:
+        calls.append(1)
+        return {"yaml": ["PyYAML"]}
+
+    monkeypatch.setattr(metadata, "packages_distributions", counted)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    assert owners.module_owners(env) == {"yaml": ["PyYAML"]}
+    assert owners.module_owners(env) == {"yaml": ["PyYAML"]}
+    assert len(calls) == 1  # the second from the cache
+    (site / "numpy-2.1.0.dist-info").mkdir()  # an install changes the directory
+    os.utime(site, ns=(0, 10**9))
+    owners.module_owners(env)
+    assert len(calls) == 2
