@@ -110,6 +110,7 @@ def submit_call(
     submission_id: str | None = None,
     check: bool = True,
     dry_run: bool = False,
+    force: bool = False,
     cwd: str | None = None,
     before_submit: Callable[[SubmissionPlan], object] | None = None,
 ) -> Submitted:
@@ -139,6 +140,7 @@ def submit_call(
         submission_id=submission_id,
         check=check,
         dry_run=dry_run,
+        force=force,
         cwd=cwd,
         before_submit=send,
     )

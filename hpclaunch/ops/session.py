@@ -44,6 +44,7 @@ class Session(Context):
         submission_id: str | None = None,
         check: bool = True,
         sync: bool = False,
+        force: bool = False,
         **kwargs: Any,
     ) -> Job:
         """Submit ``spec`` (a YAML file's path, as text or a ``pathlib.Path``; a mapping;
@@ -66,6 +67,9 @@ class Session(Context):
         the cluster (what it lacks) just before submitting, and start the job in that
         snapshot, which later edits here do not change.
 
+        ``force`` (``submit --force``): with a ``submission_id`` that a job of another spec
+        already carries, take that job (with a warning) instead of refusing.
+
         Raises:
             SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
             SubmissionError: Slurm refused it.
@@ -76,7 +80,15 @@ class Session(Context):
         from hpclaunch.ops.job import Job
 
         done = self._submitted(
-            spec, args, kwargs, overrides, submission_id, check=check, sync=sync, dry_run=False
+            spec,
+            args,
+            kwargs,
+            overrides,
+            submission_id,
+            check=check,
+            sync=sync,
+            dry_run=False,
+            force=force,
         )
         return Job(
             self,
@@ -119,6 +131,7 @@ class Session(Context):
         check: bool,
         sync: bool,
         dry_run: bool,
+        force: bool = False,
     ) -> Submitted:
         from hpclaunch.ops.snapshot import Snapshot
         from hpclaunch.ops.submit import submit_spec
@@ -143,6 +156,7 @@ class Session(Context):
                 submission_id=submission_id,
                 check=check,
                 dry_run=dry_run,
+                force=force,
                 cwd=cwd,
                 before_submit=upload,
             )
@@ -159,6 +173,7 @@ class Session(Context):
                 submission_id=submission_id,
                 check=check,
                 dry_run=dry_run,
+                force=force,
                 cwd=cwd,
                 before_submit=upload,
             )

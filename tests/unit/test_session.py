@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import hpclaunch
-from hpclaunch.errors import SpecError
+from hpclaunch.errors import SpecError, SubmissionError
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 
 from . import test_cli
@@ -84,6 +84,19 @@ def test_a_retry_with_the_same_submission_id_submits_nothing(
     first = session.submit(HELLO, submission_id="run-7")
     again = session.submit(HELLO, submission_id="run-7")
     assert (again.id, again.existing) == (first.id, True)
+    assert len(slurm.submitted) == 1
+
+
+def test_a_submission_id_reused_for_another_spec_is_refused_unless_forced(
+    slurm: FakeSlurm, session: hpclaunch.Session
+) -> None:
+    spec = {"name": "fit", "command": ["python", "fit.py"], "project": "research"}
+    first = session.submit(spec, check=False, submission_id="run-8")
+    changed = {**spec, "command": ["python", "fit.py", "--lr", "0.1"]}
+    with pytest.raises(SubmissionError, match="submission id run-8 already names job"):
+        session.submit(changed, check=False, submission_id="run-8")
+    forced = session.submit(changed, check=False, submission_id="run-8", force=True)
+    assert (forced.id, forced.existing) == (first.id, True)  # as submit --force
     assert len(slurm.submitted) == 1
 
 
