@@ -133,16 +133,25 @@ class FakeSlurm:
         job_id = str(self.next_id)
         self.next_id += 1
         script = self.scripts.get(argv[-1], ("", 0))[0]
+        lines = [*argv, *script.splitlines()]
         comment = next(
             (
                 line.split("=", 1)[1]
-                for line in [*argv, *script.splitlines()]
+                for line in lines
                 if line.startswith(("--comment=", "#SBATCH --comment="))
             ),
             "",
         )
+        name = next(  # as sbatch: the command line's, else the script's (sbatch(1))
+            (
+                line.split("=", 1)[1]
+                for line in lines
+                if line.startswith(("--job-name=", "#SBATCH --job-name="))
+            ),
+            "job",
+        )
         self.jobs[job_id] = FakeJob(
-            name="job",
+            name=name,
             states=list(self.new_job_states),
             exit_code=self.new_job_exit,
             comment=comment,

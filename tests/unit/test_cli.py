@@ -201,7 +201,7 @@ def test_status_without_ids_shows_recent_jobs(env: dict[str, str], slurm: FakeSl
     run(env, "submit", HELLO)
     result = run(env, "status", "--json")
     [job] = json.loads(result.stdout)
-    assert (job["job_id"], job["name"]) == ("1000", "job")
+    assert (job["job_id"], job["name"]) == ("1000", "hello")  # its --job-name
 
 
 def test_status_rejects_bad_ids(env: dict[str, str]) -> None:

@@ -211,7 +211,7 @@ def test_status_and_cancel_from_python_are_the_clis(
         ("1000", "medium", "PENDING"),
         ("1001", "medium", "PENDING"),
     ]
-    done = session.cancel([first.id, "404"], name="job")  # the fake names every job "job"
+    done = session.cancel([first.id, "404"], name="v")  # by id, and the second by its name
     outcomes = {c.info.ref.job_id: c.outcome for c in done}
     assert outcomes == {"1000": "cancelled", "404": "unknown", "1001": "cancelled"}
     assert slurm.jobs[second.id].states == ["CANCELLED"]
