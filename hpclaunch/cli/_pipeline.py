@@ -18,6 +18,7 @@ from hpclaunch.ops.session import Session
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.planning.pipeline import Step
+    from hpclaunch.slurm.jobs import JobInfo
 
 
 def submit_pipeline(
@@ -68,23 +69,18 @@ def submit_pipeline(
 
     refs = submit_pipeline(app, planned, retry=submission_id is not None, on_submitted=say)
     if wait:
-        _wait_all(app, planned.steps, refs, timeout)
+        _wait_all(app, refs, timeout)
 
 
-def _wait_all(
-    app: Session, steps: tuple[Step, ...], refs: dict[str, JobRef], timeout: float | None
-) -> None:
+def _wait_all(app: Session, refs: dict[str, JobRef], timeout: float | None) -> None:
     """Follow every job to its end; exit 1 unless all COMPLETED."""
-    from hpclaunch.slurm.jobs import JobInfo, wait_for
+    from hpclaunch.ops.pipeline import wait_pipeline
 
-    names = {ref.job_id: name for name, ref in refs.items()}
-
-    def show(info: JobInfo) -> None:
+    def show(name: str, info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
-        click.echo(f"{names[info.ref.job_id]} {info.ref.job_id}: {info.state}{reason}", err=True)
+        click.echo(f"{name} {info.ref.job_id}: {info.state}{reason}", err=True)
 
-    final = wait_for(app.backend, list(refs.values()), timeout=timeout, on_change=show)
-    failed = [step.name for step in steps if not final[refs[step.name]].state.is_success]
-    if failed:
-        click.echo(f"not completed: {', '.join(failed)}", err=True)
+    end = wait_pipeline(app, refs, timeout=timeout, on_change=show)
+    if end.not_completed:
+        click.echo(f"not completed: {', '.join(end.not_completed)}", err=True)
         raise click.exceptions.Exit(1)

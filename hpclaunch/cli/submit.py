@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
-from hpclaunch.errors import HistoryError
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -185,18 +184,4 @@ def _follow(
     assert final is not None
     if log_dir is not None:
         print_slurm_lines(ref.job_id, slurm_lines(app, job_dir, ref.job_id))
-    _remember_final(app, final)
     exit_unless_completed(final)
-
-
-def _remember_final(app: Session, final: JobInfo) -> None:
-    """Store the job's final state in the history (what the watcher saw: no extra call)."""
-    from hpclaunch.ops.records import remember_finished
-    from hpclaunch.store.history import find_record
-
-    try:
-        record = find_record(job_id=final.ref.job_id)
-    except HistoryError:
-        return
-    if record is not None:
-        remember_finished(app, [final], {record.job_id: record})

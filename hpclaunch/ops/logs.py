@@ -86,8 +86,8 @@ def slurm_lines(ctx: Context, job_dir: str, job_id: str) -> list[str]:
 class LogFollower:
     """Iterates over a job's log lines as ``(attempt, line)`` while it runs, across requeues
     (PREEMPTED/REQUEUED → PENDING → RUNNING keeps the id: only a final state ends it), then
-    the last ones; :attr:`final` is then the job's end. Each poll is one status call at the
-    site's pace.
+    the last ones; :attr:`final` is then the job's end, stored in the history. Each poll is
+    one status call at the site's pace.
 
     Args:
         ctx: The session.
@@ -123,6 +123,10 @@ class LogFollower:
             yield from self._new_lines(final=False)
             self.final = infos[self.ref]
         yield from self._new_lines(final=True)
+        if self.final is not None and self.final.state.is_finished:
+            from hpclaunch.ops.records import remember_end
+
+            remember_end(self.ctx, [self.final])  # what the watch saw: no extra call
 
     def _new_lines(self, *, final: bool) -> Iterator[tuple[int, str]]:
         if self.tail is None:

@@ -9,7 +9,7 @@ caller's own submission id a retry submits only the jobs not submitted yet.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,8 +29,15 @@ if TYPE_CHECKING:
     from hpclaunch.planning.pipeline import Step
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.slurm.jobs import JobInfo
 
-__all__ = ["PlannedPipeline", "plan_pipeline", "submit_pipeline"]
+__all__ = [
+    "PipelineEnd",
+    "PlannedPipeline",
+    "plan_pipeline",
+    "submit_pipeline",
+    "wait_pipeline",
+]
 
 
 @dataclass(frozen=True)
@@ -121,3 +128,42 @@ def submit_pipeline(
         if on_submitted is not None:
             on_submitted(step, ref, existing is not None)
     return refs
+
+
+@dataclass(frozen=True)
+class PipelineEnd:
+    """How a pipeline's jobs ended: each one's final info by name, and the names of those
+    that did not complete (the pipeline failed when there is one)."""
+
+    final: dict[str, JobInfo]
+    not_completed: tuple[str, ...]
+
+
+def wait_pipeline(
+    context: Context,
+    refs: Mapping[str, JobRef],
+    *,
+    timeout: float | None = None,
+    on_change: Callable[[str, JobInfo], None] | None = None,
+) -> PipelineEnd:
+    """Follow every job (name → job) to its end with one status call per poll for all,
+    store each end in the history, and say which did not complete; ``on_change(name,
+    info)`` when a job's state or reason changes.
+
+    Raises:
+        WatchTimeout: ``timeout`` seconds passed first.
+    """
+    from hpclaunch.ops.records import remember_end
+    from hpclaunch.slurm.jobs import wait_for
+
+    names = {ref.job_id: name for name, ref in refs.items()}
+
+    def changed(info: JobInfo) -> None:
+        if on_change is not None:
+            on_change(names[info.ref.job_id], info)
+
+    final = wait_for(context.backend, list(refs.values()), timeout=timeout, on_change=changed)
+    remember_end(context, final.values())
+    by_name = {name: final[ref] for name, ref in refs.items()}
+    failed = tuple(name for name, info in by_name.items() if not info.state.is_success)
+    return PipelineEnd(by_name, failed)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "find_job_record",
     "read_job_file",
+    "remember_end",
     "remember_finished",
     "runs_sidecar",
     "submission_record",
@@ -81,6 +82,23 @@ def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool |
         return None
     # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).
     return "-m hpclaunch.supervise run " in script
+
+
+def remember_end(ctx: Context, infos: Iterable[JobInfo]) -> None:
+    """Store the end of jobs one followed to it (``submit --wait``, a pipeline's wait), each
+    found in the history by its id; a history that cannot be read only leaves it unsaid."""
+    from hpclaunch.store.history import find_record
+
+    ended = list(infos)
+    records: dict[str, SubmissionRecord] = {}
+    for info in ended:
+        try:
+            record = find_record(job_id=info.ref.job_id)
+        except HistoryError:
+            return
+        if record is not None:
+            records[record.job_id] = record
+    remember_finished(ctx, ended, records)
 
 
 def remember_finished(

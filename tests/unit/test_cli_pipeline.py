@@ -176,6 +176,13 @@ def test_follow_is_refused_wait_follows_every_job(
     done = run(env, "submit", "--wait", path)
     assert done.exit_code == 0, done.output
     assert "export 1002: COMPLETED" in done.stderr
+    # The ends the wait saw are in the history (as submit --wait of one job stores its end).
+    rows = recent_submissions(path=history_path(env))
+    assert {r.job_id: r.state for r in rows if r.job_id in ("1000", "1001", "1002")} == {
+        "1000": "COMPLETED",
+        "1001": "COMPLETED",
+        "1002": "COMPLETED",
+    }
 
 
 def test_wait_exits_1_when_a_job_fails(env: Env, slurm: FakeSlurm, tmp_path: Path) -> None:
