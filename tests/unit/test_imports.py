@@ -81,3 +81,16 @@ def test_public_api_resolves() -> None:
     for name in hpclaunch.__all__:
         assert getattr(hpclaunch, name) is not None
     assert hpclaunch.__version__ == "0.1.0"
+
+
+def test_the_errors_users_catch_are_exported() -> None:
+    """A bad spec, a site that cannot run it, Slurm's refusal, an unknown job, a cluster
+    out of reach: each is caught as ``hpclaunch.<Name>``, all as ``HpclaunchError``."""
+    import hpclaunch
+    from hpclaunch import errors
+
+    caught = {"ConfigError", "SpecError", "PlanError", "SubmissionError", "JobNotFound"}
+    caught |= {"TransportError", "BackendUnavailable", "WatchTimeout", "JobFailed"}
+    for name in caught:
+        assert getattr(hpclaunch, name) is getattr(errors, name)
+        assert issubclass(getattr(hpclaunch, name), hpclaunch.HpclaunchError)
