@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hpclaunch.backends.base import Backend, JobRef
@@ -284,3 +285,28 @@ def install_fake_slurm(monkeypatch: Any, fake: FakeSlurm | None = None) -> FakeS
     backend = type("FakeSlurmBackend", (CliBackend,), {"name": "fakeslurm", "__init__": init})
     monkeypatch.setitem(backends._REGISTRY, "fakeslurm", backends._Entry(backend, None))
     return slurm
+
+
+#: Real Slurm 22.05.8 output of the local cluster (tests/unit/data/cluster-22.05/).
+RECORDED_22_05 = Path(__file__).parent / "data" / "cluster-22.05"
+RECORDED = {
+    ("scontrol", "show", "config"): "scontrol_show_config.txt",
+    ("scontrol", "show", "partition", "--oneliner"): "scontrol_show_partition.txt",
+    ("sinfo", "-h", "-N", "-o", "%N|%R|%G|%c|%T"): "sinfo_nodes.txt",
+    ("sacctmgr", "-n", "-P", "show", "qos"): "sacctmgr_qos.txt",
+    ("sacctmgr", "-n", "-P", "show", "user"): "sacctmgr_user.txt",
+}
+
+
+def recorded(edit: Callable[[str, str], str] = lambda name, text: text) -> FakeRunner:
+    """A runner answering with the recorded outputs, each passed through ``edit``."""
+
+    def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv == ("id", "-un"):
+            return result(argv, out="root\n")
+        for prefix, name in RECORDED.items():
+            if argv[: len(prefix)] == prefix:
+                return result(argv, out=edit(name, (RECORDED_22_05 / name).read_text()))
+        return result(argv, 1, err=f"unexpected {argv}")
+
+    return FakeRunner(answer)

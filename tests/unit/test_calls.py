@@ -1,6 +1,6 @@
 """Functions as jobs (``Session.submit(fn, ...)``, hpclaunch/calls/): the payload both ways,
 the in-job runner as a real ``python -m hpclaunch.calls`` process, and the session against
-the fake Slurm of test_cli.py (the cluster test is tests/integration/test_calls_on_cluster.py)."""
+the fake Slurm of conftest.py (the cluster test is tests/integration/test_calls_on_cluster.py)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,9 @@ from hpclaunch.calls import payload
 from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError
 from hpclaunch.ops.watch import watch_of
 
-from . import test_cli
+from .conftest import HELLO
 from .fakes import FakeSlurm
 
-env = test_cli.env
-slurm = test_cli.slurm
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -218,7 +216,7 @@ def test_options_and_arguments_are_told_apart(session: hpclaunch.Session) -> Non
     with pytest.raises(CallError, match=r"resources\.nodes: 2"):
         session.submit(scale, [1.0], resources={"nodes": 2})
     with pytest.raises(TypeError, match="arguments are for a function"):
-        session.submit(test_cli.HELLO, 3)
+        session.submit(HELLO, 3)
     preview = session.dryrun(lambda: 1, check=False, name="probe")
     assert "#SBATCH --job-name=probe" in preview.script
     assert preview.sbatch_argv[0] == "sbatch"
@@ -279,11 +277,11 @@ def test_a_callback_runs_at_the_end_and_cancel_cancels_the_slurm_job(
 def test_a_spec_jobs_result_is_its_end_and_a_failure_raises(
     session: hpclaunch.Session, slurm: FakeSlurm
 ) -> None:
-    ok = session.submit(test_cli.HELLO)
+    ok = session.submit(HELLO)
     assert ok.result(timeout=30).state.value == "COMPLETED"
     slurm.new_job_states = ["PENDING", "FAILED"]
     slurm.new_job_exit = "3:0"
-    bad = session.submit(test_cli.HELLO)
+    bad = session.submit(HELLO)
     with pytest.raises(JobFailed, match=f"job {bad.id} ended FAILED, exit code 3 without"):
         bad.result(timeout=30)
 
@@ -295,7 +293,7 @@ def test_a_spec_job_slurm_left_preempted_as_it_finished_is_its_end_by_its_ledger
     # its ledger says success; Slurm still records PREEMPTED (GRACE_PREEMPT, job_mgr.c).
     slurm.new_job_states = ["PENDING", "PREEMPTED"]
     slurm.new_job_exit = "0:15"
-    finished, lost = session.submit(test_cli.HELLO), session.submit(test_cli.HELLO)
+    finished, lost = session.submit(HELLO), session.submit(HELLO)
     assert finished.job_dir is not None
     end = {"event": "attempt_end", "attempt": 0, "time": 1.0, "reason": "success"}
     session.runner.put_file(f"{finished.job_dir}/events.jsonl", json.dumps(end) + "\n", 0o600)

@@ -7,52 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
 
-from hpclaunch.cli import cli
 from hpclaunch.store.history import history_path, recent_submissions
-from hpclaunch.transport.base import Runner
 
-from .fakes import FakeJob, FakeSlurm, install_fake_slurm
-
-REPO = Path(__file__).resolve().parents[2]
-HELLO = str(REPO / "examples" / "hello.yaml")
-
-
-@pytest.fixture
-def slurm(monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
-    return install_fake_slurm(monkeypatch)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A private HOME and XDG dirs; the fake backend; a site that allows fast polling."""
-    site = yaml.safe_load((REPO / "site-configs" / "local.yaml").read_text())
-    site["poll_min_interval"] = 0.01
-    site_path = tmp_path / "fast.yaml"
-    site_path.write_text(yaml.safe_dump(site))
-    return {
-        "HOME": str(tmp_path / "home"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "HPCLAUNCH_SITE": str(site_path),
-        "HPCLAUNCH_BACKEND": "fakeslurm",
-        "HPCLAUNCH_REMOTE": "",
-    }
-
-
-def run(env: dict[str, str], *args: str, runner: Runner | None = None) -> Result:
-    """``hpclaunch ARGS`` in this process; ``runner``: where its Slurm commands run."""
-    obj = {"runner": runner} if runner is not None else None
-    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch", obj=obj)
-
-
-def assert_clean_error(result: Result, code: int, words: str) -> None:
-    assert result.exit_code == code, result.output
-    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
-    assert len(errors) == 1
-    assert words in result.stderr
-    assert "Traceback" not in result.output
+from .conftest import HELLO, assert_clean_error, run
+from .fakes import FakeJob, FakeSlurm
 
 
 def test_help(env: dict[str, str]) -> None:

@@ -1,5 +1,5 @@
 """The daily commands (status/ls, logs, cancel, events, completion, submit retries) through
-click's CliRunner, against the fake Slurm of test_cli.py behind the real CliBackend."""
+click's CliRunner, against the fake Slurm of conftest.py behind the real CliBackend."""
 
 from __future__ import annotations
 
@@ -12,37 +12,11 @@ from click.testing import CliRunner
 
 from hpclaunch.cli import cli
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
-from hpclaunch.store.history import SubmissionRecord, history_path, record_submission
+from hpclaunch.store.history import history_path
 from hpclaunch.transport.base import CommandResult
 
-from . import test_cli
+from .conftest import HELLO, Env, assert_clean_error, remember, run
 from .fakes import FakeJob, FakeSlurm, result
-from .test_cli import HELLO, assert_clean_error, run
-
-# test_cli.py's fixtures: a private HOME/XDG env, and the FakeSlurm behind the real backend.
-env = test_cli.env
-slurm = test_cli.slurm
-
-Env = dict[str, str]
-
-
-def remember(env: Env, job_id: str, log_dir: Path, name: str = "job", sid: str = "") -> None:
-    record_submission(
-        SubmissionRecord(
-            job_id=job_id,
-            cluster=None,
-            name=name,
-            submission_id=sid or f"sid-{job_id}",
-            job_dir=str(log_dir.parent),
-            site="hpclaunch",
-            submitted_at="2026-11-22T00:00:00+00:00",
-            log_dir=str(log_dir),
-            tier="low",
-            qos="low",
-        ),
-        path=history_path(env),
-    )
-
 
 # -- status / ls ------------------------------------------------------------------------
 

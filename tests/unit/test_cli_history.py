@@ -1,5 +1,5 @@
 """``hpclaunch history`` and what submit/status store in the history, through click's
-CliRunner against the fake Slurm of test_cli.py behind the real CliBackend."""
+CliRunner against the fake Slurm of conftest.py behind the real CliBackend."""
 
 from __future__ import annotations
 
@@ -19,12 +19,8 @@ from hpclaunch.store.history import (
 )
 from hpclaunch.transport.base import CommandResult
 
-from . import test_cli
+from .conftest import HELLO, run
 from .fakes import FakeJob, FakeSlurm, install_fake_slurm
-from .test_cli import HELLO, run
-
-env = test_cli.env  # a private HOME/XDG env with the fake backend
-slurm = test_cli.slurm
 
 Env = dict[str, str]
 
@@ -244,7 +240,7 @@ def test_a_sweeps_array_rows_carry_user_project_and_account(
 def test_a_broken_history_is_an_error_not_a_traceback_and_submit_still_works(
     env: dict[str, str], slurm: FakeSlurm
 ) -> None:
-    from .test_cli import assert_clean_error
+    from .conftest import assert_clean_error
 
     path = history_path(env)
     path.mkdir(parents=True)  # a directory where the database should be: SQLite cannot open it

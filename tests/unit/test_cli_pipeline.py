@@ -13,12 +13,8 @@ import yaml
 from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.transport.base import CommandResult
 
-from . import test_cli
+from .conftest import assert_clean_error, run
 from .fakes import FakeSlurm, result
-from .test_cli import assert_clean_error, run
-
-env = test_cli.env
-slurm = test_cli.slurm
 
 Env = dict[str, str]
 

@@ -1,5 +1,5 @@
 """``hpclaunch tier`` and ``hpclaunch queue`` through click's CliRunner, against a FakeRunner
-that answers squeue/scontrol as Slurm 22.05 does (test_cli.py's private env)."""
+that answers squeue/scontrol as Slurm 22.05 does (conftest.py's private env)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ from hpclaunch.store.capabilities import cache_path, write_cache
 from hpclaunch.store.history import SubmissionRecord, find_record, history_path, record_submission
 from hpclaunch.transport.base import CommandResult
 
-from . import test_cli
+from .conftest import assert_clean_error, run
 from .fakes import FakeRunner, result
-from .test_cli import assert_clean_error, run
 
-env = test_cli.env
 Env = dict[str, str]
 
 LOW = (

@@ -21,11 +21,18 @@ from hpclaunch.supervise.launchers import container_exec, container_step, step_a
 from hpclaunch.supervise.node import node_command
 from hpclaunch.supervise.rendezvous import Rendezvous
 
-from . import test_cli
-from .conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
+from .conftest import (
+    CONTAINER_SITE,
+    CWD,
+    HOME,
+    PYTHON,
+    SUBMISSION_ID,
+    assert_clean_error,
+    make_site,
+    make_spec,
+    run,
+)
 from .fakes import FakeSlurm
-from .test_cli import assert_clean_error, run
-from .test_render import CONTAINER_SITE
 
 
 def plan(container: dict[str, Any], site: Any = CONTAINER_SITE, **spec: Any) -> Any:
@@ -202,9 +209,6 @@ def test_hostile_images_mounts_and_words_reach_the_runtime_as_one_word_each(
 
 
 # -- through the CLI: the mistakes users make ------------------------------------------------
-
-env = test_cli.env
-slurm = test_cli.slurm
 
 
 def with_containers(env: dict[str, str], containers: dict[str, Any] | None) -> None:

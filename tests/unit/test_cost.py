@@ -18,11 +18,8 @@ from hpclaunch.ops.cost import report, tier_of_qos
 from hpclaunch.slurm.usage import COST_FIELDS, cost_argv, parse_usage, parse_when
 from hpclaunch.transport.base import CommandResult
 
-from . import test_cli
+from .conftest import assert_clean_error, run
 from .fakes import FakeSlurm, install_fake_slurm, result
-from .test_cli import assert_clean_error, run
-
-env = test_cli.env  # a private HOME/XDG env with the fake backend
 
 # sacct -a -X -D -n -P -S ... -E ... --format=COST_FIELDS. 4472 was requeued after 3 s
 # (REQUEUED line) and then ran 6 s: without -D sacct prints only the 6 s line.

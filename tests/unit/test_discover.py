@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,30 +24,9 @@ from hpclaunch.store.capabilities import cache_path, load_capabilities, max_age_
 from hpclaunch.transport.base import CommandResult
 
 from .conftest import CWD, HOME, SUBMISSION_ID, make_spec
-from .fakes import FakeRunner, result
+from .fakes import FakeRunner, recorded, result
 
 DATA = Path(__file__).parent / "data" / "cluster-22.05"
-RECORDED = {
-    ("scontrol", "show", "config"): "scontrol_show_config.txt",
-    ("scontrol", "show", "partition", "--oneliner"): "scontrol_show_partition.txt",
-    ("sinfo", "-h", "-N", "-o", "%N|%R|%G|%c|%T"): "sinfo_nodes.txt",
-    ("sacctmgr", "-n", "-P", "show", "qos"): "sacctmgr_qos.txt",
-    ("sacctmgr", "-n", "-P", "show", "user"): "sacctmgr_user.txt",
-}
-
-
-def recorded(edit: Callable[[str, str], str] = lambda name, text: text) -> FakeRunner:
-    """A runner answering with the recorded outputs, each passed through ``edit``."""
-
-    def answer(argv: tuple[str, ...]) -> CommandResult:
-        if argv == ("id", "-un"):
-            return result(argv, out="root\n")
-        for prefix, name in RECORDED.items():
-            if argv[: len(prefix)] == prefix:
-                return result(argv, out=edit(name, (DATA / name).read_text()))
-        return result(argv, 1, err=f"unexpected {argv}")
-
-    return FakeRunner(answer)
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,7 @@ from hpclaunch.supervise.gpumon import (
 )
 from hpclaunch.supervise.ledger import read_ledger
 
-from .test_cli import run
-from .test_cli_daily import Env, env, remember
-
-__all__ = ["env"]  # the fixture, re-exported for pytest
+from .conftest import Env, remember, run
 
 
 class NVMLError(Exception):

@@ -94,3 +94,19 @@ def test_the_errors_users_catch_are_exported() -> None:
     for name in caught:
         assert getattr(hpclaunch, name) is getattr(errors, name)
         assert issubclass(getattr(hpclaunch, name), hpclaunch.HpclaunchError)
+
+
+def test_no_unit_test_module_imports_another() -> None:
+    """Helpers and fixtures of the unit tests live in conftest.py and fakes.py: a test module
+    that imports another hides where a helper lives and ties the two together."""
+    import re
+    from pathlib import Path
+
+    unit = Path(__file__).resolve().parent
+    pattern = re.compile(r"^\s*from \.(?: import test_\w+|test_\w+ import .*)$", re.M)
+    found = [
+        f"{path.name}: {match.group(0).strip()}"
+        for path in sorted(unit.glob("test_*.py"))
+        for match in pattern.finditer(path.read_text())
+    ]
+    assert found == []

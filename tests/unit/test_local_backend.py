@@ -20,9 +20,8 @@ from hpclaunch.errors import BackendUnavailable
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.local import LocalRunner
 
-from . import test_cli
+from .conftest import HELLO, run
 
-env = test_cli.env
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -97,7 +96,7 @@ def test_cancel_stops_the_running_function(session: hpclaunch.Session) -> None:
 
 
 def test_a_spec_job_runs_its_command_under_the_sidecar(session: hpclaunch.Session) -> None:
-    job = session.submit(test_cli.HELLO)
+    job = session.submit(HELLO)
     info = job.result(timeout=60)
     assert info.state is JobState.COMPLETED
     assert "hello" in job.logs().lower()
@@ -239,11 +238,11 @@ def test_the_cli_knows_a_local_job(session: hpclaunch.Session, env: dict[str, st
     job = session.submit(square, 9)
     assert job.result(timeout=60) == 81
     local = dict(env, HPCLAUNCH_BACKEND="local")
-    status = test_cli.run(local, "status", job.id)
+    status = run(local, "status", job.id)
     assert status.exit_code == 0, status.output
     assert f"{job.id}  square" in status.stdout
     assert "COMPLETED" in status.stdout
-    logs = test_cli.run(local, "logs", job.id)
+    logs = run(local, "logs", job.id)
     assert logs.exit_code == 0, logs.output
     assert "attempt 0 on" in logs.stdout  # the batch script's first line
 
@@ -256,14 +255,14 @@ def test_hpclaunch_clean_lists_then_removes(
     assert job.job_dir is not None
     time.sleep(1.1)  # the history keeps whole seconds: now it is older than 0 minutes
     local = dict(env, HPCLAUNCH_BACKEND="local")
-    listed = test_cli.run(local, "clean", "--older-than", "0min", "--dry-run")
+    listed = run(local, "clean", "--older-than", "0min", "--dry-run")
     assert listed.exit_code == 0, listed.output
     pickles = [str(Path(job.job_dir, "call", name)) for name in ("call.pkl", "result.pkl")]
     assert listed.stdout.split() == pickles
     assert "would remove 2 file(s)" in listed.stderr
-    removed = test_cli.run(local, "clean", "--older-than", "0min")
+    removed = run(local, "clean", "--older-than", "0min")
     assert "removed 2 file(s)" in removed.stderr
     assert not any(Path(p).exists() for p in pickles)
-    refused = test_cli.run(local, "clean", "--older-than", "soon")
+    refused = run(local, "clean", "--older-than", "soon")
     assert refused.exit_code == 2
     assert "use 30min, 12h, 7d or 2w" in refused.stderr

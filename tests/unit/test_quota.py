@@ -208,18 +208,15 @@ def test_a_preemptible_tier_may_not_preempt(tmp_path: Any) -> None:
 
 
 @pytest.fixture
-def cli_env(tmp_path: Any) -> dict[str, str]:
-    from . import test_cli
-
-    env: dict[str, str] = test_cli.env.__wrapped__(tmp_path)  # type: ignore[attr-defined]
-    env["HPCLAUNCH_BACKEND"] = "cli"  # sbatch/squeue through the fake runner below
-    return env
+def cli_env(env: dict[str, str]) -> dict[str, str]:
+    """conftest's private env, with sbatch/squeue through the fake runner below."""
+    return {**env, "HPCLAUNCH_BACKEND": "cli"}
 
 
 def _dry_run(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, squeue: Any
 ) -> tuple[Any, FakeRunner]:
-    from .test_cli import run
+    from .conftest import run
 
     runner = FakeRunner(squeue)
     path = tmp_path / "job.yaml"
@@ -295,7 +292,7 @@ def test_strict_refuses_a_job_larger_than_the_whole_guarantee(plan_for: PlanFor)
 def test_submit_prints_the_warning_and_strict_places_in_quota(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from .test_cli import run
+    from .conftest import run
 
     full = queue_line("normal", 2, "gres:gpu:4")  # research already holds its 8 GPUs
     runner = FakeRunner(lambda argv: result(argv, out=full))

@@ -20,7 +20,7 @@ from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import RenderedJob, render, render_command_section, sbatch_quote
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 
-from .conftest import make_site, make_spec
+from .conftest import CONTAINER_SITE, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -117,16 +117,6 @@ CASES = {
         container={"image": "/bundles/torch", "runtime": "oci"},
     ),
 }
-#: A site with every container runtime (apptainer the default).
-CONTAINER_SITE = make_site(
-    containers={
-        "runtimes": ["apptainer", "charliecloud", "pyxis", "oci"],
-        "image_dir": "~/images",
-        "mounts": ["/shared", "/scratch:/scratch"],
-        "flags": {"apptainer": ["--writable-tmpfs"], "pyxis": ["--no-container-mount-home"]},
-        "hpclaunch_path": "/shared/hpclaunch/site-packages",
-    }
-)
 #: The site of each case (default: site-configs/local.yaml).
 SITES = {
     **dict.fromkeys(

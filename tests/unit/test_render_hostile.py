@@ -26,48 +26,8 @@ from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import build_plan
 from hpclaunch.planning.render import render, render_command_section
 
-from .conftest import SUBMISSION_ID, make_site
-from .test_render import CONTAINER_SITE
+from .conftest import CONTAINER_SITE, SUBMISSION_ID, hostile_text, make_site
 
-HOSTILE = [
-    "$(touch canary)",
-    "`touch canary`",
-    "$(touch${IFS}canary)",
-    "'",
-    '"',
-    "\\",
-    "\n",
-    "\r",
-    ";",
-    "&&",
-    "|",
-    ">",
-    "<",
-    "$HOME",
-    "${PATH}",
-    "*",
-    "?",
-    "~",
-    "!",
-    "#",
-    "%j",
-    " ",
-    "\t",
-    "-n",
-    "--",
-    "$'\\x41'",
-    "ü",
-    "日本",
-    "🙂",
-    "\u2028",
-    "=",
-    "{a,b}",
-    "[x]",
-]
-ANY_CHAR = st.characters(codec="utf-8", exclude_characters="\x00")
-hostile_text = st.lists(
-    st.one_of(st.sampled_from(HOSTILE), st.text(ANY_CHAR, max_size=6)), max_size=5
-).map("".join)
 env_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
     lambda n: (
         not n.upper().startswith(("SLURM_", "SBATCH_", "HPCLAUNCH_"))

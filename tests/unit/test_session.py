@@ -1,5 +1,5 @@
 """``hpclaunch.Session`` / ``hpclaunch.submit``: the same submission as ``hpclaunch submit``,
-against the fake Slurm of test_cli.py behind the real CliBackend (the cluster test is
+against the fake Slurm of conftest.py behind the real CliBackend (the cluster test is
 tests/integration/test_session_on_cluster.py)."""
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ import hpclaunch
 from hpclaunch.errors import SpecError, SubmissionError
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 
-from . import test_cli
+from .conftest import HELLO, run
 from .fakes import FakeRunner, FakeSlurm
-from .test_cli import HELLO, run
-
-env = test_cli.env
-slurm = test_cli.slurm
 
 Env = dict[str, str]
 # Fields that differ between any two submissions of one spec.

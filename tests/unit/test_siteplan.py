@@ -26,8 +26,7 @@ from hpclaunch.slurm.capabilities import Capabilities, discover
 from hpclaunch.slurm.times import format_time
 from hpclaunch.transport.base import CommandResult
 
-from .fakes import FakeRunner, result
-from .test_discover import recorded
+from .fakes import FakeRunner, recorded, result
 
 # `sacctmgr -n -P show qos|assoc|account format=...` (accounting's formats) on the local
 # cluster right after docker/slurm-cluster/cluster.sh up: four bare QOS, two projects.

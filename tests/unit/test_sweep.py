@@ -40,9 +40,8 @@ from hpclaunch.store.sweeps import (
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.sweep_task import placeholders, read_point, substitute, task_env
 
-from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
+from .conftest import HOME, PYTHON, SUBMISSION_ID, hostile_text, make_site, sweep_spec
 from .fakes import FakeRunner, result
-from .test_render_hostile import hostile_text
 
 SITE = make_site()
 
@@ -158,7 +157,7 @@ def test_split_refuses_no_points_and_no_arrays() -> None:
 
 
 def test_the_cap_is_each_arrays_percent_and_arrays_are_chained() -> None:
-    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(250)]}, cap=3)
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": i} for i in range(250)]}, cap=3)
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=101)
     assert [a.array_spec for a in planned.arrays] == ["0-100%3", "0-100%3", "0-47%3"]
     assert planned.chained
@@ -176,7 +175,7 @@ def test_the_cap_is_each_arrays_percent_and_arrays_are_chained() -> None:
 
 
 def test_chaining_keeps_the_specs_own_dependency() -> None:
-    spec = _spec(
+    spec = sweep_spec(
         sweep={"method": "list", "points": [{"i": i} for i in range(5)]},
         cap=1,
         dependencies=[{"job": "77"}],
@@ -186,31 +185,31 @@ def test_chaining_keeps_the_specs_own_dependency() -> None:
 
 
 def test_without_a_cap_arrays_are_independent() -> None:
-    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(5)]})
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": i} for i in range(5)]})
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
     assert not planned.chained
     assert not any(a.startswith("--dependency") for a in planned.sbatch_argv(1, "9"))
 
 
 def test_sweeps_default_to_tier_low_unless_the_spec_says() -> None:
-    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}})
+    spec = sweep_spec(sweep={"method": "grid", "parameters": {"a": [1]}})
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
     assert (planned.plan.tier, planned.plan.qos) == ("low", "low")
     assert ("--requeue", None) in planned.plan.sbatch_options
-    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}}, tier="medium")
+    spec = sweep_spec(sweep={"method": "grid", "parameters": {"a": [1]}}, tier="medium")
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
     assert planned.plan.tier == "medium"
 
 
 def test_a_spec_without_sweep_is_refused() -> None:
     with pytest.raises(PlanError, match="no sweep section"):
-        plan_sweep(_spec(), SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+        plan_sweep(sweep_spec(), SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
 
 
 def test_a_placeholder_that_names_no_parameter_is_refused_with_a_guess() -> None:
     """Issue 27: ``{hiden}`` with a parameter ``hidden`` was submitted, and every task
     failed; only the dry run mentioned it."""
-    spec = _spec(
+    spec = sweep_spec(
         sweep={"method": "grid", "parameters": {"hidden": [64, 128], "lr": [1]}},
         command=["t", "--hidden", "{hiden}", "--lr", "{lr}"],
     )
@@ -224,7 +223,7 @@ def test_a_placeholder_that_names_no_parameter_is_refused_with_a_guess() -> None
 
 
 def test_an_escaped_placeholder_is_passed_literally_and_braces_alone() -> None:
-    spec = _spec(
+    spec = sweep_spec(
         sweep={"method": "grid", "parameters": {"lr": [1]}},
         command=["t", "{lr}", "--fmt", "{{epoch}}", '{"a": 1}', "echo ${HOME}"],
     )
@@ -241,7 +240,7 @@ def test_an_escaped_placeholder_is_passed_literally_and_braces_alone() -> None:
 
 def test_a_parameter_no_placeholder_uses_is_noted() -> None:
     """The trainer may read it with runtime.sweep_params(): said, not refused."""
-    spec = _spec(
+    spec = sweep_spec(
         sweep={"method": "grid", "parameters": {"lr": [1], "seed": [1, 2]}}, command=["t", "{lr}"]
     )
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
@@ -254,7 +253,7 @@ def test_a_parameter_no_placeholder_uses_is_noted() -> None:
 def test_submit_writes_the_params_file_then_one_sbatch_per_array() -> None:
     from hpclaunch.backends.cli import CliBackend
 
-    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
     jobs = iter(["100", "101", "102"])
     runner = FakeRunner(lambda argv: result(argv, out=next(jobs) + "\n"))
@@ -280,7 +279,7 @@ def test_a_resumed_sweep_takes_the_arrays_in_slurm_and_chains_on_them() -> None:
     once, with the first array this call submits."""
     from hpclaunch.backends.cli import CliBackend
 
-    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
     jobs = iter(["101", "102"])
     runner = FakeRunner(lambda argv: result(argv, out=next(jobs) + "\n"))
@@ -404,7 +403,7 @@ def test_hostile_values_reach_the_task_exactly(a: list[Any], words: list[str]) -
 
 
 def test_the_batch_script_refuses_a_bad_offset(tmp_path: Path) -> None:
-    spec = _spec(sweep={"method": "grid", "parameters": {"a": [1]}})
+    spec = sweep_spec(sweep={"method": "grid", "parameters": {"a": [1]}})
     planned = plan_sweep(
         spec,
         make_site(job_root=str(tmp_path / "jobs")),
@@ -621,13 +620,6 @@ def test_record_find_by_id_prefix_array_and_task(tmp_path: Path) -> None:
     assert found[1] == 3
     assert find_task("10_3", tmp_path) is None  # array 10 has tasks 0..2
     assert find_task("10", tmp_path) is None
-
-
-def _spec(*, sweep: dict[str, Any] | None = None, cap: int | None = None, **fields: Any) -> JobSpec:
-    data: dict[str, Any] = {"name": "sw", "command": ["python", "train.py"], **fields}
-    if sweep is not None:
-        data["sweep"] = {**sweep, **({"max_concurrent": cap} if cap else {})}
-    return JobSpec.model_validate(data)
 
 
 def _quota_sweep(max_concurrent: int | None, points: int = 12) -> JobSpec:

@@ -22,9 +22,8 @@ from hpclaunch.planning.render import render
 from hpclaunch.planning.sweep import plan_sweep
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, save_sweep
 
-from .conftest import HOME, SUBMISSION_ID, make_site
+from .conftest import HOME, SUBMISSION_ID, hostile_text, make_site
 from .fakes import FakeRunner, result
-from .test_render_hostile import hostile_text
 
 STATE = "%i|%T|%r"  # sweep status's squeue format
 TAGS = "%i|%k"  # find_submission's squeue format

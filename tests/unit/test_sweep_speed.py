@@ -18,9 +18,10 @@ from hpclaunch.ops.sweep import submit_sweep
 from hpclaunch.planning.points import params_lines
 from hpclaunch.planning.sweep import plan_sweep
 
-from .conftest import HOME, SUBMISSION_ID
+from .conftest import HOME, SUBMISSION_ID, make_site, sweep_spec
 from .fakes import FakeRunner, result
-from .test_sweep import SITE, _spec
+
+SITE = make_site()
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_a_sweep_writes_its_script_once_and_every_array_runs_it() -> None:
     from hpclaunch.backends.cli import CliBackend
     from hpclaunch.planning.render import render
 
-    spec = _spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": i} for i in range(7)]}, cap=2)
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
     jobs = iter(["100", "101", "102"])
     runner = _CountingRunner(lambda argv: result(argv, out=next(jobs) + "\n"))
@@ -101,7 +102,7 @@ def test_a_single_submit_still_writes_its_script() -> None:
     from hpclaunch.backends.cli import CliBackend
     from hpclaunch.planning.render import render
 
-    spec = _spec(sweep={"method": "list", "points": [{"i": 0}]})
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": 0}]})
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3)
     runner = _CountingRunner(lambda argv: result(argv, out="7\n"))
     job = render(planned.plan)
@@ -132,7 +133,7 @@ def _fresh_render(plan: Any, **kwargs: Any) -> str:
 
 
 def _one_point_plan() -> Any:
-    spec = _spec(sweep={"method": "list", "points": [{"i": 0}]})
+    spec = sweep_spec(sweep={"method": "list", "points": [{"i": 0}]})
     return plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=3).plan
 
 
