@@ -46,7 +46,7 @@ COMMANDS = {
 
 
 #: Command name → its one-line help, for ``hpclaunch --help`` without importing every
-#: command's module (each is its docstring's first sentence: tests/unit/test_cli.py checks).
+#: command's module (each is its docstring's first sentence: tests/unit/cli/test_cli.py checks).
 SUMMARIES = {
     "arbiter": "Preempt the running jobs that lose least, when a job of a preempting tier waits.",
     "cancel": "Cancel jobs IDS, jobs named NAME, or --all of your hpclaunch jobs.",

@@ -62,7 +62,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     marks came too late and a module's tests were spread over the workers, its fixtures
     made again at each switch (seen: the elastic module's, six times in one pass). pytest
     9.2 ignores xdist's node id change (pytest-dev/pytest-xdist#1386): pyproject.toml pins
-    pytest below it; tests/unit/test_xdist_groups.py fails if any of the three comes back."""
+    pytest below it; tests/unit/project/test_xdist_groups.py fails if any of the three comes
+    back."""
     for item in items:
         backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
         # "module-backend": xdist takes the text after the last "@" for the group only

@@ -3,7 +3,7 @@
 Neither framework is a dependency of hpclaunch; the test setup installs them
 (``ensure_venv`` in scripts/lib.sh, the ``frameworks`` extra). Without them these tests skip
 locally and fail under ``CI=true``; the callbacks' logic is also covered with small fakes in
-tests/unit/test_runtime.py. The model is built in the test: nothing comes from a hub.
+tests/unit/runtime/test_runtime.py. The model is built in the test: nothing comes from a hub.
 """
 
 from __future__ import annotations

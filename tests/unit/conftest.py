@@ -3,6 +3,9 @@ the CLI run in this process against a fake Slurm, and hostile text for quoting t
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -199,3 +202,21 @@ def sweep_spec(
     if sweep is not None:
         data["sweep"] = {**sweep, **({"max_concurrent": cap} if cap else {})}
     return JobSpec.model_validate(data)
+
+
+#: Modules too heavy for start-up (``--help``, ``import hpclaunch``).
+HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.planning.render")
+
+PROBE = """
+import json, sys
+{body}
+heavy = sorted(m for m in sys.modules if m.startswith({heavy!r}))
+print(json.dumps(heavy))
+"""
+
+
+def loaded_after(body: str) -> list[str]:
+    code = PROBE.format(body=body, heavy=HEAVY)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result

@@ -19,9 +19,8 @@ from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import RenderedJob, render
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import make_site, make_spec
-from .fakes import FakeJob, FakeRunner, FakeSlurm, result
+from tests.unit.conftest import make_site, make_spec
+from tests.unit.fakes import FakeJob, FakeRunner, FakeSlurm, result
 
 PlanFor = Callable[..., SubmissionPlan]
 

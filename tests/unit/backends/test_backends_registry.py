@@ -37,8 +37,8 @@ def test_registry_import_is_lazy() -> None:
 
 
 def test_auto_over_ssh_takes_cli_and_says_why() -> None:
-    from .conftest import make_site
-    from .fakes import FakeRunner, result
+    from tests.unit.conftest import make_site
+    from tests.unit.fakes import FakeRunner, result
 
     runner = FakeRunner(lambda argv: result(argv))
     runner.is_local = False
@@ -48,8 +48,8 @@ def test_auto_over_ssh_takes_cli_and_says_why() -> None:
 
 
 def test_auto_without_pyslurm_takes_cli_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    from .conftest import make_site
-    from .fakes import FakeRunner, result
+    from tests.unit.conftest import make_site
+    from tests.unit.fakes import FakeRunner, result
 
     entry = backends._Entry("no_such_pyslurm_xyz:B", "pyslurm")
     monkeypatch.setitem(backends._REGISTRY, "pyslurm", entry)
@@ -59,8 +59,8 @@ def test_auto_without_pyslurm_takes_cli_and_says_why(monkeypatch: pytest.MonkeyP
 
 
 def test_pyslurm_backend_refuses_ssh() -> None:
-    from .conftest import make_site
-    from .fakes import FakeRunner, result
+    from tests.unit.conftest import make_site
+    from tests.unit.fakes import FakeRunner, result
 
     runner = FakeRunner(lambda argv: result(argv))
     runner.is_local = False

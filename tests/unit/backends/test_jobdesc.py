@@ -12,8 +12,7 @@ from hpclaunch.backends.jobdesc import describe_job, merged_options
 from hpclaunch.errors import PlanError
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import render
-
-from .conftest import make_spec
+from tests.unit.conftest import make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
 

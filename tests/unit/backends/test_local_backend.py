@@ -19,10 +19,9 @@ from hpclaunch.config.site import load_site
 from hpclaunch.errors import BackendUnavailable
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.local import LocalRunner
+from tests.unit.conftest import HELLO, run
 
-from .conftest import HELLO, run
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class ShardError(Exception):

@@ -8,7 +8,7 @@ import pytest
 
 from hpclaunch.slurm.nodecount import node_count_fields
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.mark.parametrize(

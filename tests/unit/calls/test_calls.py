@@ -19,11 +19,10 @@ import hpclaunch
 from hpclaunch.calls import payload
 from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError
 from hpclaunch.ops.watch import watch_of
+from tests.unit.conftest import HELLO
+from tests.unit.fakes import FakeSlurm
 
-from .conftest import HELLO
-from .fakes import FakeSlurm
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class ShardError(Exception):
@@ -230,8 +229,7 @@ def test_jobs_are_futures_resolved_together_by_one_status_call_a_round(
 ) -> None:
     from hpclaunch.backends.cli import CliBackend
     from hpclaunch.config.site import load_site
-
-    from .fakes import FakeRunner
+    from tests.unit.fakes import FakeRunner
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -9,9 +9,8 @@ import pytest
 import yaml
 
 from hpclaunch.store.history import history_path, recent_submissions
-
-from .conftest import HELLO, assert_clean_error, run
-from .fakes import FakeJob, FakeSlurm
+from tests.unit.conftest import HELLO, assert_clean_error, run
+from tests.unit.fakes import FakeJob, FakeSlurm
 
 
 def test_help(env: dict[str, str]) -> None:
@@ -98,7 +97,7 @@ def test_submit_wait_timeout_exits_1(env: dict[str, str], slurm: FakeSlurm) -> N
 def test_sbatch_refusal_exits_1(
     env: dict[str, str], slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from .fakes import result as make_result
+    from tests.unit.fakes import result as make_result
 
     monkeypatch.setattr(
         slurm,

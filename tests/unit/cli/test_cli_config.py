@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from hpclaunch.cli import cli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -14,9 +14,8 @@ from hpclaunch.cli import cli
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 from hpclaunch.store.history import history_path
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import HELLO, Env, assert_clean_error, remember, run
-from .fakes import FakeJob, FakeSlurm, result
+from tests.unit.conftest import HELLO, Env, assert_clean_error, remember, run
+from tests.unit.fakes import FakeJob, FakeSlurm, result
 
 # -- status / ls ------------------------------------------------------------------------
 

@@ -18,9 +18,8 @@ from hpclaunch.store.history import (
     record_submission,
 )
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import HELLO, run
-from .fakes import FakeJob, FakeSlurm, install_fake_slurm
+from tests.unit.conftest import HELLO, run
+from tests.unit.fakes import FakeJob, FakeSlurm, install_fake_slurm
 
 Env = dict[str, str]
 
@@ -240,7 +239,7 @@ def test_a_sweeps_array_rows_carry_user_project_and_account(
 def test_a_broken_history_is_an_error_not_a_traceback_and_submit_still_works(
     env: dict[str, str], slurm: FakeSlurm
 ) -> None:
-    from .conftest import assert_clean_error
+    from tests.unit.conftest import assert_clean_error
 
     path = history_path(env)
     path.mkdir(parents=True)  # a directory where the database should be: SQLite cannot open it

@@ -12,9 +12,8 @@ import yaml
 
 from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import assert_clean_error, run
-from .fakes import FakeSlurm, result
+from tests.unit.conftest import assert_clean_error, run
+from tests.unit.fakes import FakeSlurm, result
 
 Env = dict[str, str]
 

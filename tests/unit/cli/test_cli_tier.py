@@ -18,9 +18,8 @@ from hpclaunch.slurm.capabilities import Association, Capabilities
 from hpclaunch.store.capabilities import cache_path, write_cache
 from hpclaunch.store.history import SubmissionRecord, find_record, history_path, record_submission
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import assert_clean_error, run
-from .fakes import FakeRunner, result
+from tests.unit.conftest import assert_clean_error, run
+from tests.unit.fakes import FakeRunner, result
 
 Env = dict[str, str]
 

@@ -10,10 +10,9 @@ import yaml
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import ConfigError
 from hpclaunch.planning.plan import SubmissionPlan, build_plan
+from tests.unit.conftest import make_site, make_spec
 
-from .conftest import make_site, make_spec
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_local_site_matches_the_test_cluster(site: SiteConfig) -> None:

@@ -13,7 +13,7 @@ from hpclaunch.config.site import load_site
 from hpclaunch.errors import ConfigError
 from hpclaunch.store.site_cache import load_site_cached
 
-LOCAL = Path(__file__).resolve().parents[2] / "site-configs" / "local.yaml"
+LOCAL = Path(__file__).resolve().parents[3] / "site-configs" / "local.yaml"
 
 
 @pytest.fixture

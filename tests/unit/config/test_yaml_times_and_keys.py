@@ -14,8 +14,7 @@ from hpclaunch.errors import ConfigError, SpecError
 from hpclaunch.jobspec.job import load_spec
 from hpclaunch.planning.pipeline import load_pipeline
 from hpclaunch.planning.render import render
-
-from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site
+from tests.unit.conftest import HOME, PYTHON, SUBMISSION_ID, make_site
 
 # Every format of sbatch(1) --time, and what sbatch makes of it.
 TIMES = [

@@ -20,8 +20,7 @@ from hpclaunch.planning.render import render
 from hpclaunch.supervise.launchers import container_exec, container_step, step_argv
 from hpclaunch.supervise.node import node_command
 from hpclaunch.supervise.rendezvous import Rendezvous
-
-from .conftest import (
+from tests.unit.conftest import (
     CONTAINER_SITE,
     CWD,
     HOME,
@@ -32,7 +31,7 @@ from .conftest import (
     make_spec,
     run,
 )
-from .fakes import FakeSlurm
+from tests.unit.fakes import FakeSlurm
 
 
 def plan(container: dict[str, Any], site: Any = CONTAINER_SITE, **spec: Any) -> Any:

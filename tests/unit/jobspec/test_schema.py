@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hpclaunch.cli import cli
 from hpclaunch.cli.schema import pipeline_schema, spec_schema
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(
     p for p in (REPO / "examples").glob("*.yaml") if "jobs" not in yaml.safe_load(p.read_text())
 )

@@ -10,10 +10,9 @@ import yaml
 
 from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.job import JobSpec, load_spec
+from tests.unit.conftest import make_spec
 
-from .conftest import make_spec
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,7 +11,7 @@ import pydantic
 from hpclaunch.jobspec.doc import spec_reference
 from hpclaunch.jobspec.job import JobSpec
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "spec.md"
 
 
 def test_docs_spec_md_is_up_to_date() -> None:

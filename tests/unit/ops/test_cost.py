@@ -17,13 +17,12 @@ from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.ops.cost import report, tier_of_qos
 from hpclaunch.slurm.usage import COST_FIELDS, cost_argv, parse_usage, parse_when
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import assert_clean_error, run
-from .fakes import FakeSlurm, install_fake_slurm, result
+from tests.unit.conftest import assert_clean_error, run
+from tests.unit.fakes import FakeSlurm, install_fake_slurm, result
 
 # sacct -a -X -D -n -P -S ... -E ... --format=COST_FIELDS. 4472 was requeued after 3 s
 # (REQUEUED line) and then ran 6 s: without -D sacct prints only the 6 s line.
-RECORDED = (Path(__file__).parent / "data" / "sacct_cost.txt").read_text()
+RECORDED = (Path(__file__).parents[1] / "data" / "sacct_cost.txt").read_text()
 SINCE = datetime(2026, 11, 22, 13, 0)
 UNTIL = datetime(2026, 11, 22, 15, 0)
 

@@ -14,9 +14,8 @@ import pytest
 import hpclaunch
 from hpclaunch.errors import SpecError, SubmissionError
 from hpclaunch.store.history import find_record, history_path, recent_submissions
-
-from .conftest import HELLO, run
-from .fakes import FakeRunner, FakeSlurm
+from tests.unit.conftest import HELLO, run
+from tests.unit.fakes import FakeRunner, FakeSlurm
 
 Env = dict[str, str]
 # Fields that differ between any two submissions of one spec.

@@ -21,9 +21,8 @@ from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.render import render
 from hpclaunch.planning.sweep import plan_sweep
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, save_sweep
-
-from .conftest import HOME, SUBMISSION_ID, hostile_text, make_site
-from .fakes import FakeRunner, result
+from tests.unit.conftest import HOME, SUBMISSION_ID, hostile_text, make_site
+from tests.unit.fakes import FakeRunner, result
 
 STATE = "%i|%T|%r"  # sweep status's squeue format
 TAGS = "%i|%k"  # find_submission's squeue format

@@ -12,8 +12,7 @@ from hpclaunch.errors import SpecError
 from hpclaunch.planning.paths import check_paths, missing_paths, needed_paths
 from hpclaunch.planning.plan import build_plan
 from hpclaunch.transport.local import LocalRunner
-
-from .conftest import HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
+from tests.unit.conftest import HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
 
 SITE = make_site(node_only_paths=["/local", "~/node"], job_root="~/.hpclaunch/jobs")
 

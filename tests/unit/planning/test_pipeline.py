@@ -25,10 +25,9 @@ from hpclaunch.planning.pipeline import (
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import render
 from hpclaunch.slurm.jobs import JobInfo, JobState
+from tests.unit.conftest import make_spec
 
-from .conftest import make_spec
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def job(name: str, **fields: Any) -> dict[str, Any]:

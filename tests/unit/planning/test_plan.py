@@ -9,8 +9,7 @@ import pytest
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
-
-from .conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
+from tests.unit.conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
 

@@ -17,8 +17,7 @@ from hpclaunch.planning.quota import (
     read_usage,
 )
 from hpclaunch.slurm.queue import parse_queue, queue_argv
-
-from .fakes import FakeRunner, result
+from tests.unit.fakes import FakeRunner, result
 
 PlanFor = Any
 
@@ -216,7 +215,7 @@ def cli_env(env: dict[str, str]) -> dict[str, str]:
 def _dry_run(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, squeue: Any
 ) -> tuple[Any, FakeRunner]:
-    from .conftest import run
+    from tests.unit.conftest import run
 
     runner = FakeRunner(squeue)
     path = tmp_path / "job.yaml"
@@ -292,7 +291,7 @@ def test_strict_refuses_a_job_larger_than_the_whole_guarantee(plan_for: PlanFor)
 def test_submit_prints_the_warning_and_strict_places_in_quota(
     cli_env: dict[str, str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from .conftest import run
+    from tests.unit.conftest import run
 
     full = queue_line("normal", 2, "gres:gpu:4")  # research already holds its 8 GPUs
     runner = FakeRunner(lambda argv: result(argv, out=full))

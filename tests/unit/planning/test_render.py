@@ -19,11 +19,10 @@ from hpclaunch.errors import RenderError
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import RenderedJob, render, render_command_section, sbatch_quote
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
-
-from .conftest import CONTAINER_SITE, make_site, make_spec
+from tests.unit.conftest import CONTAINER_SITE, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 CASES = {
     "gpu1": make_spec(
@@ -288,7 +287,7 @@ def test_a_warning_during_set_up_reaches_the_sidecar(plan_for: PlanFor, tmp_path
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "activate").write_text("kill -USR1 $$\nsleep 0.2\n")
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     trainer = repo / "tests" / "supervise" / "trainer.py"
     spec = make_spec(
         command=[sys.executable, str(trainer), "--steps", "1000"],

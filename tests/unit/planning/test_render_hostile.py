@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.planning.plan import build_plan
 from hpclaunch.planning.render import render, render_command_section
-
-from .conftest import CONTAINER_SITE, SUBMISSION_ID, hostile_text, make_site
+from tests.unit.conftest import CONTAINER_SITE, SUBMISSION_ID, hostile_text, make_site
 
 env_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
     lambda n: (

@@ -25,8 +25,7 @@ from hpclaunch.slurm.accounting import (
 from hpclaunch.slurm.capabilities import Capabilities, discover
 from hpclaunch.slurm.times import format_time
 from hpclaunch.transport.base import CommandResult
-
-from .fakes import FakeRunner, recorded, result
+from tests.unit.fakes import FakeRunner, recorded, result
 
 # `sacctmgr -n -P show qos|assoc|account format=...` (accounting's formats) on the local
 # cluster right after docker/slurm-cluster/cluster.sh up: four bare QOS, two projects.

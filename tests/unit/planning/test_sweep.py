@@ -39,9 +39,8 @@ from hpclaunch.store.sweeps import (
 )
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.sweep_task import placeholders, read_point, substitute, task_env
-
-from .conftest import HOME, PYTHON, SUBMISSION_ID, hostile_text, make_site, sweep_spec
-from .fakes import FakeRunner, result
+from tests.unit.conftest import HOME, PYTHON, SUBMISSION_ID, hostile_text, make_site, sweep_spec
+from tests.unit.fakes import FakeRunner, result
 
 SITE = make_site()
 
@@ -459,7 +458,7 @@ def test_task_states_from_squeue_and_sacct_lines() -> None:
     }
 
 
-HELD = Path(__file__).with_name("data") / "cluster-25.11" / "squeue_array_held.txt"
+HELD = Path(__file__).parents[1] / "data" / "cluster-25.11" / "squeue_array_held.txt"
 
 
 def test_held_tasks_from_recorded_squeue_lines() -> None:

@@ -17,9 +17,8 @@ import pytest
 from hpclaunch.ops.sweep import submit_sweep
 from hpclaunch.planning.points import params_lines
 from hpclaunch.planning.sweep import plan_sweep
-
-from .conftest import HOME, SUBMISSION_ID, make_site, sweep_spec
-from .fakes import FakeRunner, result
+from tests.unit.conftest import HOME, SUBMISSION_ID, make_site, sweep_spec
+from tests.unit.fakes import FakeRunner, result
 
 SITE = make_site()
 

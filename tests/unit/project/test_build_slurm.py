@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "slurm-cluster" / "build-slurm.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "docker" / "slurm-cluster" / "build-slurm.sh"
 RELEASES = SCRIPT.with_name("slurm-releases.txt")
 
 

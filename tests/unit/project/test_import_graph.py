@@ -8,7 +8,7 @@ import ast
 import graphlib
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "hpclaunch"
+PACKAGE = Path(__file__).resolve().parents[3] / "hpclaunch"
 
 
 def module_name(path: Path) -> str:

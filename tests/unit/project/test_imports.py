@@ -6,21 +6,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.planning.render")
-
-PROBE = """
-import json, sys
-{body}
-heavy = sorted(m for m in sys.modules if m.startswith({heavy!r}))
-print(json.dumps(heavy))
-"""
-
-
-def loaded_after(body: str) -> list[str]:
-    code = PROBE.format(body=body, heavy=HEAVY)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+from tests.unit.conftest import PROBE, loaded_after
 
 
 def test_help_is_light() -> None:
@@ -102,11 +88,13 @@ def test_no_unit_test_module_imports_another() -> None:
     import re
     from pathlib import Path
 
-    unit = Path(__file__).resolve().parent
-    pattern = re.compile(r"^\s*from \.(?: import test_\w+|test_\w+ import .*)$", re.M)
+    unit = Path(__file__).resolve().parents[1]
+    pattern = re.compile(
+        r"^\s*from (?:\.+|tests\.unit\.)(?:\w+\.)*(?: import test_\w+|test_\w+ import .*)$", re.M
+    )
     found = [
-        f"{path.name}: {match.group(0).strip()}"
-        for path in sorted(unit.glob("test_*.py"))
+        f"{path.relative_to(unit)}: {match.group(0).strip()}"
+        for path in sorted(unit.rglob("test_*.py"))
         for match in pattern.finditer(path.read_text())
     ]
     assert found == []

@@ -7,8 +7,7 @@ import pytest
 from hpclaunch.errors import ProgramNotFound
 from hpclaunch.transport.base import CommandResult
 from tests.integration.cluster import probe_cluster, require_cluster
-
-from .fakes import FakeRunner, result
+from tests.unit.fakes import FakeRunner, result
 
 
 def no_sinfo(argv: tuple[str, ...]) -> CommandResult:

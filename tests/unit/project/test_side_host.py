@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "slurm-cluster" / "side-host.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "docker" / "slurm-cluster" / "side-host.sh"
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-HOOK = (Path(__file__).resolve().parents[1] / "integration" / "conftest.py").read_text()
+HOOK = (Path(__file__).resolve().parents[2] / "integration" / "conftest.py").read_text()
 
 TEST_MODULE = """
 import os

@@ -22,8 +22,7 @@ from hpclaunch.supervise.gpumon import (
     start_detached,
 )
 from hpclaunch.supervise.ledger import read_ledger
-
-from .conftest import Env, remember, run
+from tests.unit.conftest import Env, remember, run
 
 
 class NVMLError(Exception):

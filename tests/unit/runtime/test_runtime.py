@@ -103,7 +103,7 @@ def test_a_second_local_run_starts_over_unless_told_where_to_resume(tmp_path: Pa
     directory)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HPCLAUNCH_", "SLURM_"))}
     env.pop("LOCAL_RANK", None)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
 
     def run(**extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -16,8 +16,7 @@ from hpclaunch.errors import CommandTimeout
 from hpclaunch.ops.site import runtime_problems
 from hpclaunch.slurm.runtime_probe import RuntimeFinding, probe_runtimes
 from hpclaunch.transport.base import CommandResult
-
-from .fakes import FakeRunner, result
+from tests.unit.fakes import FakeRunner, result
 
 OCI_CONF = 'RunTimeQuery="crun state %n"\nRunTimeRun="crun --root=/run/x run --bundle %b %n"\n'
 

@@ -34,8 +34,7 @@ from hpclaunch.slurm.cluster import (
     parse_restarts,
 )
 from hpclaunch.transport.base import CommandResult
-
-from .fakes import FakeRunner, result
+from tests.unit.fakes import FakeRunner, result
 
 # Recorded on the local cluster (docker/slurm-cluster, 22.05.8), n1 idle; n2 with 3 GPUs
 # allocated, as AllocTRES shows them; n3 drained.

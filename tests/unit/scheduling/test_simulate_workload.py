@@ -22,10 +22,10 @@ from hpclaunch.scheduling.simulate.workload import (
     read_trace,
     write_trace,
 )
-from tests.unit.test_imports import loaded_after
+from tests.unit.conftest import loaded_after
 
 SAMPLE = (
-    Path(__file__).parents[2]
+    Path(__file__).parents[3]
     / "hpclaunch"
     / "scheduling"
     / "simulate"

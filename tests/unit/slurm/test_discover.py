@@ -22,11 +22,10 @@ from hpclaunch.slurm.capabilities import (
 )
 from hpclaunch.store.capabilities import cache_path, load_capabilities, max_age_from_env
 from hpclaunch.transport.base import CommandResult
+from tests.unit.conftest import CWD, HOME, SUBMISSION_ID, make_spec
+from tests.unit.fakes import FakeRunner, recorded, result
 
-from .conftest import CWD, HOME, SUBMISSION_ID, make_spec
-from .fakes import FakeRunner, recorded, result
-
-DATA = Path(__file__).parent / "data" / "cluster-22.05"
+DATA = Path(__file__).parents[1] / "data" / "cluster-22.05"
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +305,7 @@ def _cached(tmp_path: Path, caps: Capabilities) -> dict[str, str]:
 
 def test_cli_site_check(tmp_path: Path, caps: Capabilities) -> None:
     # No sacctmgr on PATH: the accounting state (not cached) cannot be read, so only the
-    # cached capabilities are compared; tests/unit/test_siteplan.py covers the plan part.
+    # cached capabilities are compared; tests/unit/planning/test_siteplan.py covers the plan part.
     env = {**_cached(tmp_path, caps), "PATH": str(tmp_path / "empty")}
     ok = CliRunner().invoke(cli, ["--site", "local", "site", "check"], env=env)
     assert ok.exit_code == 0, ok.output

@@ -15,9 +15,8 @@ from hpclaunch.slurm.jobs import (
     wait_for,
 )
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import make_site
-from .fakes import FakeRunner, ScriptedBackend
+from tests.unit.conftest import make_site
+from tests.unit.fakes import FakeRunner, ScriptedBackend
 
 ALL_STATES = [
     "PENDING",

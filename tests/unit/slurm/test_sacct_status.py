@@ -12,7 +12,7 @@ from hpclaunch.backends.slurm_text import is_waiting_reason, parse_sacct
 from hpclaunch.cli.status import exit_text
 from hpclaunch.slurm.jobs import JobInfo, JobState
 
-DATA = Path(__file__).parent / "data" / "cluster-22.05" / "sacct_status_steps.txt"
+DATA = Path(__file__).parents[1] / "data" / "cluster-22.05" / "sacct_status_steps.txt"
 IDS = ("17", "26", "54", "65", "66", "67", "91")
 
 

@@ -37,10 +37,9 @@ from hpclaunch.slurm.jobs import JobState
 from hpclaunch.slurm.queue import parse_queue, queue_argv
 from hpclaunch.slurm.usage import cost_argv, parse_usage
 from hpclaunch.transport.base import CommandResult
+from tests.unit.fakes import FakeRunner, result
 
-from .fakes import FakeRunner, result
-
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SUPPORTED = ["22.05", "24.11", "25.11", "26.05"]
 RECORDED = sorted(p.parent.name.removeprefix("slurm-") for p in DATA.glob("slurm-*/commands.json"))
 

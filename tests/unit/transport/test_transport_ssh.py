@@ -173,7 +173,7 @@ def test_site_login_suggests_the_remote_and_env_overrides_it(tmp_path: Path) -> 
     from hpclaunch.ops.session import Session
 
     site = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "site-configs" / "local.yaml").read_text()
+        (Path(__file__).resolve().parents[3] / "site-configs" / "local.yaml").read_text()
     )
     site["login"] = "me@login.example.org"
     path = tmp_path / "site.yaml"

@@ -12,9 +12,8 @@ from hpclaunch.errors import ConnectionDropped, SubmissionError
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import render
 from hpclaunch.transport.base import CommandResult
-
-from .conftest import make_site, make_spec
-from .fakes import FakeRunner, FakeSlurm
+from tests.unit.conftest import make_site, make_spec
+from tests.unit.fakes import FakeRunner, FakeSlurm
 
 PlanFor = Callable[..., SubmissionPlan]
 
