@@ -34,7 +34,7 @@ from .conftest import Cli, squeue, wait_progress, wait_running
 
 # Side by side (4 of the 16 GPUs: see the fixture). Its fixture was once set up again and
 # again there (six setups in one pass): the side-by-side pass did not keep a module in one
-# worker (fixed in conftest.py, checked by tests/unit/test_xdist_groups.py).
+# worker (fixed in conftest.py, checked by tests/unit/project/test_xdist_groups.py).
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 200
