@@ -89,7 +89,12 @@ def test_status_columns_for_a_one_gpu_and_a_two_node_job(
 
 
 def test_logs_follow_shows_lines_while_the_job_runs(hpclaunch: Run, write_spec: WriteSpec) -> None:
-    spec = write_spec(command=["bash", "-c", "echo first line; sleep 3; echo last line"])
+    # The job ends once the test has seen it RUNNING (a fixed "sleep 3" had ended it before
+    # the status call on the side host under load: clean-clone run 24), at most 2 minutes.
+    release = Path.home() / ".hpclaunch-it" / f"release-{uuid.uuid4().hex[:8]}"
+    release.parent.mkdir(parents=True, exist_ok=True)
+    hold = f"for i in $(seq 1200); do [ -e {release} ] && break; sleep 0.1; done"
+    spec = write_spec(command=["bash", "-c", f"echo first line; {hold}; echo last line"])
     job_id = submit(hpclaunch, spec)
     follow = subprocess.Popen(
         [HPCLAUNCH, "--site", "local", "logs", "-f", job_id, "--timeout", "60"],
@@ -107,9 +112,12 @@ def test_logs_follow_shows_lines_while_the_job_runs(hpclaunch: Run, write_spec: 
             assert line, f"logs -f ended before the first line: {lines}"
             lines.append(line)
         assert job_status(hpclaunch, job_id)["state"] == "RUNNING", "seen live, not afterwards"
+        release.touch()
         rest, errors = follow.communicate(timeout=60)
     finally:
+        release.touch()
         follow.kill()
+        release.unlink(missing_ok=True)
     assert follow.returncode == 0, errors
     assert "last line\n" in rest
     assert f"{job_id}: COMPLETED" in errors
