@@ -111,7 +111,9 @@ def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> N
     assert record.user == "hpcuser"  # the SSH login name: Slurm's user
     assert record.job_dir.startswith(f"{client.job_root_top}/jobs/")  # the remote ~
 
-    sleeper = submit(client, spec(tmp_path / "b.yaml", ["sleep", "5"]))
+    # Long enough to be cancelled however slow the link (with 5 s it had ended first on the
+    # side host under load: clean-clone run 24); the cancel ends it.
+    sleeper = submit(client, spec(tmp_path / "b.yaml", ["sleep", "300"]))
     cancel = client("cancel", sleeper)
     assert cancel.returncode == 0, cancel.stderr
     assert wait_done(client, sleeper) == "CANCELLED"
