@@ -75,7 +75,10 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         out.mkdir()
         return [*TRAIN, "--log-dir", str(out), "--hash-out", str(out / "final.sha256")]
 
-    res = {"nodes": 2, "gpus_per_node": 1, "time": "00:05:00", "mem": "200M"}
+    # 10 minutes: a low-tier job is warned 120 s before its limit, and under load torchrun in
+    # the image once took 150 s to its first step (clean-clone run 24), so that a 5-minute
+    # limit warned it before the preemption this module makes.
+    res = {"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": "200M"}
     ids = {
         "charliecloud": submit(
             cli,
@@ -143,12 +146,15 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         container={"image": PYXIS_IMAGE, "runtime": "pyxis", "env": {"STAGE": "x"}},
     )
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
-    jobs.wait_progress("charliecloud", 30, timeout=90)
-    jobs.preemptor = _preempt(ids["charliecloud"])
-    yield jobs
-    subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
-    shutil.rmtree(shared, ignore_errors=True)
-    subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+    try:  # a set-up that fails still cancels its jobs (left running, they once took the
+        # GPUs and the fair-share usage the next modules measure: clean-clone run 24)
+        jobs.wait_progress("charliecloud", 30, timeout=300)
+        jobs.preemptor = _preempt(ids["charliecloud"])
+        yield jobs
+    finally:
+        subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
+        shutil.rmtree(shared, ignore_errors=True)
+        subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
 
 
 def test_torchrun_in_charliecloud_preempted_resumes_exactly(jobs: Jobs) -> None:
