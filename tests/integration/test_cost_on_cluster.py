@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -59,10 +60,15 @@ def test_cost_matches_sacct_and_history_has_final_states(
         command=["sleep", "3"],
         resources={"time": "00:02:00", "mem": "100M", "gpus_per_node": 2},
     )
+    # It holds vision's GPUs until the next job is submitted: a "sleep 4" had ended before
+    # that submit under load, which then found the quota free (clean-clone run 24).
+    release = Path.home() / ".hpclaunch-it" / f"release-{uuid.uuid4().hex[:8]}"
+    release.parent.mkdir(parents=True, exist_ok=True)
+    hold = f"sleep 2; for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
     vision = write_spec(
         project="vision",
         tier="high",
-        command=["sleep", "4"],
+        command=["bash", "-c", hold],
         resources={"time": "00:02:00", "mem": "100M", "gpus_per_node": 4},
     )
     over = write_spec(  # vision's 4 guaranteed GPUs are taken by the job before it
@@ -73,8 +79,10 @@ def test_cost_matches_sacct_and_history_has_final_states(
     ids = {"research": submit(hpclaunch, research)}
     ids["vision"] = submit(hpclaunch, vision)
     ids["over"] = submit(hpclaunch, over)
+    release.touch()
     for job_id in ids.values():
         assert wait_state(hpclaunch, job_id, FINAL, timeout=60)["state"] == "COMPLETED"
+    release.unlink()
 
     deadline = time.monotonic() + 30
     while True:  # slurmdbd may lag behind slurmctld by a moment
