@@ -200,20 +200,19 @@ class Client:
         client.hosts(cluster=(server, ""))
         return client
 
-    def hosts(self, **servers: tuple[Sshd, str]) -> None:
-        """Write the ssh config: alias → (server, extra lines)."""
+    def hosts(self, user: str = USER, **servers: tuple[Sshd, str]) -> None:
+        """Write the ssh config: alias → (server, extra lines); ``user`` logs in."""
         text = ""
         for alias, (server, extra) in servers.items():
             text += (
-                f"Host {alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User hpcuser\n"
+                f"Host {alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User {user}\n"
                 f"  IdentityFile {self.key}\n  UserKnownHostsFile {self.known_hosts}\n"
                 f"  HashKnownHosts no\n{extra}"
             )
         self.config.write_text(text)
 
-    def __call__(
-        self, *args: str, remote: str = "cluster", cwd: Path = REPO, timeout: float = 90
-    ) -> subprocess.CompletedProcess[str]:
+    def environ(self, remote: str = "cluster") -> dict[str, str]:
+        """The environment of a process on this client (no ssh-agent)."""
         env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
         env.update(
             HPCLAUNCH_SSH_CONFIG=str(self.config),
@@ -222,10 +221,15 @@ class Client:
             XDG_DATA_HOME=str(self.dir / "state"),
             XDG_CONFIG_HOME=str(self.dir / "config"),
         )
+        return env
+
+    def __call__(
+        self, *args: str, remote: str = "cluster", cwd: Path = REPO, timeout: float = 90
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [HPCLAUNCH, "--site", str(self.site), *args],
             cwd=cwd,
-            env=env,
+            env=self.environ(remote),
             capture_output=True,
             text=True,
             timeout=timeout,

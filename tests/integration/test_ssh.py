@@ -8,6 +8,7 @@ key, and no ssh-agent.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -373,3 +374,66 @@ def test_a_link_gone_silent_fails_the_command_within_the_alive_bound(
         runner.close()
     finally:
         proxy.close()
+
+
+FUNCTIONS = """
+import json, sys
+import hpclaunch
+
+def double(x):
+    return 2 * x
+
+def fails(x):
+    raise ValueError(f"no {x}")
+
+options = {"project": "research", "resources": {"time": "00:02:00", "mem": "100M"}}
+with hpclaunch.Session(site=sys.argv[1], remote="cluster") as session:
+    value, error = session.submit(double, 21, **options), session.submit(fails, 7, **options)
+    seen = {"ids": [value.id, error.id], "dirs": [value.job_dir, error.job_dir]}
+    seen["value"] = value.result(timeout=180)
+    caught = error.exception(timeout=180)
+    seen["error"] = [type(caught).__name__, str(caught), getattr(caught, "__notes__", [])]
+print(json.dumps(seen))
+"""
+
+
+def test_a_function_over_ssh_travels_by_sftp_and_comes_back(
+    client: Client, server: Sshd, tmp_path: Path
+) -> None:
+    """``Session(remote=...).submit(fn)``: the call is written into the remote job directory
+    and its result read back over SFTP; a raised exception comes back as itself. Logged in
+    as root, whose jobs can run this machine's interpreter (hpcuser cannot reach /root/.pyenv):
+    the site's ``python`` is the one running the tests, as a cluster's site config names
+    its own."""
+    client.hosts(user="root", cluster=(server, ""))
+    site = yaml.safe_load(client.site.read_text())
+    site["python"] = sys.executable
+    client.site.write_text(yaml.safe_dump(site))
+    script = tmp_path / "functions.py"
+    script.write_text(FUNCTIONS)
+    done = subprocess.run(
+        [sys.executable, str(script), str(client.site)],
+        cwd=REPO,
+        env=client.environ(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    remote_root = Path("/root") / client.job_root_top.name
+    try:
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.splitlines()[-1])
+        assert seen["value"] == 42
+        kind, text, notes = seen["error"]
+        assert (kind, text) == ("ValueError", "no 7")
+        assert "in fails" in notes[0]  # the job's traceback, as a note
+        for job_dir in seen["dirs"]:  # in the remote user's home, where SFTP put the call
+            assert job_dir.startswith(f"{remote_root}/jobs/")
+            assert (Path(job_dir) / "call" / "call.pkl").stat().st_mode & 0o077 == 0
+        history = history_path({"XDG_DATA_HOME": str(client.dir / "state")})
+        record = find_record(job_id=seen["ids"][0], path=history)
+        assert record is not None  # the history lives on the laptop
+        assert record.user == "root"
+    finally:
+        shutil.rmtree(remote_root, ignore_errors=True)
