@@ -79,39 +79,19 @@ def arbiter_command(
     config; `hpclaunch site plan` then clears the QOS Preempt lists). Every decision goes
     to the decision log with its reason. Stops on Ctrl-C or SIGTERM.
     """
-    from hpclaunch.scheduling.arbiter.daemon import (
-        Arbiter,
-        ArbiterOptions,
-        default_log_path,
-        describe,
-    )
-
-    site = app.site
-    if site.preemption != "arbiter" and not dry_run:
-        from hpclaunch.errors import ConfigError
-
-        raise ConfigError(
-            f"site {site.name!r} leaves preemption to Slurm (preemption: slurm): the arbiter "
-            "and slurmctld would both pick victims",
-            hint="set `preemption: arbiter` in the site config and run `hpclaunch site "
-            "apply` (clears the QOS Preempt lists), or watch its choices with --dry-run",
-        )
+    from hpclaunch.scheduling.arbiter.daemon import ArbiterOptions, describe
 
     def show(event: dict[str, Any]) -> None:
         click.echo(describe(event), err=event.get("event") == "action_failed")
 
-    arbiter = Arbiter(
-        app.backend,
-        site,
-        log_path or default_log_path(),
-        ArbiterOptions(
-            dry_run=dry_run,
-            min_run=min_run,
-            max_preemptions=max_preemptions,
-            restart_cost=restart_cost,
-        ),
-        on_event=show,
+    options = ArbiterOptions(
+        dry_run=dry_run,
+        min_run=min_run,
+        max_preemptions=max_preemptions,
+        restart_cost=restart_cost,
     )
+    arbiter = app.arbiter(options, log_path=log_path, on_event=show)
+    site = app.site
     if once:
         arbiter.step()
         return

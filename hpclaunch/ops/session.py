@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.submit import Submitted
     from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
@@ -383,6 +384,42 @@ class Session(Context):
         from hpclaunch.ops.site import apply_site
 
         return apply_site(self, plan or self.site_plan())
+
+    def arbiter(
+        self,
+        options: ArbiterOptions | None = None,
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Arbiter:
+        """The preemption arbiter of this session's site (``hpclaunch arbiter``):
+        ``.step()`` makes one pass, ``.run(interval, should_stop=...)`` runs until told to
+        stop; every decision goes to ``log_path`` (default
+        ``$XDG_STATE_HOME/hpclaunch/arbiter.jsonl``) and to ``on_event``.
+
+        Raises:
+            ConfigError: The site leaves preemption to Slurm (``preemption: slurm``) and
+                this is no dry run: the arbiter and slurmctld would both pick victims.
+        """
+        from pathlib import Path
+
+        from hpclaunch.errors import ConfigError
+        from hpclaunch.scheduling.arbiter.daemon import (
+            Arbiter,
+            ArbiterOptions,
+            default_log_path,
+        )
+
+        options = options or ArbiterOptions()
+        if self.site.preemption != "arbiter" and not options.dry_run:
+            raise ConfigError(
+                f"site {self.site.name!r} leaves preemption to Slurm (preemption: slurm): the "
+                "arbiter and slurmctld would both pick victims",
+                hint="set `preemption: arbiter` in the site config and run `hpclaunch site "
+                "apply` (clears the QOS Preempt lists), or watch its choices with --dry-run",
+            )
+        path = Path(log_path) if log_path is not None else default_log_path()
+        return Arbiter(self.backend, self.site, path, options, on_event=on_event)
 
     def clean(self, older_than: timedelta | str = "30d", *, dry_run: bool = False) -> Cleaned:
         """Remove the call and result pickles of functions' jobs (and maps') that ended and

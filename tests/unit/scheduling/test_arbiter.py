@@ -546,6 +546,21 @@ def test_the_cli_refuses_a_site_where_slurm_preempts(tmp_path: Path) -> None:
     assert "--dry-run" in out.output
 
 
+def test_the_library_refuses_it_too_but_a_dry_run(tmp_path: Path) -> None:
+    """The guard is the library's (``Session.arbiter``), not only the CLI's."""
+    import hpclaunch
+    from hpclaunch.errors import ConfigError
+    from hpclaunch.scheduling.arbiter.daemon import ArbiterOptions
+
+    runner = FakeRunner(lambda argv: result(argv))
+    slurm_site = hpclaunch.Session(site="local", runner=runner)
+    with pytest.raises(ConfigError, match="leaves preemption to Slurm"):
+        slurm_site.arbiter()
+    watching = slurm_site.arbiter(ArbiterOptions(dry_run=True), log_path=tmp_path / "a.jsonl")
+    assert watching.options.dry_run
+    assert watching.log_path == tmp_path / "a.jsonl"
+
+
 def test_slurms_restart_count_protects_a_job_a_new_daemon_never_preempted(
     tmp_path: Path, local: SiteConfig
 ) -> None:
