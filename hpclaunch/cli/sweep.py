@@ -11,8 +11,8 @@ from hpclaunch.cli._jobargs import quota_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.sweep import SweepPreview
     from hpclaunch.ops.sweep_status import SweepStatus
-    from hpclaunch.planning.sweep import SweepPlan
 
 
 class _SweepGroup(click.Group):
@@ -79,18 +79,18 @@ def submit_command(
     quota: str | None = None,
 ) -> None:
     """Submit SPEC's sweep; stdout is only the sweep id (with --wait, then its status)."""
-    from hpclaunch.ops.sweep import submit_sweep_spec
-
     app.set_typed("quota", quota)
     if partition is not None:
         overrides = (*overrides, f"resources.partition={partition}")
-    swept = submit_sweep_spec(
-        app, spec, check=not no_check, dry_run=dry_run, sweep_id=sweep_id, overrides=overrides
-    )
-    sweep = swept.sweep
     if dry_run:
-        _print_dry_run(app, sweep)
+        _print_dry_run(
+            app.sweep_dryrun(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
+        )
         return
+    from hpclaunch.ops.sweep import submit_sweep_spec
+
+    swept = submit_sweep_spec(app, spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
+    sweep = swept.sweep
     click.echo(sweep.sweep_id)
     arrays = ", ".join(
         f"{r.job_id} (--array={a.array_spec})"
@@ -102,28 +102,20 @@ def submit_command(
         err=True,
     )
     if wait:
-        _wait_and_report(app, sweep.sweep_id)
+        done = app.sweep_run(sweep.sweep_id).wait()
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(done.counts.items()))
+        click.echo(f"sweep {sweep.sweep_id}: {counts}", err=True)
+        if set(done.counts) != {"COMPLETED"}:
+            raise click.exceptions.Exit(1)
 
 
-def _wait_and_report(app: Session, sweep_id: str) -> None:
-    """``sweep --wait``: until every task ended, then the counts; exit 1 unless all
-    COMPLETED."""
-    from hpclaunch.ops.job import SweepRun
-
-    done = SweepRun.find(app, sweep_id).wait()
-    counts = ", ".join(f"{n} {state}" for state, n in sorted(done.counts.items()))
-    click.echo(f"sweep {sweep_id}: {counts}", err=True)
-    if set(done.counts) != {"COMPLETED"}:
-        raise click.exceptions.Exit(1)
-
-
-def _print_dry_run(app: Session, sweep: SweepPlan) -> None:
+def _print_dry_run(preview: SweepPreview) -> None:
     import json
     import shlex
 
     from hpclaunch.planning.plan import describe
 
-    job = app.backend.dryrun(sweep.plan)
+    sweep, job = preview.sweep, preview.job
     click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
     for index, point in enumerate(sweep.points[:20]):
         click.echo(f"#   {index}: {json.dumps(point, ensure_ascii=False)}")
@@ -137,8 +129,8 @@ def _print_dry_run(app: Session, sweep: SweepPlan) -> None:
     click.echo("\n".join(f"#   {line}" for line in describe(sweep.plan).splitlines()))
     click.echo(f"# script ({job.script_path}):")
     click.echo(job.script, nl=False)
-    if sweep.overquota is not None:
-        over = app.backend.dryrun(sweep.overquota)
+    if sweep.overquota is not None and preview.overquota is not None:
+        over = preview.overquota
         click.echo("# the over-quota part's plan:")
         click.echo("\n".join(f"#   {line}" for line in describe(sweep.overquota).splitlines()))
         click.echo(f"# the over-quota part's script ({over.script_path}):")

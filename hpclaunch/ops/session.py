@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.submit import Submitted
+    from hpclaunch.ops.sweep import SweepPreview
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
@@ -184,14 +185,15 @@ class Session(Context):
         self,
         spec: str | os.PathLike[str],
         *,
+        overrides: Sequence[str] = (),
         check: bool = True,
-        dry_run: bool = False,
         sweep_id: str | None = None,
     ) -> SweepRun:
         """Submit the sweep of the spec file ``spec`` as job arrays, as ``hpclaunch sweep``
         does (its record and history rows too: ``hpclaunch sweep status`` knows it).
-        ``dry_run``: plan only (no arrays). ``sweep_id``: your own id; with the id of an
-        interrupted sweep, only its arrays not yet in Slurm are submitted.
+        ``overrides``: ``KEY=VALUE`` changes (``sweep --set``). ``sweep_id``: your own id;
+        with the id of an interrupted sweep, only its arrays not yet in Slurm are submitted.
+        :meth:`sweep_dryrun` shows what it would submit.
 
         Raises:
             SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
@@ -202,9 +204,30 @@ class Session(Context):
         from hpclaunch.ops.sweep import submit_sweep_spec
 
         swept = submit_sweep_spec(
-            self, os.fspath(spec), check=check, dry_run=dry_run, sweep_id=sweep_id
+            self, os.fspath(spec), check=check, sweep_id=sweep_id, overrides=overrides
         )
         return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
+
+    def sweep_dryrun(
+        self,
+        spec: str | os.PathLike[str],
+        *,
+        overrides: Sequence[str] = (),
+        check: bool = True,
+        sweep_id: str | None = None,
+    ) -> SweepPreview:
+        """What :meth:`sweep` would submit, submitting nothing (``sweep --dry-run``): the
+        points, arrays and argv (``.sweep``), the script (``.job``), and the over-quota
+        part's script (``.overquota``) when part of it is placed over-quota.
+
+        Raises:
+            SpecError, PlanError: As :meth:`sweep`.
+        """
+        from hpclaunch.ops.sweep import preview_sweep
+
+        return preview_sweep(
+            self, os.fspath(spec), check=check, sweep_id=sweep_id, overrides=overrides
+        )
 
     def map(
         self,

@@ -45,7 +45,15 @@ if TYPE_CHECKING:
     from hpclaunch.store.sweeps import SweepRecord
     from hpclaunch.transport.base import Runner
 
-__all__ = ["Swept", "cancel_sweep", "plan_sweep_spec", "submit_sweep", "submit_sweep_spec"]
+__all__ = [
+    "SweepPreview",
+    "Swept",
+    "cancel_sweep",
+    "plan_sweep_spec",
+    "preview_sweep",
+    "submit_sweep",
+    "submit_sweep_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,42 @@ class Swept:
     sweep: SweepPlan
     record: SweepRecord | None
     refs: tuple[JobRef, ...]
+
+
+@dataclass(frozen=True)
+class SweepPreview:
+    """What a sweep would submit (``hpclaunch sweep --dry-run``): its plan (the points, the
+    arrays and each one's sbatch argv, ``sweep.plan.notes``) and the batch script; with a
+    part placed over-quota, that part's script too."""
+
+    sweep: SweepPlan
+    job: RenderedJob
+    overquota: RenderedJob | None
+
+
+def preview_sweep(
+    context: Context,
+    spec: SpecInput,
+    *,
+    check: bool = True,
+    sweep_id: str | None = None,
+    overrides: Sequence[str] = (),
+) -> SweepPreview:
+    """Plan, check and render the sweep of ``spec`` as :func:`submit_sweep_spec` would,
+    submitting nothing.
+
+    Raises:
+        SpecError, PlanError: As :func:`submit_sweep_spec`.
+    """
+    sweep = submit_sweep_spec(
+        context, spec, check=check, dry_run=True, sweep_id=sweep_id, overrides=overrides
+    ).sweep
+    over = sweep.overquota
+    return SweepPreview(
+        sweep,
+        context.backend.dryrun(sweep.plan),
+        context.backend.dryrun(over) if over is not None else None,
+    )
 
 
 def submit_sweep_spec(

@@ -151,6 +151,27 @@ def test_a_sweep_from_python_is_the_clis_sweep(
     assert "cancelled arrays 1000" in said.stdout
 
 
+def test_a_sweeps_dry_run_is_a_preview_not_a_run_without_arrays(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [1, 2, 3]}, max_concurrent: 2}\n"
+    )
+    preview = session.sweep_dryrun(spec, check=False, overrides=["resources.time=7"])
+    assert len(preview.sweep.points) == 3
+    assert "#SBATCH --time=00:07:00\n" in preview.job.script
+    assert preview.overquota is None
+    assert slurm.submitted == []
+    shown = run(env, "sweep", "--dry-run", "--no-check", "--set", "resources.time=7", str(spec))
+    assert shown.exit_code == 0, shown.output
+    assert "# sweep " in shown.stdout
+    assert "--array=0-2%2" in shown.stdout
+    assert "#SBATCH --time=00:07:00" in shown.stdout
+    assert slurm.submitted == []
+
+
 def test_a_pipeline_from_python_submits_in_dependency_order(
     session: hpclaunch.Session, slurm: FakeSlurm, tmp_path: Path
 ) -> None:
