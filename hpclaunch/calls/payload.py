@@ -96,9 +96,10 @@ def imported_modules(data: bytes) -> set[str]:
     given to cloudpickle's ``subimport``, which is how a by-value function's module-level
     ``import numpy as np`` travels. The standard library and ``__main__`` are left out."""
     import pickletools
+    from collections import deque
 
     memo: dict[int, str | None] = {}
-    strings: list[str] = []
+    strings: deque[str] = deque(maxlen=2)  # a STACK_GLOBAL's module and name
     pushed: str | None = None  # the string the last opcode pushed, if it pushed one
     found: set[str] = set()
     subimport = False
@@ -119,9 +120,9 @@ def imported_modules(data: bytes) -> set[str]:
             module, _, qualname = str(arg).partition(" ")
             found.add(module)
             subimport = qualname == "subimport"
-        elif name == "STACK_GLOBAL" and len(strings) >= 2:
-            found.add(strings[-2])
-            subimport = strings[-1] == "subimport"
+        elif name == "STACK_GLOBAL" and len(strings) == 2:
+            found.add(strings[0])
+            subimport = strings[1] == "subimport"
         elif name == "REDUCE":
             subimport = False
     tops = {m.partition(".")[0] for m in found}
