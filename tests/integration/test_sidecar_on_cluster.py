@@ -38,6 +38,7 @@ import yaml
 
 from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise.control import read_step
+from hpclaunch.supervise.ledger import read_ledger
 
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
@@ -267,7 +268,7 @@ def _cut_time_limit(jobs: Jobs, name: str) -> None:
             time.sleep(0.2)
         elapsed = parse_time(squeue(job_id, "%M"))
         limit(math.ceil((elapsed + 70) / 60))
-        while not _ended(job_dir / "events.jsonl", 0):
+        while not _ended(job_dir, 0):
             assert time.monotonic() < deadline, "attempt 0 did not end in 600 s"
             time.sleep(0.2)
         limit(1)
@@ -275,11 +276,10 @@ def _cut_time_limit(jobs: Jobs, name: str) -> None:
         jobs.thread_errors[name] = f"{type(exc).__name__}: {exc}"
 
 
-def _ended(ledger: Path, attempt: int) -> bool:
+def _ended(job_dir: Path, attempt: int) -> bool:
     """Whether the job's ledger has ``attempt``'s end."""
-    lines = ledger.read_text().splitlines() if ledger.exists() else []
-    ends = (json.loads(x) for x in lines if '"attempt_end"' in x and x.endswith("}"))
-    return any(e["event"] == "attempt_end" and e["attempt"] == attempt for e in ends)
+    ledger = read_ledger(job_dir)
+    return any(e["event"] == "attempt_end" and e["attempt"] == attempt for e in ledger)
 
 
 def _slow_venv(shared: Path) -> Path:
