@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from hpclaunch.slurm.capabilities import Capabilities, Gres
-from hpclaunch.slurm.times import format_time
-
-
-def _time(seconds: int | None) -> str:
-    return "UNLIMITED" if seconds is None else format_time(seconds)
+if TYPE_CHECKING:
+    from hpclaunch.slurm.capabilities import Capabilities, Gres
 
 
 def _gres(items: tuple[Gres, ...]) -> str:
@@ -45,7 +42,7 @@ def print_capabilities(caps: Capabilities) -> None:
             p.state,
             f"{p.total_nodes} ({p.nodes})",
             "UNLIMITED" if p.max_nodes is None else str(p.max_nodes),
-            _time(p.max_time),
+            p.max_time_text,
             " ".join(gres) or "-",
         )
     console.print(parts)
@@ -60,7 +57,7 @@ def print_capabilities(caps: Capabilities) -> None:
             ",".join(q.preempt) or "-",
             q.preempt_mode,
             f"{q.grace_time or 0} s",
-            _time(q.max_wall),
+            q.max_wall_text,
             q.grp_tres or "-",
         )
     console.print(qos)

@@ -16,11 +16,9 @@ __all__ = ["print_dry_run", "send_tree"]
 def print_dry_run(job: RenderedJob) -> None:
     import shlex
 
-    from hpclaunch.planning.plan import describe
-
     click.echo(f"# sbatch argv: {shlex.join(job.sbatch_argv)}")
     click.echo("# plan:")
-    click.echo("\n".join(f"#   {line}" for line in describe(job.plan).splitlines()))
+    click.echo("\n".join(f"#   {line}" for line in job.plan.describe().splitlines()))
     click.echo(f"# script ({job.script_path}):")
     click.echo(job.script, nl=False)
 

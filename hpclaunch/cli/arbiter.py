@@ -79,18 +79,18 @@ def arbiter_command(
     config; `hpclaunch site plan` then clears the QOS Preempt lists). Every decision goes
     to the decision log with its reason. Stops on Ctrl-C or SIGTERM.
     """
-    from hpclaunch.scheduling.arbiter.daemon import ArbiterOptions, describe
 
-    def show(event: dict[str, Any]) -> None:
-        click.echo(describe(event), err=event.get("event") == "action_failed")
+    def show(event: dict[str, Any], line: str) -> None:
+        click.echo(line, err=event.get("event") == "action_failed")
 
-    options = ArbiterOptions(
+    arbiter = app.arbiter(
+        log_path=log_path,
+        on_event=show,
         dry_run=dry_run,
         min_run=min_run,
         max_preemptions=max_preemptions,
         restart_cost=restart_cost,
     )
-    arbiter = app.arbiter(options, log_path=log_path, on_event=show)
     site = app.site
     if once:
         arbiter.step()

@@ -44,20 +44,17 @@ def cancel_command(
     Names are compared exactly with what squeue prints: Slurm keeps the name as given to
     sbatch, so a name with quotes or spaces must be typed the same way (quote it).
     """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.ops.cancel import cancel_jobs, jobs_named
-
     if not (job_ids or names or all_jobs):
         raise click.UsageError("name the jobs: IDS, --name NAME or --all")
-    refs = [JobRef(job_id) for job_id in job_ids]
+    refs: list[str | JobRef] = list(job_ids)
     for name in names:
-        found = jobs_named(app, name)
+        found = app.jobs_named(name)
         if not found:
             click.echo(f"no unfinished job of yours is named {name!r}", err=True)
         refs.extend(found)
     if all_jobs:
         refs.extend(_all_unfinished(app, yes))
-    done = cancel_jobs(app, refs)
+    done = app.cancel(refs)
     for job in done:
         _print(job)
     if not all(job.ok for job in done):
@@ -66,9 +63,7 @@ def cancel_command(
 
 def _all_unfinished(app: Session, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
-    from hpclaunch.ops.cancel import unfinished_jobs
-
-    live = unfinished_jobs(app)
+    live = app.unfinished_jobs()
     if live is None:
         click.echo("no hpclaunch jobs recorded for this site", err=True)
         return []

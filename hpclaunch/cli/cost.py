@@ -53,12 +53,10 @@ def cost_command(
     The price column needs 'prices:' in the site config.
     """
     from hpclaunch.errors import ConfigError
-    from hpclaunch.ops.context import slurm_user
-    from hpclaunch.ops.cost import gpu_cost
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
-    cost = gpu_cost(app, since=since, until=until, by=by or ("project",), all_users=all_users)
+    cost = app.cost(since=since, until=until, by=by or ("project",), all_users=all_users)
     if as_json:
         import json
 
@@ -66,7 +64,7 @@ def cost_command(
     elif as_csv:
         _print_csv(cost)
     else:
-        _print_table(cost, "all users" if all_users else f"user {slurm_user(app)}")
+        _print_table(cost, f"user {cost.user}" if cost.user else "all users")
 
 
 def _print_csv(cost: CostReport) -> None:

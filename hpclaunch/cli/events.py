@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def events_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""
-    from hpclaunch.ops.events import job_events
-
-    events = job_events(app, job_id)
+    events = app.job(job_id).events()
     if as_json:
         import json
 
@@ -50,10 +48,8 @@ _ENDED_BY_SLURM = frozenset({"PREEMPTED", "REQUEUED", "NODE_FAIL"})
 
 
 def _print(events: JobEvents) -> None:
-    from hpclaunch.supervise.ledger import describe_event
-
     job_id, record, attempts = events.job_id, events.submission, events.attempts
-    problem, ledger, note = events.accounting_problem, events.ledger, events.note
+    problem, note = events.accounting_problem, events.note
     if record is None:
         click.echo(f"job {job_id}: not submitted through hpclaunch here (no history record)")
     else:
@@ -65,10 +61,7 @@ def _print(events: JobEvents) -> None:
         click.echo(f"  logs: {record.logs}/attempt-N.log")
     if problem is not None:
         click.echo(f"Slurm's accounting is not available: {problem}")
-    by_attempt: dict[int, list[dict[str, Any]]] = {}
-    for event in ledger or []:
-        index = event.get("attempt")
-        by_attempt.setdefault(index if isinstance(index, int) else -1, []).append(event)
+    by_attempt = events.ledger_lines()
     accounted = {a.index for a in attempts}
     for a in attempts:
         # Slurm records 0:0 for an attempt it ended itself (preempted, requeued): not the
@@ -81,11 +74,11 @@ def _print(events: JobEvents) -> None:
             f"end {a.end or '-'}  elapsed {a.elapsed or '-'}  on {a.nodes or '-'}"
             + (f"  ({a.reason})" if a.reason else "")
         )
-        for event in by_attempt.get(a.index, []):
-            click.echo(f"    {describe_event(event)}")
+        for line in by_attempt.get(a.index, []):
+            click.echo(f"    {line}")
     for index in sorted(set(by_attempt) - accounted):
         click.echo(f"  attempt {index}: (not in Slurm's accounting)")
-        for event in by_attempt[index]:
-            click.echo(f"    {describe_event(event)}")
+        for line in by_attempt[index]:
+            click.echo(f"    {line}")
     if note is not None:
         click.echo(f"Note: {note}.")

@@ -56,12 +56,8 @@ def queue_command(
     holds the tier's QOS priority and nice), then submit time, then job id; each with why it
     waits. One squeue call (or one job-list RPC with pyslurm) for the whole queue.
     """
-    from hpclaunch.ops.queue import queue_entries
-
     if why_job is not None:
-        from hpclaunch.ops.queue_why import why_waiting
-
-        explained = why_waiting(app, why_job)
+        explained = app.why_waiting(why_job)
         if as_json:
             import json
 
@@ -70,7 +66,7 @@ def queue_command(
             click.echo("\n".join(explained.lines))
         return
 
-    entries = queue_entries(app, me=not all_users, partition=partition)
+    entries = app.queue(me=not all_users, partition=partition)
     if as_json:
         import json
 
@@ -92,8 +88,6 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from hpclaunch.ops.queue import format_seconds
-
     table = Table(box=None, header_style="bold")
     for column in COLUMNS:
         table.add_column(column, overflow="fold", justify="right" if column == "#" else "left")
@@ -104,7 +98,6 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
         pending += row.pending
         style = _STATE_STYLE.get(row.state, "")
         state = f"[{style}]{row.state}[/]" if style else row.state
-        when = format_seconds(entry.waited) if row.pending else (row.elapsed or "")
         table.add_row(
             "" if entry.rank is None else str(entry.rank),
             f"[bold]{row.job_id}[/]" if entry.ours else escape(row.job_id),
@@ -115,7 +108,7 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
             escape(row.qos or ""),
             state,
             "" if row.priority is None else str(row.priority),
-            when,
+            entry.waited_or_elapsed,
             str(row.gpus) if row.gpus else "",
             escape(entry.why),
         )

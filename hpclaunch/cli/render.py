@@ -14,15 +14,9 @@ from hpclaunch.ops.session import Session
 @click.pass_obj
 def render_command(app: Session, spec: str, show_argv: bool, explain: bool) -> None:
     """Print the batch script for SPEC without submitting it."""
-    from hpclaunch.ops.plan_job import naming, plan_spec
-    from hpclaunch.planning.plan import describe
-    from hpclaunch.planning.render import render
-
-    with naming(spec):
-        plan = plan_spec(app, spec)
-    job = render(plan)
+    job = app.render(spec)
     if explain:
-        click.echo(describe(plan), err=True)
+        click.echo(job.plan.describe(), err=True)
     if show_argv:
         import shlex
 

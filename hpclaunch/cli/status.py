@@ -47,10 +47,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
     knows (it forgets finished jobs after MinJobAge).
     """
     from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
-    from hpclaunch.ops.status import job_statuses
-    from hpclaunch.slurm.jobs import JobState
 
-    rows = job_statuses(app, job_ids or None, limit=limit)
+    rows = app.status(job_ids, limit=limit)
     if not rows:  # only without IDS: each id given gets a row
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
@@ -60,7 +58,7 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
         click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
     else:
         print_table(rows)
-    unknown = [i for i in rows if i.state is JobState.UNKNOWN]
+    unknown = [i for i in rows if i.state == "UNKNOWN"]  # JobState is a str enum
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         by_reason: dict[str, list[str]] = {}
         for info in unknown:

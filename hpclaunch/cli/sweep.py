@@ -87,24 +87,20 @@ def submit_command(
             app.sweep_dryrun(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
         )
         return
-    from hpclaunch.ops.sweep import submit_sweep_spec
-
-    swept = submit_sweep_spec(app, spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
-    sweep = swept.sweep
-    click.echo(sweep.sweep_id)
+    run = app.sweep(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
+    click.echo(run.sweep_id)
     arrays = ", ".join(
-        f"{r.job_id} (--array={a.array_spec})"
-        for r, a in zip(swept.refs, sweep.arrays, strict=True)
+        f"{r.job_id} (--array={spec})" for r, spec in zip(run.arrays, run.array_specs, strict=True)
     )
     click.echo(
-        f"sweep {sweep.sweep_id}: {len(sweep.points)} points in {len(swept.refs)} array(s): "
-        f"{arrays}; hpclaunch sweep status {sweep.sweep_id}",
+        f"sweep {run.sweep_id}: {run.points} points in {len(run.arrays)} array(s): "
+        f"{arrays}; hpclaunch sweep status {run.sweep_id}",
         err=True,
     )
     if wait:
-        done = app.sweep_run(sweep.sweep_id).wait()
+        done = run.wait()
         counts = ", ".join(f"{n} {state}" for state, n in sorted(done.counts.items()))
-        click.echo(f"sweep {sweep.sweep_id}: {counts}", err=True)
+        click.echo(f"sweep {run.sweep_id}: {counts}", err=True)
         if set(done.counts) != {"COMPLETED"}:
             raise click.exceptions.Exit(1)
 
@@ -112,8 +108,6 @@ def submit_command(
 def _print_dry_run(preview: SweepPreview) -> None:
     import json
     import shlex
-
-    from hpclaunch.planning.plan import describe
 
     sweep, job = preview.sweep, preview.job
     click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
@@ -126,13 +120,13 @@ def _print_dry_run(preview: SweepPreview) -> None:
         previous = "<array before>" if same_part else None
         click.echo(f"# sbatch argv: {shlex.join(sweep.sbatch_argv(index, previous))}")
     click.echo("# plan:")
-    click.echo("\n".join(f"#   {line}" for line in describe(sweep.plan).splitlines()))
+    click.echo("\n".join(f"#   {line}" for line in sweep.plan.describe().splitlines()))
     click.echo(f"# script ({job.script_path}):")
     click.echo(job.script, nl=False)
     if sweep.overquota is not None and preview.overquota is not None:
         over = preview.overquota
         click.echo("# the over-quota part's plan:")
-        click.echo("\n".join(f"#   {line}" for line in describe(sweep.overquota).splitlines()))
+        click.echo("\n".join(f"#   {line}" for line in sweep.overquota.describe().splitlines()))
         click.echo(f"# the over-quota part's script ({over.script_path}):")
         click.echo(over.script, nl=False)
 
@@ -154,22 +148,15 @@ def status_command(
 ) -> None:
     """Counts by state and a table of parameters vs final metrics for SWEEP_ID (the id
     'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
-    import dataclasses
-
-    from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
-    from hpclaunch.store.sweeps import find_sweep
-
-    status = sweep_status(app.backend, find_sweep(sweep_id), metrics=not no_metrics)
-    if sort_by:
-        name = sort_by.lstrip("-")
-        try:
-            tasks = sort_tasks(status.tasks, name, descending=sort_by.startswith("-"))
-        except KeyError as exc:
-            raise click.BadParameter(
-                f"no task has a metric or parameter {name!r} (known: {exc.args[0]})",
-                param_hint="--sort",
-            ) from None
-        status = dataclasses.replace(status, tasks=tuple(tasks))
+    run = app.sweep_run(sweep_id)
+    try:
+        status = run.status(metrics=not no_metrics, sort_by=sort_by)
+    except KeyError as exc:
+        raise click.BadParameter(
+            f"no task has a metric or parameter {(sort_by or '').lstrip('-')!r} "
+            f"(known: {exc.args[0]})",
+            param_hint="--sort",
+        ) from None
     if as_json:
         import json
 
@@ -210,24 +197,24 @@ def _print_status(status: SweepStatus) -> None:
 
 
 def _cell(value: Any) -> str:
-    from rich.markup import escape
+    import json
 
-    from hpclaunch.supervise.sweep_task import format_value
+    from rich.markup import escape
 
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return escape(format_value(value))
+    if isinstance(value, bool):  # as the task's command got it
+        return "true" if value else "false"
+    return escape(value if isinstance(value, str) else json.dumps(value))
 
 
 @sweep_command.command("list")
 @click.pass_obj
 def list_command(app: Session) -> None:
     """The sweeps submitted from here (no Slurm call)."""
-    from hpclaunch.store.sweeps import list_sweeps
-
-    sweeps = list_sweeps()
+    sweeps = app.sweeps()
     if not sweeps:
         click.echo("No sweeps recorded yet; submit one with 'hpclaunch sweep SPEC'.")
         return
@@ -252,10 +239,7 @@ def rerun_command(app: Session, sweep_id: str) -> None:
     """Submit again the points of SWEEP_ID that never ran (Slurm ended their tasks before
     the batch script started, e.g. after a slurmctld restart). Safe to repeat: a point
     runs once, and a rerun already in Slurm is not submitted again."""
-    from hpclaunch.backends.arrays import some_tasks
-    from hpclaunch.ops.sweep_rerun import rerun_sweep
-
-    rerun = rerun_sweep(app, sweep_id)
+    rerun = app.sweep_run(sweep_id).rerun()
     sid = rerun.record.sweep_id
     if not rerun.points:
         click.echo(f"sweep {sid}: every point has run or is queued; nothing to rerun")
@@ -263,9 +247,9 @@ def rerun_command(app: Session, sweep_id: str) -> None:
     arrays = ", ".join(
         f"{a.job_id} (--array={','.join(map(str, a.task_ids()))})" for a in rerun.arrays
     )
-    points = some_tasks([str(p) for p in rerun.points])
     click.echo(
-        f"sweep {sid}: {len(rerun.points)} point(s) submitted again ({points}) as {arrays}; "
+        f"sweep {sid}: {len(rerun.points)} point(s) submitted again ({rerun.points_text}) as "
+        f"{arrays}; "
         f"hpclaunch sweep status {sid}"
     )
 
@@ -275,11 +259,10 @@ def rerun_command(app: Session, sweep_id: str) -> None:
 @click.pass_obj
 def cancel_command(app: Session, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
-    from hpclaunch.ops.sweep import cancel_sweep
-
-    record = cancel_sweep(app, sweep_id)
-    arrays = ", ".join(a.job_id for a in record.arrays) or "none"
+    run = app.sweep_run(sweep_id)
+    run.cancel()
+    arrays = ", ".join(a.job_id for a in run.arrays) or "none"
     click.echo(
-        f"sweep {record.sweep_id}: cancelled arrays {arrays} ({record.points} points); "
+        f"sweep {run.sweep_id}: cancelled arrays {arrays} ({run.points} points); "
         "finished tasks keep their results"
     )

@@ -20,9 +20,7 @@ _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER
 @click.pass_obj
 def top_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl)."""
-    from hpclaunch.ops.events import gpu_samples
-
-    found = gpu_samples(app, job_id)
+    found = app.job(job_id).gpus()
     if as_json:
         import json
 

@@ -13,6 +13,7 @@ Slurm's fair share counts. Money is on the raw GPU-hours.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +49,8 @@ class CostReport:
     total: CostRow
     currency: str | None
     attempts: tuple[dict[str, object], ...]
+    #: Whose jobs: the Slurm user, or ``None`` for everyone's.
+    user: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The JSON shape of ``hpclaunch cost --json``."""
@@ -63,6 +66,7 @@ class CostReport:
             "since": self.since.strftime(SACCT_TIME),
             "until": self.until.strftime(SACCT_TIME),
             "by": list(self.by),
+            "user": self.user,
             "currency": self.currency,
             "groups": [row(r) for r in self.rows],
             "total": {k: v for k, v in row(self.total).items() if k not in self.by},
@@ -96,7 +100,8 @@ def gpu_cost(
             hint="give --since an earlier time than --until",
         )
     user = None if all_users else slurm_user(ctx)
-    return report(ctx.backend.usage(since, until, user), ctx.site, since, until, tuple(by))
+    usage = report(ctx.backend.usage(since, until, user), ctx.site, since, until, tuple(by))
+    return dataclasses.replace(usage, user=user)
 
 
 def tier_of_qos(site: SiteConfig, qos: str) -> str:

@@ -59,6 +59,19 @@ class JobEvents:
             "note": self.note,
         }
 
+    def ledger_lines(self) -> dict[int, list[str]]:
+        """The ledger's events as lines of text (``checkpoint_committed step 120 in 0.4
+        s``), by attempt (``-1``: an event without one), in the ledger's order."""
+        from hpclaunch.supervise.ledger import describe_event
+
+        lines: dict[int, list[str]] = {}
+        for event in self.ledger or []:
+            index = event.get("attempt")
+            lines.setdefault(index if isinstance(index, int) else -1, []).append(
+                describe_event(event)
+            )
+        return lines
+
 
 def job_events(ctx: Context, job_id: str) -> JobEvents:
     """Everything known about ``job_id``.

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.errors import WatchTimeout
     from hpclaunch.ops.context import Context
-    from hpclaunch.ops.events import JobEvents
+    from hpclaunch.ops.events import GpuSamples, JobEvents
     from hpclaunch.ops.resize import ResizeResult
+    from hpclaunch.ops.sweep_rerun import Rerun
     from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
@@ -278,6 +279,17 @@ class Job(Future[Any]):
 
         return job_events(self.session, self.id)
 
+    def gpus(self) -> GpuSamples:
+        """The newest GPU sample of each of the job's GPUs, per node (``hpclaunch top``),
+        or why there is none.
+
+        Raises:
+            JobNotFound: The job is not in the history.
+        """
+        from hpclaunch.ops.events import gpu_samples
+
+        return gpu_samples(self.session, self.id)
+
     def tier(self, new_tier: str) -> None:
         """Move the pending job to ``new_tier`` (``hpclaunch tier``): its QOS and, on a site
         with quotas, its account and nice, decided again from the project's usage.
@@ -328,12 +340,14 @@ class SweepRun:
         sweep_id: The id ``hpclaunch sweep`` prints (``hpclaunch sweep status ID``).
         arrays: The arrays' jobs, in point order.
         points: How many points (tasks) the sweep has.
+        array_specs: Each array's ``--array=`` (its task ids), when submitted here.
     """
 
     session: Context = field(repr=False)
     sweep_id: str
     arrays: tuple[JobRef, ...]
     points: int
+    array_specs: tuple[str, ...] = ()
 
     @classmethod
     def find(cls, session: Context, sweep_id: str) -> SweepRun:
@@ -350,12 +364,25 @@ class SweepRun:
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
         return cls(session, record.sweep_id, arrays, record.points)
 
-    def status(self, *, metrics: bool = True) -> SweepStatus:
-        """Every task's state (and, ``metrics``, the final metrics of those that completed)."""
-        from hpclaunch.ops.sweep_status import sweep_status
+    def status(self, *, metrics: bool = True, sort_by: str | None = None) -> SweepStatus:
+        """Every task's state (and, ``metrics``, the final metrics of those that completed),
+        in point order, or ``sort_by`` a final metric or parameter, smallest first
+        (``-name``: largest first); tasks without it go last.
+
+        Raises:
+            KeyError: No task has a metric or parameter ``sort_by`` (the known names).
+        """
+        import dataclasses
+
+        from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
         from hpclaunch.store.sweeps import find_sweep
 
-        return sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
+        found = sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
+        if not sort_by:
+            return found
+        name = sort_by.lstrip("-")
+        tasks = sort_tasks(found.tasks, name, descending=sort_by.startswith("-"))
+        return dataclasses.replace(found, tasks=tuple(tasks))
 
     def wait(self, timeout: float | None = None) -> SweepStatus:
         """Block until every task has ended; then :meth:`status`.
@@ -368,18 +395,22 @@ class SweepRun:
         wait_for(self.session.backend, list(self.arrays), timeout=timeout)
         return self.status()
 
-    def rerun(self) -> tuple[int, ...]:
+    def rerun(self) -> Rerun:
         """Submit again the points that never ran (Slurm ended their tasks before the
         batch script started), as ``hpclaunch sweep rerun``; their new arrays join
-        :attr:`arrays` (so :meth:`wait` waits for them). Returns those points; safe to
-        repeat."""
+        :attr:`arrays` (so :meth:`wait` waits for them). Returns those points and their
+        arrays; safe to repeat.
+
+        Raises:
+            SubmissionError: Slurm refused a rerun (the ones before it stay, recorded).
+        """
         from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.sweep_rerun import rerun_sweep
 
         rerun = rerun_sweep(self.session, self.sweep_id)
         cluster = rerun.record.cluster
         self.arrays = (*self.arrays, *(JobRef(a.job_id, cluster) for a in rerun.arrays))
-        return rerun.points
+        return rerun
 
     def cancel(self) -> None:
         """Cancel every task (finished ones keep their results)."""

@@ -59,6 +59,12 @@ class QueueEntry:
     ours: bool = False
     project: str | None = None
 
+    @property
+    def waited_or_elapsed(self) -> str:
+        """How long a pending job has waited, or a started one has run, as squeue prints
+        times (``2:03:04``)."""
+        return format_seconds(self.waited) if self.row.pending else (self.row.elapsed or "")
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``reason`` keeps Slurm's raw reason, ``why`` the words."""
         row = self.row

@@ -16,19 +16,23 @@ from hpclaunch.ops.context import Context
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.clean import Cleaned
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
+    from hpclaunch.ops.queue_why import WaitExplanation
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.submit import Submitted
     from hpclaunch.ops.sweep import SweepPreview
     from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.planning.siteplan import Change
     from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
+    from hpclaunch.store.sweeps import SweepRecord
 
 __all__ = ["Session", "submit"]
 
@@ -122,6 +126,21 @@ class Session(Context):
             spec, args, kwargs, overrides, None, check=check, sync=False, dry_run=True
         ).job
 
+    def render(self, spec: SpecInput) -> RenderedJob:
+        """The batch script and sbatch argv ``spec`` becomes on this site, planned offline
+        (``hpclaunch render``): no call to the cluster, the project's quota use taken as
+        0 (:meth:`dryrun` reads it live and checks the plan against the cluster).
+
+        Raises:
+            SpecError, PlanError: The spec is wrong, or this site cannot run it.
+        """
+        from hpclaunch.ops.plan_job import naming, plan_spec, spec_source
+        from hpclaunch.planning.render import render
+
+        with naming(spec_source(spec)):
+            plan = plan_spec(self, spec)
+        return render(plan)
+
     def _submitted(
         self,
         spec: SpecInput | Callable[..., Any],
@@ -206,7 +225,8 @@ class Session(Context):
         swept = submit_sweep_spec(
             self, os.fspath(spec), check=check, sweep_id=sweep_id, overrides=overrides
         )
-        return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points))
+        specs = tuple(array.array_spec for array in swept.sweep.arrays)
+        return SweepRun(self, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points), specs)
 
     def sweep_dryrun(
         self,
@@ -287,6 +307,13 @@ class Session(Context):
 
         return SweepRun.find(self, sweep_id)
 
+    def sweeps(self) -> list[SweepRecord]:
+        """The sweeps submitted from this machine, oldest first (``hpclaunch sweep list``;
+        no Slurm call)."""
+        from hpclaunch.store.sweeps import list_sweeps
+
+        return list_sweeps()
+
     def pipeline(
         self, path: str, *, submission_id: str | None = None, check: bool = True
     ) -> list[Job]:
@@ -353,17 +380,32 @@ class Session(Context):
 
         return job_statuses(self, list(job_ids) or None, limit=limit)
 
-    def cancel(self, job_ids: Sequence[str] = (), *, name: str | None = None) -> list[Cancelled]:
-        """Cancel jobs by id and, with ``name``, your unfinished jobs of that exact name, as
-        ``hpclaunch cancel`` does: what became of each (a job already ended is left alone,
-        an id unknown to Slurm is reported, not raised)."""
+    def cancel(
+        self, jobs: Sequence[str | JobRef] = (), *, name: str | None = None
+    ) -> list[Cancelled]:
+        """Cancel jobs by id (or :class:`JobRef`) and, with ``name``, your unfinished jobs of
+        that exact name, as ``hpclaunch cancel`` does: what became of each (a job already
+        ended is left alone, an id unknown to Slurm is reported, not raised)."""
         from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.cancel import cancel_jobs, jobs_named
+        from hpclaunch.ops.cancel import cancel_jobs
 
-        refs = [JobRef(job_id) for job_id in job_ids]
+        refs = [job if isinstance(job, JobRef) else JobRef(job) for job in jobs]
         if name is not None:
-            refs += jobs_named(self, name)
+            refs += self.jobs_named(name)
         return cancel_jobs(self, refs)
+
+    def jobs_named(self, name: str) -> list[JobRef]:
+        """Your unfinished jobs named exactly ``name`` (as squeue prints it)."""
+        from hpclaunch.ops.cancel import jobs_named
+
+        return jobs_named(self, name)
+
+    def unfinished_jobs(self) -> list[JobInfo] | None:
+        """The history's jobs on this site that have not ended (one status call);
+        ``None`` when the history has no job of this site."""
+        from hpclaunch.ops.cancel import unfinished_jobs
+
+        return unfinished_jobs(self)
 
     def queue(self, *, me: bool = False, partition: str | None = None) -> list[QueueEntry]:
         """The cluster's queue as ``hpclaunch queue`` shows it: running jobs, then pending ones
@@ -372,6 +414,19 @@ class Session(Context):
         from hpclaunch.ops.queue import queue_entries
 
         return queue_entries(self, me=me, partition=partition)
+
+    def why_waiting(self, job_id: str) -> WaitExplanation:
+        """Why pending job ``job_id`` is behind the jobs ranked before it (``hpclaunch
+        queue --why``): their priority factors against its own (sprio) and the projects'
+        fair-share standing (sshare).
+
+        Raises:
+            JobNotFound: The job is not in the queue.
+            CommandFailed: sprio or sshare failed.
+        """
+        from hpclaunch.ops.queue_why import why_waiting
+
+        return why_waiting(self, job_id)
 
     def cost(
         self,
@@ -401,29 +456,39 @@ class Session(Context):
 
         return plan_site_live(self)
 
-    def site_apply(self, plan: SitePlan | None = None) -> SitePlan:
+    def site_apply(
+        self,
+        plan: SitePlan | None = None,
+        *,
+        progress: Callable[[Change], None] | None = None,
+    ) -> SitePlan:
         """Run ``plan``'s sacctmgr commands (default: :meth:`site_plan` now), as ``site apply
-        --yes`` does; returns what is left (slurm.conf settings are an admin's)."""
+        --yes`` does, calling ``progress`` with each before it runs; returns what is left
+        (slurm.conf settings are an admin's)."""
         from hpclaunch.ops.site import apply_site
 
-        return apply_site(self, plan or self.site_plan())
+        return apply_site(self, plan or self.site_plan(), progress=progress)
 
     def arbiter(
         self,
         options: ArbiterOptions | None = None,
         *,
         log_path: str | os.PathLike[str] | None = None,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[dict[str, Any], str], None] | None = None,
+        **option_values: Any,
     ) -> Arbiter:
         """The preemption arbiter of this session's site (``hpclaunch arbiter``):
         ``.step()`` makes one pass, ``.run(interval, should_stop=...)`` runs until told to
         stop; every decision goes to ``log_path`` (default
-        ``$XDG_STATE_HOME/hpclaunch/arbiter.jsonl``) and to ``on_event``.
+        ``$XDG_STATE_HOME/hpclaunch/arbiter.jsonl``) and to ``on_event`` (the event and
+        a line of text for it). ``options``, or its fields as keywords (``dry_run=True``,
+        ``min_run=``, ``max_preemptions=``, ``restart_cost=``, ...).
 
         Raises:
             ConfigError: The site leaves preemption to Slurm (``preemption: slurm``) and
                 this is no dry run: the arbiter and slurmctld would both pick victims.
         """
+        from dataclasses import replace
         from pathlib import Path
 
         from hpclaunch.errors import ConfigError
@@ -431,9 +496,10 @@ class Session(Context):
             Arbiter,
             ArbiterOptions,
             default_log_path,
+            describe,
         )
 
-        options = options or ArbiterOptions()
+        options = replace(options or ArbiterOptions(), **option_values)
         if self.site.preemption != "arbiter" and not options.dry_run:
             raise ConfigError(
                 f"site {self.site.name!r} leaves preemption to Slurm (preemption: slurm): the "
@@ -442,7 +508,8 @@ class Session(Context):
                 "apply` (clears the QOS Preempt lists), or watch its choices with --dry-run",
             )
         path = Path(log_path) if log_path is not None else default_log_path()
-        return Arbiter(self.backend, self.site, path, options, on_event=on_event)
+        told = None if on_event is None else (lambda event: on_event(event, describe(event)))
+        return Arbiter(self.backend, self.site, path, options, on_event=told)
 
     def clean(self, older_than: timedelta | str = "30d", *, dry_run: bool = False) -> Cleaned:
         """Remove the call and result pickles of functions' jobs (and maps') that ended and

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SweepPreview",
     "Swept",
-    "cancel_sweep",
     "plan_sweep_spec",
     "preview_sweep",
     "submit_sweep",
@@ -392,20 +391,3 @@ def submit_sweep(
         if on_array is not None:
             on_array(index, ref)
     return refs
-
-
-def cancel_sweep(context: Context, sweep_id: str) -> SweepRecord:
-    """Cancel every task of the sweep ``sweep_id`` (its id, a unique prefix, or one of its
-    arrays' job ids): one cancel per array; tasks that ended keep their results. Safe to
-    repeat.
-
-    Raises:
-        JobNotFound: No such sweep in this machine's records.
-    """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.sweeps import find_sweep
-
-    record = find_sweep(sweep_id)
-    for array in record.arrays:
-        context.backend.cancel(JobRef(array.job_id, record.cluster))
-    return record

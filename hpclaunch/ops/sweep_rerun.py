@@ -42,6 +42,13 @@ class Rerun:
     points: tuple[int, ...]
     arrays: tuple[SweepArray, ...]
 
+    @property
+    def points_text(self) -> str:
+        """The first five points and how many more, for a one-line message."""
+        from hpclaunch.backends.arrays import some_tasks
+
+        return some_tasks([str(p) for p in self.points])
+
 
 def rerun_sweep(context: Context, sweep_id: str) -> Rerun:
     """Submit again every point of the sweep ``sweep_id`` that never ran (see the module

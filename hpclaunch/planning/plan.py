@@ -30,7 +30,7 @@ from hpclaunch.planning.container import ContainerPlan
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
-__all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "describe", "new_submission_id"]
+__all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "new_submission_id"]
 
 SCRIPT_NAME = "job.sbatch"
 _SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -115,6 +115,10 @@ class SubmissionPlan:
     def launch_argv(self) -> tuple[str, ...]:
         """The argv the batch script execs: the launcher prefix, then the command."""
         return self.launch_prefix + self.command
+
+    def describe(self) -> str:
+        """The plan's notes as a bullet list, for ``--dry-run`` and ``render --explain``."""
+        return "\n".join(f"- {note}" for note in self.notes)
 
     def option(self, flag: str) -> str | None:
         """The value of ``flag`` (``KeyError`` if the plan has no such flag)."""
@@ -823,8 +827,3 @@ def _expand(path: str, home: str, base: str | None, what: str) -> str:
             raise PlanError(f"{what}: {path!r} must be absolute or start with '~/'")
         path = posixpath.join(base, path)
     return posixpath.normpath(path)
-
-
-def describe(plan: SubmissionPlan) -> str:
-    """The plan's notes as a bullet list, for ``--dry-run`` and ``render --explain``."""
-    return "\n".join(f"- {note}" for note in plan.notes)

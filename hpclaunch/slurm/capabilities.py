@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import CommandFailed, TransportError
-from hpclaunch.slurm.times import parse_time_limit
+from hpclaunch.slurm.times import format_time, parse_time_limit
 from hpclaunch.transport.base import CommandResult, Runner
 
 if TYPE_CHECKING:
@@ -119,6 +119,11 @@ class PartitionInfo:
     deny_accounts: tuple[str, ...] = ()
 
     @property
+    def max_time_text(self) -> str:
+        """MaxTime as scontrol prints it: ``D-HH:MM:SS``, or ``UNLIMITED``."""
+        return _limit_text(self.max_time)
+
+    @property
     def node_limit(self) -> int:
         """The most nodes one job can get here: MaxNodes, else the partition's size."""
         return self.total_nodes if self.max_nodes is None else min(self.max_nodes, self.total_nodes)
@@ -135,6 +140,15 @@ class QosInfo:
     grace_time: int | None
     max_wall: int | None
     grp_tres: str
+
+    @property
+    def max_wall_text(self) -> str:
+        """MaxWall as a time limit: ``D-HH:MM:SS``, or ``UNLIMITED``."""
+        return _limit_text(self.max_wall)
+
+
+def _limit_text(seconds: int | None) -> str:
+    return "UNLIMITED" if seconds is None else format_time(seconds)
 
 
 @dataclass(frozen=True)

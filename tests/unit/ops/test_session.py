@@ -151,6 +151,35 @@ def test_a_sweep_from_python_is_the_clis_sweep(
     assert "cancelled arrays 1000" in said.stdout
 
 
+def test_what_the_cli_prints_comes_from_session_methods(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path
+) -> None:
+    # render: offline, the same script `hpclaunch render` prints, and its explanation.
+    rendered = session.render(HELLO)
+    ids = re.compile(r"[0-9a-f]{32}")  # each plan is a new submission
+    assert ids.sub("ID", run(env, "render", HELLO).stdout) == ids.sub("ID", rendered.script)
+    assert rendered.plan.describe().startswith("- ")
+    assert slurm.submitted == []
+    # A sweep's arrays carry their --array; its status sorts by a known name only.
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [3, 1, 2]}, max_concurrent: 2}\n"
+    )
+    swept = session.sweep(spec, check=False)
+    assert swept.array_specs == ("0-2%2",)
+    with pytest.raises(KeyError):  # (the fake Slurm writes no params file: none known)
+        swept.status(sort_by="nope")
+    assert [r.sweep_id for r in session.sweeps()] == [swept.sweep_id]
+    # A rerun with nothing to do says so, and adds no array.
+    rerun = session.sweep_run(swept.sweep_id).rerun()
+    assert (rerun.points, rerun.arrays) == ((), ())
+    # Jobs by name, and the history's unfinished ones, as `cancel --name`/`--all` see them.
+    job = session.submit(HELLO)
+    assert [ref.job_id for ref in session.jobs_named("hello")] == [job.id]
+    assert job.id in {info.ref.job_id for info in session.unfinished_jobs() or []}
+
+
 def test_a_sweeps_dry_run_is_a_preview_not_a_run_without_arrays(
     env: Env, slurm: FakeSlurm, session: hpclaunch.Session, tmp_path: Path
 ) -> None:
