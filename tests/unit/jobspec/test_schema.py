@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from hpclaunch.cli import cli
-from hpclaunch.cli.schema import pipeline_schema, spec_schema
+from hpclaunch.planning.schema import pipeline_schema, spec_schema
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted(
