@@ -35,29 +35,21 @@ def submit_pipeline(
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
     from hpclaunch.cli._submitting import print_dry_run, send_tree
-    from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline
-    from hpclaunch.ops.snapshot import Snapshot
 
     if follow:
         raise click.UsageError(
             "--follow streams one job's log; for a multi-job file use --wait, and "
             "'hpclaunch logs -f ID' for a job's log"
         )
-    tree = Snapshot.of_cwd(app) if sync else None
-    planned = plan_pipeline(
-        app,
-        path,
-        submission_id=submission_id,
-        check=not no_check,
-        cwd=tree.cwd if tree is not None else None,
-    )
     if dry_run:
+        planned = app.pipeline_dryrun(
+            path, submission_id=submission_id, check=not no_check, sync=sync
+        )
         for number, step in enumerate(planned.steps, 1):
             click.echo(f"# ===== job {step.name} ({number} of {len(planned.steps)}) =====")
             print_dry_run(planned.rendered[step.name])
         return
-    if tree is not None:
-        send_tree(tree)
+    refs: dict[str, JobRef] = {}
 
     def say(step: Step, ref: JobRef, existing: bool) -> None:
         after = ", ".join(f"{kind}:{name}" for name, kind in step.after)
@@ -66,21 +58,28 @@ def submit_pipeline(
             f"{step.name} → {ref.job_id}{f'  after {after}' if after else ''}{again}", err=True
         )
         click.echo(ref.job_id)
+        refs[step.name] = ref
 
-    refs = submit_pipeline(app, planned, retry=submission_id is not None, on_submitted=say)
+    app.pipeline(
+        path,
+        submission_id=submission_id,
+        check=not no_check,
+        sync=sync,
+        send=send_tree,
+        on_submitted=say,
+    )
     if wait:
         _wait_all(app, refs, timeout)
 
 
 def _wait_all(app: Session, refs: dict[str, JobRef], timeout: float | None) -> None:
     """Follow every job to its end; exit 1 unless all COMPLETED."""
-    from hpclaunch.ops.pipeline import wait_pipeline
 
     def show(name: str, info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{name} {info.ref.job_id}: {info.state}{reason}", err=True)
 
-    end = wait_pipeline(app, refs, timeout=timeout, on_change=show)
+    end = app.wait_pipeline(refs, timeout=timeout, on_change=show)
     if end.not_completed:
         click.echo(f"not completed: {', '.join(end.not_completed)}", err=True)
         raise click.exceptions.Exit(1)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from hpclaunch.config.settings import Sourced
 from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.config.settings import Sourced
 
 _LAYERS = {
     "default": "built-in default",

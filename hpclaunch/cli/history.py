@@ -23,12 +23,8 @@ def parse_time_option(
     """A click callback: ``--since``/``--until`` as a naive local datetime."""
     if value is None:
         return None
-    from datetime import datetime
-
-    from hpclaunch.slurm.usage import parse_when
-
     try:
-        return parse_when(value, datetime.now())
+        return Session.when(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 
@@ -62,27 +58,16 @@ def history_command(
     Unfinished jobs of this site are asked about in one squeue (+ one sacct) call, and
     the ones that finished are stored with their final state, attempts and exit code.
     """
-    from hpclaunch.ops.status import refresh_records
-    from hpclaunch.store.history import history_path, query_submissions
-
-    records = query_submissions(
-        project=project,
-        tier=tier,
-        since=since.astimezone() if since else None,
-        until=until.astimezone() if until else None,
+    records = app.history(
+        project=project, tier=tier, state=state, since=since, until=until, limit=limit
     )
-    records = refresh_records(app, records)
-    if state is not None:
-        records = [r for r in records if (r.state or "").upper() == state.upper()]
-    if limit > 0:
-        records = records[-limit:]
     if as_json:
         import json
         from dataclasses import asdict
 
         click.echo(json.dumps([asdict(r) for r in records], indent=2))
     elif not records:
-        click.echo(f"No matching submissions in {history_path()}.")
+        click.echo(f"No matching submissions in {app.history_path()}.")
     else:
         print_table(records)
 

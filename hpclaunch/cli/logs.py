@@ -12,6 +12,7 @@ from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_c
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.job import Job
     from hpclaunch.slurm.jobs import JobInfo
 
 
@@ -37,28 +38,22 @@ def logs_command(
     go to stdout, and a "==> attempt N <==" header to stderr whenever the attempt changes.
     With -f, the exit code is 0 only if the job COMPLETED (like submit --follow).
     """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.ops.logs import LogFollower, log_record, read_logs, slurm_lines
-
-    record = log_record(job_id)
+    job = app.job_with_logs(job_id)
     if not follow:
-        printed = _print_lines(read_logs(app, record.logs, attempt))
-        said = slurm_lines(app, record.job_dir, record.job_id)
-        if attempt is None and print_slurm_lines(job_id, said):
+        printed = _print_lines(job.log_lines(attempt))
+        if attempt is None and print_slurm_lines(job_id, job.slurm_messages()):
             return
         if not printed:
-            _no_log(app, job_id, attempt, record.logs)
+            _no_log(job, attempt)
         return
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{job_id}: {info.state}{reason}", err=True)
 
-    follower = LogFollower(
-        app, JobRef(job_id), record.logs, attempt=attempt, timeout=timeout, on_change=show
-    )
+    follower = job.follow(attempt=attempt, timeout=timeout, on_change=show)
     _print_lines(follower)
-    print_slurm_lines(job_id, slurm_lines(app, record.job_dir, record.job_id))
+    print_slurm_lines(job_id, job.slurm_messages())
     assert follower.final is not None
     exit_unless_completed(follower.final)
 
@@ -74,14 +69,13 @@ def _print_lines(lines: Iterable[tuple[int, str]]) -> bool:
     return current is not None
 
 
-def _no_log(app: Session, job_id: str, attempt: int | None, log_dir: str) -> None:
+def _no_log(job: Job, attempt: int | None) -> None:
     """No lines: say why; asking for an attempt that does not exist is an error (exit 1)."""
-    from hpclaunch.ops.logs import attempts_written
-
+    job_id, log_dir = job.id, job.log_dir
     if attempt is None:
         click.echo(f"job {job_id} has no log yet in {log_dir}", err=True)
         return
-    have = attempts_written(app, log_dir)
+    have = job.attempts_logged()
     if attempt in have:  # the attempt's log exists and is empty
         click.echo(f"job {job_id}: attempt {attempt}'s log is empty", err=True)
         return

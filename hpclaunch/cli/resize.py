@@ -30,9 +30,7 @@ def resize_command(
     gets the new size and is released: the next attempt starts at that size and resumes
     from the checkpoint ('hpclaunch events JOB' shows the resize).
     """
-    from hpclaunch.ops.resize import resize_job
-
-    result = resize_job(app, job_id, nodes, why=why, force=force, wait=wait)
+    result = app.job(job_id).resize(nodes, why=why, force=force, wait=wait)
     was = f"{result.from_nodes} → " if result.from_nodes is not None else ""
     size = f"{nodes} node" + ("" if nodes == 1 else "s")
     said = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.planning.schema import pipeline_schema, spec_schema
+from hpclaunch.ops.session import Session
 
 
 @click.command("schema")
@@ -28,5 +28,5 @@ def schema_command(indent: int, pipeline: bool = False) -> None:
     """
     import json
 
-    schema = pipeline_schema() if pipeline else spec_schema()
+    schema = Session.spec_schema(pipeline=pipeline)
     click.echo(json.dumps(schema, indent=indent, ensure_ascii=False))

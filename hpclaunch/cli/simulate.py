@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+#: As hpclaunch.ops.simulate.DEFAULT_POLICIES (not imported: --help stays light).
 DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random", "ours")
 
 
@@ -60,51 +61,31 @@ def simulate_command(
     do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs). See
     docs/simulator.md.
     """
-    from hpclaunch.scheduling.simulate import workload
-    from hpclaunch.scheduling.simulate.engine import SimConfig
-    from hpclaunch.scheduling.simulate.policies import POLICIES
-    from hpclaunch.scheduling.simulate.report import plot_cdfs, run_experiment, table
+    from hpclaunch.ops.session import Session
 
-    for name in policies:
-        if name not in POLICIES:
-            raise click.BadParameter(
-                f"unknown policy {name!r}; policies: {', '.join(POLICIES)}",
-                param_hint="--policy",
-            )
-    if gpus_per_node < 1 or gpus < gpus_per_node or gpus % gpus_per_node:
-        raise click.BadParameter(
-            f"{gpus} GPUs are not whole nodes of {gpus_per_node}", param_hint="--gpus"
-        )
-    if seeds < 1 or jobs < 2 or load <= 0:
-        raise click.BadParameter("--seeds >= 1, --jobs >= 2 and --load > 0 are needed")
-    config = SimConfig(nodes=gpus // gpus_per_node, gpus_per_node=gpus_per_node)
-    params = workload.WorkloadParams(jobs=jobs, load=load, gpus=gpus, gpus_per_node=gpus_per_node)
     if write_trace is not None:
-        workload.write_trace(workload.generate(params, 1), write_trace)
+        Session.write_workload(
+            write_trace, jobs=jobs, gpus=gpus, gpus_per_node=gpus_per_node, load=load
+        )
         click.echo(f"wrote {jobs} jobs (seed 1, load {load}) to {write_trace}")
         return
-    if sample:
-        trace = Path(__file__).resolve().parents[1] / "scheduling/simulate/data/sample-trace.csv"
-    trace_jobs = None
-    if trace is not None:
-        try:
-            trace_jobs = workload.read_trace(trace, gpus_per_node=gpus_per_node, params=params)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--trace") from exc
-    exp = run_experiment(
-        policies or DEFAULT_POLICIES,
-        list(range(1, seeds + 1)),
-        params=params,
-        trace=trace_jobs,
-        config=config,
+    exp = Session.simulate(
+        policies,
+        seeds=seeds,
+        jobs=jobs,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        load=load,
+        trace=trace,
+        sample=sample,
     )
     if plot is not None:
-        plot_cdfs(exp, plot)
+        exp.plot(plot)
     if as_json:
         import json
 
         click.echo(json.dumps(exp.as_json(), indent=2, default=str))
         return
-    click.echo(table(exp))
+    click.echo(exp.table())
     if plot is not None:
         click.echo(f"\nplot: {plot}")

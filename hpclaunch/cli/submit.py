@@ -12,7 +12,7 @@ from hpclaunch.ops.session import Session
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.job import Job
     from hpclaunch.slurm.jobs import JobInfo
 
 
@@ -90,12 +90,10 @@ def submit_command(
     Every job is tagged --comment=hpclaunch:<submission id>. If sbatch's reply is lost
     (timeout), the job is looked up by that tag instead of being submitted twice.
     """
-    from hpclaunch.planning.pipeline import is_pipeline_file
-
     app.set_typed("quota", quota)
     if partition is not None:
         overrides = (*overrides, f"resources.partition={partition}")
-    if is_pipeline_file(spec):
+    if app.is_pipeline(spec):
         if overrides:
             raise click.UsageError(
                 "--set and --partition change a single-job spec; in a multi-job file, set the "
@@ -116,37 +114,32 @@ def submit_command(
         )
         return
     from hpclaunch.cli._submitting import print_dry_run, send_tree
-    from hpclaunch.ops.snapshot import Snapshot
-    from hpclaunch.ops.submit import submit_spec
 
-    tree = Snapshot.of_cwd(app) if sync else None
-    result = submit_spec(
-        app,
+    if dry_run:
+        job = app.dryrun(spec, overrides=overrides, check=not no_check, sync=sync)
+        if overrides:
+            click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
+        print_dry_run(job)
+        return
+    submitted = app.submit(
         spec,
         overrides=overrides,
         submission_id=submission_id,
         check=not no_check,
-        dry_run=dry_run,
+        sync=sync,
+        send=send_tree,
         force=force,
-        cwd=tree.cwd if tree is not None else None,
-        before_submit=(lambda _plan: send_tree(tree)) if tree is not None else None,
     )
-    if dry_run:
-        if overrides:
-            click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
-        print_dry_run(result.job)
-        return
-    ref = result.ref
-    assert ref is not None  # not a dry run
-    if result.existing:
+    if submitted.existing:
         click.echo(
-            f"job {ref.job_id} already carries submission id {submission_id}: not submitted again",
+            f"job {submitted.id} already carries submission id {submission_id}: not "
+            "submitted again",
             err=True,
         )
-    click.echo(ref.job_id)
-    click.echo(f"logs: {result.plan.log_dir}/attempt-N.log", err=True)
+    click.echo(submitted.id)
+    click.echo(f"logs: {submitted.log_dir}/attempt-N.log", err=True)
     if wait or follow:
-        _follow(app, ref, timeout, result.plan.log_dir if follow else None, result.plan.job_dir)
+        _follow(submitted, timeout, logs=follow)
 
 
 def shlex_join(words: Iterable[str]) -> str:
@@ -156,32 +149,29 @@ def shlex_join(words: Iterable[str]) -> str:
     return shlex.join(list(words))
 
 
-def _follow(
-    app: Session, ref: JobRef, timeout: float | None, log_dir: str | None, job_dir: str
-) -> None:
+def _follow(job: Job, timeout: float | None, *, logs: bool) -> None:
     """Wait for the job (``--wait``), printing its lines as they come (``--follow``: then
     Slurm's own lines at the end, as ``logs -f`` does)."""
     from hpclaunch.cli.logs import print_slurm_lines
-    from hpclaunch.ops.logs import LogFollower, slurm_lines
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{info.ref.job_id}: {info.state}{reason}", err=True)
 
-    follower = LogFollower(app, ref, log_dir, timeout=timeout, on_change=show)
+    follower = job.follow(timeout=timeout, on_change=show, logs=logs)
     try:
         for _, line in follower:
             click.echo(line)
     except KeyboardInterrupt:
         # Ctrl-C stops the following, not the job: say so, and how to stop the job.
         click.echo(
-            f"\njob {ref.job_id} is still in Slurm (only the following stopped); to stop it: "
-            f"hpclaunch cancel {ref.job_id}; to follow it again: hpclaunch logs -f {ref.job_id}",
+            f"\njob {job.id} is still in Slurm (only the following stopped); to stop it: "
+            f"hpclaunch cancel {job.id}; to follow it again: hpclaunch logs -f {job.id}",
             err=True,
         )
         raise click.exceptions.Exit(130) from None
     final = follower.final
     assert final is not None
-    if log_dir is not None:
-        print_slurm_lines(ref.job_id, slurm_lines(app, job_dir, ref.job_id))
+    if logs:
+        print_slurm_lines(job.id, job.slurm_messages())
     exit_unless_completed(final)

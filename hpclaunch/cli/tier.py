@@ -27,15 +27,14 @@ def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> Non
     Only a pending job can move; an array job id moves every pending task. One look at the
     job, one at the project's usage (sites with quotas), one update.
     """
-    from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
-
     site = app.site
     if new_tier not in site.tiers:
         raise click.BadParameter(
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",
             param_hint="NEWTIER",
         )
-    move = plan_tier_move(app, job_id, new_tier)
+    job = app.job(job_id)
+    move = job.plan_tier(new_tier)
     retier = move.retier
     _say(retier, move.started)
     if dry_run:
@@ -43,7 +42,7 @@ def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> Non
 
         click.echo(f"dry run, nothing changed: {shlex.join(retier.argv)}")
         return
-    apply_tier_move(app, move)
+    job.tier(new_tier, plan=move)
     click.echo(f"job {job_id}: moved to tier {new_tier}")
 
 

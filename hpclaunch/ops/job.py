@@ -23,9 +23,11 @@ if TYPE_CHECKING:
     from hpclaunch.errors import WatchTimeout
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import GpuSamples, JobEvents
+    from hpclaunch.ops.logs import LogFollower
     from hpclaunch.ops.resize import ResizeResult
     from hpclaunch.ops.sweep_rerun import Rerun
     from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
+    from hpclaunch.ops.tier import TierMove
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.jobs import JobInfo, JobState
@@ -237,6 +239,47 @@ class Job(Future[Any]):
             self.resolve(info)
         return info
 
+    def follow(
+        self,
+        *,
+        attempt: int | None = None,
+        timeout: float | None = None,
+        on_change: Callable[[JobInfo], None] | None = None,
+        logs: bool = True,
+    ) -> LogFollower:
+        """Follow the job to its end (``logs -f``, ``submit --follow``/``--wait``): iterate
+        for its log lines as ``(attempt, line)`` as it writes them, across requeues
+        (``attempt``: that attempt's only; ``logs=False``: the state only, no line);
+        ``on_change`` is called with its info when its state or reason changes; ``.final``
+        is its end, stored in the history. ``timeout`` seconds at most (then
+        :class:`WatchTimeout`)."""
+        from hpclaunch.ops.logs import LogFollower
+
+        log_dir = self.log_dir if logs else None
+        return LogFollower(
+            self.session, self.ref, log_dir, attempt=attempt, timeout=timeout, on_change=on_change
+        )
+
+    def log_lines(self, attempt: int | None = None) -> list[tuple[int, str]]:
+        """Every line written so far as ``(attempt, line)``, oldest attempt first
+        (``attempt``: that attempt's only); none without a log directory."""
+        from hpclaunch.ops.logs import read_logs
+
+        return [] if self.log_dir is None else read_logs(self.session, self.log_dir, attempt)
+
+    def attempts_logged(self) -> list[int]:
+        """The attempts that have a log file (0 is the first)."""
+        from hpclaunch.ops.logs import attempts_written
+
+        return [] if self.log_dir is None else attempts_written(self.session, self.log_dir)
+
+    def slurm_messages(self) -> list[str]:
+        """What Slurm itself wrote for the job (``slurm-<id>.out`` in its job directory: a
+        chdir that failed, the time limit, an OOM kill); none if nothing."""
+        from hpclaunch.ops.logs import slurm_lines
+
+        return [] if self.job_dir is None else slurm_lines(self.session, self.job_dir, self.id)
+
     @overload
     def logs(
         self,
@@ -260,16 +303,10 @@ class Job(Future[Any]):
         writes them, across requeues, that ends when the job ends (as ``hpclaunch logs
         -f``); ``timeout`` seconds at most (then :class:`WatchTimeout`).
         """
-        from hpclaunch.ops.logs import LogFollower, read_logs
-
         if follow:
-            follower = LogFollower(
-                self.session, self.ref, self.log_dir, attempt=attempt, timeout=timeout
-            )
+            follower = self.follow(attempt=attempt, timeout=timeout)
             return (line for _, line in follower)
-        if self.log_dir is None:
-            return ""
-        return "".join(f"{line}\n" for _, line in read_logs(self.session, self.log_dir, attempt))
+        return "".join(f"{line}\n" for _, line in self.log_lines(attempt))
 
     def events(self) -> JobEvents:
         """What is known about the job's life (``hpclaunch events``): its submission,
@@ -290,17 +327,31 @@ class Job(Future[Any]):
 
         return gpu_samples(self.session, self.id)
 
-    def tier(self, new_tier: str) -> None:
+    def plan_tier(self, new_tier: str) -> TierMove:
+        """What moving the pending job to ``new_tier`` changes (QOS, and on a site with
+        quotas its account and nice, decided again from the project's usage) and the
+        scontrol argv, changing nothing (``hpclaunch tier --dry-run``).
+
+        Raises:
+            PlanError: No such tier here, or the cluster does not allow it.
+            BackendError: The job has started or ended.
+        """
+        from hpclaunch.ops.tier import plan_tier_move
+
+        return plan_tier_move(self.session, self.id, new_tier)
+
+    def tier(self, new_tier: str, *, plan: TierMove | None = None) -> None:
         """Move the pending job to ``new_tier`` (``hpclaunch tier``): its QOS and, on a site
-        with quotas, its account and nice, decided again from the project's usage.
+        with quotas, its account and nice, decided again from the project's usage (or as
+        ``plan``, from :meth:`plan_tier`, says).
 
         Raises:
             PlanError: No such tier here, or the cluster does not allow it.
             BackendError: The job has started or ended, or Slurm refused.
         """
-        from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
+        from hpclaunch.ops.tier import apply_tier_move
 
-        apply_tier_move(self.session, plan_tier_move(self.session, self.id, new_tier))
+        apply_tier_move(self.session, plan or self.plan_tier(new_tier))
 
     def resize(
         self, nodes: int, *, why: str = "asked by the user", force: bool = False, wait: float = 0

@@ -12,21 +12,27 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.simulate import simulate as simulate_policies
+from hpclaunch.ops.simulate import write_workload
 
 if TYPE_CHECKING:
     from datetime import datetime
+    from pathlib import Path
 
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.clean import Cleaned
     from hpclaunch.ops.cost import CostReport
     from hpclaunch.ops.job import Job, MapRun, SweepRun
+    from hpclaunch.ops.pipeline import PipelineEnd, PlannedPipeline
     from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.queue_why import WaitExplanation
     from hpclaunch.ops.site import SiteCheck, SitePlan
+    from hpclaunch.ops.snapshot import Snapshot
     from hpclaunch.ops.submit import Submitted
     from hpclaunch.ops.sweep import SweepPreview
+    from hpclaunch.planning.pipeline import Step
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.siteplan import Change
     from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
@@ -50,6 +56,7 @@ class Session(Context):
         submission_id: str | None = None,
         check: bool = True,
         sync: bool = False,
+        send: Callable[[Snapshot], object] | None = None,
         force: bool = False,
         **kwargs: Any,
     ) -> Job:
@@ -71,7 +78,8 @@ class Session(Context):
 
         ``sync`` (``submit --sync``): send the code tree around the current directory to
         the cluster (what it lacks) just before submitting, and start the job in that
-        snapshot, which later edits here do not change.
+        snapshot, which later edits here do not change; ``send(snapshot)`` sends it, to
+        show progress (default: ``snapshot.send()``).
 
         ``force`` (``submit --force``): with a ``submission_id`` that a job of another spec
         already carries, take that job (with a warning) instead of refusing.
@@ -95,6 +103,7 @@ class Session(Context):
             sync=sync,
             dry_run=False,
             force=force,
+            send=send,
         )
         return Job(
             self,
@@ -113,6 +122,7 @@ class Session(Context):
         *args: Any,
         overrides: Sequence[str] = (),
         check: bool = True,
+        sync: bool = False,
         **kwargs: Any,
     ) -> RenderedJob:
         """What :meth:`submit` would submit, without submitting it (``submit --dry-run``):
@@ -123,7 +133,7 @@ class Session(Context):
             As :meth:`submit`, but for Slurm's own refusal.
         """
         return self._submitted(
-            spec, args, kwargs, overrides, None, check=check, sync=False, dry_run=True
+            spec, args, kwargs, overrides, None, check=check, sync=sync, dry_run=True
         ).job
 
     def render(self, spec: SpecInput) -> RenderedJob:
@@ -153,13 +163,15 @@ class Session(Context):
         sync: bool,
         dry_run: bool,
         force: bool = False,
+        send: Callable[[Snapshot], object] | None = None,
     ) -> Submitted:
         from hpclaunch.ops.snapshot import Snapshot
         from hpclaunch.ops.submit import submit_spec
 
         tree = Snapshot.of_cwd(self) if sync else None
         cwd = tree.cwd if tree is not None else None
-        upload = (lambda _plan: tree.send()) if tree is not None else None
+        sender = send or Snapshot.send
+        upload = (lambda _plan: sender(tree)) if tree is not None else None
         if callable(spec):
             from hpclaunch.ops.call import job_options, submit_call
 
@@ -315,22 +327,36 @@ class Session(Context):
         return list_sweeps()
 
     def pipeline(
-        self, path: str, *, submission_id: str | None = None, check: bool = True
+        self,
+        path: str,
+        *,
+        submission_id: str | None = None,
+        check: bool = True,
+        sync: bool = False,
+        send: Callable[[Snapshot], object] | None = None,
+        on_submitted: Callable[[Step, JobRef, bool], None] | None = None,
     ) -> list[Job]:
         """Submit every job of the multi-job file ``path`` (``jobs:`` with ``after:``) in
         dependency order, as ``hpclaunch submit FILE`` does: all planned and checked
         before the first is submitted; with your ``submission_id`` a retry submits only
-        the jobs not submitted yet. The jobs in submission order.
+        the jobs not submitted yet. ``sync``/``send``: as :meth:`submit`.
+        ``on_submitted(step, ref, existing)`` after each job. The jobs in submission order.
 
         Raises:
             SpecError, PlanError: A job is wrong, or this site or cluster cannot run it.
             SubmissionError: A job was refused; the message lists those already submitted.
         """
         from hpclaunch.ops.job import Job
-        from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline
+        from hpclaunch.ops.pipeline import submit_pipeline
+        from hpclaunch.ops.snapshot import Snapshot
 
-        planned = plan_pipeline(self, path, submission_id=submission_id, check=check)
-        refs = submit_pipeline(self, planned, retry=submission_id is not None)
+        tree = Snapshot.of_cwd(self) if sync else None
+        planned = self._plan_pipeline(path, submission_id, check, tree)
+        if tree is not None:
+            (send or Snapshot.send)(tree)
+        refs = submit_pipeline(
+            self, planned, retry=submission_id is not None, on_submitted=on_submitted
+        )
         return [
             Job(
                 self,
@@ -341,6 +367,60 @@ class Session(Context):
             )
             for step in planned.steps
         ]
+
+    def pipeline_dryrun(
+        self,
+        path: str,
+        *,
+        submission_id: str | None = None,
+        check: bool = True,
+        sync: bool = False,
+    ) -> PlannedPipeline:
+        """What :meth:`pipeline` would submit, submitting nothing (``submit --dry-run
+        FILE``): ``.steps`` in submission order, each one's ``.plans[name]`` and
+        ``.rendered[name]`` (its script, with ``<name>`` where a dependency's id will be).
+
+        Raises:
+            SpecError, PlanError: As :meth:`pipeline`.
+        """
+        from hpclaunch.ops.snapshot import Snapshot
+
+        tree = Snapshot.of_cwd(self) if sync else None
+        return self._plan_pipeline(path, submission_id, check, tree)
+
+    def _plan_pipeline(
+        self, path: str, submission_id: str | None, check: bool, tree: Snapshot | None
+    ) -> PlannedPipeline:
+        from hpclaunch.ops.pipeline import plan_pipeline
+
+        cwd = tree.cwd if tree is not None else None
+        return plan_pipeline(self, path, submission_id=submission_id, check=check, cwd=cwd)
+
+    def wait_pipeline(
+        self,
+        jobs: Mapping[str, JobRef],
+        *,
+        timeout: float | None = None,
+        on_change: Callable[[str, JobInfo], None] | None = None,
+    ) -> PipelineEnd:
+        """Follow a pipeline's jobs (name → job) to their ends, one status call a poll for
+        all, store each end in the history, and say which did not complete
+        (``submit --wait FILE``); ``on_change(name, info)`` when a job's state changes.
+
+        Raises:
+            WatchTimeout: ``timeout`` seconds passed first.
+        """
+        from hpclaunch.ops.pipeline import wait_pipeline
+
+        return wait_pipeline(self, jobs, timeout=timeout, on_change=on_change)
+
+    @staticmethod
+    def is_pipeline(path: str) -> bool:
+        """Whether the file at ``path`` is a multi-job file (``jobs:``), for :meth:`pipeline`,
+        not a job spec."""
+        from hpclaunch.planning.pipeline import is_pipeline_file
+
+        return is_pipeline_file(path)
 
     def jobs(
         self,
@@ -359,6 +439,79 @@ class Session(Context):
             self._job_of(record)
             for record in query_submissions(project=project, tier=tier, state=state, limit=limit)
         ]
+
+    def history(
+        self,
+        *,
+        project: str | None = None,
+        tier: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = 50,
+    ) -> list[SubmissionRecord]:
+        """The submissions recorded here, oldest first, as ``hpclaunch history`` lists them:
+        those matching every filter given (``since``/``until``: naive local times of
+        submission), this site's unfinished ones asked about first (one squeue + one sacct;
+        the final states seen are stored), then ``state`` (Slurm's, e.g. ``COMPLETED``)
+        compared; the newest ``limit`` (``None``: all)."""
+        from hpclaunch.ops.status import refresh_records
+        from hpclaunch.store.history import query_submissions
+
+        records = query_submissions(
+            project=project,
+            tier=tier,
+            since=since.astimezone() if since else None,
+            until=until.astimezone() if until else None,
+        )
+        records = refresh_records(self, records)
+        if state is not None:
+            records = [r for r in records if (r.state or "").upper() == state.upper()]
+        return records[-limit:] if limit else records
+
+    @staticmethod
+    def history_path() -> Path:
+        """Where the history of this machine's submissions is kept (SQLite)."""
+        from hpclaunch.store.history import history_path
+
+        return history_path()
+
+    @staticmethod
+    def recent_submissions(limit: int = 200) -> list[SubmissionRecord]:
+        """The newest ``limit`` records of the history, oldest first: no Slurm call, no
+        site read (shell completion)."""
+        from hpclaunch.store.history import recent_submissions
+
+        return recent_submissions(limit=limit)
+
+    @staticmethod
+    def when(text: str, now: datetime | None = None) -> datetime:
+        """A time as hpclaunch's options take it, as a naive local datetime: ``now``,
+        ``today``, ``7d``/``12h``/``30min``/``2w`` before ``now``, or ISO 8601
+        (``2026-11-01``, ``2026-11-01T08:00``).
+
+        Raises:
+            ValueError: None of these.
+        """
+        from datetime import datetime
+
+        from hpclaunch.slurm.usage import parse_when
+
+        return parse_when(text, now or datetime.now())
+
+    #: Compare scheduling policies on a simulated cluster (``hpclaunch simulate``; no Slurm
+    #: involved): :func:`hpclaunch.ops.simulate.simulate`.
+    simulate = staticmethod(simulate_policies)
+    #: A synthetic workload as a CSV trace (``simulate --write-trace``).
+    write_workload = staticmethod(write_workload)
+
+    @staticmethod
+    def spec_schema(*, pipeline: bool = False) -> dict[str, object]:
+        """The JSON schema (draft 2020-12) of a job spec, or of a multi-job file
+        (``pipeline``), as ``hpclaunch schema`` prints it."""
+        from hpclaunch.planning.schema import pipeline_schema, spec_schema
+
+        return pipeline_schema() if pipeline else spec_schema()
 
     def _job_of(self, record: SubmissionRecord) -> Job:
         from hpclaunch.backends.base import JobRef
@@ -524,6 +677,18 @@ class Session(Context):
         from hpclaunch.ops.clean import clean_calls
 
         return clean_calls(self, _duration(older_than), dry_run=dry_run)
+
+    def job_with_logs(self, job_id: str) -> Job:
+        """A job of the history, whose logs hpclaunch knows where to find (``hpclaunch
+        logs``).
+
+        Raises:
+            JobNotFound: Not in the history (the message says how to find its output).
+            HpclaunchError: ``job_id`` is a sweep's array: each task has its own log.
+        """
+        from hpclaunch.ops.logs import log_record
+
+        return self._job_of(log_record(job_id))
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

@@ -37,6 +37,14 @@ class Experiment:
     events: dict[str, int] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)
 
+    def table(self) -> str:
+        """The results as a Markdown table, with the paper's numbers (:func:`table`)."""
+        return table(self)
+
+    def plot(self, path: Path) -> None:
+        """The slowdown CDFs as a PNG at ``path`` (:func:`plot_cdfs`; needs matplotlib)."""
+        plot_cdfs(self, path)
+
     def summary(self) -> dict[str, dict[str, Summary]]:
         return {p: aggregate(self.runs[p]) for p in self.policies}
 

@@ -148,3 +148,10 @@ def test_simulate_help_and_engine_are_light() -> None:
         "assert 'matplotlib' not in sys.modules\n"
     )
     assert loaded_after(body) == []
+
+
+def test_the_clis_default_policies_are_the_librarys() -> None:
+    from hpclaunch.cli.simulate import DEFAULT_POLICIES as SHOWN
+    from hpclaunch.ops.simulate import DEFAULT_POLICIES
+
+    assert SHOWN == DEFAULT_POLICIES

@@ -1,0 +1,110 @@
+"""Comparing scheduling and preemption policies on a simulated cluster (``hpclaunch
+simulate``, ``Session.simulate``): the workload (synthetic, or a trace) and the cluster's
+shape checked, then every policy run on every seed (:mod:`hpclaunch.scheduling.simulate`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hpclaunch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpclaunch.scheduling.simulate.report import Experiment
+    from hpclaunch.scheduling.simulate.workload import WorkloadParams
+
+__all__ = ["DEFAULT_POLICIES", "SAMPLE_TRACE", "simulate", "write_workload"]
+
+DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random", "ours")
+#: The small trace shipped with hpclaunch (``simulate --sample``).
+SAMPLE_TRACE = Path(__file__).resolve().parents[1] / "scheduling/simulate/data/sample-trace.csv"
+
+
+def _workload(jobs: int, gpus: int, gpus_per_node: int, load: float) -> WorkloadParams:
+    """The workload's parameters, once the cluster is whole nodes and the numbers make sense.
+
+    Raises:
+        ConfigError: ``gpus`` is not whole nodes, or a number is out of range.
+    """
+    from hpclaunch.scheduling.simulate.workload import WorkloadParams
+
+    if gpus_per_node < 1 or gpus < gpus_per_node or gpus % gpus_per_node:
+        raise ConfigError(
+            f"gpus: {gpus} GPUs are not whole nodes of {gpus_per_node}",
+            hint="give a multiple of the GPUs per node",
+        )
+    if jobs < 2 or load <= 0:
+        raise ConfigError("jobs >= 2 and load > 0 are needed")
+    return WorkloadParams(jobs=jobs, load=load, gpus=gpus, gpus_per_node=gpus_per_node)
+
+
+def simulate(
+    policies: Sequence[str] = (),
+    *,
+    seeds: int = 10,
+    jobs: int = 5000,
+    gpus: int = 256,
+    gpus_per_node: int = 8,
+    load: float = 1.0,
+    trace: str | os.PathLike[str] | None = None,
+    sample: bool = False,
+) -> Experiment:
+    """Run ``policies`` (default :data:`DEFAULT_POLICIES`) on seeds ``1..seeds``: synthetic
+    workloads of ``jobs`` jobs at ``load``, or the CSV ``trace`` replayed (``sample``: the
+    trace shipped with hpclaunch), on ``gpus`` GPUs in nodes of ``gpus_per_node``; the
+    result's ``.table()``, ``.plot(path)`` and ``.as_json()`` show it.
+
+    Raises:
+        ConfigError: An unknown policy, a trace that cannot be read, or a number out of
+            range.
+    """
+    from hpclaunch.scheduling.simulate import workload
+    from hpclaunch.scheduling.simulate.engine import SimConfig
+    from hpclaunch.scheduling.simulate.policies import POLICIES
+    from hpclaunch.scheduling.simulate.report import run_experiment
+
+    unknown = [name for name in policies if name not in POLICIES]
+    if unknown:
+        raise ConfigError(f"unknown policy {unknown[0]!r}", hint=f"policies: {', '.join(POLICIES)}")
+    if seeds < 1:
+        raise ConfigError("seeds >= 1 is needed")
+    params = _workload(jobs, gpus, gpus_per_node, load)
+    trace_jobs = None
+    if sample:
+        trace = SAMPLE_TRACE
+    if trace is not None:
+        try:
+            trace_jobs = workload.read_trace(
+                Path(trace), gpus_per_node=gpus_per_node, params=params
+            )
+        except ValueError as exc:
+            raise ConfigError(f"{trace}: {exc}") from exc
+    return run_experiment(
+        list(policies) or list(DEFAULT_POLICIES),
+        list(range(1, seeds + 1)),
+        params=params,
+        trace=trace_jobs,
+        config=SimConfig(nodes=gpus // gpus_per_node, gpus_per_node=gpus_per_node),
+    )
+
+
+def write_workload(
+    path: str | os.PathLike[str],
+    *,
+    jobs: int = 5000,
+    gpus: int = 256,
+    gpus_per_node: int = 8,
+    load: float = 1.0,
+) -> None:
+    """Write seed 1's synthetic workload to ``path`` as a CSV trace (``--write-trace``).
+
+    Raises:
+        ConfigError: A number out of range.
+    """
+    from hpclaunch.scheduling.simulate import workload
+
+    params = _workload(jobs, gpus, gpus_per_node, load)
+    workload.write_trace(workload.generate(params, 1), Path(path))
