@@ -39,6 +39,7 @@ This module imports nothing heavy: the CLI imports it before deciding what else 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -158,8 +159,6 @@ def describe_result(result: CommandResult) -> str:
 
 
 def _join(argv: Sequence[str]) -> str:
-    import shlex
-
     return shlex.join(argv)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
@@ -53,8 +54,6 @@ class Backend(abc.ABC):
         Raises:
             HpclaunchError: Slurm could not be asked.
         """
-        import time
-
         from hpclaunch.slurm.capabilities import discover
 
         return discover(self.runner, now=now or time.time)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import pwd
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -631,8 +632,6 @@ class PyslurmBackend(Backend):
 
 
 def _user_name() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import pickle
 import platform
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,7 +97,6 @@ def imported_modules(data: bytes) -> set[str]:
     given to cloudpickle's ``subimport``, which is how a by-value function's module-level
     ``import numpy as np`` travels. The standard library and ``__main__`` are left out."""
     import pickletools
-    from collections import deque
 
     memo: dict[int, str | None] = {}
     strings: deque[str] = deque(maxlen=2)  # a STACK_GLOBAL's module and name

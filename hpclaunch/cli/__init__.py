@@ -10,6 +10,7 @@ is a bug and shows its traceback.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -189,8 +190,6 @@ def cli(
 
 def _echo_warning(message: str) -> None:
     """Warnings on stderr, one line each, as ``Warning: ...``."""
-    import sys
-
     print(f"Warning: {message}", file=sys.stderr)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -14,8 +16,6 @@ __all__ = ["print_dry_run", "send_tree"]
 
 
 def print_dry_run(job: RenderedJob) -> None:
-    import shlex
-
     click.echo(f"# sbatch argv: {shlex.join(job.sbatch_argv)}")
     click.echo("# plan:")
     click.echo("\n".join(f"#   {line}" for line in job.plan.describe().splitlines()))
@@ -25,8 +25,6 @@ def print_dry_run(job: RenderedJob) -> None:
 
 def send_tree(snapshot: Snapshot) -> None:
     """Upload what the cluster lacks of the snapshot (a progress bar on a terminal)."""
-    import sys
-
     if not sys.stderr.isatty():
         stats = snapshot.send()
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import click
@@ -44,8 +45,6 @@ def show_command(app: Session, sources: bool, as_json: bool) -> None:
     """
     items = app.settings.items()
     if as_json:
-        import json
-
         data = {
             name: {"value": s.value, "source": s.source, "origin": s.origin or None}
             for name, s in items

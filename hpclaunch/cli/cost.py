@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -58,8 +61,6 @@ def cost_command(
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
     cost = app.cost(since=since, until=until, by=by or ("project",), all_users=all_users)
     if as_json:
-        import json
-
         click.echo(json.dumps(cost.to_dict(), indent=2))
     elif as_csv:
         _print_csv(cost)
@@ -68,9 +69,6 @@ def cost_command(
 
 
 def _print_csv(cost: CostReport) -> None:
-    import csv
-    import sys
-
     writer = csv.writer(sys.stdout, lineterminator="\n")
     money = ["cost", "currency"] if cost.currency else []
     writer.writerow([*cost.by, "jobs", "gpu_hours", "charged_gpu_hours", *money])
@@ -81,8 +79,6 @@ def _print_csv(cost: CostReport) -> None:
 
 
 def _print_table(cost: CostReport, whose: str) -> None:
-    import sys
-
     from rich.console import Console
     from rich.table import Table
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -22,8 +24,6 @@ def events_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""
     events = app.job(job_id).events()
     if as_json:
-        import json
-
         click.echo(json.dumps(events.to_dict(), indent=2))
         return
     _print(events)
@@ -32,8 +32,6 @@ def events_command(app: Session, job_id: str, as_json: bool) -> None:
 def local_iso(stamp: str) -> str:
     """An ISO time with a zone (the history's UTC) as this machine's local time, like
     sacct's times (the cluster's local time, no zone)."""
-    from datetime import datetime
-
     try:
         when = datetime.fromisoformat(stamp)
     except ValueError:

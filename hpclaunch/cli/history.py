@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
@@ -62,9 +64,6 @@ def history_command(
         project=project, tier=tier, state=state, since=since, until=until, limit=limit
     )
     if as_json:
-        import json
-        from dataclasses import asdict
-
         click.echo(json.dumps([asdict(r) for r in records], indent=2))
     elif not records:
         click.echo(f"No matching submissions in {app.history_path()}.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -59,8 +61,6 @@ def queue_command(
     if why_job is not None:
         explained = app.why_waiting(why_job)
         if as_json:
-            import json
-
             click.echo(json.dumps(explained.to_dict(), indent=2))
         else:
             click.echo("\n".join(explained.lines))
@@ -68,8 +68,6 @@ def queue_command(
 
     entries = app.queue(me=not all_users, partition=partition)
     if as_json:
-        import json
-
         click.echo(json.dumps([entry.to_dict() for entry in entries], indent=2))
     elif not entries:
         who = "Nobody has" if all_users else "You have no"
@@ -82,8 +80,6 @@ def queue_command(
 
 def print_table(entries: Sequence[QueueEntry]) -> None:
     """The queue table (rich; wide enough not to fold when piped)."""
-    import sys
-
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table

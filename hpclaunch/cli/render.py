@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from hpclaunch.ops.session import Session
@@ -18,7 +20,5 @@ def render_command(app: Session, spec: str, show_argv: bool, explain: bool) -> N
     if explain:
         click.echo(job.plan.describe(), err=True)
     if show_argv:
-        import shlex
-
         click.echo(shlex.join(job.sbatch_argv))
     click.echo(job.script, nl=False)

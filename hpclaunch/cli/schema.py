@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from hpclaunch.ops.session import Session
@@ -26,7 +28,5 @@ def schema_command(indent: int, pipeline: bool = False) -> None:
     or map a file pattern to it in the editor's settings (e.g. VS Code
     "yaml.schemas": {"/path/spec.schema.json": "jobs/*.yaml"}).
     """
-    import json
-
     schema = Session.spec_schema(pipeline=pipeline)
     click.echo(json.dumps(schema, indent=indent, ensure_ascii=False))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -82,8 +83,6 @@ def simulate_command(
     if plot is not None:
         exp.plot(plot)
     if as_json:
-        import json
-
         click.echo(json.dumps(exp.as_json(), indent=2, default=str))
         return
     click.echo(exp.table())

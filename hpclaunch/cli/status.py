@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -53,8 +55,6 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
     if as_json:
-        import json
-
         click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
     else:
         print_table(rows)
@@ -106,8 +106,6 @@ def exit_text(info: JobInfo) -> str:
     """The EXIT column: ``0``, ``3``, ``SIGTERM`` (killed by a signal: Slurm's TIMEOUT or
     scancel), ``never ran`` for a job ended before it started, empty while unknown."""
     if info.exit_signal:
-        import signal
-
         try:
             return signal.Signals(info.exit_signal).name
         except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import click
@@ -144,8 +145,6 @@ def submit_command(
 
 def shlex_join(words: Iterable[str]) -> str:
     """Words quoted for a shell, joined by spaces."""
-    import shlex
-
     return shlex.join(list(words))
 
 

@@ -3,6 +3,8 @@ ID`` (the points that never ran), ``sweep list``, ``sweep cancel ID``."""
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -106,9 +108,6 @@ def submit_command(
 
 
 def _print_dry_run(preview: SweepPreview) -> None:
-    import json
-    import shlex
-
     sweep, job = preview.sweep, preview.job
     click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
     for index, point in enumerate(sweep.points[:20]):
@@ -158,8 +157,6 @@ def status_command(
             param_hint="--sort",
         ) from None
     if as_json:
-        import json
-
         click.echo(json.dumps(status.to_dict(), indent=2))
         return
     _print_status(status)
@@ -197,8 +194,6 @@ def _print_status(status: SweepStatus) -> None:
 
 
 def _cell(value: Any) -> str:
-    import json
-
     from rich.markup import escape
 
     if value is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,8 +39,6 @@ def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> Non
     retier = move.retier
     _say(retier, move.started)
     if dry_run:
-        import shlex
-
         click.echo(f"dry run, nothing changed: {shlex.join(retier.argv)}")
         return
     job.tier(new_tier, plan=move)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -22,8 +23,6 @@ def top_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl)."""
     found = app.job(job_id).gpus()
     if as_json:
-        import json
-
         data = {"job_id": job_id, "samples": found.samples, "off": found.off}
         click.echo(json.dumps(data, indent=2))
     elif found.why_none is not None:

@@ -28,6 +28,7 @@ Values are checked here for form only; whether the site can run the job is
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Sequence
@@ -723,8 +724,6 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         SpecError: An override is not ``KEY=VALUE``, its value is not YAML, or a key on its
             path holds a value that is not a mapping.
     """
-    import copy
-
     import yaml
 
     from hpclaunch._validation import load_yaml

@@ -6,8 +6,11 @@ Each is made on first use, so a call only pays for what it touches.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import getpass
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -127,8 +130,6 @@ class Context:
 
             runner = LocalRunner()
         else:
-            import atexit
-
             from hpclaunch.transport.ssh import SSHRunner
 
             runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
@@ -189,8 +190,6 @@ class Context:
 
 
 def _warn(message: str) -> None:
-    import warnings
-
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
@@ -203,6 +202,5 @@ def slurm_user(app: Context) -> str:
     """The user Slurm knows this CLI as: the SSH login name when remote, else ours."""
     if app.is_remote:
         return app.runner.user()
-    import getpass
 
     return getpass.getuser()

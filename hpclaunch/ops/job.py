@@ -10,6 +10,7 @@ loss = job.result()         # what train returned, or what it raised, raised her
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -423,8 +424,6 @@ class SweepRun:
         Raises:
             KeyError: No task has a metric or parameter ``sort_by`` (the known names).
         """
-        import dataclasses
-
         from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
         from hpclaunch.store.sweeps import find_sweep
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import HistoryError
@@ -209,8 +210,6 @@ def remember_submission(
     ``--dependency`` it waits on. ``submission_id``/``submitted_at``: a sweep array's own
     (default: the plan's, now). A failure to write only warns: the job is submitted,
     failing now would invite a resubmit."""
-    from datetime import datetime, timezone
-
     from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.context import Context
@@ -493,8 +495,6 @@ class Session(Context):
         Raises:
             ValueError: None of these.
         """
-        from datetime import datetime
-
         from hpclaunch.slurm.usage import parse_when
 
         return parse_when(text, now or datetime.now())
@@ -641,9 +641,6 @@ class Session(Context):
             ConfigError: The site leaves preemption to Slurm (``preemption: slurm``) and
                 this is no dry run: the arbiter and slurmctld would both pick victims.
         """
-        from dataclasses import replace
-        from pathlib import Path
-
         from hpclaunch.errors import ConfigError
         from hpclaunch.scheduling.arbiter.daemon import (
             Arbiter,

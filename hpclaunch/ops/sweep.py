@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from hpclaunch.errors import (
@@ -298,8 +299,6 @@ def _max_array_size(context: Context, refresh: bool) -> int:
 
 
 def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
-    from datetime import datetime, timezone
-
     from hpclaunch.store.sweeps import SweepRecord
 
     plan = sweep.plan

@@ -20,6 +20,8 @@ import difflib
 import json
 import posixpath
 import re
+import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -130,8 +132,6 @@ class SubmissionPlan:
 
 def new_submission_id() -> str:
     """A fresh submission id (uuid4 hex). Callers pass it to :func:`build_plan`."""
-    import uuid
-
     return uuid.uuid4().hex
 
 
@@ -803,7 +803,6 @@ def job_python(site: SiteConfig, home: str, python: str | None = None) -> str:
         return python
     if site.python is not None:
         return _expand(site.python, home, None, "site python")
-    import sys
 
     return sys.executable
 

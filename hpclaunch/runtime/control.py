@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +88,6 @@ def local_run_dir() -> Path:
     path = Path.cwd() / LOCAL_RUNS / name
     os.environ["HPCLAUNCH_JOB_DIR"] = str(path)
     if _dist.rank() == 0:
-        import sys
-
         print(
             f"hpclaunch.runtime: not in an hpclaunch job: this run's checkpoints, control "
             f"files and metrics go to {path}; nothing is resumed from an earlier run unless "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,8 +176,6 @@ def task_submission(job_id: str) -> SubmissionRecord | None:
     """The history's record of the array that runs ``<array job id>_<task id>``, pointed
     at the task's own directories (``tasks/<point>/``: ledger, attempt logs), or ``None``
     when ``job_id`` is not a task of a recorded sweep."""
-    from dataclasses import replace
-
     from hpclaunch.store.history import find_record
     from hpclaunch.supervise.sweep_task import task_dir
 

@@ -56,6 +56,7 @@ Outside Slurm (no ``SLURM_JOB_ID``: local debugging, the supervise tests) the si
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -233,8 +234,6 @@ def container_exec(env: Mapping[str, str]) -> list[str]:
 
 
 def _json_argv(env: Mapping[str, str], name: str) -> list[str]:
-    import json
-
     raw = env.get(name)
     if not raw:
         return []

@@ -30,6 +30,8 @@ It imports only the standard library: it runs before every task.
 from __future__ import annotations
 
 import argparse
+import datetime
+import fcntl
 import json
 import os
 import posixpath
@@ -152,8 +154,6 @@ def hold_point(task_dir: str, index: int) -> int | None:
     """Lock ``<task_dir>/.running`` (waiting while another copy of the point holds it) and
     keep the descriptor open across the exec: the lock lasts as long as the task. ``None``
     on a filesystem without locks (Lustre mounted without ``flock``): no guard then."""
-    import fcntl
-
     fd = os.open(os.path.join(task_dir, ".running"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -175,8 +175,6 @@ def hold_point(task_dir: str, index: int) -> int | None:
 def completed_at(task_dir: str) -> str | None:
     """When an attempt of this point ended ``success`` (its sidecar's ledger,
     ``events.jsonl``), as ISO time; ``None`` if none did (or the ledger is unreadable)."""
-    import datetime
-
     try:
         with open(os.path.join(task_dir, "events.jsonl"), encoding="utf-8") as fh:
             lines = fh.read().splitlines()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+import getpass
+import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -134,12 +136,8 @@ class Runner(abc.ABC):
 
     def home(self) -> str:
         """The user's home directory there (this machine's unless overridden)."""
-        import os
-
         return os.path.expanduser("~")
 
     def user(self) -> str:
         """The login name commands run as there (Slurm knows the user so)."""
-        import getpass
-
         return getpass.getuser()

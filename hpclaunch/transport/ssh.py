@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import (
@@ -556,6 +557,4 @@ def _not_found(stderr: str) -> bool:
 
 
 def _without_jump(target: SSHTarget) -> SSHTarget:
-    from dataclasses import replace
-
     return replace(target, proxy_jump=())
