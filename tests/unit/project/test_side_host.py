@@ -27,7 +27,10 @@ pytestmark = pytest.mark.skipif(
 def name() -> Iterator[str]:
     side = f"test-{uuid.uuid4().hex[:8]}"
     yield side
+    # All side-host.sh made for it: its state, its pytest temp root and its cluster lock.
     shutil.rmtree(Path("/var/lib/hpclaunch-side") / side, ignore_errors=True)
+    shutil.rmtree(f"/tmp/hpclaunch-side-{side}-pytest", ignore_errors=True)
+    Path(f"/tmp/hpclaunch-cluster-{side}.lock").unlink(missing_ok=True)
 
 
 def side(name: str, script: str) -> subprocess.CompletedProcess[str]:
