@@ -34,6 +34,7 @@ COMMANDS = {
     "ls": "hpclaunch.cli.status:status_command",
     "queue": "hpclaunch.cli.queue:queue_command",
     "render": "hpclaunch.cli.render:render_command",
+    "report": "hpclaunch.cli.report:report_command",
     "resize": "hpclaunch.cli.resize:resize_command",
     "schema": "hpclaunch.cli.schema:schema_command",
     "site": "hpclaunch.cli.site:site_command",
@@ -61,6 +62,7 @@ SUMMARIES = {
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
     "queue": "Show pending and running jobs as the scheduler will take them.",
     "render": "Print the batch script for SPEC without submitting it.",
+    "report": "Sum up JOB: its attempts, its GPUs' use and energy, and what to change.",
     "resize": "Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).",
     "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
     "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.tier import TierMove
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.report.job import JobReport
     from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Job", "MapRun", "SweepRun"]
@@ -316,6 +317,19 @@ class Job(Future[Any]):
         from hpclaunch.ops.events import job_events
 
         return job_events(self.session, self.id)
+
+    def report(self) -> JobReport:
+        """The job's life summed up (``hpclaunch report``): each attempt (how long it waited
+        and ran, how it ended, the steps reached, committed and lost), each GPU's
+        utilisation, memory, power and energy from the samples, and advice
+        (``.lines()``: as text; ``.to_dict()``: as ``--json``).
+
+        Raises:
+            JobNotFound: Neither the history nor Slurm's accounting knows it.
+        """
+        from hpclaunch.ops.report import job_report
+
+        return job_report(self.session, self.id)
 
     def gpus(self) -> GpuSamples:
         """The newest GPU sample of each of the job's GPUs, per node (``hpclaunch top``),

@@ -23,6 +23,7 @@ import pytest
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
+from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.slurm.accounting import read_live
 from hpclaunch.slurm.capabilities import discover, slurm_release
 from hpclaunch.slurm.cluster import (
@@ -143,6 +144,20 @@ def test_attempts_of_a_requeued_job(rec: Recording) -> None:
     backend = CliBackend(rec.runner(), load_site("local"))
     attempts = backend.attempts(JobRef(rec.jobs["requeued"]))
     assert [a.state for a in attempts] == [JobState.REQUEUED, JobState.COMPLETED]
+
+
+def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> None:
+    backend = CliBackend(rec.runner(), load_site("local"))
+    attempts = backend.attempts(JobRef(rec.jobs["requeued"]))
+    first, second = summarise_attempts(attempts)
+    # The second attempt waited from the first one's end (the requeue) to its own start.
+    start, end = (datetime.fromisoformat(t or "") for t in (second.start, first.end))
+    assert second.queued_s == (start - end).total_seconds() >= 0
+    assert (first.state, second.state) == ("REQUEUED", "COMPLETED")
+    for attempt in (first, second):  # sacct's Elapsed, as its Start and End say
+        begun, ended = (datetime.fromisoformat(t or "") for t in (attempt.start, attempt.end))
+        assert attempt.ran_s == (ended - begun).total_seconds()
+    assert None not in (first.queued_s, first.nodes, second.nodes)
 
 
 def test_queue(rec: Recording) -> None:

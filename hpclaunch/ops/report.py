@@ -1,0 +1,51 @@
+"""A job's report (``hpclaunch report JOB``, ``Job.report``): gathers the history's record,
+Slurm's accounting of each attempt, the ledger and the GPU samples (read where the job
+directory is: here, or over SSH), and hands them to :mod:`hpclaunch.report`.
+
+The calls it makes are those of ``hpclaunch events`` (one sacct) plus one file read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hpclaunch.ops.events import gpu_samples, job_events
+from hpclaunch.ops.records import read_job_file
+from hpclaunch.report.attempts import summarise_attempts
+from hpclaunch.report.gpus import gpu_stats
+from hpclaunch.report.job import JobReport, advise
+from hpclaunch.supervise.gpumon import METRICS_NAME, read_metrics
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.context import Context
+
+__all__ = ["job_report"]
+
+
+def job_report(ctx: Context, job_id: str) -> JobReport:
+    """Everything known about ``job_id``, summed up.
+
+    Raises:
+        JobNotFound: Neither the history nor Slurm's accounting knows it.
+    """
+    events = job_events(ctx, job_id)
+    record = events.submission
+    attempts = summarise_attempts(events.attempts, events.ledger or [])
+    samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
+    gpus = gpu_stats(samples)
+    note = None
+    if not gpus:
+        note = gpu_samples(ctx, job_id).why_none if record else "not submitted through hpclaunch"
+    return JobReport(
+        job_id=job_id,
+        name=record.name if record else None,
+        tier=record.tier if record else None,
+        project=record.project if record else None,
+        state=attempts[-1].state if attempts else None,
+        submitted=record.submitted_at if record else None,
+        attempts=tuple(attempts),
+        gpus=tuple(gpus),
+        gpu_note=note,
+        accounting_problem=events.accounting_problem,
+        advice=tuple(advise(attempts, gpus)),
+    )

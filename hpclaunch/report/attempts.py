@@ -1,0 +1,113 @@
+"""A job's attempts as its report shows them: how long each waited and ran, how it ended
+(Slurm's state and the sidecar's reason), the steps it reached, committed and lost.
+
+From Slurm's accounting of each attempt (``sacct --duplicates``: :class:`Attempt`) and the
+sidecar's ledger (``events.jsonl``). An attempt waited from the job's submission (the first)
+or from the previous attempt's end (a requeued job is pending again from then on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.slurm.times import parse_elapsed
+
+if TYPE_CHECKING:
+    from hpclaunch.slurm.jobs import Attempt
+
+__all__ = ["AttemptSummary", "summarise_attempts"]
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    """One attempt of a job.
+
+    Attributes:
+        index: 0 for the first.
+        state: Slurm's state of that attempt (``PREEMPTED``, ``COMPLETED``, ...).
+        ended: The sidecar's reason (``preempted``, ``time_limit``, ``success``, ...;
+            ``None`` without a ledger, or while it runs).
+        start, end: As sacct prints them (the cluster's local time).
+        queued_s: Seconds it waited to start (``None``: unknown, or not started).
+        ran_s: Seconds it ran.
+        nodes: Where.
+        last_step, committed_step, steps_lost: What the trainer reached, the newest
+            checkpoint committed, and the steps the next attempt redoes.
+        checkpoints: Checkpoints committed during the attempt.
+    """
+
+    index: int
+    state: str
+    ended: str | None
+    start: str | None
+    end: str | None
+    queued_s: int | None
+    ran_s: int | None
+    nodes: str | None
+    last_step: int | None = None
+    committed_step: int | None = None
+    steps_lost: int | None = None
+    checkpoints: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _when(text: str | None) -> datetime | None:
+    """A sacct time (``2026-11-28T08:33:31``); ``None`` for ``Unknown``, ``None``, ``""``."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> int | None:
+    if later is None or earlier is None:
+        return None
+    return max(0, round((later - earlier).total_seconds()))
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def summarise_attempts(
+    attempts: Sequence[Attempt], ledger: Sequence[Mapping[str, Any]] = ()
+) -> list[AttemptSummary]:
+    """Each attempt Slurm accounted, oldest first, with what the ledger says of it."""
+    ends = {e.get("attempt"): e for e in ledger if e.get("event") == "attempt_end"}
+    commits: dict[object, int] = {}
+    for event in ledger:
+        if event.get("event") == "checkpoint_committed":
+            commits[event.get("attempt")] = commits.get(event.get("attempt"), 0) + 1
+    found: list[AttemptSummary] = []
+    previous_end: datetime | None = None
+    for attempt in attempts:
+        start, end = _when(attempt.start), _when(attempt.end)
+        waited_from = (
+            _when(attempt.submit) if attempt.index == 0 or previous_end is None else previous_end
+        )
+        last = ends.get(attempt.index, {})
+        found.append(
+            AttemptSummary(
+                index=attempt.index,
+                state=attempt.state.value,
+                ended=str(last["reason"]) if last.get("reason") else None,
+                start=attempt.start,
+                end=attempt.end,
+                queued_s=_seconds(start, waited_from),
+                ran_s=parse_elapsed(attempt.elapsed),
+                nodes=attempt.nodes,
+                last_step=_int(last.get("last_step")),
+                committed_step=_int(last.get("committed_step")),
+                steps_lost=_int(last.get("steps_lost")),
+                checkpoints=commits.get(attempt.index, 0),
+            )
+        )
+        previous_end = end or previous_end
+    return found

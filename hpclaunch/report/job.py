@@ -1,0 +1,195 @@
+"""A job's report (``hpclaunch report JOB``, ``Job.report()``): its attempts, its GPUs and
+what to change, as data (:class:`JobReport`, ``to_dict`` for ``--json``) and as one screen
+of text (:meth:`JobReport.lines`).
+
+Built from what hpclaunch keeps anyway (:mod:`hpclaunch.ops.report` reads it): the history's
+record, Slurm's accounting of each attempt, the sidecar's ledger and the GPU samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.report.gpus import GpuStats
+from hpclaunch.slurm.times import format_elapsed
+
+__all__ = ["IDLE_MEAN_UTIL", "JobReport", "advise"]
+
+#: A GPU whose mean utilisation stays below this (percent) was mostly idle.
+IDLE_MEAN_UTIL = 10.0
+#: Fewer samples than this say too little to advise on.
+_MIN_SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What is known about one job's life.
+
+    Attributes:
+        job_id, name, tier, project: The job (name, tier and project from the history).
+        state: Slurm's state of its last attempt (``None``: Slurm's accounting not read).
+        submitted: When it was submitted (the history's time, UTC).
+        attempts: Each attempt, oldest first.
+        gpus: Each GPU's figures from the samples (none without NVML or the sidecar).
+        gpu_note: Why there are no GPU samples, when there are none.
+        accounting_problem: Why Slurm's accounting could not be read.
+        advice: What to change, one line each.
+    """
+
+    job_id: str
+    name: str | None
+    tier: str | None
+    project: str | None
+    state: str | None
+    submitted: str | None
+    attempts: tuple[AttemptSummary, ...]
+    gpus: tuple[GpuStats, ...]
+    gpu_note: str | None
+    accounting_problem: str | None
+    advice: tuple[str, ...]
+
+    @property
+    def energy_kwh(self) -> float | None:
+        """The energy the GPU samples account for (``None``: no power sampled)."""
+        known = [g.energy_kwh for g in self.gpus if g.energy_kwh is not None]
+        return sum(known) if known else None
+
+    @property
+    def steps_lost(self) -> int:
+        """The steps redone after requeues, over all attempts."""
+        return sum(a.steps_lost or 0 for a in self.attempts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``hpclaunch report --json`` prints it."""
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "tier": self.tier,
+            "project": self.project,
+            "state": self.state,
+            "submitted": self.submitted,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "gpus": [g.to_dict() for g in self.gpus],
+            "gpu_note": self.gpu_note,
+            "energy_kwh": self.energy_kwh,
+            "steps_lost": self.steps_lost,
+            "accounting_problem": self.accounting_problem,
+            "advice": list(self.advice),
+        }
+
+    def lines(self) -> list[str]:
+        """The report as text, one screen."""
+        who = ", ".join(
+            part
+            for part in (
+                f"tier {self.tier}" if self.tier else "",
+                f"project {self.project}" if self.project else "",
+            )
+            if part
+        )
+        count = len(self.attempts)
+        head = f"job {self.job_id}" + (f" {self.name!r}" if self.name else "")
+        head += f" ({who})" if who else ""
+        if self.state is not None:
+            head += f": {self.state} after {count} attempt{'' if count == 1 else 's'}"
+        out = [head]
+        if self.accounting_problem:
+            out.append(f"Slurm's accounting is not available: {self.accounting_problem}")
+        if self.attempts:
+            out.append("attempts (waited: queued before it started; steps: last/committed/lost):")
+            out.extend(_attempt_table(self.attempts))
+        if self.gpus:
+            out.append("GPUs (utilisation mean [p10-p90], memory mean/max of total, power):")
+            out.extend(f"  {_gpu_line(g)}" for g in self.gpus)
+            if self.energy_kwh is not None:
+                out.append(
+                    f"energy: {self.energy_kwh:.3f} kWh on {len(self.gpus)} GPU(s), as sampled"
+                )
+        elif self.gpu_note:
+            out.append(f"GPUs: no samples ({self.gpu_note})")
+        if self.advice:
+            out.append("advice:")
+            out.extend(f"  - {line}" for line in self.advice)
+        return out
+
+
+def _attempt_table(attempts: Sequence[AttemptSummary]) -> list[str]:
+    headers = ("#", "STATE", "ENDED", "WAITED", "RAN", "NODES", "STEPS", "CKPTS")
+    rows = [
+        (
+            str(a.index),
+            a.state,
+            a.ended or "-",
+            format_elapsed(a.queued_s) or "-",
+            format_elapsed(a.ran_s) or "-",
+            a.nodes or "-",
+            "/".join(
+                "-" if v is None else str(v) for v in (a.last_step, a.committed_step, a.steps_lost)
+            ),
+            str(a.checkpoints),
+        )
+        for a in attempts
+    ]
+    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
+    return [
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    ]
+
+
+def _gpu_line(gpu: GpuStats) -> str:
+    where = f"{gpu.node} {gpu.gpu}" + (f" ({gpu.pci})" if gpu.pci else "")
+    parts = []
+    if gpu.util_mean is not None:
+        parts.append(f"util {gpu.util_mean:.0f} % [{gpu.util_p10:.0f}-{gpu.util_p90:.0f}]")
+    if gpu.mem_mean_mib is not None and gpu.mem_max_mib is not None:
+        total = f" of {gpu.mem_total_mib / 1024:.1f}" if gpu.mem_total_mib else ""
+        parts.append(f"mem {gpu.mem_mean_mib / 1024:.1f}/{gpu.mem_max_mib / 1024:.1f}{total} GiB")
+    if gpu.power_mean_w is not None:
+        parts.append(f"{gpu.power_mean_w:.0f} W")
+    if gpu.energy_kwh is not None:
+        parts.append(f"{gpu.energy_kwh:.3f} kWh")
+    parts.append(f"{gpu.samples} samples")
+    return f"{where}: " + ", ".join(parts)
+
+
+def advise(attempts: Sequence[AttemptSummary], gpus: Sequence[GpuStats]) -> list[str]:
+    """What to change, from the figures: idle GPUs, memory asked far above what was used,
+    steps redone after requeues."""
+    advice: list[str] = []
+    idle = [
+        g
+        for g in gpus
+        if g.samples >= _MIN_SAMPLES and g.util_mean is not None and g.util_mean < IDLE_MEAN_UTIL
+    ]
+    if idle:
+        names = ", ".join(f"{g.node}/{g.pci or g.gpu}" for g in idle)
+        advice.append(
+            f"{len(idle)} of {len(gpus)} GPU(s) averaged under {IDLE_MEAN_UTIL:.0f} % busy "
+            f"({names}): ask for fewer GPUs, or check that the job uses them (data loading, "
+            "a rank on the CPU)"
+        )
+    small = [
+        g
+        for g in gpus
+        if g.samples >= _MIN_SAMPLES
+        and g.mem_max_mib is not None
+        and g.mem_total_mib
+        and g.mem_max_mib < 0.25 * g.mem_total_mib
+    ]
+    if small and len(small) == len(gpus):
+        advice.append(
+            "every GPU used under a quarter of its memory: a smaller GPU type (or MIG slice) "
+            "would do, or a bigger batch per GPU"
+        )
+    lost = sum(a.steps_lost or 0 for a in attempts)
+    if lost:
+        advice.append(
+            f"{lost} step(s) were trained again after requeues: checkpoint more often "
+            "(checkpoint.every), or answer the checkpoint request (hpclaunch.runtime)"
+        )
+    return advice

@@ -1,0 +1,151 @@
+"""A job's report: GPU figures from its samples, its attempts from Slurm's accounting and
+the ledger, advice, and ``hpclaunch report`` / ``Job.report()`` over the fake Slurm (the
+attempts of each release's real sacct output: tests/unit/slurm/test_slurm_recorded.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import hpclaunch
+from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.report.gpus import gpu_stats, percentile
+from hpclaunch.report.job import advise
+from hpclaunch.supervise.gpumon import METRICS_NAME
+from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.transport.base import CommandResult
+from tests.unit.conftest import Env, assert_clean_error, remember, run
+from tests.unit.fakes import FakeSlurm, result
+
+
+def sample(ts: float, gpu: str = "GPU-a", **values: object) -> dict[str, object]:
+    """One line of metrics.jsonl as the sampler writes it (hpclaunch.supervise.gpumon)."""
+    line: dict[str, object] = {"ts": ts, "node": "n1", "attempt": 0, "gpu": gpu, "pci": "0:3B"}
+    line.update({"util": 50, "mem_used": 1024, "mem_total": 40960, "temp_c": 60, "power_w": 300.0})
+    line.update(values)
+    return line
+
+
+def test_percentiles_interpolate_between_ranks_as_numpy_does() -> None:
+    values = [float(v) for v in range(0, 101, 10)]  # 0, 10, ..., 100
+    assert (percentile(values, 0.1), percentile(values, 0.5), percentile(values, 0.9)) == (
+        10.0,
+        50.0,
+        90.0,
+    )
+    assert percentile([1.0, 2.0], 0.5) == 1.5
+    assert percentile([7.0], 0.9) == 7.0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+
+
+def test_energy_counts_each_sample_until_the_next_but_not_a_requeues_gap() -> None:
+    # Every 30 s; then 600 s without samples (the job was requeued), then two more.
+    times = [0, 30, 60, 90, 690, 720]
+    [gpu] = gpu_stats(
+        sample(t, util=u) for t, u in zip(times, [0, 20, 40, 60, 80, 100], strict=True)
+    )
+    # 30 + 30 + 30 + 60 (at most two usual intervals) + 30 + 30 (the last: one interval).
+    assert gpu.seconds == 210
+    assert gpu.energy_kwh == pytest.approx(300.0 * 210 / 3.6e6)
+    assert (gpu.util_mean, gpu.util_p10, gpu.util_p90) == (50.0, 10.0, 90.0)
+    assert (gpu.samples, gpu.mem_max_mib, gpu.mem_total_mib, gpu.pci) == (6, 1024, 40960, "0:3B")
+
+
+def test_a_gpu_that_reports_no_power_has_no_energy_and_torn_fields_are_skipped() -> None:
+    found = gpu_stats(
+        [sample(0, power_w=None), sample(30, power_w=None, util=None), {"gpu": "GPU-a"}]
+    )
+    [gpu] = found
+    assert (gpu.energy_kwh, gpu.power_mean_w, gpu.samples, gpu.util_mean) == (None, None, 2, 50.0)
+
+
+def test_gpus_are_listed_by_node_then_bus_id() -> None:
+    found = gpu_stats(
+        [
+            sample(0, gpu="GPU-z", pci="0:1A", node="n2"),
+            sample(0, gpu="GPU-y", pci="0:3B"),
+            sample(0, gpu="GPU-x", pci="0:1A"),
+        ]
+    )
+    assert [(g.node, g.gpu) for g in found] == [("n1", "GPU-x"), ("n1", "GPU-y"), ("n2", "GPU-z")]
+
+
+def test_advice_names_idle_gpus_small_memory_and_steps_redone() -> None:
+    busy = gpu_stats(sample(t, gpu="GPU-b", util=90) for t in (0, 30, 60))
+    idle = gpu_stats(sample(t, gpu="GPU-i", util=2, pci="0:5E") for t in (0, 30, 60))
+    lost = AttemptSummary(0, "PREEMPTED", "preempted", None, None, 0, 60, "n1", steps_lost=17)
+    said = advise([lost], [*busy, *idle])
+    assert said[0].startswith("1 of 2 GPU(s) averaged under 10 % busy (n1/0:5E)")
+    assert "under a quarter of its memory" in said[1]  # 1 GiB of 40 on both
+    assert said[2].startswith("17 step(s) were trained again after requeues")
+    # One sample says too little: that GPU is neither idle nor "small", so nothing is said.
+    assert advise([], [*busy, *gpu_stats([sample(0, gpu="GPU-c", util=0)])]) == []
+
+
+def test_report_of_a_preempted_and_resumed_job(
+    env: Env, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remember(env, "9", tmp_path / "logs", name="trainer")  # job dir: tmp_path
+
+    def sacct(argv: tuple[str, ...]) -> CommandResult:
+        return result(
+            argv,
+            out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
+            "|00:02:00|n1|None\n"
+            "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
+            "|00:05:00|n2|None\n",
+        )
+
+    slurm._sacct = sacct  # type: ignore[method-assign]
+    Ledger(tmp_path, 0).append(
+        "checkpoint_committed", step=40, seconds=0.4, path="x", reason="periodic"
+    )
+    Ledger(tmp_path, 0).append(
+        "attempt_end", reason="preempted", exit_code=143, requeued=True, last_step=52,
+        committed_step=40, steps_lost=12,
+    )  # fmt: skip
+    Ledger(tmp_path, 1).append(
+        "attempt_end", reason="success", exit_code=0, requeued=False, last_step=100,
+        committed_step=None, steps_lost=None,
+    )  # fmt: skip
+    lines = [sample(t, util=95) for t in range(0, 120, 30)] + [
+        sample(t, util=1, gpu="GPU-b") for t in range(0, 120, 30)
+    ]
+    (tmp_path / METRICS_NAME).write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + "{torn"
+    )
+
+    out = run(env, "report", "9")
+    assert out.exit_code == 0, out.output
+    text = out.stdout
+    assert text.startswith("job 9 'trainer' (tier low): COMPLETED after 2 attempts\n")
+    rows = [line.split() for line in text.splitlines() if line.startswith(("  0 ", "  1 "))]
+    # attempt, state, ended, waited, ran, nodes, steps (last/committed/lost), checkpoints
+    assert rows[0] == ["0", "PREEMPTED", "preempted", "0:05", "2:00", "n1", "52/40/12", "1"]
+    assert rows[1] == ["1", "COMPLETED", "success", "1:00", "5:00", "n2", "100/-/-", "0"]
+    assert "n1 GPU-a (0:3B): util 95 % [95-95]" in text
+    assert "energy: 0.020 kWh on 2 GPU(s), as sampled" in text  # 2 GPUs x 300 W x 120 s
+    assert "1 of 2 GPU(s) averaged under 10 % busy" in text
+    assert "12 step(s) were trained again after requeues" in text
+    data = json.loads(run(env, "report", "9", "--json").stdout)
+    assert [a["queued_s"] for a in data["attempts"]] == [5, 60]
+    assert data["steps_lost"] == 12
+    assert data["gpu_note"] is None
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert hpclaunch.Session().job("9").report().to_dict() == data
+
+
+def test_report_without_samples_says_why_and_an_unknown_job_is_an_error(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    remember(env, "9", tmp_path / "logs", name="trainer")
+    Ledger(tmp_path, 0).append("gpu_monitor_off", node="n1", reason="nvmlInit failed")
+    out = run(env, "report", "9")
+    assert out.exit_code == 0, out.output
+    assert "GPUs: no samples (nvmlInit failed)" not in out.stdout  # the node is named
+    assert "GPUs: no samples (n1: nvmlInit failed)" in out.stdout
+    assert_clean_error(run(env, "report", "404"), 1, "neither in the hpclaunch history")
