@@ -48,4 +48,10 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         gpu_note=note,
         accounting_problem=events.accounting_problem,
         advice=tuple(advise(attempts, gpus)),
+        samples=tuple(samples),
+        checkpoints=tuple(
+            (float(e["time"]), e.get("step") if isinstance(e.get("step"), int) else None)
+            for e in events.ledger or []
+            if e.get("event") == "checkpoint_committed" and isinstance(e.get("time"), (int, float))
+        ),
     )

@@ -8,7 +8,7 @@ record, Slurm's accounting of each attempt, the sidecar's ledger and the GPU sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,8 @@ class JobReport:
         gpu_note: Why there are no GPU samples, when there are none.
         accounting_problem: Why Slurm's accounting could not be read.
         advice: What to change, one line each.
+        samples: The GPU samples themselves (for the HTML page's charts; not in ``to_dict``).
+        checkpoints: Each checkpoint committed: (unix time, step).
     """
 
     job_id: str
@@ -50,6 +52,8 @@ class JobReport:
     gpu_note: str | None
     accounting_problem: str | None
     advice: tuple[str, ...]
+    samples: tuple[Mapping[str, Any], ...] = ()
+    checkpoints: tuple[tuple[float, int | None], ...] = ()
 
     @property
     def energy_kwh(self) -> float | None:
@@ -78,7 +82,16 @@ class JobReport:
             "steps_lost": self.steps_lost,
             "accounting_problem": self.accounting_problem,
             "advice": list(self.advice),
+            "checkpoints": [list(c) for c in self.checkpoints],
         }
+
+    def html(self, *, now: float | None = None) -> str:
+        """The report as one self-contained HTML page: a timeline of the job's life, each
+        GPU's utilisation, memory and power over time, the figures and the advice
+        (:mod:`hpclaunch.report.html`; ``now``: where a running job's bars end)."""
+        from hpclaunch.report.html import render_html
+
+        return render_html(self, now=now)
 
     def lines(self) -> list[str]:
         """The report as text, one screen."""

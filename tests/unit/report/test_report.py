@@ -5,6 +5,7 @@ attempts of each release's real sacct output: tests/unit/slurm/test_slurm_record
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,62 @@ def test_report_without_samples_says_why_and_an_unknown_job_is_an_error(
     assert "GPUs: no samples (nvmlInit failed)" not in out.stdout  # the node is named
     assert "GPUs: no samples (n1: nvmlInit failed)" in out.stdout
     assert_clean_error(run(env, "report", "404"), 1, "neither in the hpclaunch history")
+
+
+def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    from html.parser import HTMLParser
+
+    remember(env, "9", tmp_path / "logs", name="<script>alert(1)</script>")
+
+    def sacct(argv: tuple[str, ...]) -> CommandResult:
+        return result(
+            argv,
+            out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
+            "|00:02:00|n1|None\n"
+            "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
+            "|00:05:00|n2|None\n",
+        )
+
+    slurm._sacct = sacct  # type: ignore[method-assign]
+    start = datetime.fromisoformat("2026-11-28T10:00:05").timestamp()
+    Ledger(tmp_path, 0).append(
+        "checkpoint_committed", step=40, seconds=0.4, path="x", reason="", time=start + 60
+    )
+    gpus = (("GPU-a", "0:3B"), ("GPU-b", "0:5E"))
+    lines = [sample(start + t, gpu=g, pci=p) for g, p in gpus for t in range(0, 600, 30)]
+    (tmp_path / METRICS_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    out = run(env, "report", "9", "--html", str(page))
+    assert out.exit_code == 0, out.output
+    assert page.stat().st_mode & 0o777 == 0o600
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, dict[str, str | None]]] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.found.append((tag, dict(attrs)))
+
+        def handle_data(self, data: str) -> None:
+            self.text.append(data)
+
+    tags = Tags()
+    html = page.read_text()
+    tags.feed(html)
+    names = [tag for tag, _ in tags.found]
+    assert "script" not in names  # the hostile name is text, not a tag
+    assert "<script>alert(1)</script>" in "".join(tags.text)
+    assert not any(a.get("src") or a.get("href") for _, a in tags.found)  # nothing fetched
+    spans = [(a["class"], a["data-attempt"]) for t, a in tags.found if t == "rect"]
+    assert spans == [("pending", "0"), ("running", "0"), ("pending", "1"), ("running", "1")]
+    ticks = [a["class"] for t, a in tags.found if t == "line"]
+    assert sorted(ticks) == ["checkpoint", "end", "end"]
+    lines_drawn = [a for t, a in tags.found if t == "polyline"]
+    assert len(lines_drawn) == 6  # utilisation, memory and power of 2 GPUs
+    assert all(len((a["points"] or "").split()) == 20 for a in lines_drawn)
+    assert names.count("tr") == 1 + 2 + 1 + 2  # attempts and GPUs, each with a header

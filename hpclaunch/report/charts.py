@@ -1,0 +1,176 @@
+"""The geometry of a job report's pictures (inline SVG, drawn by ``templates/report.html.j2``):
+a timeline of the job's life and one chart per GPU metric over time.
+
+Times are unix seconds: the ledger's and the samples' as they are, sacct's (the cluster's
+local time, no zone) read as this machine's local time, as ``hpclaunch events`` shows them.
+A series keeps at most :data:`MAX_POINTS` points (each the mean of its stretch of samples),
+so a page of a long job stays small.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hpclaunch.report.attempts import AttemptSummary
+
+__all__ = ["MAX_POINTS", "Chart", "Span", "Tick", "Timeline", "metric_chart", "timeline"]
+
+#: Points kept per series.
+MAX_POINTS = 400
+#: The drawing area of every picture, in SVG user units.
+WIDTH, HEIGHT = 720, 140
+
+
+@dataclass(frozen=True)
+class Series:
+    """One GPU's line: its label and SVG ``points`` (``"x,y x,y ..."``)."""
+
+    label: str
+    points: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A metric of every GPU over the job's time."""
+
+    title: str
+    unit: str
+    top: float
+    series: tuple[Series, ...]
+    width: int = WIDTH
+    height: int = HEIGHT
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of the timeline: ``pending`` (queued) or ``running``, of one attempt."""
+
+    x: float
+    width: float
+    kind: str
+    attempt: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A moment on the timeline: a checkpoint committed, or how an attempt ended."""
+
+    x: float
+    kind: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    spans: tuple[Span, ...]
+    ticks: tuple[Tick, ...]
+    start: float
+    end: float
+    width: int = WIDTH
+    height: int = 60
+
+
+def sacct_epoch(text: str | None) -> float | None:
+    """A sacct time as unix seconds (read as this machine's local time)."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _x(t: float, start: float, end: float, width: float) -> float:
+    return round((t - start) / (end - start) * width, 1) if end > start else 0.0
+
+
+def timeline(
+    attempts: Sequence[AttemptSummary],
+    checkpoints: Iterable[tuple[float, int | None]],
+    now: float,
+) -> Timeline | None:
+    """The job's life: each attempt's wait (its ``queued_s`` before its start) and run, its
+    end, and each checkpoint commit. ``None`` when no attempt has started."""
+    moments: list[tuple[AttemptSummary, float, float | None]] = []
+    for attempt in attempts:
+        start = sacct_epoch(attempt.start)
+        if start is not None:
+            moments.append((attempt, start, sacct_epoch(attempt.end)))
+    if not moments:
+        return None
+    first = min(start - (a.queued_s or 0) for a, start, _ in moments)
+    last = max(end if end is not None else max(now, start) for _, start, end in moments)
+    spans: list[Span] = []
+    ticks: list[Tick] = []
+    for attempt, start, end in moments:
+        if attempt.queued_s:
+            spans.append(
+                _span(start - attempt.queued_s, start, "pending", attempt.index, first, last)
+            )
+        spans.append(
+            _span(start, end if end is not None else last, "running", attempt.index, first, last)
+        )
+        if end is not None:
+            ended = attempt.ended or attempt.state.lower()
+            ticks.append(
+                Tick(_x(end, first, last, WIDTH), "end", f"attempt {attempt.index}: {ended}")
+            )
+    for when, step in checkpoints:
+        if first <= when <= last:
+            label = "checkpoint" + (f" step {step}" if step is not None else "")
+            ticks.append(Tick(_x(when, first, last, WIDTH), "checkpoint", label))
+    return Timeline(tuple(spans), tuple(ticks), first, last)
+
+
+def _span(a: float, b: float, kind: str, index: int, first: float, last: float) -> Span:
+    x0, x1 = _x(a, first, last, WIDTH), _x(b, first, last, WIDTH)
+    return Span(x0, max(x1 - x0, 0.5), kind, index, f"attempt {index} {kind} {b - a:.0f} s")
+
+
+def metric_chart(
+    samples: Iterable[Mapping[str, Any]],
+    key: str,
+    title: str,
+    unit: str,
+    start: float,
+    end: float,
+    top: float | None = None,
+) -> Chart | None:
+    """``key`` (``util``, ``mem_used``, ``power_w``) of each GPU from ``start`` to ``end``;
+    the y axis from 0 to ``top`` (default: the largest value). ``None``: no GPU has it."""
+    by_gpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    for s in samples:
+        value, ts = s.get(key), s.get("ts")
+        if isinstance(value, (int, float)) and isinstance(ts, (int, float)):
+            gpu = (str(s.get("node")), str(s.get("gpu")))
+            labels[gpu] = f"{s.get('node')} {s.get('pci') or s.get('gpu')}"
+            by_gpu.setdefault(gpu, []).append((float(ts), float(value)))
+    if not by_gpu:
+        return None
+    peak = top or max(v for points in by_gpu.values() for _, v in points) or 1.0
+    series = tuple(
+        Series(labels[gpu], _points(sorted(points), start, end, peak))
+        for gpu, points in sorted(by_gpu.items(), key=lambda item: labels[item[0]])
+    )
+    return Chart(title, unit, peak, series)
+
+
+def _points(points: list[tuple[float, float]], start: float, end: float, top: float) -> str:
+    if len(points) > MAX_POINTS:  # the mean of each stretch
+        size = len(points) / MAX_POINTS
+        stretches = [points[int(i * size) : int((i + 1) * size)] for i in range(MAX_POINTS)]
+        points = [
+            (statistics.fmean(t for t, _ in part), statistics.fmean(v for _, v in part))
+            for part in stretches
+            if part
+        ]
+    return " ".join(
+        f"{_x(t, start, end, WIDTH)},{round(HEIGHT - min(v, top) / top * HEIGHT, 1)}"
+        for t, v in points
+    )
