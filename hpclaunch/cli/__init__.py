@@ -62,7 +62,9 @@ SUMMARIES = {
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
     "queue": "Show pending and running jobs as the scheduler will take them.",
     "render": "Print the batch script for SPEC without submitting it.",
-    "report": "Sum up JOB: its attempts, its GPUs' use and energy, and what to change.",
+    "report": "Sum up JOB: its attempts, its GPUs' use and energy, and what to change; or "
+    "SWEEP (a sweep id or a unique prefix of it): its tasks by state and its parameters "
+    "against their final metrics.",
     "resize": "Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).",
     "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
     "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "

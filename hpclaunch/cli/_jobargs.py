@@ -28,6 +28,11 @@ quota_option = click.option(
 )
 
 
+def is_job_id(value: str) -> bool:
+    """Whether ``value`` reads as a job id (``123``, ``123_4``, ``local-3``)."""
+    return bool(_JOB_ID.match(value))
+
+
 def check_job_ids(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> list[str]:
     """A click callback: every value is a job id (``123``, ``123_4``; ``local-3`` of the
     local backend)."""

@@ -1,17 +1,23 @@
-"""``hpclaunch report JOB``: a job's life summed up (:meth:`Job.report`)."""
+"""``hpclaunch report JOB|SWEEP``: a job's life summed up (:meth:`Job.report`), or a sweep's
+tasks, parameters and metrics (:meth:`SweepRun.report`)."""
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import complete_job_ids, is_job_id
 from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.report.job import JobReport
+    from hpclaunch.report.sweep import SweepReport
 
 
 @click.command("report")
-@click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
+@click.argument("target", metavar="JOB|SWEEP", shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
     "--html",
@@ -21,20 +27,39 @@ from hpclaunch.ops.session import Session
     help="Also write the report as one self-contained HTML page (timeline, GPU charts).",
 )
 @click.option("--open", "open_page", is_flag=True, help="With --html: open the page in a browser.")
+@click.option(
+    "--metric",
+    metavar="NAME",
+    help="For a sweep: the final metric drawn against each parameter (default: the first).",
+)
 @click.pass_obj
 def report_command(
-    app: Session, job_id: str, as_json: bool, html_path: str | None, open_page: bool = False
+    app: Session,
+    target: str,
+    as_json: bool,
+    html_path: str | None,
+    open_page: bool = False,
+    metric: str | None = None,
 ) -> None:
-    """Sum up JOB: its attempts, its GPUs' use and energy, and what to change.
+    """Sum up JOB: its attempts, its GPUs' use and energy, and what to change; or SWEEP
+    (a sweep id or a unique prefix of it): its tasks by state and its parameters against
+    their final metrics.
 
-    Each attempt: how long it waited and ran, how it ended (Slurm's state and the
-    sidecar's reason), the steps it reached, committed and lost, its checkpoints. Each
+    For a job, each attempt: how long it waited and ran, how it ended (Slurm's state and
+    the sidecar's reason), the steps it reached, committed and lost, its checkpoints; each
     GPU: utilisation (mean, p10, p90), memory, power and energy from the samples the
     sidecar took (metrics.jsonl). One sacct call and a file read, like 'hpclaunch events'.
+    For a sweep, what 'hpclaunch sweep status' reads, and the HTML page draws the metric
+    against each parameter.
     """
     if open_page and html_path is None:
         raise click.UsageError("--open opens the page --html FILE writes: give --html too")
-    report = app.job(job_id).report()
+    if is_job_id(target):
+        if metric is not None:
+            raise click.UsageError("--metric is for a sweep's report: JOB is a job id")
+        report: JobReport | SweepReport = app.job(target).report()
+    else:
+        report = app.sweep_run(target).report(metric=metric)
     if html_path is not None:
         _write_page(html_path, report.html(), open_page)
     if as_json:

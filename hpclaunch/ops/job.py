@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.report.job import JobReport
+    from hpclaunch.report.sweep import SweepReport
     from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Job", "MapRun", "SweepRun"]
@@ -447,6 +448,14 @@ class SweepRun:
         name = sort_by.lstrip("-")
         tasks = sort_tasks(found.tasks, name, descending=sort_by.startswith("-"))
         return dataclasses.replace(found, tasks=tuple(tasks))
+
+    def report(self, *, metric: str | None = None) -> SweepReport:
+        """The sweep now (``hpclaunch report SWEEP``): tasks by state, parameters against
+        final metrics, and ``metric`` (default: the first reported) against each parameter
+        (``.lines()``, ``.html()``, ``.to_dict()``)."""
+        from hpclaunch.report.sweep import SweepReport
+
+        return SweepReport(self.status(), metric)
 
     def wait(self, timeout: float | None = None) -> SweepStatus:
         """Block until every task has ended; then :meth:`status`.

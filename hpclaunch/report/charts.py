@@ -1,5 +1,5 @@
-"""The geometry of a job report's pictures (inline SVG, drawn by ``templates/report.html.j2``):
-a timeline of the job's life and one chart per GPU metric over time.
+"""The geometry of the reports' pictures (inline SVG, drawn by ``templates/*.html.j2``): a
+job's timeline and one chart per GPU metric over time; a sweep's metric against a parameter.
 
 Times are unix seconds: the ledger's and the samples' as they are, sacct's (the cluster's
 local time, no zone) read as this machine's local time, as ``hpclaunch events`` shows them.
@@ -9,6 +9,8 @@ so a page of a long job stays small.
 
 from __future__ import annotations
 
+import json
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +19,18 @@ from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
 
-__all__ = ["MAX_POINTS", "Chart", "Span", "Tick", "Timeline", "metric_chart", "timeline"]
+__all__ = [
+    "MAX_POINTS",
+    "Chart",
+    "Dot",
+    "Scatter",
+    "Span",
+    "Tick",
+    "Timeline",
+    "metric_chart",
+    "scatter",
+    "timeline",
+]
 
 #: Points kept per series.
 MAX_POINTS = 400
@@ -174,3 +187,71 @@ def _points(points: list[tuple[float, float]], start: float, end: float, top: fl
         f"{_x(t, start, end, WIDTH)},{round(HEIGHT - min(v, top) / top * HEIGHT, 1)}"
         for t, v in points
     )
+
+
+@dataclass(frozen=True)
+class Dot:
+    """One task on a scatter: where, and what its tooltip says."""
+
+    x: float
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """A metric (y) against one parameter (x) over a sweep's tasks; ``ticks``: the x axis'
+    labels and where they are (the categories, or the lowest and highest number)."""
+
+    parameter: str
+    metric: str
+    dots: tuple[Dot, ...]
+    ticks: tuple[tuple[float, str], ...]
+    low: float
+    high: float
+    log_x: bool = False
+    width: int = WIDTH
+    height: int = HEIGHT
+
+
+def scatter(rows: Sequence[tuple[Any, float, str]], parameter: str, metric: str) -> Scatter | None:
+    """``metric`` of each task against its value of ``parameter``: ``rows`` of (parameter
+    value, metric value, label). Numbers go on a linear axis, or a log one when positive and
+    spanning more than 100x (learning rates); anything else is a category, in the order
+    first seen. ``None`` without a row."""
+    if not rows:
+        return None
+    ys = [y for _, y, _ in rows]
+    low, high = min(ys), max(ys)
+    spread = (high - low) or 1.0
+
+    def y_of(value: float) -> float:
+        return round(HEIGHT - 10 - (value - low) / spread * (HEIGHT - 20), 1)
+
+    xs = [x for x, _, _ in rows]
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    if numeric:
+        values = [float(x) for x in xs]
+        log_x = min(values) > 0 and max(values) / min(values) > 100
+        scaled = [math.log10(v) for v in values] if log_x else values
+        left, right = min(scaled), max(scaled)
+        width = (right - left) or 1.0
+
+        def x_of(value: float) -> float:
+            return round(20 + (value - left) / width * (WIDTH - 40), 1)
+
+        dots = tuple(
+            Dot(x_of(s), y_of(y), label) for s, (_, y, label) in zip(scaled, rows, strict=True)
+        )
+        ticks = ((x_of(left), f"{min(values):g}"), (x_of(right), f"{max(values):g}"))
+        return Scatter(parameter, metric, dots, ticks, low, high, log_x)
+    categories = list(
+        dict.fromkeys(json.dumps(x, sort_keys=True) if not isinstance(x, str) else x for x in xs)
+    )
+    step = (WIDTH - 40) / max(len(categories) - 1, 1)
+    place = {c: round(20 + i * step, 1) for i, c in enumerate(categories)}
+    dots = tuple(
+        Dot(place[x if isinstance(x, str) else json.dumps(x, sort_keys=True)], y_of(y), label)
+        for x, y, label in rows
+    )
+    return Scatter(parameter, metric, dots, tuple((v, k) for k, v in place.items()), low, high)

@@ -8,8 +8,10 @@ record, Slurm's accounting of each attempt, the sidecar's ledger and the GPU sam
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
@@ -86,12 +88,33 @@ class JobReport:
         }
 
     def html(self, *, now: float | None = None) -> str:
-        """The report as one self-contained HTML page: a timeline of the job's life, each
-        GPU's utilisation, memory and power over time, the figures and the advice
-        (:mod:`hpclaunch.report.html`; ``now``: where a running job's bars end)."""
-        from hpclaunch.report.html import render_html
+        """The report as one self-contained HTML page (``templates/report.html.j2``): a
+        timeline of the job's life, each GPU's utilisation, memory and power over time, the
+        figures and the advice (``now``: where a running job's bars end; default now)."""
+        from hpclaunch.report.charts import metric_chart, timeline
+        from hpclaunch.report.page import render_page
 
-        return render_html(self, now=now)
+        now = time.time() if now is None else now
+        line = timeline(self.attempts, self.checkpoints, now)
+        times = [float(s["ts"]) for s in self.samples if isinstance(s.get("ts"), (int, float))]
+        span = (line.start, line.end) if line else (min(times), max(times)) if times else None
+        charts = []
+        for key, title, unit, top in (
+            ("util", "Utilisation", "%", 100.0),
+            ("mem_used", "Memory used", "MiB", None),
+            ("power_w", "Power", "W", None),
+        ):
+            chart = metric_chart(self.samples, key, title, unit, *span, top) if span else None
+            if chart is not None:
+                charts.append(chart)
+        duration = ""
+        if line is not None:
+            length = format_elapsed(round(line.end - line.start))
+            duration = f"({length} from the first to the last moment)"
+        made = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds")
+        return render_page(
+            "report.html.j2", r=self, timeline=line, charts=charts, duration=duration, made=made
+        )
 
     def lines(self) -> list[str]:
         """The report as text, one screen."""

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 import hpclaunch
+from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
 from hpclaunch.report.attempts import AttemptSummary
 from hpclaunch.report.gpus import gpu_stats, percentile
 from hpclaunch.report.job import advise
+from hpclaunch.report.sweep import SweepReport
+from hpclaunch.store.sweeps import SweepArray, SweepRecord
 from hpclaunch.supervise.gpumon import METRICS_NAME
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.transport.base import CommandResult
@@ -209,3 +212,89 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
     assert len(lines_drawn) == 6  # utilisation, memory and power of 2 GPUs
     assert all(len((a["points"] or "").split()) == 20 for a in lines_drawn)
     assert names.count("tr") == 1 + 2 + 1 + 2  # attempts and GPUs, each with a header
+
+
+def _sweep_status(tasks: list[TaskStatus]) -> SweepStatus:
+    record = SweepRecord(
+        sweep_id="5e1f" * 8,
+        name="lr-<sweep>",
+        site="local",
+        job_dir="/jobs/s",
+        log_dir="/jobs/s",
+        params_file="/jobs/s/sweep-params.jsonl",
+        points=len(tasks),
+        submitted_at="2026-11-28T10:00:00+00:00",
+        tier="low",
+        qos="low",
+        arrays=(SweepArray("10", 0, len(tasks)),),
+    )
+    return SweepStatus(record, tuple(tasks))
+
+
+def test_a_sweeps_report_draws_the_metric_against_each_parameter() -> None:
+    from html.parser import HTMLParser
+
+    lrs, opts = [1e-5, 1e-4, 1e-3, 1e-2], ["adam", "sgd"]
+    tasks = [
+        TaskStatus(
+            i, f"10_{i}", "COMPLETED", {"lr": lr, "opt": opts[i % 2]}, {"loss": 1.0 - i / 10}
+        )
+        for i, lr in enumerate(lrs)
+    ]
+    tasks.append(TaskStatus(4, "10_4", "FAILED", {"lr": 0.1, "opt": "adam"}, None))
+    report = SweepReport(_sweep_status(tasks))
+    assert (report.parameters, report.metrics, report.chosen_metric) == (
+        ["lr", "opt"],
+        ["loss"],
+        "loss",
+    )
+    lr, opt = report.scatters()
+    assert lr.log_x  # 1e-5 to 1e-2: a log axis
+    assert [d.x for d in lr.dots] == [20.0, 246.7, 473.3, 700.0]  # evenly apart on it
+    assert [d.y for d in lr.dots] == sorted(d.y for d in lr.dots)  # loss falls: y grows down
+    assert [t for _, t in opt.ticks] == ["adam", "sgd"]
+    assert not opt.log_x
+    text = report.lines()
+    assert text[0] == f"sweep {'5e1f' * 8} 'lr-<sweep>': 5 points; COMPLETED 4, FAILED 1"
+    assert text[1].split() == ["POINT", "JOB", "STATE", "lr", "opt", "loss"]
+    assert text[-1].split() == ["4", "10_4", "FAILED", "0.1", "adam", "-"]
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+            self.text = ""
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append(tag)
+
+        def handle_data(self, data: str) -> None:
+            self.text += data
+
+    page = Tags()
+    page.feed(report.html(now=0))
+    assert page.tags.count("circle") == 8  # 4 tasks with a loss, on 2 scatters
+    assert page.tags.count("tr") == 1 + 5
+    assert page.tags.count("script") == 1  # the table's sorting, inline
+    assert "lr-<sweep>" in page.text  # escaped, shown as text
+    assert SweepReport(_sweep_status(tasks), metric="nope").scatters() == []
+
+
+def test_report_takes_a_sweep_id_and_a_bad_one_is_a_clean_error(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [1, 2]}}\n"
+    )
+    swept = run(env, "sweep", "--no-check", str(spec))
+    assert swept.exit_code == 0, swept.output
+    sweep_id = swept.stdout.strip()
+    out = run(env, "report", sweep_id[:8])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.startswith(f"sweep {sweep_id} 'sw': 2 points;")
+    data = json.loads(run(env, "report", sweep_id, "--json").stdout)
+    assert (data["sweep_id"], len(data["tasks"])) == (sweep_id, 2)
+    assert_clean_error(run(env, "report", "nosuchsweep"), 1, "nosuchsweep")
+    assert run(env, "report", "9", "--metric", "loss").exit_code == 2  # --metric: sweeps only

@@ -1,0 +1,48 @@
+"""The report pages' HTML: ``templates/*.html.j2`` rendered with every value HTML-escaped
+(autoescape), no script and nothing fetched; the pictures are inline SVG whose geometry
+:mod:`hpclaunch.report.charts` computes."""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import version
+from typing import Any
+
+import jinja2
+
+from hpclaunch._resources import shipped_dir
+from hpclaunch.slurm.times import format_elapsed
+
+__all__ = ["COLOURS", "render_page"]
+
+#: One colour per GPU, in order (Tableau 10).
+COLOURS = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    templates = shipped_dir("templates")
+    if templates is None:
+        raise RuntimeError("hpclaunch's templates/ directory is missing from this install")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["elapsed"] = lambda s: format_elapsed(s) or "-"
+    env.filters["number"] = lambda v, digits=0: "-" if v is None else f"{v:.{digits}f}"
+    env.filters["gib"] = lambda v: "-" if v is None else f"{v / 1024:.1f}"
+    return env
+
+
+def render_page(template: str, **values: Any) -> str:
+    """``template`` (under ``templates/``) with ``values``, the colours and hpclaunch's
+    version."""
+    values.setdefault("colours", COLOURS)
+    values.setdefault("version", version("hpclaunch"))
+    return _environment().get_template(template).render(**values)

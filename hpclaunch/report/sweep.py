@@ -1,0 +1,122 @@
+"""A sweep's report (``hpclaunch report SWEEP``, ``SweepRun.report()``): its tasks' states,
+a table of parameters against final metrics, and a metric against each parameter, as data,
+text and one self-contained HTML page (``templates/sweep.html.j2``).
+
+From :class:`~hpclaunch.ops.sweep_status.SweepStatus` (one squeue, at most one sacct, the
+tasks' final-metrics files): the report asks Slurm nothing more.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from hpclaunch.report.charts import Scatter, scatter
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.sweep_status import SweepStatus
+
+__all__ = ["SweepReport"]
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """A sweep now.
+
+    Attributes:
+        status: Every task's state, parameters and final metrics.
+        metric: The metric drawn against each parameter (default: the first one reported).
+    """
+
+    status: SweepStatus
+    metric: str | None = None
+
+    @property
+    def parameters(self) -> list[str]:
+        return list(dict.fromkeys(k for t in self.status.tasks for k in t.params))
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys(k for t in self.status.tasks for k in t.metrics or {}))
+
+    @property
+    def chosen_metric(self) -> str | None:
+        """:attr:`metric`, or the first metric a task reported."""
+        return self.metric or next(iter(self.metrics), None)
+
+    def scatters(self) -> list[Scatter]:
+        """The chosen metric against each parameter, over the tasks that reported it."""
+        metric = self.chosen_metric
+        if metric is None:
+            return []
+        found = []
+        for parameter in self.parameters:
+            rows = [
+                (t.params[parameter], float(t.metrics[metric]), f"point {t.point} ({t.job_id})")
+                for t in self.status.tasks
+                if parameter in t.params
+                and isinstance((t.metrics or {}).get(metric), (int, float))
+                and t.metrics is not None
+            ]
+            drawn = scatter(rows, parameter, metric)
+            if drawn is not None:
+                found.append(drawn)
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``hpclaunch report SWEEP --json`` prints it (``sweep status --json``'s, plus the
+        metric drawn)."""
+        return {**self.status.to_dict(), "metric": self.chosen_metric}
+
+    def lines(self) -> list[str]:
+        """The report as text: counts by state, then one line per task."""
+        rec = self.status.record
+        counts = ", ".join(f"{state} {n}" for state, n in self.status.counts.items())
+        out = [f"sweep {rec.sweep_id} {rec.name!r}: {rec.points} points; {counts}"]
+        out += [f"Warning: {problem}" for problem in self.status.problems]
+        params, metrics = self.parameters, self.metrics
+        headers = ("POINT", "JOB", "STATE", *params, *metrics)
+        rows = [
+            (
+                str(t.point),
+                t.job_id,
+                t.state,
+                *(_cell(t.params.get(p)) for p in params),
+                *(_cell((t.metrics or {}).get(m)) for m in metrics),
+            )
+            for t in self.status.tasks
+        ]
+        widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
+        out += [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in (headers, *rows)
+        ]
+        return out
+
+    def html(self, *, now: float | None = None) -> str:
+        """The report as one self-contained HTML page: the counts, the table (sorted by a
+        click on a column: a few lines of inline script) and the scatters."""
+        from hpclaunch.report.page import render_page
+
+        made = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
+        return render_page(
+            "sweep.html.j2",
+            r=self,
+            status=self.status,
+            scatters=self.scatters(),
+            cell=_cell,
+            made=made.isoformat(timespec="seconds"),
+        )
+
+
+def _cell(value: Any) -> str:
+    """A parameter or metric as the table shows it."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
