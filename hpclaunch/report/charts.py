@@ -14,10 +14,10 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.slurm.times import slurm_epoch
 
 __all__ = [
     "MAX_POINTS",
@@ -88,16 +88,6 @@ class Timeline:
     height: int = 60
 
 
-def sacct_epoch(text: str | None) -> float | None:
-    """A sacct time as unix seconds (read as this machine's local time)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
 def _x(t: float, start: float, end: float, width: float) -> float:
     return round((t - start) / (end - start) * width, 1) if end > start else 0.0
 
@@ -111,9 +101,9 @@ def timeline(
     end, and each checkpoint commit. ``None`` when no attempt has started."""
     moments: list[tuple[AttemptSummary, float, float | None]] = []
     for attempt in attempts:
-        start = sacct_epoch(attempt.start)
+        start = slurm_epoch(attempt.start)
         if start is not None:
-            moments.append((attempt, start, sacct_epoch(attempt.end)))
+            moments.append((attempt, start, slurm_epoch(attempt.end)))
     if not moments:
         return None
     first = min(start - (a.queued_s or 0) for a, start, _ in moments)

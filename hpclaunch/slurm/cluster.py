@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 
 from hpclaunch.slurm.queue import long_format
+from hpclaunch.slurm.times import slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
 
 __all__ = [
@@ -200,7 +200,7 @@ def parse_jobs(stdout: str, gres: str = "gpu") -> list[ClusterJob]:
                 nodes=node_count,
                 gpus=gpus_of_fields(gpu_fields, nodes=node_count, gres=gres),
                 hosts=expand_hosts(hosts) if running and _field(hosts) else (),
-                start=_epoch(start) if running else None,
+                start=slurm_epoch(_field(start)) if running else None,
                 partition=_field(partition),
                 command=_field(command),
             )
@@ -261,12 +261,3 @@ def _key_values(line: str) -> dict[str, str]:
 
 def _field(text: str) -> str | None:
     return None if text in _EMPTY else text
-
-
-def _epoch(text: str) -> float | None:
-    if text in _EMPTY:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None

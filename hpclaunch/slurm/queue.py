@@ -24,10 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.slurm.times import parse_elapsed
+from hpclaunch.slurm.times import parse_elapsed, slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, to_int
 
 __all__ = [
@@ -159,7 +158,7 @@ class QueueRow:
     @property
     def submitted_at(self) -> float | None:
         """The submit time as a POSIX timestamp (``None``: unreadable)."""
-        return _timestamp(self.submit)
+        return slurm_epoch(self.submit)
 
     @property
     def elapsed_seconds(self) -> int:
@@ -235,7 +234,7 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
 def sort_key(row: QueueRow) -> tuple[int, float, int, str]:
     """Slurm's order of pending jobs: priority (highest first), submit time, job id."""
     prio = row.priority if row.priority is not None else -1
-    submitted = _timestamp(row.submit)
+    submitted = slurm_epoch(row.submit)
     job = _LEADING_INT.match(row.job_id)
     when = submitted if submitted is not None else float("inf")
     return (-prio, when, int(job.group(1)) if job else 0, row.job_id)
@@ -256,15 +255,6 @@ def order(rows: Iterable[QueueRow]) -> list[QueueRow]:
 def _started_key(row: QueueRow) -> tuple[int, int]:
     job = _LEADING_INT.match(row.job_id)
     return (-row.elapsed_seconds, int(job.group(1)) if job else 0)
-
-
-def _timestamp(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 def _field(text: str) -> str | None:

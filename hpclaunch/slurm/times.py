@@ -9,6 +9,7 @@ sbatch(1) ``--time`` (Slurm 22.05) accepts ``minutes``, ``minutes:seconds``,
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 __all__ = ["format_elapsed", "format_time", "parse_elapsed", "parse_time", "parse_time_limit"]
 
@@ -122,3 +123,15 @@ def format_elapsed(seconds: int | None) -> str:
     if hours:
         return f"{hours}:{minutes:02d}:{secs:02d}"
     return f"{minutes}:{secs:02d}"
+
+
+def slurm_epoch(text: str | None) -> float | None:
+    """A time as squeue, sacct and scontrol print it (``2026-11-28T10:00:05``: the cluster's
+    local time, no zone) in unix seconds, read as this machine's local time; ``None`` for
+    none, ``Unknown``, ``N/A`` and the like."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

@@ -89,21 +89,23 @@ def test_advice_names_idle_gpus_small_memory_and_steps_redone() -> None:
     assert advise([], [*busy, *gpu_stats([sample(0, gpu="GPU-c", util=0)])]) == []
 
 
+def _two_attempts(argv: tuple[str, ...]) -> CommandResult:
+    """sacct -D of job 9: preempted after 2 minutes, then run to the end on another node."""
+    return result(
+        argv,
+        out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
+        "|00:02:00|n1|None\n"
+        "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
+        "|00:05:00|n2|None\n",
+    )
+
+
 def test_report_of_a_preempted_and_resumed_job(
     env: Env, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     remember(env, "9", tmp_path / "logs", name="trainer")  # job dir: tmp_path
 
-    def sacct(argv: tuple[str, ...]) -> CommandResult:
-        return result(
-            argv,
-            out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
-            "|00:02:00|n1|None\n"
-            "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
-            "|00:05:00|n2|None\n",
-        )
-
-    slurm._sacct = sacct  # type: ignore[method-assign]
+    slurm._sacct = _two_attempts  # type: ignore[method-assign]
     Ledger(tmp_path, 0).append(
         "checkpoint_committed", step=40, seconds=0.4, path="x", reason="periodic"
     )
@@ -162,16 +164,7 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
 
     remember(env, "9", tmp_path / "logs", name="<script>alert(1)</script>")
 
-    def sacct(argv: tuple[str, ...]) -> CommandResult:
-        return result(
-            argv,
-            out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
-            "|00:02:00|n1|None\n"
-            "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
-            "|00:05:00|n2|None\n",
-        )
-
-    slurm._sacct = sacct  # type: ignore[method-assign]
+    slurm._sacct = _two_attempts  # type: ignore[method-assign]
     start = datetime.fromisoformat("2026-11-28T10:00:05").timestamp()
     Ledger(tmp_path, 0).append(
         "checkpoint_committed", step=40, seconds=0.4, path="x", reason="", time=start + 60
