@@ -203,3 +203,11 @@ ensure_sshd_package() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server >/dev/null
   fi
 }
+
+# Debian's chromium, in which the report test renders a job's HTML page headless.
+ensure_chromium_package() {
+  if ! command -v chromium >/dev/null; then
+    say "installing chromium (for the report page test, headless)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null
+  fi
+}

@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
@@ -40,10 +41,11 @@ WIDTH, HEIGHT = 720, 140
 
 @dataclass(frozen=True)
 class Series:
-    """One GPU's line: its label and SVG ``points`` (``"x,y x,y ..."``)."""
+    """One GPU's line: its label and SVG ``points`` (``"x,y x,y ..."``), one string per
+    stretch without a gap (a requeue's wait breaks the line)."""
 
     label: str
-    points: str
+    segments: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -158,10 +160,24 @@ def metric_chart(
         return None
     peak = top or max(v for points in by_gpu.values() for _, v in points) or 1.0
     series = tuple(
-        Series(labels[gpu], _points(sorted(points), start, end, peak))
+        Series(labels[gpu], tuple(_points(part, start, end, peak) for part in _stretches(points)))
         for gpu, points in sorted(by_gpu.items(), key=lambda item: labels[item[0]])
     )
     return Chart(title, unit, peak, series)
+
+
+def _stretches(points: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
+    """``points`` in time order, cut where two samples are more than twice the usual
+    interval apart (no sample there: the job held no GPU)."""
+    points = sorted(points)
+    gaps = [b[0] - a[0] for a, b in pairwise(points)]
+    usual = statistics.median(gaps) if gaps else 0.0
+    parts = [[points[0]]]
+    for before, point in pairwise(points):
+        if usual and point[0] - before[0] > 2 * usual:
+            parts.append([])
+        parts[-1].append(point)
+    return parts
 
 
 def _points(points: list[tuple[float, float]], start: float, end: float, top: float) -> str:

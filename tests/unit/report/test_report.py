@@ -291,3 +291,13 @@ def test_report_takes_a_sweep_id_and_a_bad_one_is_a_clean_error(
     assert (data["sweep_id"], len(data["tasks"])) == (sweep_id, 2)
     assert_clean_error(run(env, "report", "nosuchsweep"), 1, "nosuchsweep")
     assert run(env, "report", "9", "--metric", "loss").exit_code == 2  # --metric: sweeps only
+
+
+def test_a_gpus_line_breaks_where_a_requeue_left_no_sample() -> None:
+    from hpclaunch.report.charts import metric_chart
+
+    times = [0, 30, 60, 700, 730]  # a requeue's wait between 60 and 700
+    chart = metric_chart([sample(t) for t in times], "util", "Utilisation", "%", 0, 730, 100)
+    assert chart is not None
+    [line] = chart.series
+    assert [len(part.split()) for part in line.segments] == [3, 2]

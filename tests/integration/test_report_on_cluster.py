@@ -1,0 +1,117 @@
+"""``hpclaunch report`` of a real job of the cluster that was warned, requeued and completed,
+and its HTML page in a real headless browser (Debian's ``chromium``).
+
+The job: a 1-node DDP trainer under the srun launcher on 2 GPUs, sampled every second through
+the NVML stand-in of ``tests/integration/stubs/nvml`` (the cluster's GPUs are fake devices
+without a driver; the sampler makes the same calls as on real GPUs). Once it has committed a
+checkpoint, the test sends what Slurm sends at a preemption (``scancel --batch
+--signal=USR1``): the sidecar checkpoints and requeues it, and attempt 1 resumes and
+completes. The page is loaded headless: it must show both attempts, the timeline, the GPU
+charts, and no console error; its screenshot is kept next to the page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import Cli, wait_progress, wait_state
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+VENV = str(REPO / ".venv")
+STUBS = str(Path(__file__).resolve().parent / "stubs" / "nvml")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _submit(hpclaunch: Cli, tmp_path: Path) -> str:
+    train = ["python", "examples/ddp_train.py", "--steps", "120", "--every", "20"]
+    spec = {
+        "name": f"it-report-{tmp_path.name[-6:]}",
+        "project": "research",
+        "command": [*train, "--sleep", "0.2", "--log-dir", str(tmp_path / "steps")],
+        "launcher": "srun",
+        "venv": VENV,
+        "resources": {"nodes": 1, "gpus_per_node": 2, "time": "10", "mem": "400M"},
+        "env": {"PYTHONPATH": STUBS},
+        "checkpoint": {"signal_lead_time": 20, "max_requeues": 2},
+    }
+    path = tmp_path / "report.yaml"
+    path.write_text(json.dumps(spec))
+    # A sample a second (default 30 s): the sampler reads it from the environment sbatch
+    # passes on from the submitting shell.
+    hpclaunch.env["HPCLAUNCH_GPU_INTERVAL"] = "1"
+    out = hpclaunch("submit", str(path))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+         "--v=0", "--log-level=0", "--window-size=800,1600", *args, page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_path: Path) -> None:
+    job_id = _submit(hpclaunch, tmp_path)
+    job_dir = Path(hpclaunch.submitted()[job_id]["job_dir"])
+    wait_progress(job_dir, 25, timeout=240, job_id=job_id)  # a checkpoint (step 20) is committed
+    time.sleep(3)  # a few more samples in attempt 0
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
+    assert wait_state(hpclaunch, job_id, {"COMPLETED", "FAILED", "CANCELLED"}, 300)["state"] == (
+        "COMPLETED"
+    )
+
+    out = hpclaunch("report", job_id, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    first, second = data["attempts"]
+    assert (first["ended"], second["ended"], data["state"]) == ("preempted", "success", "COMPLETED")
+    assert (first["committed_step"] or 0) >= 20
+    assert second["last_step"] == 120
+    assert first["ran_s"] > 0
+    assert second["queued_s"] is not None
+    assert len(data["gpus"]) == 2  # the job's 2 GPUs of its node, not the node's 4
+    for gpu in data["gpus"]:
+        assert gpu["samples"] >= 5
+        assert 20 <= gpu["util_p10"] <= gpu["util_mean"] <= gpu["util_p90"] <= 100
+        assert gpu["mem_total_mib"] == 80 * 1024
+        # Energy: the stand-in's power (100-400 W) over the time the samples span.
+        assert 100 * gpu["seconds"] / 3.6e6 <= gpu["energy_kwh"] <= 400 * gpu["seconds"] / 3.6e6
+    assert data["checkpoints"]
+
+    text = hpclaunch("report", job_id)
+    assert text.returncode == 0, text.stderr
+    assert f"job {job_id} " in text.stdout
+    assert "COMPLETED after 2 attempts" in text.stdout
+
+    page = tmp_path / "report.html"
+    html = hpclaunch("report", job_id, "--html", str(page))
+    assert html.returncode == 0, html.stderr
+    if CHROMIUM is None:
+        pytest.skip("no chromium here to render the page (apt-get install chromium)")
+    dom = _browser(page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert len(re.findall(r'<tr class="attempt">', dom.stdout)) == 2
+    assert len(re.findall(r"<rect ", dom.stdout)) >= 3  # queued and running stretches
+    # 3 metrics x 2 GPUs, each line broken where the requeue's wait left no sample.
+    drawn = re.findall(r'<polyline class="series" data-gpu="([^"]+)"', dom.stdout)
+    assert len(set(drawn)) == 2
+    assert len(drawn) >= 6
+    errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert errors == []
+    shot = page.with_suffix(".png")
+    taken = _browser(page, f"--screenshot={shot}")
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert shot.stat().st_size > 10_000
+    print(f"report page and screenshot kept: {page} {shot}")
