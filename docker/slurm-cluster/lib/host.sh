@@ -133,14 +133,17 @@ host_teardown() {
   rm -rf "$STATE"
 }
 
-# The daemons' logs outlive their cluster (the last 3 of them, in $LOG_KEEP/<date>-<pid>/):
-# a test failure read after the suite took the cluster down still finds slurmd's side.
+# The daemons' logs outlive their cluster (the last 6 taken down, in
+# $LOG_KEEP/<date>-<time>-<pid>/): a test failure read after the suite took the cluster down
+# still finds slurmctld's and slurmd's side. The newest are those with the latest names (the
+# time of `down`): a directory's mtime is when its cluster came up, and the suite's main
+# cluster, up longest, was the one pruned first when that order was used (run 29).
 LOG_KEEP=${HPCLAUNCH_CLUSTER_LOG_KEEP:-/var/tmp/hpclaunch-cluster-logs}
 keep_logs() {
   [[ -d $STATE/log ]] || return 0
   mkdir -p "$LOG_KEEP" && mv "$STATE/log" "$LOG_KEEP/$(date +%Y%m%d-%H%M%S)-$$" || return 0
   local old
-  for old in $(ls -1dt "$LOG_KEEP"/*/ 2>/dev/null | tail -n +4); do
+  for old in $(ls -1d "$LOG_KEEP"/*/ 2>/dev/null | sort -r | tail -n +7); do
     rm -rf "$old"
   done
 }
