@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -164,6 +164,7 @@ def status_command(
 
 def _print_status(status: SweepStatus) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     rec = status.record
@@ -175,8 +176,7 @@ def _print_status(status: SweepStatus) -> None:
     warn = Console(stderr=True)
     for problem in status.problems:
         warn.print(f"[yellow]Warning:[/] {problem}", highlight=False)
-    params = list(dict.fromkeys(k for t in status.tasks for k in t.params))
-    metrics = list(dict.fromkeys(k for t in status.tasks for k in t.metrics or {}))
+    params, metrics = status.parameters, status.metric_names
     table = Table(box=None, header_style="bold")
     for column in ("POINT", "JOB", "STATE", *params):
         table.add_column(column, overflow="fold")
@@ -187,22 +187,9 @@ def _print_status(status: SweepStatus) -> None:
             str(task.point),
             task.job_id,
             task.state + (f" (Slurm: {task.slurm_state})" if task.slurm_state else ""),
-            *(_cell(task.params.get(p)) for p in params),
-            *(_cell((task.metrics or {}).get(m)) for m in metrics),
+            *(escape(cell) for cell in task.cells(params, metrics)),
         )
     console.print(table)
-
-
-def _cell(value: Any) -> str:
-    from rich.markup import escape
-
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, bool):  # as the task's command got it
-        return "true" if value else "false"
-    return escape(value if isinstance(value, str) else json.dumps(value))
 
 
 @sweep_command.command("list")

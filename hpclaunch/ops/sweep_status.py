@@ -25,7 +25,7 @@ from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
 from hpclaunch.supervise.ledger import LEDGER_NAME, SUCCESS_LINE
-from hpclaunch.supervise.sweep_task import METRICS_NAME, task_dir
+from hpclaunch.supervise.sweep_task import METRICS_NAME, format_value, task_dir
 from hpclaunch.transport.base import Runner
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ __all__ = [
     "NEVER_STARTED_STATES",
     "SweepStatus",
     "TaskStatus",
+    "cell_text",
     "sort_tasks",
     "sweep_status",
 ]
@@ -54,6 +55,24 @@ class TaskStatus:
     #: Slurm ended the task (``state``) before its batch script started: ``sweep rerun``.
     never_ran: bool = False
 
+    def cells(self, params: Iterable[str], metrics: Iterable[str]) -> list[str]:
+        """The task's values of ``params`` then ``metrics`` as a table shows them
+        (:func:`cell_text`)."""
+        found = self.metrics or {}
+        return [cell_text(self.params.get(p)) for p in params] + [
+            cell_text(found.get(m)) for m in metrics
+        ]
+
+
+def cell_text(value: Any) -> str:
+    """A parameter or metric in a table: ``-`` when missing, floats to 6 significant
+    digits, anything else as the task's command got it (:func:`format_value`)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return format_value(value)
+
 
 @dataclass(frozen=True)
 class SweepStatus:
@@ -62,6 +81,16 @@ class SweepStatus:
     record: SweepRecord
     tasks: tuple[TaskStatus, ...]
     problems: tuple[str, ...] = ()
+
+    @property
+    def parameters(self) -> list[str]:
+        """The parameters' names, in the order the tasks first show them."""
+        return list(dict.fromkeys(k for t in self.tasks for k in t.params))
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The final metrics' names, in the order the tasks first report them."""
+        return list(dict.fromkeys(k for t in self.tasks for k in t.metrics or {}))
 
     @property
     def counts(self) -> dict[str, int]:

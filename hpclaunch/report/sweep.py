@@ -35,11 +35,11 @@ class SweepReport:
 
     @property
     def parameters(self) -> list[str]:
-        return list(dict.fromkeys(k for t in self.status.tasks for k in t.params))
+        return self.status.parameters
 
     @property
     def metrics(self) -> list[str]:
-        return list(dict.fromkeys(k for t in self.status.tasks for k in t.metrics or {}))
+        return self.status.metric_names
 
     @property
     def chosen_metric(self) -> str | None:
@@ -83,8 +83,7 @@ class SweepReport:
                 str(t.point),
                 t.job_id,
                 t.state,
-                *(_cell(t.params.get(p)) for p in params),
-                *(_cell((t.metrics or {}).get(m)) for m in metrics),
+                *t.cells(params, metrics),
             )
             for t in self.status.tasks
         ]
@@ -106,17 +105,5 @@ class SweepReport:
             r=self,
             status=self.status,
             scatters=self.scatters(),
-            cell=_cell,
             made=made.isoformat(timespec="seconds"),
         )
-
-
-def _cell(value: Any) -> str:
-    """A parameter or metric as the table shows it."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
