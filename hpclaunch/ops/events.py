@@ -9,6 +9,7 @@ decisions, why each attempt ended, steps lost). GPU samples come from
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import Attempt
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["GpuSamples", "JobEvents", "gpu_samples", "job_events"]
+__all__ = ["GpuSamples", "JobEvents", "gpu_samples", "job_events", "why_no_samples"]
 
 LEDGER_NOTE = "no sidecar ledger (events.jsonl) yet: the job has not started"
 NO_SIDECAR_NOTE = (
@@ -143,8 +144,18 @@ def gpu_samples(ctx: Context, job_id: str) -> GpuSamples:
     samples = latest_samples(read_metrics(read_job_file(ctx, record, METRICS_NAME) or ""))
     if samples:
         return GpuSamples(job_id, samples, [], None)
+    ledger = parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or "")
+    off, why = why_no_samples(ctx, record, ledger)
+    return GpuSamples(job_id, [], off, why)
+
+
+def why_no_samples(
+    ctx: Context, record: SubmissionRecord, ledger: Iterable[Mapping[str, Any]]
+) -> tuple[list[str], str]:
+    """Why the job has no GPU sample: each node's ``gpu_monitor_off`` reason from its
+    ``ledger`` (``node: reason``), and all of it in words."""
     off: list[str] = []
-    for event in parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or ""):
+    for event in ledger:
         if event.get("event") == "gpu_monitor_off":
             line = f"{event.get('node', '?')}: {event.get('reason', '?')}"
             if line not in off:
@@ -152,7 +163,7 @@ def gpu_samples(ctx: Context, job_id: str) -> GpuSamples:
     why = "; ".join(off)
     if not why and runs_sidecar(ctx.runner.read_file, record) is False:
         why = (
-            f"job {job_id} runs without the sidecar (launcher: none), which samples the "
+            f"job {record.job_id} runs without the sidecar (launcher: none), which samples the "
             "GPUs: GPU monitoring needs a launcher (srun, torchrun, deepspeed or accelerate)"
         )
-    return GpuSamples(job_id, [], off, why or "the job has not started, or no sample is due yet")
+    return off, why or "the job has not started, or no sample is due yet"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hpclaunch.ops.events import gpu_samples, job_events
+from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.records import read_job_file
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
@@ -34,8 +34,11 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
     note = None
-    if not gpus:
-        note = gpu_samples(ctx, job_id).why_none if record else "not submitted through hpclaunch"
+    if not gpus:  # why, from the ledger read above
+        ledger = events.ledger or []
+        note = (
+            why_no_samples(ctx, record, ledger)[1] if record else "not submitted through hpclaunch"
+        )
     return JobReport(
         job_id=job_id,
         name=record.name if record else None,
