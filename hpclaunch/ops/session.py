@@ -18,9 +18,6 @@ from hpclaunch.ops.simulate import simulate as simulate_policies
 from hpclaunch.ops.simulate import write_workload
 
 if TYPE_CHECKING:
-    from datetime import datetime
-    from pathlib import Path
-
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.clean import Cleaned
@@ -352,8 +349,7 @@ class Session(Context):
         from hpclaunch.ops.pipeline import submit_pipeline
         from hpclaunch.ops.snapshot import Snapshot
 
-        tree = Snapshot.of_cwd(self) if sync else None
-        planned = self._plan_pipeline(path, submission_id, check, tree)
+        planned, tree = self._plan_pipeline(path, submission_id, check, sync)
         if tree is not None:
             (send or Snapshot.send)(tree)
         refs = submit_pipeline(
@@ -385,18 +381,20 @@ class Session(Context):
         Raises:
             SpecError, PlanError: As :meth:`pipeline`.
         """
+        return self._plan_pipeline(path, submission_id, check, sync)[0]
+
+    def _plan_pipeline(
+        self, path: str, submission_id: str | None, check: bool, sync: bool
+    ) -> tuple[PlannedPipeline, Snapshot | None]:
+        """The file's jobs planned (in a snapshot of the code tree with ``sync``: its
+        paths are not on the cluster yet), and that snapshot, not sent."""
+        from hpclaunch.ops.pipeline import plan_pipeline
         from hpclaunch.ops.snapshot import Snapshot
 
         tree = Snapshot.of_cwd(self) if sync else None
-        return self._plan_pipeline(path, submission_id, check, tree)
-
-    def _plan_pipeline(
-        self, path: str, submission_id: str | None, check: bool, tree: Snapshot | None
-    ) -> PlannedPipeline:
-        from hpclaunch.ops.pipeline import plan_pipeline
-
         cwd = tree.cwd if tree is not None else None
-        return plan_pipeline(self, path, submission_id=submission_id, check=check, cwd=cwd)
+        planned = plan_pipeline(self, path, submission_id=submission_id, check=check, cwd=cwd)
+        return planned, tree
 
     def wait_pipeline(
         self,
