@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.report.gpus import GAP_INTERVALS, usual_interval
 from hpclaunch.slurm.times import slurm_epoch
 
 __all__ = [
@@ -167,14 +168,13 @@ def metric_chart(
 
 
 def _stretches(points: list[tuple[float, float]]) -> list[list[tuple[float, float]]]:
-    """``points`` in time order, cut where two samples are more than twice the usual
-    interval apart (no sample there: the job held no GPU)."""
+    """``points`` in time order, cut where two samples are more than :data:`GAP_INTERVALS`
+    usual intervals apart (no sample there: the job held no GPU), as energy is counted."""
     points = sorted(points)
-    gaps = [b[0] - a[0] for a, b in pairwise(points)]
-    usual = statistics.median(gaps) if gaps else 0.0
+    usual = usual_interval([t for t, _ in points])
     parts = [[points[0]]]
     for before, point in pairwise(points):
-        if usual and point[0] - before[0] > 2 * usual:
+        if usual and point[0] - before[0] > GAP_INTERVALS * usual:
             parts.append([])
         parts[-1].append(point)
     return parts

@@ -15,8 +15,11 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["GpuStats", "gpu_stats", "percentile"]
+__all__ = ["GAP_INTERVALS", "GpuStats", "gpu_stats", "percentile", "usual_interval"]
 
+#: Two samples of a GPU further apart than this many usual intervals had none between
+#: them (a requeue's wait): energy counts nothing there, and the charts break their line.
+GAP_INTERVALS = 2
 #: Joules in a kWh.
 _JOULES_PER_KWH = 3.6e6
 
@@ -82,12 +85,18 @@ def gpu_stats(records: Iterable[Mapping[str, Any]]) -> list[GpuStats]:
     return sorted(found, key=lambda s: (s.node, s.pci or "", s.gpu))
 
 
+def usual_interval(times: Sequence[float]) -> float:
+    """The median time between a GPU's consecutive samples (``times`` in order; 0 with
+    fewer than two distinct times)."""
+    gaps = [b - a for a, b in pairwise(times) if b > a]
+    return statistics.median(gaps) if gaps else 0.0
+
+
 def _one(node: str, gpu: str, rows: list[Mapping[str, Any]]) -> GpuStats:
     times = [float(r["ts"]) for r in rows]
-    gaps = [b - a for a, b in pairwise(times) if b > a]
-    usual = statistics.median(gaps) if gaps else 0.0
-    # What each sample stands for: up to the next one, never more than two usual intervals.
-    spans = [min(b - a, 2 * usual) for a, b in pairwise(times)] + [usual]
+    usual = usual_interval(times)
+    # What each sample stands for: up to the next one, never more than GAP_INTERVALS.
+    spans = [min(b - a, GAP_INTERVALS * usual) for a, b in pairwise(times)] + [usual]
     util = _numbers(rows, "util")
     memory = _numbers(rows, "mem_used")
     power = [
