@@ -61,25 +61,14 @@ def report_command(
     else:
         report = app.sweep_run(target).report(metric=metric)
     if html_path is not None:
-        _write_page(html_path, report.html(), open_page)
+        written = report.write_html(html_path)
+        click.echo(f"report: {written}", err=True)
+        if open_page:
+            import webbrowser
+
+            if not webbrowser.open(written.as_uri()):
+                click.echo("no browser found here: open the file where one is", err=True)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
     click.echo("\n".join(report.lines()))
-
-
-def _write_page(path: str, page: str, open_page: bool) -> None:
-    """Write ``page`` to ``path`` (readable by you only: it names your jobs and paths)."""
-    import os
-    from pathlib import Path
-
-    target = Path(path)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(page)
-    click.echo(f"report: {target.resolve()}", err=True)
-    if open_page:
-        import webbrowser
-
-        if not webbrowser.open(target.resolve().as_uri()):
-            click.echo("no browser found here: open the file where one is", err=True)

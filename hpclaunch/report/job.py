@@ -8,10 +8,12 @@ record, Slurm's accounting of each attempt, the sidecar's ledger and the GPU sam
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
@@ -86,6 +88,12 @@ class JobReport:
             "advice": list(self.advice),
             "checkpoints": [list(c) for c in self.checkpoints],
         }
+
+    def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
+        """Write :meth:`html` to ``path`` (atomically, mode 0600); its absolute path."""
+        from hpclaunch.report.page import write_page
+
+        return write_page(Path(path), self.html(now=now))
 
     def html(self, *, now: float | None = None) -> str:
         """The report as one self-contained HTML page (``templates/report.html.j2``): a

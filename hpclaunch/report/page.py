@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import functools
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from hpclaunch._resources import shipped_dir
 from hpclaunch.slurm.times import format_elapsed
+from hpclaunch.store.files import write_private
 
-__all__ = ["COLOURS", "render_page"]
+__all__ = ["COLOURS", "render_page", "write_page"]
 
 #: One colour per GPU, in order (Tableau 10).
 COLOURS = (
@@ -46,3 +48,11 @@ def render_page(template: str, **values: Any) -> str:
     values.setdefault("colours", COLOURS)
     values.setdefault("version", version("hpclaunch"))
     return _environment().get_template(template).render(**values)
+
+
+def write_page(path: str | Path, page: str) -> Path:
+    """Write ``page`` to ``path`` as :func:`write_private` does (atomically, 0600 even over
+    an existing file: the page names your jobs and paths); its absolute path."""
+    target = Path(path)
+    write_private(target, page)
+    return target.resolve()

@@ -8,9 +8,11 @@ tasks' final-metrics files): the report asks Slurm nothing more.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.report.charts import Scatter, scatter
@@ -93,6 +95,12 @@ class SweepReport:
             for row in (headers, *rows)
         ]
         return out
+
+    def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
+        """Write :meth:`html` to ``path`` (atomically, mode 0600); its absolute path."""
+        from hpclaunch.report.page import write_page
+
+        return write_page(Path(path), self.html(now=now))
 
     def html(self, *, now: float | None = None) -> str:
         """The report as one self-contained HTML page: the counts, the table (sorted by a

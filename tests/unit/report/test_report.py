@@ -174,6 +174,8 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
     (tmp_path / METRICS_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
     page = tmp_path / "out" / "report.html"
     page.parent.mkdir()
+    page.write_text("an older page, readable by all")
+    page.chmod(0o644)
     out = run(env, "report", "9", "--html", str(page))
     assert out.exit_code == 0, out.output
     assert page.stat().st_mode & 0o777 == 0o600
