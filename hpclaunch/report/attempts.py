@@ -29,7 +29,8 @@ class AttemptSummary:
         index: 0 for the first.
         state: Slurm's state of that attempt (``PREEMPTED``, ``COMPLETED``, ...).
         ended: The sidecar's reason (``preempted``, ``time_limit``, ``success``, ...;
-            ``None`` without a ledger, or while it runs).
+            ``restart_refused`` for a run Slurm started after the job had ended; ``None``
+            without a ledger, or while it runs).
         start, end: As sacct prints them (the cluster's local time).
         queued_s: Seconds it waited to start (``None``: unknown, or not started).
         ran_s: Seconds it ran.
@@ -81,6 +82,9 @@ def summarise_attempts(
 ) -> list[AttemptSummary]:
     """Each attempt Slurm accounted, oldest first, with what the ledger says of it."""
     ends = {e.get("attempt"): e for e in ledger if e.get("event") == "attempt_end"}
+    for event in ledger:  # a run Slurm started after the job had ended: nothing ran
+        if event.get("event") == "restart_refused":
+            ends.setdefault(event.get("attempt"), {"reason": "restart_refused"})
     commits: dict[object, int] = {}
     for event in ledger:
         if event.get("event") == "checkpoint_committed":

@@ -10,6 +10,9 @@ event                       fields
 ``attempt_start``           ``nodes``, ``master_addr``, ``master_port``, ``argv``,
                             ``progress_step`` (the trainer's step when it started),
                             ``resize_seconds`` (after a resize: seconds since its request)
+``restart_refused``         ``after_attempt``, ``reason``, ``why``: Slurm started the job
+                            again after that attempt ran it to its end; nothing was run
+                            (written instead of ``attempt_start``)
 ``stale_control_files``     ``files``: name → content (left by the previous attempt; one
                             event, before ``attempt_start``)
 ``early_signal``            ``signal``: the batch script caught it before the sidecar ran

@@ -28,6 +28,18 @@ preemption is the scheduler's doing, not a crash: it never trips the breaker, an
 it ended neither counts towards nor breaks a streak. (It once did: a four-rank job preempted
 twice during torchrun's start-up on a slow CI machine ended PREEMPTED, never requeued; so
 would any job that reports no progress, preempted twice.)
+
+A job that already ran to its own end is not run again (:func:`finished_attempt`). Slurm
+24.11 to 26.05 may start it once more: a preempted job whose grace ran out before its batch
+script exited is requeued by ``_job_requeue_op``, which leaves the job's ``GRACE_PREEMPT``
+flag set (only ``job_complete``'s requeue branch clears it), so when the *next* run's batch
+script exits, whatever its code, ``_slurm_rpc_complete_batch_script`` requeues the job again
+(src/slurmctld/proc_req.c and job_mgr.c, 24.11.7, 25.11.7, 26.05.3). The flag is not shown
+by ``scontrol show job`` (``PreemptTime`` is reset at the requeue), so the sidecar cannot see
+it coming; the run it did not ask for ends at once with the finished attempt's exit code.
+(Seen on the 25.11 test cluster, clean-clone run 29: a four-rank job preempted twice, the
+second time killed at the end of its grace, completed and was started a fourth time.) A job
+that completes inside a preemption's grace is requeued the same way, on purpose.
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ __all__ = [
     "RequeueOutcome",
     "cancel_requeued",
     "decide",
+    "finished_attempt",
     "forbid_requeue",
     "issue_requeue",
     "job_now",
@@ -68,6 +81,8 @@ _REASON = re.compile(r"\bReason=(\S+)")
 _NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
+#: How attempts end when the job ran to its own end: nothing is left to run.
+FINISHED_REASONS = frozenset({"success", "user_error"})
 
 
 def requeue_target(env: Mapping[str, str]) -> str:
@@ -98,6 +113,18 @@ class RequeueOutcome:
     signal: int | None = None
 
 
+def finished_attempt(history: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``attempt_end`` of an earlier attempt that ran the job to its own end (success, or
+    a failure of the user's code, which is never requeued), if the newest one did; ``None``
+    when the job still has work to do. A new attempt after it is a run nobody here asked
+    for (the module docstring: Slurm's leftover grace flag, or someone's ``scontrol
+    requeue`` of a finished job)."""
+    ends = [e for e in history if e.get("event") == "attempt_end"]
+    if ends and ends[-1].get("reason") in FINISHED_REASONS:
+        return ends[-1]
+    return None
+
+
 def issue_requeue(
     runner: Runner, target: str, *, attempt: int | None = None, timeout: float = 20
 ) -> RequeueOutcome:
@@ -105,16 +132,22 @@ def issue_requeue(
 
     The requeue ends this attempt: Slurm SIGTERMs the job's processes, and scontrol is one of
     them. When that signal beats slurmctld's reply (seen on 25.11: scontrol ended by signal
-    15, the job requeued all the same), the restart count above ``attempt`` (this attempt's
-    ``SLURM_RESTART_COUNT``) shows the requeue took effect.
+    15, the job requeued all the same), or Slurm requeued the job itself a moment before
+    (a preemption's grace ended: scontrol says "Job is pending execution", seen on 25.11),
+    the restart count above ``attempt`` (this attempt's ``SLURM_RESTART_COUNT``) shows the
+    job is requeued.
     """
     outcome = _run_slurm(runner, target, ["scontrol", "requeue", target], timeout)
-    if outcome.ok or outcome.signal is None or attempt is None:
+    if outcome.ok or outcome.missing or attempt is None:
         return outcome
     restarts = slurm_restarts(runner, target)
     if restarts is not None and restarts > attempt:
-        why = f"scontrol ended by signal {outcome.signal}; Restarts={restarts} shows the requeue"
-        return RequeueOutcome(True, target, why)
+        said = (
+            f"scontrol ended by signal {outcome.signal}"
+            if outcome.signal is not None
+            else f"scontrol said {outcome.why!r}"
+        )
+        return RequeueOutcome(True, target, f"{said}; Restarts={restarts} shows the requeue")
     return outcome
 
 

@@ -2,7 +2,10 @@
 
 It runs in the batch shell (the rendered script ``exec``\\ s it) and:
 
-1. records and removes stale control files, writes ``attempt_start`` to the ledger;
+1. records and removes stale control files, writes ``attempt_start`` to the ledger (unless
+   an earlier attempt already ran the job to its end: then it records ``restart_refused``
+   and exits with that attempt's code, launching nothing; see
+   :func:`~hpclaunch.supervise.requeue.finished_attempt`);
 2. starts the launch (:mod:`hpclaunch.supervise.launchers`) in a process group of its own;
 3. on USR1/USR2 (``--signal=B:SIG@lead``: time limit, or preemption with
    ``preempt_send_user_signal``; also one the batch script's trap caught while it set up,
@@ -56,6 +59,7 @@ from hpclaunch.supervise.requeue import (
     JobNow,
     cancel_requeued,
     decide,
+    finished_attempt,
     forbid_requeue,
     issue_requeue,
     job_now,
@@ -249,6 +253,9 @@ class Sidecar:
     def _run(self, signals: SignalCatcher) -> int:
         cfg = self.config
         history = self.ledger.history()
+        finished = finished_attempt(history)
+        if finished is not None:
+            return self._refuse_restart(finished)
         control.prepare(self.control)
         stale = dict(control.clear_stale(self.control))
         if stale:  # one event per attempt: a resume finds the request and the commit
@@ -313,6 +320,24 @@ class Sidecar:
             )
             signals.wait_pending(wait)  # a signal now is handled with the next launch
         return self._on_exit(code, history)
+
+    def _refuse_restart(self, finished: Mapping[str, Any]) -> int:
+        """End a run Slurm started after the job had already run to its end (requeue.py's
+        docstring): nothing is launched, and the finished attempt's exit code is this one's,
+        so the job ends as it did (COMPLETED, or FAILED)."""
+        code = finished.get("exit_code")
+        code = code if isinstance(code, int) and 0 <= code <= 255 else 1
+        after = finished.get("attempt")
+        why = (
+            f"attempt {after} already ran the job to its end ({finished.get('reason')}, "
+            f"exit code {code}): Slurm started it again without a requeue of hpclaunch's "
+            "(a preemption's grace flag Slurm left set, or scontrol requeue); nothing is run"
+        )
+        self.ledger.append(
+            "restart_refused", after_attempt=after, reason=finished.get("reason"), why=why
+        )
+        print(f"hpclaunch: {why}; submit the job again to run it again", flush=True)
+        return code
 
     def _log_size(self) -> int:
         try:

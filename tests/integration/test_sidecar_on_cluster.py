@@ -16,6 +16,11 @@ module takes about as long as its slowest job (the time-limit one, ~3 min):
 * a medium-tier job with a 20 s signal lead and max_requeues 1: checkpoints and requeues
   once at the time limit, then the cap stops it. Its limit is cut once its trainer reports
   a step (:func:`_cut_time_limit`), so the warning never comes before the trainer started.
+* a low-tier command on one of torchrun's nodes, preempted by torchrun's preemptor while
+  its venv activates (until Slurm ends the attempt), so that its batch script still runs
+  when the grace ends: Slurm 24.11+ then runs it once more after attempt 1 completes, and
+  the sidecar refuses that run (``restart_refused``, requeue.py's docstring); the command
+  ran once.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hpclaunch.slurm.cluster import expand_hosts
 from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise.control import read_step
 from hpclaunch.supervise.ledger import read_ledger
@@ -209,6 +215,22 @@ def jobs(
             resources={"time": "10", "mem": "200M"},
         ),
     }
+    # Placed beside torchrun, so that torchrun's preemptor (every GPU of its nodes) preempts
+    # it as well (it holds a GPU so that it must), while its venv's activate lasts until
+    # Slurm ends the attempt: its batch script is still running when the grace is over
+    # (Slurm acts on that at its next scheduling pass, seen 15 s after the warning). A
+    # sidecar stopping in time cannot be made to miss the grace: it exits before its end.
+    ids["grace"] = _submit(
+        cli,
+        tmp,
+        "grace",
+        command=["python", "-c", _RUNS, str(shared / "grace-runs")],
+        launcher="srun",
+        tier="low",
+        venv=str(_slow_venv(shared, "grace-venv", linger=300)),
+        sbatch_extra={"--nodelist": expand_hosts(_nodes_of(torchrun))[0]},
+        resources={"gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
+    )
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
     cutter = threading.Thread(target=_cut_time_limit, args=(jobs, "timelimit"), daemon=True)
     cutter.start()
@@ -227,12 +249,21 @@ def jobs(
             # What --signal=B:USR1 delivers at preemption (preempt_send_user_signal) or time limit.
             subprocess.run(["scancel", "--batch", "--signal=USR1", ids["srun"]], check=True)
 
+        jobs.wait_setting_up("grace")  # started when torchrun's preemptor comes
         _at_step(jobs, 30, {"torchrun": preempt_torchrun, "srun": warn_srun})
         yield jobs
     finally:
         subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
         shutil.rmtree(shared, ignore_errors=True)
         subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+
+
+#: Appends its attempt to ``argv[1]``; attempt 0 then sleeps (until Slurm ends it),
+#: attempt 1 exits 0 at once.
+_RUNS = (
+    "import os, sys, time; attempt = os.environ['HPCLAUNCH_ATTEMPT']; "
+    "open(sys.argv[1], 'a').write(attempt + ' '); attempt == '0' and time.sleep(600)"
+)
 
 
 def _at_step(jobs: Jobs, step: int, actions: dict[str, Callable[[], None]]) -> None:
@@ -282,16 +313,18 @@ def _ended(job_dir: Path, attempt: int) -> bool:
     return any(e["event"] == "attempt_end" and e["attempt"] == attempt for e in ledger)
 
 
-def _slow_venv(shared: Path) -> Path:
+def _slow_venv(shared: Path, name: str = "slow-venv", linger: float = 0) -> Path:
     """A venv whose activate takes long (like modules or conda on a busy cluster), then
     activates the real one. On attempt 0 it lasts until the batch script's trap has caught
-    the test's warning (it sets ``hpclaunch_early``; 120 s at most): a fixed 5 s was once
-    over before a loaded cluster delivered it (run 27), and the test saw no early signal."""
-    venv = shared / "slow-venv"
+    the test's warning (it sets ``hpclaunch_early``; 120 s at most), and ``linger`` seconds
+    more: a fixed 5 s was once over before a loaded cluster delivered it (run 27), and the
+    test saw no early signal."""
+    venv = shared / name
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "activate").write_text(
         'if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then\n'
         '  for _ in $(seq 600); do [ -n "${hpclaunch_early:-}" ] && break; sleep 0.2; done\n'
+        f"  sleep {linger}\n"
         "fi\n"
         f". {shlex.quote(VENV)}/bin/activate\n"
     )
@@ -327,9 +360,12 @@ def _assert_exact_resume(jobs: Jobs, key: str, *, by_slurm: bool = False) -> Non
     assert before == list(range(1, committed + 1))
     assert after == list(range(committed + 1, STEPS + 1))
     assert 0 < committed < STEPS
-    # Slurm saw two attempts (sacct -D)
+    # Slurm saw two attempts (sacct -D), or three where it ran the job once more after it
+    # completed (attempt 0 outlived its grace: requeue.py) and the sidecar refused that run
     states = [a["state"] for a in data["attempts"]]
-    assert len(states) == 2, states
+    refused = [e["attempt"] for e in ledger if e["event"] == "restart_refused"]
+    assert refused in ([], [2]), refused
+    assert len(states) == 2 + len(refused), (states, refused)
     assert states[-1] == "COMPLETED"
 
 
@@ -372,6 +408,32 @@ def test_srun_launcher_warned_checkpoints_requeues_and_resumes(jobs: Jobs) -> No
     assert jobs.wait_final("twin", 60) == "COMPLETED"
     twin = (jobs.shared / "twin" / "final.sha256").read_text()
     assert (jobs.shared / "srun" / "final.sha256").read_text() == twin
+
+
+def test_a_run_slurm_starts_after_the_job_completed_is_refused(jobs: Jobs) -> None:
+    """Preempted, and still running when its grace ended, a job is requeued by Slurm
+    24.11+ once more after its next run completes (Slurm leaves the preemption's grace flag
+    set: requeue.py's docstring). That run launches nothing: the command ran once (attempt
+    0 never got past its venv) and the job ends COMPLETED. (22.05 has no such run.)"""
+    assert jobs.wait_final("grace", 240) == "COMPLETED"
+    assert (jobs.shared / "grace-runs").read_text().split() == ["1"]
+    data = jobs.events("grace")
+    assert not _by(data["ledger"], 0)  # Slurm ended it in the batch script's set-up
+    assert _by(data["ledger"], 1)["attempt_end"]["reason"] == "success"
+    states = [a["state"] for a in data["attempts"]]
+    if jobs.release < (24, 11):
+        assert len(states) == 2, states
+        assert "restart_refused" not in {e["event"] for e in data["ledger"]}
+        return
+    third = _by(data["ledger"], 2)
+    assert set(third) == {"restart_refused"}, third
+    refused = third["restart_refused"]
+    assert (refused["after_attempt"], refused["reason"]) == (1, "success")
+    # Slurm accounts the completed run as PREEMPTED (job_complete with GRACE_PREEMPT set).
+    assert states == ["PREEMPTED", "PREEMPTED", "COMPLETED"], states
+    log = (jobs.job_dir("grace") / "attempt-2.log").read_text()
+    assert "already ran the job to its end" in log
+    assert "restart_refused" in jobs.cli("events", jobs.ids["grace"]).stdout
 
 
 def test_user_error_is_not_requeued(jobs: Jobs) -> None:

@@ -37,6 +37,25 @@ def test_issue_requeue_ok_refused_and_missing() -> None:
     assert not gone.ok
 
 
+def test_a_requeue_slurm_made_a_moment_before_counts_as_done() -> None:
+    """At the end of a preemption's grace Slurm requeues the job itself; the sidecar's own
+    requeue a moment later is refused (25.11), and the restart count shows it is requeued."""
+    text = (DATA / "cluster-25.11" / "scontrol_show_job_sigterm_preempted.txt").read_text()
+    assert "Restarts=1" in text
+
+    def answer(argv: tuple[str, ...]) -> Any:
+        if argv[:2] == ("scontrol", "requeue"):
+            return result(argv, 1, err="scontrol: error: Job is pending execution for job 77")
+        return result(argv, out=text)
+
+    outcome = issue_requeue(FakeRunner(answer), "77", attempt=0)
+    assert outcome.ok
+    assert "Job is pending execution" in (outcome.why or "")
+    assert "Restarts=1" in (outcome.why or "")
+    # Not when the count did not move: the job is not requeued.
+    assert not issue_requeue(FakeRunner(answer), "77", attempt=1).ok
+
+
 def _end(reason: str, *, requeued: bool = True, no_progress: bool = False) -> dict[str, Any]:
     return {
         "event": "attempt_end",

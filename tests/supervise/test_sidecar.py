@@ -294,6 +294,35 @@ def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
     assert not (ctl / control.REQUEST).exists()
 
 
+@pytest.mark.parametrize(("reason", "code"), [("success", 0), ("user_error", 3)])
+def test_a_run_slurm_starts_after_the_job_ran_to_its_end_launches_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reason: str, code: int
+) -> None:
+    """Slurm 24.11+ requeues a job once more after a preemption whose grace ran out
+    (requeue.py's docstring): that run ends at once, with the finished attempt's code."""
+    Ledger(tmp_path, 2).append("attempt_end", reason=reason, exit_code=code, requeued=False)
+    marker = tmp_path / "ran"
+    cfg = config(tmp_path, "--steps", "1", "--pids", str(marker), attempt=3)
+    assert Sidecar(cfg, slurm_answers()).run() == code
+    ledger = read_ledger(tmp_path)
+    assert [e["event"] for e in ledger] == ["attempt_end", "restart_refused"]
+    refused = ledger[-1]
+    assert (refused["attempt"], refused["after_attempt"], refused["reason"]) == (3, 2, reason)
+    assert not marker.exists()
+    assert "already ran the job to its end" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("reason", ["preempted", "time_limit", "node_failure", "requeued"])
+def test_a_job_whose_last_attempt_was_stopped_runs_again(tmp_path: Path, reason: str) -> None:
+    Ledger(tmp_path, 0).append("attempt_end", reason=reason, exit_code=0, requeued=True)
+    cfg = config(tmp_path, "--steps", "1", attempt=1)
+    assert Sidecar(cfg, slurm_answers()).run() == 0
+    kinds = [e["event"] for e in read_ledger(tmp_path)]
+    assert "attempt_start" in kinds
+    assert "restart_refused" not in kinds
+    assert read_ledger(tmp_path)[-1]["reason"] == "success"
+
+
 def run_as_batch_script(tmp_path: Path, *command: str) -> int:
     """``python -m hpclaunch.supervise run --launcher=srun -- COMMAND`` as the batch script
     runs it (outside Slurm: the launch runs here), its output in ``attempt-0.log``."""

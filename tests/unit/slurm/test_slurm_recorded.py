@@ -158,6 +158,15 @@ def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> No
         begun, ended = (datetime.fromisoformat(t or "") for t in (attempt.start, attempt.end))
         assert attempt.ran_s == (ended - begun).total_seconds()
     assert None not in (first.queued_s, first.nodes, second.nodes)
+    # A run Slurm started after the job had ended shows as such (sidecar's restart_refused).
+    ledger = [
+        {"event": "attempt_end", "attempt": 0, "reason": "success"},
+        {"event": "restart_refused", "attempt": 1, "after_attempt": 0},
+    ]
+    assert [a.ended for a in summarise_attempts(attempts, ledger)] == [
+        "success",
+        "restart_refused",
+    ]
 
 
 def test_queue(rec: Recording) -> None:
