@@ -80,12 +80,14 @@ def test_success_is_unaffected_and_wandb_continues_one_run(tmp_path: Path) -> No
     assert Sidecar(cfg, slurm_answers()).run() == 0
     assert out.read_text() == "abc123 allow"
     assert len(_monitor_off(tmp_path)) == 1
-    # The user's own run id wins.
+    # The user's own run id wins (another job: after a success the job runs no more).
     env["WANDB_RUN_ID"] = "mine"
-    cfg = replace(cfg, env=env, attempt=1)
+    again = tmp_path / "again"
+    again.mkdir()
+    cfg = replace(cfg, env=env, attempt=1, job_dir=again)
     assert Sidecar(cfg, slurm_answers()).run() == 0
     assert out.read_text() == "mine allow"
-    assert len(_monitor_off(tmp_path)) == 2  # once per attempt (and node)
+    assert len(_monitor_off(again)) == 1  # once per attempt (and node)
 
 
 def test_a_gpu_of_the_job_is_sampled_where_nvml_works(tmp_path: Path) -> None:
