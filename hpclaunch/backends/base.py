@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
+    from hpclaunch.slurm.estimate import StartEstimate
     from hpclaunch.slurm.jobs import Attempt, JobInfo
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
@@ -236,6 +237,15 @@ class Backend(abc.ABC):
             UpdateRefused: Slurm said no (its answer in ``said``).
         """
         raise self._unsupported("signal a job")
+
+    def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
+        """When Slurm would start ``job`` if it were submitted now (``sbatch --test-only``,
+        nothing queued); ``None`` when Slurm gave no time.
+
+        Raises:
+            SubmissionError: Slurm refused the job as it stands (its answer in the message).
+        """
+        raise self._unsupported("estimate a job's start")
 
     def attempts(self, ref: JobRef) -> list[Attempt]:
         """Every run (attempt) of ``ref``, oldest first, from Slurm's accounting.

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
+    from hpclaunch.slurm.estimate import StartEstimate
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
 
@@ -273,6 +274,19 @@ class CliBackend(Backend):
             return {}, f"{ACCOUNTING_UNAVAILABLE}: sacct: {why}"
         return parse_sacct(result.stdout, by_id, self.site.gres_name), None
 
+    def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
+        """``sbatch --test-only`` with the job's script on standard input."""
+        from hpclaunch.slurm.estimate import parse_test_only, test_only_argv
+
+        result = self._run(test_only_argv(), stdin=job.script)
+        if not result.ok:
+            raise SubmissionError(
+                f"Slurm would refuse job {job.plan.job_name!r}",
+                result=result,
+                hint=sbatch_hint(result.stderr),
+            )
+        return parse_test_only(result.stderr + result.stdout)
+
     def attempts(self, ref: JobRef) -> list[Attempt]:
         """Every run of ``ref``, oldest first: ``sacct --duplicates`` lists requeued runs."""
         argv = [
@@ -461,12 +475,14 @@ class CliBackend(Backend):
 
     # -- running Slurm's commands ---------------------------------------------------------
 
-    def _run(self, argv: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> CommandResult:
+    def _run(
+        self, argv: Sequence[str], timeout: float = COMMAND_TIMEOUT, stdin: str | None = None
+    ) -> CommandResult:
         """Run a Slurm command; a missing one says how to reach a cluster, and one that
         could not reach slurmctld raises :class:`ControllerUnreachable` (nothing changed:
         Slurm says so only when it could not connect at all)."""
         try:
-            result = self.runner.run(argv, timeout=timeout)
+            result = self.runner.run(argv, timeout=timeout, stdin=stdin)
         except ProgramNotFound as exc:
             raise BackendUnavailable(
                 f"Slurm's {exc.program!r} command is not found on {self.runner.where}: "

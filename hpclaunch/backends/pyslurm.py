@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
+    from hpclaunch.slurm.estimate import StartEstimate
     from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
@@ -389,6 +390,11 @@ class PyslurmBackend(Backend):
                 if ref is not None:
                     infos[ref] = _db_info(ref, record, gres)
         return infos, None
+
+    def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
+        """``sbatch --test-only`` (the cli backend): pyslurm 25.11.2 wraps no will-run call
+        (``slurm_job_will_run2`` appears in none of its ``.pyx`` files)."""
+        return self.cli.estimate_start(job)
 
     def attempts(self, ref: JobRef) -> list[Attempt]:
         """Every run of ``ref``, from ``sacct --duplicates`` (the cli backend): pyslurm's

@@ -14,8 +14,8 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.slurm.times import format_elapsed, parse_elapsed
-from hpclaunch.slurm.tres import to_int, tres_value
+from hpclaunch.slurm.times import format_elapsed, parse_cpu_time, parse_elapsed, parse_time_limit
+from hpclaunch.slurm.tres import parse_size, to_int, tres_text, tres_value
 from hpclaunch.transport.base import CommandResult
 
 __all__ = [
@@ -80,6 +80,12 @@ ATTEMPT_FIELDS = (
     "Elapsed",
     "NodeList",
     "Reason",
+    # What it was given and what it used (hpclaunch report's efficiency figures).
+    "Timelimit",
+    "AllocCPUS",
+    "TotalCPU",
+    "AllocTRES",
+    "TRESUsageInTot",
 )
 
 # "None assigned": sacct's NodeList of a job that never ran (22.05).
@@ -242,12 +248,15 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
         cols = line.split("|")
         if len(cols) != len(ATTEMPT_FIELDS):
             continue
-        if cols[0] == f"{job_id}.batch" and attempts:  # steps follow their attempt's line
-            attempts[-1] = _attempt_ended_by(attempts[-1], cols[2])
+        if cols[0].startswith(f"{job_id}.") and attempts:  # steps follow their attempt's line
+            if cols[0] == f"{job_id}.batch":
+                attempts[-1] = _attempt_ended_by(attempts[-1], cols[2])
+            attempts[-1] = _step_memory(attempts[-1], cols[-1])
             continue
         if cols[0] != job_id:
             continue
-        _, state, exit_code, submit, start, end, elapsed, nodes, reason = cols
+        _, state, exit_code, submit, start, end, elapsed, nodes, reason = cols[:9]
+        limit, cpus, cpu_time, tres = cols[9:13]
         parsed = parse_state(state)
         ended = parsed.is_finished or field(end) is not None
         code, signal = exit_status(exit_code) if ended else (None, None)
@@ -265,9 +274,29 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
                 elapsed=_elapsed(elapsed),
                 nodes=field(nodes),
                 reason=field(reason),
+                time_limit=_time_limit(limit),
+                cpus=to_int(cpus),
+                cpu_seconds=parse_cpu_time(field(cpu_time)),
+                tres=field(tres),
             )
         )
     return attempts
+
+
+def _time_limit(text: str) -> int | None:
+    """sacct's ``Timelimit`` in seconds (``UNLIMITED``, ``Partition_Limit``: ``None``)."""
+    try:
+        return parse_time_limit(field(text))
+    except ValueError:
+        return None
+
+
+def _step_memory(attempt: Attempt, usage: str) -> Attempt:
+    """The attempt with a step's memory (``TRESUsageInTot``'s ``mem``) taken into its peak."""
+    held = parse_size(tres_text(usage, "mem"))
+    if held is None or (attempt.mem_peak is not None and attempt.mem_peak >= held):
+        return attempt
+    return replace(attempt, mem_peak=held)
 
 
 def _attempt_ended_by(attempt: Attempt, batch_exit: str) -> Attempt:

@@ -28,6 +28,7 @@ COMMANDS = {
     "clean": "hpclaunch.cli.clean:clean_command",
     "completion": "hpclaunch.cli.completion:completion_command",
     "cost": "hpclaunch.cli.cost:cost_command",
+    "estimate": "hpclaunch.cli.estimate:estimate_command",
     "events": "hpclaunch.cli.events:events_command",
     "history": "hpclaunch.cli.history:history_command",
     "logs": "hpclaunch.cli.logs:logs_command",
@@ -56,6 +57,8 @@ SUMMARIES = {
     "completion": "Print the completion script for SHELL (commands, options and job ids).",
     "config": "Show hpclaunch's own settings.",
     "cost": "GPU-hours used in a period, from sacct's allocated TRES, and their price.",
+    "estimate": "Say when SPEC would start if submitted now (Slurm's sbatch --test-only; "
+    "nothing is queued), how long its past runs took, and a time limit to ask for.",
     "events": "Show what is known about JOB: its submission and each attempt Slurm accounted.",
     "history": "List the jobs submitted from here (the local history), oldest first.",
     "logs": "Print the logs of JOB, a job submitted with hpclaunch.",

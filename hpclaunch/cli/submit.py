@@ -121,6 +121,10 @@ def submit_command(
         if overrides:
             click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
         print_dry_run(job)
+        if not no_check:  # asks the cluster, as the check did
+            estimate = app.estimate(spec, overrides=overrides, rendered=job)
+            click.echo("# estimate:")
+            click.echo("\n".join(f"#   {line}" for line in estimate.lines()))
         return
     submitted = app.submit(
         spec,

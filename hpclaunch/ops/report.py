@@ -2,7 +2,8 @@
 Slurm's accounting of each attempt, the ledger and the GPU samples (read where the job
 directory is: here, or over SSH), and hands them to :mod:`hpclaunch.report`.
 
-The calls it makes are those of ``hpclaunch events`` (one sacct) plus one file read.
+The calls it makes are those of ``hpclaunch events`` (one sacct, whose attempts carry what
+each was given and used) plus one file read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from hpclaunch.ops.records import read_job_file
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
+from hpclaunch.report.usage import advise_usage, summarise_usage
 from hpclaunch.supervise.gpumon import METRICS_NAME, read_metrics
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     attempts = summarise_attempts(events.attempts, events.ledger or [])
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
+    usage = summarise_usage(events.attempts, ctx.site.gres_name)
     note = None
     if not gpus:  # why, from the ledger read above
         ledger = events.ledger or []
@@ -50,11 +53,12 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         gpus=tuple(gpus),
         gpu_note=note,
         accounting_problem=events.accounting_problem,
-        advice=tuple(advise(attempts, gpus)),
+        advice=tuple(advise(attempts, gpus) + advise_usage(usage)),
         samples=tuple(samples),
         checkpoints=tuple(
             (float(e["time"]), e.get("step") if isinstance(e.get("step"), int) else None)
             for e in events.ledger or []
             if e.get("event") == "checkpoint_committed" and isinstance(e.get("time"), (int, float))
         ),
+        usage=usage,
     )

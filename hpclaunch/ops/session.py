@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.cancel import Cancelled
     from hpclaunch.ops.clean import Cleaned
     from hpclaunch.ops.cost import CostReport
+    from hpclaunch.ops.estimate import Estimate
     from hpclaunch.ops.job import Job, MapRun, SweepRun
     from hpclaunch.ops.pipeline import PipelineEnd, PlannedPipeline
     from hpclaunch.ops.plan_job import SpecInput
@@ -134,6 +135,28 @@ class Session(Context):
         return self._submitted(
             spec, args, kwargs, overrides, None, check=check, sync=sync, dry_run=True
         ).job
+
+    def estimate(
+        self,
+        spec: SpecInput,
+        /,
+        *,
+        overrides: Sequence[str] = (),
+        rendered: RenderedJob | None = None,
+    ) -> Estimate:
+        """When ``spec`` would start if submitted now (Slurm's ``sbatch --test-only``, for
+        the job as :meth:`dryrun` plans it, or as ``rendered`` already is) and how long the
+        completed runs of the same spec in the history took, with a suggested time limit
+        (``hpclaunch estimate``, ``submit --dry-run``).
+
+        Raises:
+            As :meth:`dryrun`; SubmissionError: Slurm would refuse the job as it stands.
+        """
+        from hpclaunch.ops.estimate import estimate_job
+        from hpclaunch.ops.submit import spec_hash
+
+        job = rendered if rendered is not None else self.dryrun(spec, overrides=overrides)
+        return estimate_job(self, job, spec_hash(spec, overrides))
 
     def render(self, spec: SpecInput) -> RenderedJob:
         """The batch script and sbatch argv ``spec`` becomes on this site, planned offline

@@ -18,6 +18,7 @@ from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
 from hpclaunch.report.gpus import GpuStats
+from hpclaunch.report.usage import JobUsage
 from hpclaunch.slurm.times import format_elapsed
 
 __all__ = ["IDLE_MEAN_UTIL", "JobReport", "advise"]
@@ -43,6 +44,8 @@ class JobReport:
         advice: What to change, one line each.
         samples: The GPU samples themselves (for the HTML page's charts; not in ``to_dict``).
         checkpoints: Each checkpoint committed: (unix time, step).
+        usage: GPU-hours, CPU and memory efficiency and the time limit's use, from Slurm's
+            accounting (``None``: not read, or no attempt ran).
     """
 
     job_id: str
@@ -58,6 +61,7 @@ class JobReport:
     advice: tuple[str, ...]
     samples: tuple[Mapping[str, Any], ...] = ()
     checkpoints: tuple[tuple[float, int | None], ...] = ()
+    usage: JobUsage | None = None
 
     @property
     def energy_kwh(self) -> float | None:
@@ -87,6 +91,7 @@ class JobReport:
             "accounting_problem": self.accounting_problem,
             "advice": list(self.advice),
             "checkpoints": [list(c) for c in self.checkpoints],
+            "usage": self.usage.to_dict() if self.usage else None,
         }
 
     def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
@@ -145,6 +150,8 @@ class JobReport:
         if self.attempts:
             out.append("attempts (waited: queued before it started; steps: last/committed/lost):")
             out.extend(_attempt_table(self.attempts))
+        if self.usage is not None:
+            out.extend(self.usage.lines())
         if self.gpus:
             out.append("GPUs (utilisation mean [p10-p90], memory mean/max of total, power):")
             out.extend(f"  {_gpu_line(g)}" for g in self.gpus)

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from hpclaunch._resources import shipped_dir
+from hpclaunch.report.usage import format_size
 from hpclaunch.slurm.times import format_elapsed
 from hpclaunch.store.files import write_private
 
@@ -39,6 +40,8 @@ def _environment() -> jinja2.Environment:
     env.filters["elapsed"] = lambda s: format_elapsed(s) or "-"
     env.filters["number"] = lambda v, digits=0: "-" if v is None else f"{v:.{digits}f}"
     env.filters["gib"] = lambda v: "-" if v is None else f"{v / 1024:.1f}"
+    env.filters["size"] = format_size
+    env.filters["percent"] = lambda v: "-" if v is None else f"{v:.0%}"
     return env
 
 

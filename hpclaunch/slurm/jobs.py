@@ -257,6 +257,13 @@ class Attempt:
         elapsed: Run time of that attempt.
         nodes: Where it ran.
         reason: Slurm's reason field, if any.
+        time_limit: Its time limit in seconds (``Timelimit``; ``None``: unlimited/unknown).
+        cpus: CPUs allocated (``AllocCPUS``).
+        cpu_seconds: CPU time its processes used (``TotalCPU``: user + system, every step).
+        tres: What it was allocated (``AllocTRES``: ``cpu=2,mem=200M,node=2,gres/gpu=2``).
+        mem_peak: The most memory one of its steps held at once, in bytes: the steps'
+            ``TRESUsageInTot`` ``mem`` (each task's peak, summed over the step's tasks, as
+            seff counts it); ``None`` without job accounting (``jobacct_gather/none``).
     """
 
     index: int
@@ -269,6 +276,11 @@ class Attempt:
     elapsed: str | None = None
     nodes: str | None = None
     reason: str | None = None
+    time_limit: int | None = None
+    cpus: int | None = None
+    cpu_seconds: float | None = None
+    tres: str | None = None
+    mem_peak: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (for ``events --json``)."""
@@ -283,6 +295,11 @@ class Attempt:
             "elapsed": self.elapsed,
             "nodes": self.nodes,
             "reason": self.reason,
+            "time_limit": self.time_limit,
+            "cpus": self.cpus,
+            "cpu_seconds": self.cpu_seconds,
+            "tres": self.tres,
+            "mem_peak": self.mem_peak,
         }
 
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-__all__ = ["format_elapsed", "format_time", "parse_elapsed", "parse_time", "parse_time_limit"]
+__all__ = [
+    "format_elapsed",
+    "format_time",
+    "parse_cpu_time",
+    "parse_elapsed",
+    "parse_time",
+    "parse_time_limit",
+]
 
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
 _CLOCK = re.compile(r"^\d+(?::\d+){0,2}$")
@@ -109,6 +116,18 @@ def parse_elapsed(text: str | None) -> int | None:
         return (int(days) * 86400 if days else 0) + seconds
     except ValueError:
         return None
+
+
+def parse_cpu_time(text: str | None) -> float | None:
+    """CPU time as sacct prints it (``TotalCPU``: ``[D-][HH:]MM:SS[.mmm]``) in seconds;
+    ``None`` when empty or unreadable."""
+    if not text:
+        return None
+    whole, _, fraction = text.strip().partition(".")
+    seconds = parse_elapsed(whole)
+    if seconds is None or (fraction and not fraction.isdigit()):
+        return None
+    return seconds + (float(f"0.{fraction}") if fraction else 0.0)
 
 
 def format_elapsed(seconds: int | None) -> str:

@@ -15,7 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["gpus_per_node", "gres_count", "to_int", "tres_gpus", "tres_value"]
+__all__ = [
+    "gpus_per_node",
+    "gres_count",
+    "parse_size",
+    "to_int",
+    "tres_gpus",
+    "tres_text",
+    "tres_value",
+]
+
+#: sacct's size suffixes (``2508K``, ``1.50G``): powers of 1024 (sacct(1), "--units").
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)$")
+_SIZE_UNIT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
 def to_int(text: str) -> int | None:
@@ -25,6 +37,25 @@ def to_int(text: str) -> int | None:
         return int(text.strip())
     except ValueError:
         return None
+
+
+def parse_size(text: str | None) -> int | None:
+    """A size as sacct prints it (``2508K``, ``100M``, ``1.50G``, ``0``) in bytes; ``None``
+    when empty or unreadable."""
+    match = _SIZE.match((text or "").strip().upper())
+    if match is None:
+        return None
+    number, unit = match.groups()
+    return round(float(number) * _SIZE_UNIT[unit])
+
+
+def tres_text(tres: str, key: str) -> str | None:
+    """The raw value of ``key`` in a TRES string (``mem`` → ``2508K``), or ``None``."""
+    for item in tres.split(","):
+        name, _, value = item.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    return None
 
 
 def tres_value(tres: str, key: str) -> int | None:

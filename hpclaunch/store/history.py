@@ -242,6 +242,8 @@ def query_submissions(
     until: datetime | None = None,
     limit: int | None = None,
     path: Path | None = None,
+    spec_hash: str | None = None,
+    name: str | None = None,
 ) -> list[SubmissionRecord]:
     """The records that match every filter given, oldest first (the newest ``limit``).
 
@@ -252,6 +254,8 @@ def query_submissions(
         since: Submitted at or after (an aware datetime; naive ones are local time).
         until: Submitted before.
         limit: At most this many (the newest); ``None``: all.
+        spec_hash: Submitted from this spec (its sha256, overrides applied).
+        name: The job's name.
     """
     where: list[str] = []
     args: list[Any] = []
@@ -270,6 +274,12 @@ def query_submissions(
     if until is not None:
         where.append("submitted_at < ?")
         args.append(_utc_text(until))
+    if spec_hash is not None:
+        where.append("spec_hash = ?")
+        args.append(spec_hash)
+    if name is not None:
+        where.append("name = ?")
+        args.append(name)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     return _select(clause, tuple(args), limit, path)
 

@@ -113,6 +113,8 @@ class FakeSlurm:
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     next_id: int = 1000
     submitted: list[tuple[str, ...]] = field(default_factory=list)
+    #: ``sbatch --test-only`` calls (nothing queued).
+    tested: list[tuple[str, ...]] = field(default_factory=list)
     new_job_states: list[str] = field(default_factory=lambda: ["PENDING", "RUNNING", "COMPLETED"])
     new_job_exit: str = "0:0"
     #: Files written through the runner (path → (text, mode)), to read batch scripts from.
@@ -130,6 +132,13 @@ class FakeSlurm:
         return answer
 
     def _sbatch(self, argv: tuple[str, ...]) -> CommandResult:
+        if "--test-only" in argv:  # nothing queued; sbatch's will-run line (22.05's wording)
+            self.tested.append(argv)
+            return result(
+                argv,
+                err=f"sbatch: Job {self.next_id} to start at 2026-11-28T12:40:00 using 1 "
+                "processors on nodes n1 in partition gpu\n",
+            )
         self.submitted.append(argv)
         job_id = str(self.next_id)
         self.next_id += 1

@@ -402,14 +402,26 @@ def test_find_jobs_matches_names_exactly_as_squeue_prints_them() -> None:
 
 
 def test_attempts_one_per_sacct_record_oldest_first() -> None:
+    use = "|00:10:00|2|00:01.500|cpu=2,mem=200M,node=1,gres/gpu=1|"
     out = (
         "26|PREEMPTED|0:15|2026-11-22T06:21:25|2026-11-22T06:21:25|2026-11-22T06:21:26|"
-        "00:00:01|n1|None\n"
-        "26.batch|CANCELLED|0:15|x|x|x|x|n1|\n"
-        "26|RUNNING|0:0|2026-11-22T06:21:26|2026-11-22T06:21:38|Unknown|00:00:03|n2|None\n"
+        f"00:00:01|n1|None{use}\n"
+        "26.batch|CANCELLED|0:15|x|x|x|x|n1||||00:01.500||cpu=00:00:01,mem=2508K,pages=0\n"
+        "26.0|CANCELLED|0:15|x|x|x|x|n1||||||cpu=00:00:01,mem=1.50M\n"
+        "26|RUNNING|0:0|2026-11-22T06:21:26|2026-11-22T06:21:38|Unknown|00:00:03|n2|None"
+        "|UNLIMITED|2|00:00:00||\n"
     )
     backend, runner = make(lambda argv: result(argv, out=out))
     first, second = backend.attempts(JobRef("26"))
+    # Its limit, CPUs, CPU time and allocation; the steps' biggest memory (the batch's).
+    assert (first.time_limit, first.cpus, first.cpu_seconds, first.mem_peak) == (
+        600,
+        2,
+        1.5,
+        2508 * 1024,
+    )
+    assert first.tres == "cpu=2,mem=200M,node=1,gres/gpu=1"
+    assert (second.time_limit, second.mem_peak, second.tres) == (None, None, None)
     assert (first.index, first.state, first.exit_code, first.exit_signal) == (
         0,
         JobState.PREEMPTED,

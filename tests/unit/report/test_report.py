@@ -94,9 +94,11 @@ def _two_attempts(argv: tuple[str, ...]) -> CommandResult:
     return result(
         argv,
         out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
-        "|00:02:00|n1|None\n"
+        "|00:02:00|n1|None|01:00:00|2|00:00:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
+        "9.batch|CANCELLED|0:15|x|x|x|x|n1||||00:00:30||cpu=00:00:30,mem=1G\n"
         "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
-        "|00:05:00|n2|None\n",
+        "|00:05:00|n2|None|01:00:00|2|00:01:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
+        "9.batch|COMPLETED|0:0|x|x|x|x|n2||||00:01:30||cpu=00:01:30,mem=1.5G\n",
     )
 
 
@@ -136,8 +138,25 @@ def test_report_of_a_preempted_and_resumed_job(
     assert "energy: 0.020 kWh on 2 GPU(s), as sampled" in text  # 2 GPUs x 300 W x 120 s
     assert "1 of 2 GPU(s) averaged under 10 % busy" in text
     assert "12 step(s) were trained again after requeues" in text
+    # From sacct: 4 GPUs x 7 minutes; 120 CPU-s of 2 CPUs x 420 s; the biggest step's memory
+    assert "GPU-hours: 0.47 (7:00 run)" in text
+    assert "CPU efficiency: 14% of the CPUs' time on 2" in text
+    assert "memory: peak 1.5 GiB of 8.0 GiB asked (19%)" in text
+    assert "time limit: the longest attempt ran 5:00 of 1:00:00 (8%)" in text
+    assert "ask for about 10:00 (resources.time)" in text
+    assert "ask for about 3.0 GiB (resources.mem)" in text
+    assert "CPUs:" not in text  # 2 CPUs idle are not worth a line
     data = json.loads(run(env, "report", "9", "--json").stdout)
     assert [a["queued_s"] for a in data["attempts"]] == [5, 60]
+    use = data["usage"]
+    assert (use["ran_s"], use["cpus"], use["mem_peak"], use["mem_asked"]) == (
+        420,
+        2,
+        round(1.5 * (1 << 30)),
+        8 << 30,
+    )
+    assert round(use["gpu_hours"], 4) == round(4 * 420 / 3600, 4)
+    assert round(use["cpu_efficiency"], 4) == round(120 / 840, 4)
     assert data["steps_lost"] == 12
     assert data["gpu_note"] is None
     for key, value in env.items():
@@ -206,7 +225,11 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
     lines_drawn = [a for t, a in tags.found if t == "polyline"]
     assert len(lines_drawn) == 6  # utilisation, memory and power of 2 GPUs
     assert all(len((a["points"] or "").split()) == 20 for a in lines_drawn)
-    assert names.count("tr") == 1 + 2 + 1 + 2  # attempts and GPUs, each with a header
+    # attempts, use and GPUs, each table with a header
+    assert names.count("tr") == 1 + 2 + 1 + 1 + 1 + 2
+    assert [a for t, a in tags.found if t == "tr" and a.get("class") == "usage"]
+    assert "1.5 GiB / 8.0 GiB (19%)" in html
+    assert "14% of 2 CPUs" in html
 
 
 def _sweep_status(tasks: list[TaskStatus]) -> SweepStatus:

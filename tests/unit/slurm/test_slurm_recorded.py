@@ -24,6 +24,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
 from hpclaunch.report.attempts import summarise_attempts
+from hpclaunch.report.usage import summarise_usage
 from hpclaunch.slurm.accounting import read_live
 from hpclaunch.slurm.capabilities import discover, slurm_release
 from hpclaunch.slurm.cluster import (
@@ -34,6 +35,7 @@ from hpclaunch.slurm.cluster import (
     parse_restarts,
     restarts_argv,
 )
+from hpclaunch.slurm.estimate import parse_test_only, test_only_argv
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.slurm.queue import parse_queue, queue_argv
 from hpclaunch.slurm.usage import cost_argv, parse_usage
@@ -73,6 +75,16 @@ class Recording:
                 f"Slurm {self.release} was recorded before this call ({' '.join(argv[:4])} "
                 f"...): run scripts/record-slurm on a {self.release} cluster"
             )
+
+    def labelled(self, label: str) -> dict[str, Any]:
+        """The command recorded under ``label`` (one whose stdin set it apart)."""
+        found = [c for c in self.data["commands"] if c.get("label") == label]
+        if not found:
+            pytest.skip(
+                f"Slurm {self.release} was recorded before {label!r}: run scripts/record-slurm "
+                f"on a {self.release} cluster"
+            )
+        return found[0]
 
     def stdout(self, argv: list[str]) -> str:
         out = self.answers[tuple(argv)]["stdout"]
@@ -158,6 +170,20 @@ def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> No
         begun, ended = (datetime.fromisoformat(t or "") for t in (attempt.start, attempt.end))
         assert attempt.ran_s == (ended - begun).total_seconds()
     assert None not in (first.queued_s, first.nodes, second.nodes)
+    # What the completed run was given and used (sbatch --time=5 --mem=50M; it burns CPU).
+    done = attempts[-1]
+    assert (done.time_limit, done.cpus) == (300, 1)
+    assert "mem=50M" in (done.tres or "")
+    assert done.cpu_seconds is not None
+    assert done.cpu_seconds > 0
+    assert done.mem_peak is not None
+    assert done.mem_peak > 0
+    use = summarise_usage(attempts)
+    assert use is not None
+    assert use.mem_asked == 50 << 20
+    assert use.time_limit == 300
+    assert use.cpu_efficiency is not None
+    assert 0 < use.cpu_efficiency <= 1
     # A run Slurm started after the job had ended shows as such (sidecar's restart_refused).
     ledger = [
         {"event": "attempt_end", "attempt": 0, "reason": "success"},
@@ -167,6 +193,30 @@ def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> No
         "success",
         "restart_refused",
     ]
+
+
+def test_start_estimates_from_sbatch_test_only(rec: Recording) -> None:
+    """A CPU job that fits now, one that waits for busy GPUs, and a critical one that would
+    start by preempting the over-quota jobs (scripts/record-slurm's TEST_ONLY)."""
+    found = {}
+    for label in ("now", "later", "preempting"):
+        said = rec.labelled(f"test-only-{label}")
+        assert said["argv"] == test_only_argv()
+        assert said["returncode"] == 0, said["stderr"]
+        estimate = parse_test_only(said["stderr"])
+        assert estimate is not None, said["stderr"]
+        assert estimate.cpus >= 1
+        assert estimate.partition == "gpu"
+        found[label] = estimate
+    recorded = datetime.fromisoformat(rec.data["recorded"]).replace(tzinfo=None)
+    starts = {k: datetime.fromisoformat(e.start) for k, e in found.items()}
+    assert abs((starts["now"] - recorded).total_seconds()) < 120
+    assert starts["later"] > starts["now"]  # behind the running jobs' GPUs
+    assert found["later"].nodes.startswith("n")
+    over_quota = {rec.jobs[k] for k in rec.jobs if k.startswith("gpu-") and k.endswith("running")}
+    assert found["preempting"].preempts
+    assert set(found["preempting"].preempts) <= over_quota
+    assert not found["now"].preempts
 
 
 def test_queue(rec: Recording) -> None:

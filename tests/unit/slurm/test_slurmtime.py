@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from hpclaunch.slurm.times import format_time, parse_time, parse_time_limit
+from hpclaunch.slurm.times import format_time, parse_cpu_time, parse_time, parse_time_limit
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,19 @@ def test_a_time_with_a_unit_is_refused_with_slurms_spelling(text: str, meant: st
     """Issue 27: ``time: 2h`` got no suggestion."""
     with pytest.raises(ValueError, match=f"for {re.escape(text)} write {meant}$"):
         parse_time(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("00:01.500", 1.5),
+        ("01:02:03", 3723.0),
+        ("1-00:00:00", 86400.0),
+        ("12:34", 754.0),
+        ("", None),
+        ("x", None),
+        ("00:01.5x", None),
+    ],
+)
+def test_cpu_time_as_sacct_prints_it(text: str, seconds: float | None) -> None:
+    assert parse_cpu_time(text) == seconds

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from hpclaunch.slurm.tres import gpus_per_node, gres_count, job_gpus, to_int, tres_gpus, tres_value
+from hpclaunch.slurm.tres import (
+    gpus_per_node,
+    gres_count,
+    job_gpus,
+    parse_size,
+    to_int,
+    tres_gpus,
+    tres_text,
+    tres_value,
+)
 
 
 def test_to_int_takes_signs_and_blanks_and_refuses_slurms_blanks() -> None:
@@ -74,3 +83,24 @@ def test_job_gpus_however_the_job_asked(
     tres: str, per_job: str, per_node: str, per_task: str, nodes: int, tasks: int, gpus: int
 ) -> None:
     assert job_gpus(tres, per_job, per_node, per_task, nodes=nodes, tasks=tasks) == gpus
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("2508K", 2508 * 1024),
+        ("100M", 100 << 20),
+        ("1.50G", round(1.5 * (1 << 30))),
+        ("0", 0),
+        ("", None),
+        ("N/A", None),
+    ],
+)
+def test_sizes_as_sacct_prints_them(text: str, size: int | None) -> None:
+    assert parse_size(text) == size
+
+
+def test_a_tres_entry_as_text() -> None:
+    usage = "cpu=00:00:01,energy=0,fs/disk=2048,mem=2508K,pages=0,vmem=0"
+    assert tres_text(usage, "mem") == "2508K"
+    assert tres_text(usage, "gres/gpu") is None

@@ -1,0 +1,31 @@
+"""``hpclaunch estimate SPEC``: when Slurm would start it, and how long it runs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from hpclaunch.ops.session import Session
+
+
+@click.command("estimate")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Change a field of SPEC first, as submit --set does (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+@click.pass_obj
+def estimate_command(app: Session, spec: str, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Say when SPEC would start if submitted now (Slurm's sbatch --test-only; nothing is
+    queued), how long its past runs took, and a time limit to ask for."""
+    estimate = app.estimate(spec, overrides=overrides)
+    if as_json:
+        click.echo(json.dumps(estimate.to_dict(), indent=1))
+        return
+    for line in estimate.lines():
+        click.echo(line)
