@@ -716,6 +716,8 @@ def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
         partition=job.partition or None,
         elapsed=format_elapsed(0 if pending else job.run_time or 0),
         name=job.name or "",
+        # squeue's StartTime: for a pending job the scheduler's estimate (0: none yet).
+        start=datetime.fromtimestamp(job.start_time).isoformat() if job.start_time else None,
     )
 
 

@@ -65,6 +65,12 @@ class QueueEntry:
         times (``2:03:04``)."""
         return format_seconds(self.waited) if self.row.pending else (self.row.elapsed or "")
 
+    @property
+    def expected_start(self) -> str | None:
+        """When Slurm expects a pending job to start (squeue's ``StartTime``, the cluster's
+        local time; ``None``: started, or the scheduler has no estimate yet)."""
+        return self.row.start if self.row.pending else None
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``reason`` keeps Slurm's raw reason, ``why`` the words."""
         row = self.row
@@ -82,6 +88,7 @@ class QueueEntry:
             "nice": row.nice,
             "submit": row.submit,
             "waited": self.waited,
+            "expected_start": self.expected_start,
             "elapsed": row.elapsed,
             "partition": row.partition,
             "nodes": row.nodes,

@@ -45,8 +45,9 @@ __all__ = [
 #: for pending array tasks folded into one line), user, account, QOS, state (long), reason,
 #: priority (an integer), submit time (the cluster's local time), node count, the fields
 #: the job's GPUs are counted from (:data:`hpclaunch.slurm.tres.GPU_FIELDS`: ``%b`` alone
-#: misses ``--gpus`` and ``--gpus-per-task``), nice, partition, time used; the name (free
-#: text, may hold ``|``) last.
+#: misses ``--gpus`` and ``--gpus-per-task``), nice, partition, time used, start time (a
+#: pending job's is the one the scheduler expects, once backfill computed it; ``N/A``
+#: before); the name (free text, may hold ``|``) last.
 QUEUE_FIELDS = (
     "JobArrayID",
     "UserName",
@@ -61,6 +62,7 @@ QUEUE_FIELDS = (
     "Nice",
     "Partition",
     "TimeUsed",
+    "StartTime",
     "Name",
 )
 
@@ -94,6 +96,8 @@ class QueueRow:
             task for a line of folded array tasks.
         partition: One partition, or several comma-separated for a multi-partition job.
         elapsed: Run time in Slurm's format (``0:00`` while pending).
+        start: When it started, or for a pending job when Slurm expects it to start (the
+            cluster's local time; ``None``: Slurm has no estimate yet).
     """
 
     job_id: str
@@ -110,6 +114,7 @@ class QueueRow:
     partition: str | None
     elapsed: str | None
     name: str
+    start: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -208,7 +213,7 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
             c.strip() for c in cols[:9]
         ]
         gpu_fields = cols[9:14]
-        nice, part, elapsed = (c.strip() for c in cols[14:17])
+        nice, part, elapsed, start = (c.strip() for c in cols[14:18])
         node_count = to_int(nodes) or 1
         rows.append(
             QueueRow(
@@ -226,6 +231,7 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
                 partition=_field(part),
                 elapsed=_field(elapsed),
                 name=cols[-1],
+                start=_field(start),
             )
         )
     return rows

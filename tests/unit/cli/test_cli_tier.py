@@ -25,19 +25,19 @@ Env = dict[str, str]
 
 LOW = (
     "100|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|1|"
-    "N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|j\n"
+    "N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|N/A|j\n"
 )
 MEDIUM = (
     "101|root|research|normal|PENDING|Resources|100|2026-11-22T14:20:05|1|1|"
-    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:00|m\n"
+    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:00|2026-11-22T15:00:00|m\n"
 )
 RUNNING = (
     "29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|1|"
-    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|a\n"
+    "N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|2026-11-22T14:20:01|a\n"
 )
 ARRAY = (
     "7_[1-3]|root|research|normal|PENDING|Priority|5|2026-11-22T14:01:42|1|1|"
-    "N/A|N/A|N/A|N/A|0|gpu|0:00|arr\n"
+    "N/A|N/A|N/A|N/A|0|gpu|0:00|N/A|arr\n"
 )
 
 
@@ -45,7 +45,7 @@ def usage(*jobs: tuple[str, int]) -> str:
     """squeue's lines of a project's running jobs, each (QOS, nodes) with 4 GPUs a node."""
     return "".join(
         f"{30 + i}|root|research|{qos}|RUNNING|None|100|2026-11-22T14:20:01|{nodes}|"
-        "1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|u\n"
+        "1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|2026-11-22T14:20:01|u\n"
         for i, (qos, nodes) in enumerate(jobs)
     )
 
@@ -245,7 +245,11 @@ def test_queue_table(env: Env, slurm: Slurm) -> None:
     header = res.stdout.splitlines()[0].split()
     assert header[:4] == ["#", "ID", "USER", "PROJECT"]
     assert header[-1] == "WHY"
+    assert "STARTS" in header
     assert "1 running, 2 pending" in res.stdout
+    # Slurm's expected start of the pending job that has one (squeue's StartTime)
+    (medium,) = [line for line in res.stdout.splitlines() if " 101 " in line]
+    assert "~11-22 15:00" in medium
 
 
 def test_the_queue_from_python_is_the_clis(

@@ -112,7 +112,7 @@ def queue_line(qos: str, nodes: int, tres: str, job_id: str = "7") -> str:
     vary; ``tres``: tres-per-node)."""
     return (
         f"{job_id}|alice|research|{qos}|RUNNING|None|100|2026-11-25T10:00:00|{nodes}|1|N/A|N/A|"
-        f"{tres}|N/A|0|gpu|1:00|train"
+        f"{tres}|N/A|0|gpu|1:00|2026-11-25T10:00:05|train"
     )
 
 

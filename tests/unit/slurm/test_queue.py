@@ -20,14 +20,15 @@ from hpclaunch.store.history import (
 )
 
 # Recorded on the local cluster (Slurm 22.05) in the earlier -o format and put into
-# QUEUE_FORMAT's fields (tres-per-node where %b was), then odd values.
+# QUEUE_FORMAT's fields (tres-per-node where %b was; StartTime: N/A while pending), then odd
+# values.
 RECORDED = """\
-29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|it-a
-30|root|vision|critical|RUNNING|None|100000|2026-11-22T14:20:02|1|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:06|it-b
-32|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|it-low
-33|root|research-oq|overquota|PENDING|Priority|3000|2026-11-22T14:20:06|1|1|N/A|N/A|gres:gpu:1|N/A|2000|gpu|0:00|it-m
-34|root|research-oq|overquota|PENDING|Resources|5000|2026-11-22T14:20:07|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|it-c
-10_[0-3]|root|research|low|PENDING|JobHeldUser|0|2026-11-22T14:01:42|1|1|N/A|N/A|N/A|N/A|0|gpu|0:00|tqarr
+29|root|research|critical|RUNNING|None|100000|2026-11-22T14:20:01|2|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:07|2026-11-22T14:20:01|it-a
+30|root|vision|critical|RUNNING|None|100000|2026-11-22T14:20:02|1|1|N/A|N/A|gres:gpu:4|N/A|0|gpu|0:06|2026-11-22T14:20:02|it-b
+32|root|research-oq|low|PENDING|Priority|1|2026-11-22T14:20:05|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|N/A|it-low
+33|root|research-oq|overquota|PENDING|Priority|3000|2026-11-22T14:20:06|1|1|N/A|N/A|gres:gpu:1|N/A|2000|gpu|0:00|N/A|it-m
+34|root|research-oq|overquota|PENDING|Resources|5000|2026-11-22T14:20:07|1|1|N/A|N/A|gres:gpu:1|N/A|0|gpu|0:00|N/A|it-c
+10_[0-3]|root|research|low|PENDING|JobHeldUser|0|2026-11-22T14:01:42|1|1|N/A|N/A|N/A|N/A|0|gpu|0:00|N/A|tqarr
 """
 NOW = datetime.fromisoformat("2026-11-22T14:21:07")
 
@@ -91,7 +92,7 @@ def test_parse_odd_values() -> None:
         "\n"
         "x|too|few\n"
         "7|bob|(null)|(null)|PENDING|ReqNodeNotAvail, UnavailableNodes:n[1-2]|N/A|N/A|"
-        "|1|N/A|N/A|gres:gpu:a100:2,gres:gpu:1|N/A|-5|gpu,debug||name|with|bars\n"
+        "|1|N/A|N/A|gres:gpu:a100:2,gres:gpu:1|N/A|-5|gpu,debug||N/A|name|with|bars\n"
     )
     (odd,) = parse_queue(text)
     assert odd.account is None
@@ -104,6 +105,7 @@ def test_parse_odd_values() -> None:
     assert odd.reason_code == "ReqNodeNotAvail"
     assert odd.partitions == {"gpu", "debug"}
     assert odd.name == "name|with|bars"
+    assert odd.start is None
 
 
 # -- order --------------------------------------------------------------------------------

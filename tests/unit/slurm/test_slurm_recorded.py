@@ -226,6 +226,11 @@ def test_queue(rec: Recording) -> None:
     assert (running.state, running.nodes, running.gpus) == ("RUNNING", 2, 8)
     assert (pending.state, pending.nodes, pending.gpus) == ("PENDING", 3, 12)
     assert (running.account, running.qos) == ("research", "normal")
+    # When it started, and when the scheduler (backfill) expects the pending one to start:
+    # after the running job's time limit, which holds the GPUs it needs.
+    assert running.start is not None
+    assert pending.start is not None
+    assert datetime.fromisoformat(pending.start) > datetime.fromisoformat(running.start)
 
 
 def test_arbiter_snapshot(rec: Recording) -> None:
