@@ -174,7 +174,7 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                 fh.write(f"{step}\n")
             if step % 20 == 0:
                 print(f"step {step}/{args.steps} loss {loss.item():.5f}", flush=True)
-        runtime.report_progress(step)
+        runtime.report_progress(step, total=args.steps)
         if runtime.should_checkpoint(step, every=args.every):  # every rank, every step
             requested = runtime.checkpoint_requested()
             if requested and args.ignore_requests:
@@ -206,7 +206,7 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                     print(f"checkpoint requested: stopping after step {step}", flush=True)
                 break
     else:
-        runtime.report_progress(args.steps, force=True)
+        runtime.report_progress(args.steps, total=args.steps, force=True)
         if rank == 0:
             digest = weights_sha256(model)
             print(f"done: {args.steps} steps, weights sha256 {digest}", flush=True)

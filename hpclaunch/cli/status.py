@@ -54,10 +54,19 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
     if not rows:  # only without IDS: each id given gets a row
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
+    etas = app.etas(rows)
     if as_json:
-        click.echo(json.dumps([info.to_dict() for info in rows], indent=2))
+        shown = [
+            {**info.to_dict(), "eta": etas[info.ref.job_id].to_dict()}
+            if info.ref.job_id in etas
+            else info.to_dict()
+            for info in rows
+        ]
+        click.echo(json.dumps(shown, indent=2))
     else:
         print_table(rows)
+        for job_id, eta in etas.items():
+            click.echo(f"job {job_id}: {eta.line()}")
     unknown = [i for i in rows if i.state == "UNKNOWN"]  # JobState is a str enum
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         by_reason: dict[str, list[str]] = {}

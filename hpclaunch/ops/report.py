@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hpclaunch.ops.events import job_events, why_no_samples
+from hpclaunch.ops.progress import eta_of_record
 from hpclaunch.ops.records import read_job_file
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
@@ -36,6 +37,8 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
     usage = summarise_usage(events.attempts, ctx.site.gres_name)
+    running = bool(attempts) and attempts[-1].state == "RUNNING"
+    eta = eta_of_record(ctx, record) if record is not None and running else None
     note = None
     if not gpus:  # why, from the ledger read above
         ledger = events.ledger or []
@@ -61,4 +64,5 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
             if e.get("event") == "checkpoint_committed" and isinstance(e.get("time"), (int, float))
         ),
         usage=usage,
+        eta=eta,
     )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from hpclaunch.planning.pipeline import Step
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.siteplan import Change
+    from hpclaunch.report.eta import Eta
     from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
@@ -553,6 +554,14 @@ class Session(Context):
         from hpclaunch.ops.status import job_statuses
 
         return job_statuses(self, list(job_ids) or None, limit=limit)
+
+    def etas(self, infos: Sequence[JobInfo]) -> dict[str, Eta]:
+        """Job id → when it should end, for the running jobs of ``infos`` (from
+        :meth:`status`) whose trainer reports a total (``report_progress(step, total=N)``):
+        one file read each, where the job runs."""
+        from hpclaunch.ops.progress import running_etas
+
+        return running_etas(self, infos)
 
     def cancel(
         self, jobs: Sequence[str | JobRef] = (), *, name: str | None = None

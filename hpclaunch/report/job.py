@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.report.eta import Eta
 from hpclaunch.report.gpus import GpuStats
 from hpclaunch.report.usage import JobUsage
 from hpclaunch.slurm.times import format_elapsed
@@ -46,6 +47,8 @@ class JobReport:
         checkpoints: Each checkpoint committed: (unix time, step).
         usage: GPU-hours, CPU and memory efficiency and the time limit's use, from Slurm's
             accounting (``None``: not read, or no attempt ran).
+        eta: A running job's progress and expected end (``None``: not running, or its
+            trainer reports no total).
     """
 
     job_id: str
@@ -62,6 +65,7 @@ class JobReport:
     samples: tuple[Mapping[str, Any], ...] = ()
     checkpoints: tuple[tuple[float, int | None], ...] = ()
     usage: JobUsage | None = None
+    eta: Eta | None = None
 
     @property
     def energy_kwh(self) -> float | None:
@@ -92,6 +96,7 @@ class JobReport:
             "advice": list(self.advice),
             "checkpoints": [list(c) for c in self.checkpoints],
             "usage": self.usage.to_dict() if self.usage else None,
+            "eta": self.eta.to_dict() if self.eta else None,
         }
 
     def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
@@ -145,6 +150,8 @@ class JobReport:
         if self.state is not None:
             head += f": {self.state} after {count} attempt{'' if count == 1 else 's'}"
         out = [head]
+        if self.eta is not None:
+            out.append(f"progress: {self.eta.line()}")
         if self.accounting_problem:
             out.append(f"Slurm's accounting is not available: {self.accounting_problem}")
         if self.attempts:

@@ -19,7 +19,7 @@ stderr), and resumes an earlier run only when ``HPCLAUNCH_JOB_DIR`` names its di
         start = ckpt.step
     for step in range(start + 1, total_steps + 1):
         train_one_step(model, opt, step)
-        runtime.report_progress(step)                  # rank 0, at most every 2 s
+        runtime.report_progress(step, total=total_steps)  # rank 0, at most every 2 s
         if runtime.should_checkpoint(step, every=500): # collective: call on every rank
             state = {"model": model.state_dict(), "opt": opt.state_dict()}
             runtime.commit_checkpoint(step, lambda d: torch.save(state, d / "state.pt"))

@@ -252,15 +252,25 @@ class _Progress:
         self.written_at = float("-inf")
         self.step: int | None = None
         self.first: tuple[float, int] | None = None  # (time, samples) of the first report
+        self.first_step: tuple[float, int] | None = None  # (unix time, step) of the first
 
 
 _PROGRESS = _Progress()
 
 
 def report_progress(
-    step: int, *, samples: int | None = None, min_interval: float = 2.0, force: bool = False
+    step: int,
+    *,
+    total: int | None = None,
+    samples: int | None = None,
+    min_interval: float = 2.0,
+    force: bool = False,
 ) -> None:
     """Tell the sidecar how far training got (rank 0 only; a no-op on other ranks).
+
+    ``total``: the step training ends at: ``hpclaunch status`` and ``report`` then say when
+    the job should end (from this attempt's steps per second), and whether before its time
+    limit (``SLURM_JOB_END_TIME``, kept in the file).
 
     ``samples``: the samples trained so far, all ranks together (an elastic job's cursor):
     the file then also says this attempt's samples per second and world size, which the
@@ -282,6 +292,17 @@ def report_progress(
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
+    wall = float(data["updated_at"])
+    if _PROGRESS.first_step is None:
+        _PROGRESS.first_step = (wall, int(step))
+    first_at, first_step = _PROGRESS.first_step
+    if wall > first_at and step > first_step:
+        data["steps_per_s"] = round((step - first_step) / (wall - first_at), 4)
+    if total is not None:
+        data["total"] = int(total)
+    end = os.environ.get("SLURM_JOB_END_TIME", "")
+    if end.isdigit():  # set by slurmd in the batch environment (24.11+; not after an update)
+        data["job_end"] = int(end)
     if samples is not None:
         if _PROGRESS.first is None:
             _PROGRESS.first = (now, samples)

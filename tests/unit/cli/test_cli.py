@@ -154,6 +154,32 @@ def test_status_json(env: dict[str, str], slurm: FakeSlurm) -> None:
     )
 
 
+def test_status_says_when_a_running_job_should_end(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """From its trainer's report_progress(step, total=N): one file read, no Slurm call."""
+    import time
+
+    from tests.unit.conftest import remember
+
+    slurm.jobs["5"] = FakeJob("five", ["RUNNING"])
+    remember(env, "5", tmp_path / "logs", name="five")  # job dir: tmp_path
+    (tmp_path / "control").mkdir()
+    now = time.time()
+    (tmp_path / "control" / "progress.json").write_text(
+        json.dumps(
+            {"step": 100, "total": 300, "steps_per_s": 1.0, "updated_at": now,
+             "job_end": now + 60}
+        )
+    )  # fmt: skip
+    result = run(env, "status", "5")
+    assert result.exit_code == 0, result.output
+    assert "job 5: step 100/300 at 1 steps/s: it reaches its time limit" in result.stdout
+    assert "at about step 160" in result.stdout
+    [row] = json.loads(run(env, "status", "--json", "5").stdout)
+    assert (row["eta"]["step_at_limit"], row["eta"]["before_limit"]) == (160, False)
+
+
 def test_status_without_ids_shows_recent_jobs(env: dict[str, str], slurm: FakeSlurm) -> None:
     assert "No hpclaunch jobs recorded yet" in run(env, "status").stdout
     run(env, "submit", HELLO)

@@ -325,6 +325,24 @@ def test_progress_is_throttled(job: Path) -> None:
     assert data["pid"] == os.getpid()
 
 
+def test_progress_with_a_total_says_the_rate_and_the_attempts_end(
+    job: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``status`` and ``report`` tell the job's end from (hpclaunch/report/eta.py)."""
+    monkeypatch.setenv("SLURM_JOB_END_TIME", "1795870000")
+    now = [1000.0]
+    fake = SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic, sleep=time.sleep)
+    monkeypatch.setattr(control, "time", fake)
+    path = job / "control" / "progress.json"
+    runtime.report_progress(100, total=1000, force=True)
+    first = json.loads(path.read_text())
+    assert (first["total"], first["job_end"]) == (1000, 1795870000)
+    assert "steps_per_s" not in first  # one report: no rate yet
+    now[0] = 1010.0
+    runtime.report_progress(150, total=1000, force=True)
+    assert json.loads(path.read_text())["steps_per_s"] == 5.0  # 50 steps in 10 s
+
+
 def test_progress_with_samples_says_the_throughput_at_this_size(
     job: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
