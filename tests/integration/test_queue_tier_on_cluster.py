@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch.slurm.times import slurm_epoch
+
 from .conftest import Run, wait_state
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
@@ -63,6 +65,42 @@ def squeue_qos(job_id: str) -> str:
         check=True,
     )
     return out.stdout.strip()
+
+
+def _assert_start_estimates(
+    hpclaunch: Run, write_spec: WriteSpec, waiting: set[str], one_gpu: dict[str, object]
+) -> None:
+    """Slurm's expected starts: of the waiting jobs in the queue (squeue StartTime, once
+    backfill computed them), and of one more such job before it is submitted (hpclaunch
+    estimate: sbatch --test-only). Every GPU is held until the busy jobs' 10-minute limits
+    end, so each start is in the future and no later than that."""
+    now = time.time()
+    deadline = time.monotonic() + 60
+    while True:
+        mine = pending_of(queue(hpclaunch), waiting)
+        if all(r["expected_start"] for r in mine):
+            break
+        assert time.monotonic() < deadline, f"no expected start from Slurm: {mine}"
+        time.sleep(1)
+    for row in mine:
+        start = slurm_epoch(str(row["expected_start"]))
+        assert start is not None
+        assert now < start <= now + 11 * 60, row
+    spec = write_spec(command=SLEEP, tier="medium", resources=one_gpu)
+    out = hpclaunch("estimate", str(spec), "--json")
+    assert out.returncode == 0, out.stderr
+    slurm = json.loads(out.stdout)["slurm"]
+    start = slurm_epoch(slurm["start"])
+    assert start is not None
+    assert now < start <= now + 11 * 60, slurm
+    assert slurm["preempts"] == []  # over-quota: it preempts nothing
+    dry = hpclaunch("submit", "--dry-run", str(spec))
+    assert "# estimate:\n#   Slurm expects it to start at " in dry.stdout
+    name = json.loads(out.stdout)["job_name"]
+    queued = subprocess.run(
+        ["squeue", "-h", f"--name={name}", "-o", "%i"], capture_output=True, text=True, check=True
+    )
+    assert queued.stdout.strip() == ""  # neither queued anything
 
 
 def test_queue_order_reasons_and_tier_move(hpclaunch: Run, write_spec: WriteSpec) -> None:
@@ -115,6 +153,7 @@ def test_queue_order_reasons_and_tier_move(hpclaunch: Run, write_spec: WriteSpec
     text = hpclaunch("queue")
     assert text.returncode == 0, text.stderr
     print(text.stdout)  # shown with pytest -s: the table the README talks about
+    _assert_start_estimates(hpclaunch, write_spec, waiting, one_gpu)
 
     # A running job's tier cannot change.
     refused = hpclaunch("tier", running[0], "low")

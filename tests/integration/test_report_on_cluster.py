@@ -67,6 +67,13 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     job_dir = Path(hpclaunch.submitted()[job_id]["job_dir"])
     wait_progress(job_dir, 25, timeout=240, job_id=job_id)  # a checkpoint (step 20) is committed
     time.sleep(3)  # a few more samples in attempt 0
+    # While it runs: when it should end, from the trainer's report_progress(step, total=120).
+    status = hpclaunch("status", job_id)
+    assert status.returncode == 0, status.stderr
+    assert re.search(rf"job {job_id}: step \d+/120 at [\d.]+ steps/s, ends ~", status.stdout), (
+        status.stdout
+    )
+    assert "before its time limit" in status.stdout  # 10 minutes: far more than it needs
     subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
     assert wait_state(hpclaunch, job_id, {"COMPLETED", "FAILED", "CANCELLED"}, 300)["state"] == (
         "COMPLETED"
@@ -93,6 +100,7 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
         # Energy: the stand-in's power (100-400 W) over the time the samples span.
         assert 100 * gpu["seconds"] / 3.6e6 <= gpu["energy_kwh"] <= 400 * gpu["seconds"] / 3.6e6
     assert data["checkpoints"]
+    _assert_usage_is_saccts(job_id, data["usage"])
 
     text = hpclaunch("report", job_id)
     assert text.returncode == 0, text.stderr
@@ -119,3 +127,41 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert shot.stat().st_size > 10_000
     print(f"report page and screenshot kept: {page} {shot}")
+
+
+def _assert_usage_is_saccts(job_id: str, usage: dict[str, object]) -> None:
+    """The report's GPU-hours, CPU efficiency and memory peak, computed here from sacct's
+    own columns for every attempt and step."""
+    fields = "JobID,Elapsed,AllocTRES,AllocCPUS,TotalCPU,TRESUsageInTot"
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-D", "-j", job_id, f"--format={fields}"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    gpu_seconds = cpu_used = cpu_offered = 0.0
+    peak = 0
+    for line in out.splitlines():
+        step, elapsed, tres, cpus, total_cpu, used = line.split("|")
+        if step == job_id:  # an attempt
+            seconds = _seconds(elapsed)
+            gpus = re.search(r"gres/gpu=(\d+)", tres)
+            gpu_seconds += (int(gpus.group(1)) if gpus else 0) * seconds
+            cpu_offered += int(cpus) * seconds
+            cpu_used += _seconds(total_cpu)
+        elif (mem := re.search(r"(?:^|,)mem=([\d.]+)([KMG]?)", used)) is not None:
+            scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[mem.group(2)]
+            peak = max(peak, round(float(mem.group(1)) * scale))
+    assert usage["gpu_hours"] == pytest.approx(gpu_seconds / 3600)
+    assert gpu_seconds > 0
+    assert usage["cpu_efficiency"] == pytest.approx(min(1.0, cpu_used / cpu_offered))
+    assert usage["mem_peak"] == peak > 0  # jobacct_gather/linux: each step's tasks' peaks
+    assert usage["mem_asked"] == 400 << 20
+
+
+def _seconds(text: str) -> float:
+    """sacct's [D-][HH:]MM:SS[.mmm] in seconds."""
+    days, _, clock = text.rpartition("-")
+    whole, _, fraction = clock.partition(".")
+    seconds = 0.0
+    for part in whole.split(":"):
+        seconds = seconds * 60 + int(part)
+    return (int(days) * 86400 if days else 0) + seconds + float(f"0.{fraction or 0}")
