@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from .browser import CHROMIUM, browser, console_errors
 from .conftest import Cli, wait_progress, wait_state
 
 pytestmark = pytest.mark.slurm
@@ -28,7 +28,6 @@ pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
 VENV = str(REPO / ".venv")
 STUBS = str(Path(__file__).resolve().parent / "stubs" / "nvml")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _submit(hpclaunch: Cli, tmp_path: Path) -> str:
@@ -51,15 +50,6 @@ def _submit(hpclaunch: Cli, tmp_path: Path) -> str:
     out = hpclaunch("submit", str(path))
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
-
-
-def _browser(page: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-         "--v=0", "--log-level=0", "--window-size=800,1600", *args, page.as_uri()],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
 
 
 def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_path: Path) -> None:
@@ -112,7 +102,7 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     assert html.returncode == 0, html.stderr
     if CHROMIUM is None:
         pytest.skip("no chromium here to render the page (apt-get install chromium)")
-    dom = _browser(page, "--dump-dom")
+    dom = browser(page, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert len(re.findall(r'<tr class="attempt">', dom.stdout)) == 2
     assert len(re.findall(r"<rect ", dom.stdout)) >= 3  # queued and running stretches
@@ -120,10 +110,9 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     drawn = re.findall(r'<polyline class="series" data-gpu="([^"]+)"', dom.stdout)
     assert len(set(drawn)) == len(data["gpus"])
     assert len(drawn) >= 3 * len(data["gpus"])
-    errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert errors == []
+    assert console_errors(dom) == []
     shot = page.with_suffix(".png")
-    taken = _browser(page, f"--screenshot={shot}")
+    taken = browser(page, f"--screenshot={shot}")
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert shot.stat().st_size > 10_000
     print(f"report page and screenshot kept: {page} {shot}")

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
 from .conftest import Cli
 
@@ -186,6 +187,7 @@ def test_grid_runs_as_one_array_at_most_two_at_once(sweeps: Sweeps) -> None:
     bad = sweeps.cli("sweep", "status", sweeps.ids["grid"], "--sort", "nope")
     assert bad.returncode == 2
     assert "no task has a metric or parameter 'nope' (known: a, b, score, tag)" in bad.stderr
+    _assert_the_sweeps_page(sweeps, data)
     listed = sweeps.cli("sweep", "list")
     assert listed.stdout.splitlines()[0].split() == [
         "SWEEP",
@@ -195,6 +197,27 @@ def test_grid_runs_as_one_array_at_most_two_at_once(sweeps: Sweeps) -> None:
         "NAME",
     ]
     assert any(line.startswith(sweeps.ids["grid"]) for line in listed.stdout.splitlines())
+
+
+def _assert_the_sweeps_page(sweeps: Sweeps, data: dict[str, Any]) -> None:
+    """``report SWEEP --html --metric score`` in headless Chromium: every task's row, the
+    score against each parameter, no console error."""
+    page = sweeps.shared / "sweep.html"
+    out = sweeps.cli("report", sweeps.ids["grid"], "--html", str(page), "--metric", "score")
+    assert out.returncode == 0, out.stderr
+    if CHROMIUM is None:
+        pytest.skip("no chromium here to render the page (apt-get install chromium)")
+    dom = browser(page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('<tr class="task">') == len(data["tasks"]) == 9
+    # score against a (numbers) and against b (text: categories), a dot per task each
+    assert dom.stdout.count("<circle ") == 2 * 9
+    assert "score against a" in dom.stdout
+    assert "score against b" in dom.stdout
+    assert console_errors(dom) == []
+    shot = page.with_suffix(".png")
+    assert browser(page, f"--screenshot={shot}").returncode == 0
+    assert shot.stat().st_size > 5_000
 
 
 def test_sweep_cancel_cancels_every_task(sweeps: Sweeps, tmp_path: Path) -> None:
