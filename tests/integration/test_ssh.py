@@ -111,6 +111,20 @@ def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> N
     assert record is not None
     assert record.user == "hpcuser"  # the SSH login name: Slurm's user
     assert record.job_dir.startswith(f"{client.job_root_top}/jobs/")  # the remote ~
+    # Its report, read through the link (sacct there, its files over SFTP; no server).
+    report = client("report", job, "--json")
+    assert report.returncode == 0, report.stderr
+    data = json.loads(report.stdout)
+    assert (data["state"], len(data["attempts"])) == ("COMPLETED", 1)
+    assert data["usage"]["ran_s"] >= 1
+    assert data["usage"]["gpu_hours"] == 0  # a CPU job
+    page = tmp_path / "report.html"
+    assert client("report", job, "--html", str(page)).returncode == 0
+    assert f"Job {job}" in page.read_text()  # written on the laptop
+    # Slurm's estimate, the script sent on sbatch --test-only's stdin over the link.
+    estimate = client("estimate", str(tmp_path / "a.yaml"), "--json")
+    assert estimate.returncode == 0, estimate.stderr
+    assert json.loads(estimate.stdout)["slurm"]["start"]
 
     # Long enough to be cancelled however slow the link (with 5 s it had ended first on the
     # side host under load: clean-clone run 24); the cancel ends it.
