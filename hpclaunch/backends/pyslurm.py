@@ -684,6 +684,12 @@ def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
         "node_count": job.num_nodes,
         "gpus": _gpus(job.allocated_tres or job.requested_tres, gres),
         "restarts": job.requeue_count,
+        # squeue's StartTime of a pending job: when Slurm expects it to start (0: no plan).
+        "expected_start": (
+            datetime.fromtimestamp(job.start_time).isoformat()
+            if state is JobState.PENDING and job.start_time
+            else None
+        ),
     }
 
 

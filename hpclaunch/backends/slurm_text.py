@@ -51,6 +51,8 @@ SQUEUE_FIELDS = (
     # The job's raw wait status (exit code << 8 | signal), as waitpid(2) gives it: known to
     # squeue the moment a job ends, while sacct may not have the record yet (slurmdbd lag).
     "exit_code",
+    # A pending job's expected start (backfill's plan; N/A until it has one).
+    "StartTime",
     "Name",
 )
 SQUEUE_FORMAT = long_format(SQUEUE_FIELDS)
@@ -104,7 +106,7 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
         ref = wanted_ref(cols[0].strip(), by_id) if len(cols) == width else None
         if ref is None:
             continue
-        _, state, reason, nodes, elapsed, qos, count, tres, restarts, status, name = cols
+        _, state, reason, nodes, elapsed, qos, count, tres, restarts, status, start, name = cols
         job_state = parse_state(state)
         code, signal = _wait_status(status) if job_state.is_finished else (None, None)
         infos[ref] = JobInfo(
@@ -121,6 +123,7 @@ def parse_squeue(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Jo
             node_count=to_int(count),
             gpus=gpus_in(tres, gres),
             restarts=to_int(restarts),
+            expected_start=field(start) if job_state is JobState.PENDING else None,
         )
     return infos
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._table import expected_text
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -107,19 +107,10 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
             state,
             "" if row.priority is None else str(row.priority),
             entry.waited_or_elapsed,
-            _expected(entry.expected_start),
+            expected_text(entry.expected_start),
             str(row.gpus) if row.gpus else "",
             escape(entry.why),
         )
     console = Console(width=None if sys.stdout.isatty() else 250)
     console.print(table)
     console.print(f"{running} running, {pending} pending", highlight=False)
-
-
-def _expected(start: str | None) -> str:
-    """``~15:00`` today, ``~11-29 15:00`` on another day (Slurm's estimate; ``""``: none)."""
-    if not start or "T" not in start:
-        return ""
-    day, _, clock = start.partition("T")
-    today = datetime.now().date().isoformat()
-    return f"~{clock[:5]}" if day == today else f"~{day[5:]} {clock[:5]}"

@@ -202,6 +202,9 @@ class JobInfo:
             site's tier → QOS mapping by the caller).
         quota: ``in-quota`` or ``over-quota`` on a site with quotas (filled in by the
             caller, like ``tier``).
+        expected_start: For a pending job, when Slurm expects it to start (squeue's
+            ``StartTime``: backfill's plan, the cluster's local time); ``None``: not pending,
+            or no estimate yet.
     """
 
     ref: JobRef
@@ -219,6 +222,7 @@ class JobInfo:
     restarts: int | None = None
     tier: str | None = None
     quota: str | None = None
+    expected_start: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (for ``status --json``)."""
@@ -240,6 +244,7 @@ class JobInfo:
             "node_count": self.node_count,
             "gpus": self.gpus,
             "restarts": self.restarts,
+            "expected_start": self.expected_start,
         }
 
 

@@ -88,6 +88,7 @@ class FakeJob:
     submit_line: str = ""
     attempts: list[str] = field(default_factory=list)  # earlier attempts' sacct states
     elapsed: str = "00:00:05"  # as sacct prints it; squeue drops the leading zeros
+    start: str = "N/A"  # squeue's StartTime (a pending job's: when Slurm expects it)
 
     @property
     def state(self) -> str:
@@ -192,7 +193,7 @@ class FakeSlurm:
             nodes = job.nodes or "(null)"
             lines.append(
                 f"{i}|{job.state}|{job.reason}|{nodes}|{_squeue_time(job.elapsed)}|{job.qos}|1|{job.tres}|"
-                f"{job.restarts}|{_raw_status(job.exit_code)}|{job.name}"
+                f"{job.restarts}|{_raw_status(job.exit_code)}|{job.start}|{job.name}"
             )
             job.advance()
         return result(argv, out="\n".join(lines) + "\n")
