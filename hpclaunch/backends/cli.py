@@ -276,9 +276,9 @@ class CliBackend(Backend):
 
     def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
         """``sbatch --test-only`` with the job's script on standard input."""
-        from hpclaunch.slurm.estimate import parse_test_only, test_only_argv
+        from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 
-        result = self._run(test_only_argv(), stdin=job.script)
+        result = self._run(will_run_argv(), stdin=job.script)
         if not result.ok:
             raise SubmissionError(
                 f"Slurm would refuse job {job.plan.job_name!r}",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["StartEstimate", "parse_test_only", "test_only_argv"]
+__all__ = ["StartEstimate", "parse_test_only", "will_run_argv"]
 
 _WILL_RUN = re.compile(
     r"Job \d+ to start at (?P<start>\S+)(?: on cluster \S+)?(?: a)? using (?P<cpus>\d+) "
@@ -56,7 +56,7 @@ class StartEstimate:
         }
 
 
-def test_only_argv() -> list[str]:
+def will_run_argv() -> list[str]:
     """``sbatch --test-only``, the script on standard input (its ``#SBATCH`` lines carry the
     whole request, as when it is submitted)."""
     return ["sbatch", "--test-only"]

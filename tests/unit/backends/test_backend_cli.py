@@ -473,11 +473,11 @@ _TRES = "cpu=1,mem=100M,node=1,billing=1"
 _ACCT_TRES = "billing=1,cpu=1,mem=100M,node=1|billing=1,cpu=1,mem=100M,node=1"
 # Two tasks done, two running, one pending (the %2 limit).
 SQUEUE_MID = (
-    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_4|PENDING|JobArrayTaskLimit||0:00|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_3|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_2|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_4|PENDING|JobArrayTaskLimit||0:00|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_3|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_2|RUNNING|None|n1|0:01|normal|1|{_TRES}|0|0|N/A|wrap\n"
 )
 # sacct at the same moment folds the tasks that have not started yet into one line.
 SACCT_MID = (
@@ -489,11 +489,11 @@ SACCT_MID = (
 # A little later: squeue knows task 3 FAILED (wait status 256 = exit 1); sacct lags and
 # has no line yet for tasks 2 and 3.
 SQUEUE_LAG = (
-    f"4493_2|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|wrap\n"
-    f"4493_3|FAILED|NonZeroExitCode|n1|0:02|normal|1|{_TRES}|0|256|wrap\n"
-    f"4493_4|RUNNING|None|n1|0:00|normal|1|{_TRES}|0|0|wrap\n"
+    f"4493_2|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_1|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_0|COMPLETED|None|n1|0:02|normal|1|{_TRES}|0|0|N/A|wrap\n"
+    f"4493_3|FAILED|NonZeroExitCode|n1|0:02|normal|1|{_TRES}|0|256|N/A|wrap\n"
+    f"4493_4|RUNNING|None|n1|0:00|normal|1|{_TRES}|0|0|N/A|wrap\n"
 )
 SACCT_LAG = (
     f"4493_0|COMPLETED|0:0|00:00:02|n1|None|normal|1|{_ACCT_TRES}|wrap\n"

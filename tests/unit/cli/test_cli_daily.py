@@ -216,7 +216,8 @@ def test_events_shows_the_record_and_the_attempts(
     def sacct(argv: tuple[str, ...]) -> CommandResult:
         return result(
             argv,
-            out="9|PREEMPTED|0:0|s|st|e|00:00:01|n1|None\n9|RUNNING|0:0|s|st|Unknown|0:02|n2|\n",
+            out="9|PREEMPTED|0:0|s|st|e|00:00:01|n1|None|||||\n"
+            "9|RUNNING|0:0|s|st|Unknown|0:02|n2||||||\n",
         )
 
     slurm._sacct = sacct  # type: ignore[method-assign]

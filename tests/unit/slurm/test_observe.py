@@ -115,6 +115,7 @@ def test_job_info_to_dict() -> None:
         "node_count": None,
         "gpus": None,
         "restarts": None,
+        "expected_start": None,
     }
 
 

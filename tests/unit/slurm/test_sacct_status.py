@@ -62,9 +62,15 @@ def test_attempts_take_the_batch_steps_exit() -> None:
     from hpclaunch.backends.slurm_text import parse_attempts
 
     data = DATA.parent
-    timeout = parse_attempts((data / "sacct_attempts_65.txt").read_text(), "65")
+
+    def recorded(name: str) -> str:
+        """Recorded before the usage columns were asked (Timelimit ... TRESUsageInTot):
+        those come out empty."""
+        return "".join(line + "|" * 5 + "\n" for line in (data / name).read_text().splitlines())
+
+    timeout = parse_attempts(recorded("sacct_attempts_65.txt"), "65")
     assert [(a.state, a.exit_code, a.exit_signal) for a in timeout] == [(JobState.TIMEOUT, 0, 15)]
-    preempted = parse_attempts((data / "sacct_attempts_26.txt").read_text(), "26")
+    preempted = parse_attempts(recorded("sacct_attempts_26.txt"), "26")
     assert [(a.state, a.exit_code, a.exit_signal, a.nodes) for a in preempted] == [
         (JobState.PREEMPTED, 0, 15, "n3"),
         (JobState.CANCELLED, None, None, None),  # never ran: "None assigned", no batch step
