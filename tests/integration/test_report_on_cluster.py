@@ -41,6 +41,9 @@ def _submit(hpclaunch: Cli, tmp_path: Path) -> str:
         "resources": {"nodes": 1, "gpus_per_node": 2, "time": "10", "mem": "400M"},
         "env": {"PYTHONPATH": STUBS},
         "checkpoint": {"signal_lead_time": 20, "max_requeues": 2},
+        # Slurm samples memory every 2 s (the cluster's 30 s would see little of attempts
+        # this short): what the report's memory peak is checked against.
+        "sbatch_extra": {"--acctg-freq": "task=2"},
     }
     path = tmp_path / "report.yaml"
     path.write_text(json.dumps(spec))
