@@ -14,6 +14,7 @@ string, and PreemptParameters (printed from 24.11 on).
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from hpclaunch.slurm.cluster import (
 from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.slurm.queue import parse_queue, queue_argv
+from hpclaunch.slurm.times import parse_elapsed
 from hpclaunch.slurm.usage import cost_argv, parse_usage
 from hpclaunch.transport.base import CommandResult
 from tests.unit.fakes import FakeRunner, result
@@ -161,6 +163,7 @@ def test_attempts_of_a_requeued_job(rec: Recording) -> None:
 def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> None:
     backend = CliBackend(rec.runner(), load_site("local"))
     attempts = backend.attempts(JobRef(rec.jobs["requeued"]))
+    done_id = rec.jobs["requeued"]
     first, second = summarise_attempts(attempts)
     # The second attempt waited from the first one's end (the requeue) to its own start.
     start, end = (datetime.fromisoformat(t or "") for t in (second.start, first.end))
@@ -170,20 +173,33 @@ def test_a_requeued_jobs_attempts_as_its_report_shows_them(rec: Recording) -> No
         begun, ended = (datetime.fromisoformat(t or "") for t in (attempt.start, attempt.end))
         assert attempt.ran_s == (ended - begun).total_seconds()
     assert None not in (first.queued_s, first.nodes, second.nodes)
-    # What the completed run was given and used (sbatch --time=5 --mem=50M; it burns CPU).
+    # What the completed run was given and used (sbatch --time=5 --mem=50M; it burns CPU for
+    # about a second, memory sampled every second: on 26.05 it ended before the first sample
+    # and within its first second, so sacct has no memory figure and an Elapsed of 0).
     done = attempts[-1]
     assert (done.time_limit, done.cpus) == (300, 1)
     assert "mem=50M" in (done.tres or "")
     assert done.cpu_seconds is not None
     assert done.cpu_seconds > 0
-    assert done.mem_peak is not None
-    assert done.mem_peak > 0
+    argv = [
+        c["argv"]
+        for c in rec.data["commands"]
+        if "--format=JobID,State,ExitCode,Submit" in " ".join(c["argv"])
+    ]
+    raw = rec.stdout(argv[0]).splitlines()
+    after = raw[max(i for i, line in enumerate(raw) if line.startswith(f"{done_id}|")) :]
+    sampled = [int(m.group(1)) * 1024 for line in after if (m := re.search(r"mem=(\d+)K", line))]
+    assert done.mem_peak == (max(sampled) if sampled else None)
     use = summarise_usage(attempts)
     assert use is not None
     assert use.mem_asked == 50 << 20
     assert use.time_limit == 300
-    assert use.cpu_efficiency is not None
-    assert 0 < use.cpu_efficiency <= 1
+    assert use.mem_peak == done.mem_peak
+    if parse_elapsed(done.elapsed):
+        assert use.cpu_efficiency is not None
+        assert 0 < use.cpu_efficiency <= 1
+    else:
+        assert use.cpu_efficiency is None  # no CPU time was offered
     # A run Slurm started after the job had ended shows as such (sidecar's restart_refused).
     ledger = [
         {"event": "attempt_end", "attempt": 0, "reason": "success"},
