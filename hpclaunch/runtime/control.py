@@ -253,6 +253,7 @@ class _Progress:
         self.step: int | None = None
         self.first: tuple[float, int] | None = None  # (time, samples) of the first report
         self.first_step: tuple[float, int] | None = None  # (unix time, step) of the first
+        self.total: int | None = None  # the last total given (a commit's report has none)
 
 
 _PROGRESS = _Progress()
@@ -299,7 +300,9 @@ def report_progress(
     if wall > first_at and step > first_step:
         data["steps_per_s"] = round((step - first_step) / (wall - first_at), 4)
     if total is not None:
-        data["total"] = int(total)
+        _PROGRESS.total = int(total)
+    if _PROGRESS.total is not None:  # kept when a call without it (commit_checkpoint's) writes
+        data["total"] = _PROGRESS.total
     end = os.environ.get("SLURM_JOB_END_TIME", "")
     if end.isdigit():  # set by slurmd in the batch environment (24.11+; not after an update)
         data["job_end"] = int(end)

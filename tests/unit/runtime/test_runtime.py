@@ -341,6 +341,8 @@ def test_progress_with_a_total_says_the_rate_and_the_attempts_end(
     now[0] = 1010.0
     runtime.report_progress(150, total=1000, force=True)
     assert json.loads(path.read_text())["steps_per_s"] == 5.0  # 50 steps in 10 s
+    runtime.report_progress(160, force=True)  # as commit_checkpoint reports: the total stays
+    assert json.loads(path.read_text())["total"] == 1000
 
 
 def test_progress_with_samples_says_the_throughput_at_this_size(
