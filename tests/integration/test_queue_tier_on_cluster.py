@@ -73,7 +73,8 @@ def _assert_start_estimates(
     """Slurm's expected starts: of the waiting jobs in the queue (squeue StartTime, once
     backfill computed them), and of one more such job before it is submitted (hpclaunch
     estimate: sbatch --test-only). Every GPU is held until the busy jobs' 10-minute limits
-    end, so each start is in the future and no later than that."""
+    end, so each start is in the future: the waiting jobs' no later than that, the new one's
+    at most their 5-minute limits after."""
     now = time.time()
     deadline = time.monotonic() + 60
     while True:
@@ -92,7 +93,8 @@ def _assert_start_estimates(
     slurm = json.loads(out.stdout)["slurm"]
     start = slurm_epoch(slurm["start"])
     assert start is not None
-    assert now < start <= now + 11 * 60, slurm
+    # Behind the waiting jobs too (seen: 11.8 minutes out): at most their 5 minutes more.
+    assert now < start <= now + 16 * 60, slurm
     assert slurm["preempts"] == []  # over-quota: it preempts nothing
     dry = hpclaunch("submit", "--dry-run", str(spec))
     assert "# estimate:\n#   Slurm expects it to start at " in dry.stdout
