@@ -46,6 +46,7 @@ from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise.control import read_step
 from hpclaunch.supervise.ledger import read_ledger
 
+from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress
 
@@ -400,6 +401,29 @@ def test_torchrun_preempted_by_a_critical_job_resumes_exactly(jobs: Jobs) -> Non
     assert jobs.wait_final("twin", 60) == "COMPLETED"
     twin = (jobs.shared / "twin" / "final.sha256").read_text()
     assert (jobs.shared / "torchrun" / "final.sha256").read_text() == twin
+    _assert_report_of_a_preempted_job(jobs)
+
+
+def _assert_report_of_a_preempted_job(jobs: Jobs) -> None:
+    """The report of the job Slurm preempted for a critical job (its GPUs are not sampled:
+    no NVML here; test_report_on_cluster.py has the GPU charts): both attempts, the first
+    ended by the preemption, in the text and in the page as headless Chromium loads it."""
+    out = jobs.cli("report", jobs.ids["torchrun"], "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    ended = [a["ended"] for a in data["attempts"] if a["ended"] != "restart_refused"]
+    assert ended == ["preempted", "success"], data["attempts"]
+    assert data["state"] == "COMPLETED"
+    assert data["usage"]["gpu_hours"] > 0
+    page = jobs.shared / "preempted.html"
+    assert jobs.cli("report", jobs.ids["torchrun"], "--html", str(page)).returncode == 0
+    if CHROMIUM is None:
+        pytest.skip("no chromium here to render the page (apt-get install chromium)")
+    dom = browser(page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('<tr class="attempt">') == len(data["attempts"])
+    assert ">preempted<" in dom.stdout
+    assert console_errors(dom) == []
 
 
 def test_srun_launcher_warned_checkpoints_requeues_and_resumes(jobs: Jobs) -> None:
