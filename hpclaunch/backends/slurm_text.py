@@ -14,7 +14,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.slurm.times import format_elapsed, parse_cpu_time, parse_elapsed, parse_time_limit
+from hpclaunch.slurm.times import format_elapsed, parse_cpu_time, parse_elapsed, read_time_limit
 from hpclaunch.slurm.tres import parse_size, to_int, tres_text, tres_value
 from hpclaunch.transport.base import CommandResult
 
@@ -277,21 +277,13 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
                 elapsed=_elapsed(elapsed),
                 nodes=field(nodes),
                 reason=field(reason),
-                time_limit=_time_limit(limit),
+                time_limit=read_time_limit(field(limit)),
                 cpus=to_int(cpus),
                 cpu_seconds=parse_cpu_time(field(cpu_time)),
                 tres=field(tres),
             )
         )
     return attempts
-
-
-def _time_limit(text: str) -> int | None:
-    """sacct's ``Timelimit`` in seconds (``UNLIMITED``, ``Partition_Limit``: ``None``)."""
-    try:
-        return parse_time_limit(field(text))
-    except ValueError:
-        return None
 
 
 def _step_memory(attempt: Attempt, usage: str) -> Attempt:

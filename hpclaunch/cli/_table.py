@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 import click
 
-__all__ = ["STATE_COLOURS", "expected_text", "print_table", "state_colour"]
+__all__ = ["STATE_COLOURS", "print_table", "state_colour"]
 
 #: The colour of a state; any other finished state is red.
 STATE_COLOURS = {"COMPLETED": "green", "RUNNING": "cyan", "PENDING": "yellow"}
@@ -49,13 +48,3 @@ def print_table(
 def state_colour(state: str, finished: bool) -> str | None:
     """A state's colour: :data:`STATE_COLOURS`, else red once finished."""
     return STATE_COLOURS.get(state, "red" if finished else None)
-
-
-def expected_text(start: str | None) -> str:
-    """Slurm's expected start as ``~15:00`` today, ``~11-29 15:00`` on another day (``""``:
-    none); Slurm prints the cluster's local time, read here as this machine's."""
-    if not start or "T" not in start:
-        return ""
-    day, _, clock = start.partition("T")
-    today = datetime.now().date().isoformat()
-    return f"~{clock[:5]}" if day == today else f"~{day[5:]} {clock[:5]}"

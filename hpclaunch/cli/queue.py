@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._table import expected_text
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def print_table(entries: Sequence[QueueEntry]) -> None:
             state,
             "" if row.priority is None else str(row.priority),
             entry.waited_or_elapsed,
-            expected_text(entry.expected_start),
+            entry.expected_start_text,
             str(row.gpus) if row.gpus else "",
             escape(entry.why),
         )

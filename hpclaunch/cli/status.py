@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
-from hpclaunch.cli._table import expected_text
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -67,8 +66,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
     else:
         print_table(rows)
         for info in rows:
-            if info.expected_start:
-                expected = expected_text(info.expected_start)
+            if info.expected_start_text:
+                expected = info.expected_start_text
                 click.echo(f"job {info.ref.job_id}: Slurm expects it to start at {expected}")
         for job_id, eta in etas.items():
             click.echo(f"job {job_id}: {eta.line()}")

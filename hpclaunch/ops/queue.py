@@ -18,7 +18,7 @@ from hpclaunch.config.site import SiteConfig
 from hpclaunch.ops.context import Context
 from hpclaunch.planning.quota import TIER_ORDER, classify
 from hpclaunch.slurm.queue import QueueRow, order
-from hpclaunch.slurm.times import format_elapsed
+from hpclaunch.slurm.times import expected_start_text, format_elapsed
 
 __all__ = [
     "REASONS",
@@ -70,6 +70,11 @@ class QueueEntry:
         """When Slurm expects a pending job to start (squeue's ``StartTime``, the cluster's
         local time; ``None``: started, or the scheduler has no estimate yet)."""
         return self.row.start if self.row.pending else None
+
+    @property
+    def expected_start_text(self) -> str:
+        """:attr:`expected_start` as ``~15:00`` or ``~11-29 15:00`` (``""``: none)."""
+        return expected_start_text(self.expected_start)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``reason`` keeps Slurm's raw reason, ``why`` the words."""

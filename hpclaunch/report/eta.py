@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hpclaunch.slurm.times import clock_text
+
 __all__ = ["Eta", "eta_of"]
 
 #: A report older than this (seconds) says the trainer stopped reporting: no ETA.
@@ -52,15 +54,14 @@ class Eta:
         if self.ends_at is None or self.steps_per_s is None:
             return f"{head} (no rate yet)"
         rate = f"{self.steps_per_s:.3g} steps/s"
-        ends = _clock(self.ends_at)
-        if self.before_limit is None:
+        ends = clock_text(self.ends_at)
+        if self.limit_at is None:
             return f"{head} at {rate}, ends ~{ends}"
+        limit = clock_text(self.limit_at)
         if self.before_limit:
-            return (
-                f"{head} at {rate}, ends ~{ends}, before its time limit ({_clock(self.limit_at)})"
-            )
+            return f"{head} at {rate}, ends ~{ends}, before its time limit ({limit})"
         return (
-            f"{head} at {rate}: it reaches its time limit ({_clock(self.limit_at)}) at about step "
+            f"{head} at {rate}: it reaches its time limit ({limit}) at about step "
             f"{self.step_at_limit}, then is checkpointed and requeued (this attempt would end "
             f"~{ends})"
         )
@@ -86,13 +87,3 @@ def eta_of(progress: Mapping[str, Any], *, now: float | None = None) -> Eta | No
     if rate is not None and limit_at is not None and ends_at is not None and ends_at > limit_at:
         at_limit = min(total, step + int((limit_at - at) * rate))
     return Eta(step, total, rate, ends_at, limit_at, at_limit)
-
-
-def _clock(when: float | None) -> str:
-    """``14:20`` today, ``11-29 14:20`` on another day (this machine's local time)."""
-    if when is None:
-        return "?"
-    local = time.localtime(when)
-    today = time.localtime()
-    same_day = (local.tm_year, local.tm_yday) == (today.tm_year, today.tm_yday)
-    return time.strftime("%H:%M" if same_day else "%m-%d %H:%M", local)

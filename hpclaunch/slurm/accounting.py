@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hpclaunch.errors import CommandFailed
-from hpclaunch.slurm.times import parse_time_limit
+from hpclaunch.slurm.times import read_time_limit
 from hpclaunch.slurm.tres import to_int
 from hpclaunch.transport.base import Runner
 
@@ -194,7 +194,4 @@ def _seconds(value: str) -> int | None:
     """sacctmgr prints GraceTime and MaxWall as ``[D-]HH:MM:SS``; empty: unset."""
     if value.strip() in _NULL:
         return None
-    try:
-        return parse_time_limit(value.strip())
-    except ValueError:
-        return None
+    return read_time_limit(value.strip())

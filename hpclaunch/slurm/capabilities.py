@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import CommandFailed, TransportError
-from hpclaunch.slurm.times import format_time, parse_time_limit
+from hpclaunch.slurm.times import format_time, read_time_limit
 from hpclaunch.transport.base import CommandResult, Runner
 
 if TYPE_CHECKING:
@@ -452,10 +452,7 @@ def _time_or_none(value: str | None, *, bare: str = "minutes") -> int | None:
     value = value.strip()
     if bare == "seconds" and value.isdigit():
         return int(value)
-    try:
-        return parse_time_limit(value)
-    except ValueError:
-        return None
+    return read_time_limit(value)
 
 
 # -- discovery --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from hpclaunch.errors import WatchTimeout
+from hpclaunch.slurm.times import expected_start_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -223,6 +224,11 @@ class JobInfo:
     tier: str | None = None
     quota: str | None = None
     expected_start: str | None = None
+
+    @property
+    def expected_start_text(self) -> str:
+        """:attr:`expected_start` as ``~15:00`` or ``~11-29 15:00`` (``""``: none)."""
+        return expected_start_text(self.expected_start)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (for ``status --json``)."""

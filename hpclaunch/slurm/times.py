@@ -12,12 +12,16 @@ import re
 from datetime import datetime
 
 __all__ = [
+    "clock_text",
+    "expected_start_text",
     "format_elapsed",
     "format_time",
     "parse_cpu_time",
     "parse_elapsed",
     "parse_time",
     "parse_time_limit",
+    "read_time_limit",
+    "slurm_epoch",
 ]
 
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -52,6 +56,16 @@ def parse_time_limit(value: str | int | None) -> int | None:
     if value is None or (isinstance(value, str) and value.strip().upper() in _UNLIMITED):
         return None
     return parse_time(value)
+
+
+def read_time_limit(value: str | None) -> int | None:
+    """A time limit as Slurm prints one (sacct ``Timelimit``, sacctmgr ``GraceTime`` and
+    ``MaxWall``) in seconds; ``None`` when unlimited, unset or not a time
+    (``Partition_Limit``)."""
+    try:
+        return parse_time_limit(value)
+    except ValueError:
+        return None
 
 
 def _parse_str(text: str) -> int:
@@ -154,3 +168,17 @@ def slurm_epoch(text: str | None) -> float | None:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+def clock_text(when: float) -> str:
+    """``14:20`` today, ``11-29 14:20`` on another day (this machine's local time)."""
+    local = datetime.fromtimestamp(when)
+    same_day = local.date() == datetime.now().date()
+    return local.strftime("%H:%M" if same_day else "%m-%d %H:%M")
+
+
+def expected_start_text(start: str | None) -> str:
+    """Slurm's expected start (:func:`slurm_epoch`'s text) as ``~15:00`` or
+    ``~11-29 15:00`` (``""``: none)."""
+    when = slurm_epoch(start)
+    return "" if when is None else f"~{clock_text(when)}"

@@ -61,11 +61,8 @@ def tres_text(tres: str, key: str) -> str | None:
 def tres_value(tres: str, key: str) -> int | None:
     """The count of ``key`` (``gres/gpu``, ``cpu``) in a TRES string; ``None`` when absent
     or not a number."""
-    for item in tres.split(","):
-        name, _, value = item.partition("=")
-        if name.strip() == key:
-            return to_int(value)
-    return None
+    value = tres_text(tres, key)
+    return None if value is None else to_int(value)
 
 
 def tres_gpus(tres: str, gres: str = "gpu") -> tuple[int, dict[str, int]]:
