@@ -36,6 +36,7 @@ COMMANDS = {
     "queue": "hpclaunch.cli.queue:queue_command",
     "render": "hpclaunch.cli.render:render_command",
     "report": "hpclaunch.cli.report:report_command",
+    "rerun": "hpclaunch.cli.rerun:rerun_command",
     "resize": "hpclaunch.cli.resize:resize_command",
     "schema": "hpclaunch.cli.schema:schema_command",
     "site": "hpclaunch.cli.site:site_command",
@@ -68,6 +69,8 @@ SUMMARIES = {
     "report": "Sum up JOB: its attempts, its GPUs' use and energy, and what to change; or "
     "SWEEP (a sweep id or a unique prefix of it): its tasks by state and its parameters "
     "against their final metrics.",
+    "rerun": "Submit again the spec JOB ran with, changed by --set and --tier, and print the "
+    "new job id.",
     "resize": "Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).",
     "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
     "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "

@@ -72,11 +72,12 @@ def history_command(
 
 
 def print_table(records: Sequence[SubmissionRecord]) -> None:
-    """The history table (the state coloured on a terminal)."""
+    """The history table (the state coloured on a terminal; a RERUN OF column, the job each
+    rerun came from, when there is one)."""
     from hpclaunch.cli._table import print_table as print_rows
     from hpclaunch.cli._table import state_colour
 
-    cells = [
+    cells: list[tuple[str, ...]] = [
         (
             r.job_id,
             r.name,
@@ -89,5 +90,9 @@ def print_table(records: Sequence[SubmissionRecord]) -> None:
         )
         for r in records
     ]
+    columns: tuple[str, ...] = COLUMNS
+    if any(r.rerun_of for r in records):
+        columns = (*COLUMNS, "RERUN OF")
+        cells = [(*row, r.rerun_of or "") for row, r in zip(cells, records, strict=True)]
     colours = [state_colour(r.state, True) if r.state else None for r in records]
-    print_rows(COLUMNS, cells, colours={COLUMNS.index("STATE"): colours})
+    print_rows(columns, cells, colours={COLUMNS.index("STATE"): colours})

@@ -144,7 +144,7 @@ def submit_command(
     click.echo(submitted.id)
     click.echo(f"logs: {submitted.log_dir}/attempt-N.log", err=True)
     if wait or follow:
-        _follow(submitted, timeout, logs=follow)
+        follow_job(submitted, timeout, logs=follow)
 
 
 def shlex_join(words: Iterable[str]) -> str:
@@ -152,7 +152,7 @@ def shlex_join(words: Iterable[str]) -> str:
     return shlex.join(list(words))
 
 
-def _follow(job: Job, timeout: float | None, *, logs: bool) -> None:
+def follow_job(job: Job, timeout: float | None, *, logs: bool) -> None:
     """Wait for the job (``--wait``), printing its lines as they come (``--follow``: then
     Slurm's own lines at the end, as ``logs -f`` does)."""
     from hpclaunch.cli.logs import print_slurm_lines

@@ -11,7 +11,8 @@ loss = job.result()         # what train returned, or what it raised, raised her
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from hpclaunch.report.job import JobReport
     from hpclaunch.report.sweep import SweepReport
     from hpclaunch.slurm.jobs import JobInfo, JobState
+    from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["Job", "MapRun", "SweepRun"]
 
@@ -369,6 +371,21 @@ class Job(Future[Any]):
 
         apply_tier_move(self.session, plan or self.plan_tier(new_tier))
 
+    def rerun(self, *overrides: str, tier: str | None = None, **fields: Any) -> Job:
+        """Submit this job's spec again, changed (``hpclaunch rerun``): ``overrides`` as
+        ``submit --set`` (``"resources.nodes=2"``), ``fields`` as the spec's own (``args=[...]``;
+        a mapping changes only the keys it names: ``resources={"nodes": 2}``).
+
+        Raises:
+            As :meth:`~hpclaunch.ops.session.Session.rerun`.
+        """
+        from hpclaunch.ops.rerun import rerun_job
+
+        changes = [*overrides, *_as_overrides(fields)]
+        return job_of(
+            self.session, rerun_job(self.session, self.id, overrides=changes, tier=tier).job_id
+        )
+
     def resize(
         self, nodes: int, *, why: str = "asked by the user", force: bool = False, wait: float = 0
     ) -> ResizeResult:
@@ -383,6 +400,41 @@ class Job(Future[Any]):
         from hpclaunch.ops.resize import resize_job
 
         return resize_job(self.session, self.id, nodes, why=why, force=force, wait=wait)
+
+
+def job_of(session: Context, job_id: str) -> Job:
+    """The job ``job_id`` (a sweep task's ``<array>_<task>`` too), with its directories from
+    the history when it is there."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.records import find_job_record
+
+    record = find_job_record(job_id)
+    return Job(session, JobRef(job_id)) if record is None else job_of_record(session, record)
+
+
+def job_of_record(session: Context, record: SubmissionRecord) -> Job:
+    """The job of a history record, with its directories."""
+    from hpclaunch.backends.base import JobRef
+
+    return Job(
+        session,
+        JobRef(record.job_id, record.cluster),
+        submission_id=record.submission_id,
+        log_dir=record.logs,
+        job_dir=record.job_dir,
+    )
+
+
+def _as_overrides(fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``{"resources": {"nodes": 2}, "args": [...]}`` as ``resources.nodes=2``, ``args=[...]``
+    (values in JSON, which is YAML)."""
+    out: list[str] = []
+    for key, value in fields.items():
+        if isinstance(value, Mapping) and value:
+            out += _as_overrides(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}={json.dumps(value, default=str)}")
+    return out
 
 
 class _FollowedWhenWaited(list[Any]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +27,20 @@ def as_spec_input(spec: SpecInput) -> str | Mapping[str, Any] | JobSpec:
     return os.fspath(spec) if isinstance(spec, os.PathLike) else spec
 
 
+class NamedSpec(dict[str, Any]):
+    """A spec mapping with its own name in messages (a rerun's: ``rerun of job 123``)."""
+
+    def __init__(self, data: Mapping[str, Any], source: str) -> None:
+        super().__init__(data)
+        self.source = source
+
+
 def spec_source(spec: SpecInput) -> str:
-    """How ``spec`` is named in messages: its file's path, or ``<python>``."""
+    """How ``spec`` is named in messages: its file's path, a :class:`NamedSpec`'s name, or
+    ``<python>``."""
     spec = as_spec_input(spec)
+    if isinstance(spec, NamedSpec):
+        return spec.source
     return spec if isinstance(spec, str) else "<python>"
 
 
@@ -196,20 +208,57 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class SpecKept:
+    """What the history keeps of the spec a job was submitted from, for ``hpclaunch rerun``.
+
+    Attributes:
+        spec_hash: sha256 of ``spec``'s canonical JSON.
+        spec: The spec as written, overrides applied (``None``: unreadable, not kept).
+        submit_dir: Where its relative paths started (``None`` over SSH: the job directory).
+        rerun_of: The job this submission reruns.
+    """
+
+    spec_hash: str | None
+    spec: Mapping[str, Any] | None
+    submit_dir: str | None
+    rerun_of: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        session: Context,
+        spec: SpecInput,
+        overrides: Sequence[str] = (),
+        *,
+        cwd: str | None = None,
+        rerun_of: str | None = None,
+    ) -> SpecKept:
+        """``spec`` with ``overrides``, submitted from ``cwd`` (default: here, unless over
+        SSH)."""
+        from hpclaunch.ops.submit import hash_of, spec_data
+
+        data = spec_data(spec, overrides)
+        if cwd is None and not session.is_remote:
+            cwd = os.getcwd()
+        return cls(hash_of(data) if data is not None else None, data, cwd, rerun_of)
+
+
 def remember_submission(
     session: Context,
     plan: SubmissionPlan,
     ref: JobRef,
     *,
-    spec_hash: str | None = None,
+    kept: SpecKept | None = None,
     submission_id: str | None = None,
     submitted_at: str | None = None,
 ) -> None:
     """Record a submitted job in the history (the one writer of its rows: jobs, pipeline
     steps, a sweep's arrays), with who, which project and account, and the
     ``--dependency`` it waits on. ``submission_id``/``submitted_at``: a sweep array's own
-    (default: the plan's, now). A failure to write only warns: the job is submitted,
-    failing now would invite a resubmit."""
+    (default: the plan's, now). ``kept``: the spec and what ``hpclaunch rerun`` needs with
+    it. A failure to write only warns: the
+    job is submitted, failing now would invite a resubmit."""
     from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
@@ -227,10 +276,12 @@ def remember_submission(
         user=slurm_user(session),
         project=session.site.project_of(plan.account),
         account=plan.account,
-        spec_hash=spec_hash,
+        spec_hash=kept.spec_hash if kept else None,
         dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
+        rerun_of=kept.rerun_of if kept else None,
+        submit_dir=kept.submit_dir if kept else None,
     )
     try:
-        record_submission(record)
+        record_submission(record, spec=kept.spec if kept else None)
     except HistoryError as exc:
         session.warn(f"could not record job {ref.job_id} in the history: {exc}")

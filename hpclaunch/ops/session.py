@@ -536,16 +536,9 @@ class Session(Context):
         return pipeline_schema() if pipeline else spec_schema()
 
     def _job_of(self, record: SubmissionRecord) -> Job:
-        from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.job import Job
+        from hpclaunch.ops.job import job_of_record
 
-        return Job(
-            self,
-            JobRef(record.job_id, record.cluster),
-            submission_id=record.submission_id,
-            log_dir=record.logs,
-            job_dir=record.job_dir,
-        )
+        return job_of_record(self, record)
 
     def status(self, job_ids: Sequence[str] = (), *, limit: int = 20) -> list[JobInfo]:
         """Jobs' state now, as ``hpclaunch status`` shows it (one status call for all):
@@ -717,14 +710,40 @@ class Session(Context):
 
         return self._job_of(log_record(job_id))
 
+    def rerun(self, job_id: str, overrides: Sequence[str] = (), *, tier: str | None = None) -> Job:
+        """Submit again the spec job ``job_id`` ran with, changed by ``overrides``
+        (``KEY=VALUE``, as ``submit --set``) and ``tier``, from the directory it was
+        submitted from (``hpclaunch rerun``). A sweep task (``<array>_<task>``) is rerun alone,
+        as a sweep of its one point; the job returned is that task. The history records which
+        job the new one reruns.
+
+        Raises:
+            JobNotFound: The history does not know the job or kept no spec of it.
+            SpecError, PlanError: The changed spec is wrong, or this site cannot run it.
+            SubmissionError: A function's job (call the function again), or Slurm refused.
+        """
+        from hpclaunch.ops.job import job_of
+        from hpclaunch.ops.rerun import rerun_job
+
+        return job_of(self, rerun_job(self, job_id, overrides=overrides, tier=tier).job_id)
+
+    def rerun_spec(
+        self, job_id: str, overrides: Sequence[str] = (), *, tier: str | None = None
+    ) -> dict[str, Any]:
+        """The spec :meth:`rerun` would submit (``hpclaunch rerun --dry-run``).
+
+        Raises:
+            As :meth:`rerun`, but for Slurm's refusal.
+        """
+        from hpclaunch.ops.rerun import rerun_spec
+
+        return rerun_spec(self, job_id, overrides, tier)[1]
+
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
-        from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.job import Job
-        from hpclaunch.store.history import find_record
+        from hpclaunch.ops.job import job_of
 
-        record = find_record(job_id=job_id)
-        return Job(self, JobRef(job_id)) if record is None else self._job_of(record)
+        return job_of(self, job_id)
 
 
 def submit(

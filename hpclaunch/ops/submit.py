@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.plan_job import (
     SpecInput,
+    SpecKept,
     as_spec_input,
     naming,
     plan_spec,
@@ -36,6 +37,7 @@ __all__ = [
     "Submitted",
     "check_before_submit",
     "existing_job",
+    "spec_data",
     "spec_hash",
     "submit_spec",
 ]
@@ -71,6 +73,7 @@ def submit_spec(
     force: bool = False,
     cwd: str | None = None,
     before_submit: Callable[[SubmissionPlan], object] | None = None,
+    rerun_of: str | None = None,
 ) -> Submitted:
     """Plan ``spec`` and submit it once (see the module docstring).
 
@@ -84,13 +87,15 @@ def submit_spec(
             SSH, the job directory); a ``--sync`` snapshot's directory.
         before_submit: Called with the plan just before Slurm is asked (``--sync`` uploads
             then; a function's call is written into the job directory).
+        rerun_of: The job this one reruns (``hpclaunch rerun``): its submit directory is
+            ``cwd``, where the paths are checked as at its own submission.
 
     Raises:
         SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
         SubmissionError: Slurm refused it, or ``submission_id`` names a job of another spec.
     """
     source = spec_source(spec)
-    digest = spec_hash(spec, overrides)
+    kept = SpecKept.of(session, spec, overrides, cwd=cwd, rerun_of=rerun_of)
     with naming(source):
         plan = plan_spec(
             session,
@@ -98,7 +103,8 @@ def submit_spec(
             submission_id,
             cwd=cwd,
             live_usage=True,
-            check_paths=check and cwd is None,  # a snapshot's paths are not on the cluster yet
+            # A snapshot's paths are not on the cluster yet; a rerun's are where they were.
+            check_paths=check and (cwd is None or rerun_of is not None),
             overrides=overrides,
         )
         warn_over_quota(session, plan, source)
@@ -107,14 +113,14 @@ def submit_spec(
     if dry_run:
         return Submitted(plan, job, None, False, source)
     if submission_id:
-        _refuse_changed_spec(session, submission_id, digest, force)
+        _refuse_changed_spec(session, submission_id, kept.spec_hash, force)
     if before_submit is not None:
         before_submit(plan)
     existing = existing_job(session, submission_id) if submission_id else None
     if existing is not None:
         return Submitted(plan, job, existing, True, source)
     ref = session.backend.submit(job)
-    remember_submission(session, plan, ref, spec_hash=digest)
+    remember_submission(session, plan, ref, kept=kept)
     return Submitted(plan, job, ref, False, source)
 
 
@@ -137,6 +143,20 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
     """sha256 of the spec's canonical JSON (keys sorted, no spaces), with ``overrides``
     applied: the same for the same job however the file is laid out or commented;
     ``None`` if it cannot be read."""
+    data = spec_data(spec, overrides)
+    return hash_of(data) if data is not None else None
+
+
+def hash_of(data: Mapping[str, Any]) -> str:
+    """sha256 of ``data``'s canonical JSON (:func:`spec_hash`)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def spec_data(spec: SpecInput, overrides: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The spec as the mapping it was written as (a file's YAML; a JobSpec's set fields),
+    with ``overrides`` applied, JSON-ready: what the history keeps for ``hpclaunch rerun``;
+    ``None`` if it cannot be read."""
     import yaml
 
     from hpclaunch._validation import load_yaml
@@ -156,8 +176,11 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
             data = apply_overrides(data, overrides)
     except (OSError, yaml.YAMLError, SpecError):
         return None
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if not isinstance(data, dict):
+        return None
+    # One JSON round trip: what the history keeps is what was hashed (dates, tuples).
+    loaded: dict[str, Any] = json.loads(json.dumps(data, ensure_ascii=False, default=str))
+    return loaded
 
 
 def _refuse_changed_spec(

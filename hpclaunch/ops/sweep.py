@@ -26,6 +26,7 @@ from hpclaunch.errors import (
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.plan_job import (
     SpecInput,
+    SpecKept,
     load_spec_input,
     naming,
     quota_mode,
@@ -110,6 +111,8 @@ def submit_sweep_spec(
     sweep_id: str | None = None,
     overrides: Sequence[str] = (),
     before_submit: Callable[[SweepPlan], object] | None = None,
+    cwd: str | None = None,
+    rerun_of: str | None = None,
 ) -> Swept:
     """Plan the sweep of ``spec`` (a file's path, a mapping or a JobSpec) and submit its
     arrays (see the module docstring).
@@ -118,6 +121,8 @@ def submit_sweep_spec(
         overrides: ``KEY=VALUE`` changes (``sweep --set``), validated as the file is.
         before_submit: Called with the plan before the first array is submitted (a
             map's call is written into the job directory then).
+        cwd: Where relative paths start (default: here; over SSH, the job directory).
+        rerun_of: The sweep task this sweep of one point reruns (``hpclaunch rerun``).
         sweep_id: Your own id for the sweep. A sweep that already has it is completed, not
             doubled: each array that a job already carries (its ``<id>-a<index>`` tag, in
             the history or in Slurm) is taken, only the others are submitted: the retry
@@ -139,6 +144,7 @@ def submit_sweep_spec(
             check_paths=check,
             sweep_id=sweep_id,
             overrides=overrides,
+            cwd=cwd,
         )
         warn_over_quota(context, sweep.plan, spec_path)
         if sweep.unused:  # the trainer may read them with sweep_params(): a warning
@@ -152,13 +158,15 @@ def submit_sweep_spec(
         before_submit(sweep)
     record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
+    # Kept in the history: a task can be rerun alone.
+    kept = SpecKept.of(context, spec, overrides, cwd=cwd, rerun_of=rerun_of)
 
     def remember(index: int, ref: JobRef) -> None:
         nonlocal record
         done.append(ref)
         offset = sweep.arrays[index].offset
         if not any(a.offset == offset and a.job_id == ref.job_id for a in record.arrays):
-            record = _add_array(context, record, sweep, index, ref)
+            record = _add_array(context, record, sweep, index, ref, kept)
 
     def taken(index: int) -> JobRef | None:
         return _taken_array(context, record, sweep, index) if sweep_id else None
@@ -171,7 +179,12 @@ def submit_sweep_spec(
                 raise
             # The cached MaxArraySize may be stale (the cluster was reconfigured): ask again.
             sweep = plan_sweep_spec(
-                context, spec, refresh=True, sweep_id=sweep.sweep_id, overrides=overrides
+                context,
+                spec,
+                refresh=True,
+                sweep_id=sweep.sweep_id,
+                overrides=overrides,
+                cwd=cwd,
             )
             record = _record(context, sweep)
             submit_sweep(context.backend, context.runner, sweep, on_array=remember)
@@ -258,8 +271,10 @@ def plan_sweep_spec(
     sweep_id: str | None = None,
     check_paths: bool = False,
     overrides: Sequence[str] = (),
+    cwd: str | None = None,
 ) -> SweepPlan:
-    """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew)."""
+    """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew;
+    ``cwd``: where relative paths start, default here, or over SSH the job directory)."""
     from hpclaunch.planning.plan import new_submission_id
     from hpclaunch.planning.sweep import plan_sweep
 
@@ -272,7 +287,7 @@ def plan_sweep_spec(
         context.site,
         submission_id=sweep_id or new_submission_id(),
         home=context.home,
-        cwd=None if context.is_remote else os.getcwd(),
+        cwd=cwd if cwd is not None else None if context.is_remote else os.getcwd(),
         max_array_size=_max_array_size(context, refresh),
         quota_used=quota_used(context, spec),
         quota_mode=quota_mode(context),
@@ -318,9 +333,15 @@ def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
 
 
 def _add_array(
-    context: Context, record: SweepRecord, sweep: SweepPlan, index: int, ref: JobRef
+    context: Context,
+    record: SweepRecord,
+    sweep: SweepPlan,
+    index: int,
+    ref: JobRef,
+    kept: SpecKept | None = None,
 ) -> SweepRecord:
-    """Record one more submitted array, in the sweep record and the submission history."""
+    """Record one more submitted array, in the sweep record and the submission history
+    (with the sweep's spec, ``kept``, for ``hpclaunch rerun`` of a task)."""
     from hpclaunch.store.sweeps import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
@@ -343,6 +364,7 @@ def _add_array(
         ref,
         submission_id=sweep.array_submission_id(index),
         submitted_at=record.submitted_at,
+        kept=kept,
     )
     return record
 

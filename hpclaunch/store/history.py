@@ -39,6 +39,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SubmissionRecord",
     "find_record",
+    "find_spec",
     "history_path",
     "legacy_path",
     "query_submissions",
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 #: The schema this hpclaunch writes; older databases are migrated on first use.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: How long a writer waits for another one (seconds) before giving up.
 BUSY_TIMEOUT = 30.0
 
@@ -69,6 +70,10 @@ class SubmissionRecord:
     ``exit_code`` are the last ones ``status``/``history``/``submit --wait`` saw.
     ``dependency`` is the ``--dependency`` it was submitted with (``afterok:123:124``), for
     ``status`` to say which job it waits for or why it never ran (kept in ``extra``).
+    ``rerun_of``: the job this one reruns (``hpclaunch rerun``); ``submit_dir``: where the
+    spec's relative paths started (the submit directory; ``None`` over SSH, where they start
+    from the job directory), for a rerun to read them the same way (both in ``extra``).
+    The spec itself is kept once per ``spec_hash`` (:func:`find_spec`).
     """
 
     job_id: str
@@ -91,6 +96,8 @@ class SubmissionRecord:
     attempts: int | None = None
     exit_code: int | None = None
     dependency: str | None = None
+    rerun_of: str | None = None
+    submit_dir: str | None = None
 
     @property
     def logs(self) -> str:
@@ -137,8 +144,16 @@ def _schema_1(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
+def _schema_2(db: sqlite3.Connection) -> None:
+    # The specs jobs were submitted from, once per hash (``hpclaunch rerun``).
+    db.execute(
+        "CREATE TABLE specs (spec_hash TEXT PRIMARY KEY, spec TEXT NOT NULL, "
+        "stored_at TEXT NOT NULL)"
+    )
+
+
 #: Migration i takes a database from schema version i to i + 1 (0: empty file).
-_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1,)
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1, _schema_2)
 
 
 def history_path(env: Mapping[str, str] | None = None) -> Path:
@@ -154,10 +169,22 @@ def legacy_path(env: Mapping[str, str] | None = None) -> Path:
 # -- writing ---------------------------------------------------------------------------------
 
 
-def record_submission(record: SubmissionRecord, path: Path | None = None) -> None:
-    """Add ``record`` (a record of the same job id and submission id is replaced in place)."""
+def record_submission(
+    record: SubmissionRecord,
+    path: Path | None = None,
+    *,
+    spec: Mapping[str, Any] | None = None,
+) -> None:
+    """Add ``record`` (a record of the same job id and submission id is replaced in place),
+    and ``spec``, the spec it was submitted from (the mapping whose canonical JSON hashes to
+    ``record.spec_hash``), unless a spec of that hash is kept already."""
     with _transaction(path) as db:
         _upsert(db, record)
+        if spec is not None and record.spec_hash:
+            db.execute(
+                "INSERT OR IGNORE INTO specs (spec_hash, spec, stored_at) VALUES (?, ?, ?)",
+                (record.spec_hash, json.dumps(spec, sort_keys=True), _now()),
+            )
 
 
 def record_amendment(
@@ -231,6 +258,21 @@ def find_record(
     else:
         return None
     return found[0] if found else None
+
+
+def find_spec(spec_hash: str, path: Path | None = None) -> dict[str, Any] | None:
+    """The spec kept for ``spec_hash`` (see :func:`record_submission`), or ``None``."""
+    with _connection(path, create=False) as db:
+        if db is None:
+            return None
+        row = db.execute("SELECT spec FROM specs WHERE spec_hash = ?", (spec_hash,)).fetchone()
+    if row is None:
+        return None
+    try:
+        data = json.loads(row[0])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def query_submissions(

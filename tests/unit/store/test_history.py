@@ -19,6 +19,7 @@ from hpclaunch.store.history import (
     SCHEMA_VERSION,
     SubmissionRecord,
     find_record,
+    find_spec,
     history_path,
     legacy_path,
     query_submissions,
@@ -184,6 +185,41 @@ def test_fields_without_a_column_survive(tmp_path: Path) -> None:
     finally:
         db.close()
     assert find_record(job_id="1", path=path) == rec("1")
+
+
+def test_a_schema_1_history_gains_the_specs_table_and_keeps_its_rows(tmp_path: Path) -> None:
+    """The history of hpclaunch before rerun (schema 1) is migrated in place."""
+    from hpclaunch.store.history import _schema_1
+
+    path = tmp_path / "h.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        _schema_1(db)
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO schema_version VALUES (1)")
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES ('jsonl_import', '{}')"
+        )  # imported already
+        db.execute(
+            "INSERT INTO submissions (job_id, name, submission_id, job_dir, site, submitted_at) "
+            "VALUES ('9', 'old', 's9', '/j/9', 'local', '2026-11-01T00:00:00+00:00')"
+        )
+    finally:
+        db.close()
+    assert find_record(job_id="9", path=path) is not None
+    spec = {"name": "new", "command": ["true"]}
+    record_submission(rec("10", spec_hash="ab" * 32, rerun_of="9"), path, spec=spec)
+    record_submission(rec("11", spec_hash="ab" * 32), path, spec={"other": 1})  # kept once
+    assert find_spec("ab" * 32, path=path) == spec
+    assert find_spec("cd" * 32, path=path) is None
+    again = find_record(job_id="10", path=path)
+    assert again is not None
+    assert again.rerun_of == "9"
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+    finally:
+        db.close()
 
 
 WRITER = """

@@ -1,0 +1,59 @@
+"""``hpclaunch rerun JOB``: submit the spec a job ran with again, changed as asked."""
+
+from __future__ import annotations
+
+import click
+
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
+
+
+@click.command("rerun")
+@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Change a field of the job's spec, e.g. --set args='[--lr, 0.2]' --set "
+    "resources.nodes=2 (the value is YAML; repeatable).",
+)
+@click.option("--tier", metavar="TIER", help="Run it in this tier (the same as --set tier=TIER).")
+@click.option("--dry-run", is_flag=True, help="Print the spec it would submit; submit nothing.")
+@click.option(
+    "--wait", is_flag=True, help="Follow the new job to its end; exit 0 only if COMPLETED."
+)
+@click.option("--follow", "-f", is_flag=True, help="With --wait (implied): print its log lines.")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up waiting after this long.")
+@click.pass_obj
+def rerun_command(
+    app: Session,
+    job_id: str,
+    overrides: tuple[str, ...],
+    tier: str | None,
+    dry_run: bool,
+    wait: bool,
+    follow: bool,
+    timeout: float | None,
+) -> None:
+    """Submit again the spec JOB ran with, changed by --set and --tier, and print the new
+    job id.
+
+    The history keeps the spec of every job submitted from here, and the directory it was
+    submitted from: the rerun starts there, as JOB did. A sweep task (ARRAY_TASK) is rerun
+    alone, as a sweep of its one point. 'hpclaunch history' shows which job a rerun came from.
+    """
+    if dry_run:
+        import yaml
+
+        spec = app.rerun_spec(job_id, overrides, tier=tier)
+        click.echo(f"# the spec of job {job_id}, changed as asked; nothing submitted")
+        click.echo(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), nl=False)
+        return
+    job = app.rerun(job_id, overrides, tier=tier)
+    click.echo(job.id)
+    click.echo(f"rerun of job {job_id}; logs: {job.log_dir}/attempt-N.log", err=True)
+    if wait or follow:
+        from hpclaunch.cli.submit import follow_job
+
+        follow_job(job, timeout, logs=follow)
