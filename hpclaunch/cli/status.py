@@ -55,13 +55,16 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
     etas = app.etas(rows)
+    retries = app.retries(rows)
     if as_json:
-        shown = [
-            {**info.to_dict(), "eta": etas[info.ref.job_id].to_dict()}
-            if info.ref.job_id in etas
-            else info.to_dict()
-            for info in rows
-        ]
+        shown = []
+        for info in rows:
+            data = info.to_dict()
+            if info.ref.job_id in etas:
+                data["eta"] = etas[info.ref.job_id].to_dict()
+            if info.ref.job_id in retries:
+                data["retry"] = retries[info.ref.job_id].to_dict()
+            shown.append(data)
         click.echo(json.dumps(shown, indent=2))
     else:
         print_table(rows)
@@ -71,6 +74,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
                 click.echo(f"job {info.ref.job_id}: Slurm expects it to start at {expected}")
         for job_id, eta in etas.items():
             click.echo(f"job {job_id}: {eta.line()}")
+        for job_id, wait in retries.items():
+            click.echo(f"job {job_id}: {wait.line()}")
     unknown = [i for i in rows if i.state == "UNKNOWN"]  # JobState is a str enum
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         by_reason: dict[str, list[str]] = {}

@@ -51,6 +51,7 @@ from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.batchplan import plan_batch
 from hpclaunch.jobspec.container import Container
 from hpclaunch.jobspec.elastic import Elastic
+from hpclaunch.jobspec.retry import Retry
 from hpclaunch.jobspec.tiers import Tier
 from hpclaunch.jobspec.words import ArgvWord, EnvVars, argv_word, no_nul
 from hpclaunch.slurm import sbatch_options
@@ -464,6 +465,8 @@ class JobSpec(_Model):
             ``command``/``args`` becomes the point's value in each run.
         container: Run the command (and its launcher) in a container; the sidecar stays
             outside (:mod:`hpclaunch.jobspec.container`).
+        elastic: Sizes the job may be resized to (:mod:`hpclaunch.jobspec.elastic`).
+        retry: Retries on named failures, with backoff (:mod:`hpclaunch.jobspec.retry`).
     """
 
     model_config = ConfigDict(
@@ -527,6 +530,11 @@ class JobSpec(_Model):
     elastic: Elastic | None = Field(
         None,
         description="Sizes the job may be resized to and its batch at each (hpclaunch resize).",
+    )
+    retry: Retry | None = Field(
+        None,
+        description="Run the job again when it fails in a named way (a node failure, a lost "
+        "job, out of memory, an exit code), waiting longer before each retry.",
     )
 
     @property
@@ -617,6 +625,16 @@ class JobSpec(_Model):
             raise ValueError(
                 "processes_per_node needs a launcher (srun, torchrun, deepspeed or accelerate): "
                 "with launcher none the command runs once, as written"
+            )
+        if self.retry is not None and self.launcher == "none":
+            raise ValueError(
+                "retry: the sidecar decides and requeues, and launcher none has no sidecar: "
+                "set launcher: srun (or torchrun, deepspeed, accelerate)"
+            )
+        if self.retry is not None and self.checkpoint.max_requeues == 0:
+            raise ValueError(
+                "retry: a retry requeues the job, and checkpoint.max_requeues 0 forbids "
+                "requeues (--no-requeue); set it to 1 or more (retries do not count)"
             )
         return self
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.queue_why import WaitExplanation
+    from hpclaunch.ops.retries import RetryWait
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.snapshot import Snapshot
     from hpclaunch.ops.submit import Submitted
@@ -555,6 +556,13 @@ class Session(Context):
         from hpclaunch.ops.progress import running_etas
 
         return running_etas(self, infos)
+
+    def retries(self, infos: Sequence[JobInfo]) -> dict[str, RetryWait]:
+        """Job id → the retry it waits for, for the pending jobs of ``infos`` (from
+        :meth:`status`) that their spec's ``retry:`` requeued (``hpclaunch status``)."""
+        from hpclaunch.ops.retries import pending_retries
+
+        return pending_retries(self, infos)
 
     def cancel(
         self, jobs: Sequence[str | JobRef] = (), *, name: str | None = None

@@ -776,6 +776,8 @@ def _runtime_env(
     ]
     if spec.elastic is not None:
         env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
+    if spec.retry is not None:
+        env.append(("HPCLAUNCH_RETRY", spec.retry.env_value()))
     if spec.checkpoint.dir:
         ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
     else:

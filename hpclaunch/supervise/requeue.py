@@ -60,6 +60,7 @@ __all__ = [
     "RequeueOutcome",
     "cancel_requeued",
     "decide",
+    "delay_start",
     "finished_attempt",
     "forbid_requeue",
     "issue_requeue",
@@ -82,7 +83,7 @@ _NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
 #: How attempts end when the job ran to its own end: nothing is left to run.
-FINISHED_REASONS = frozenset({"success", "user_error"})
+FINISHED_REASONS = frozenset({"success", "user_error", "oom"})
 
 
 def requeue_target(env: Mapping[str, str]) -> str:
@@ -120,7 +121,8 @@ def finished_attempt(history: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] 
     for (the module docstring: Slurm's leftover grace flag, or someone's ``scontrol
     requeue`` of a finished job)."""
     ends = [e for e in history if e.get("event") == "attempt_end"]
-    if ends and ends[-1].get("reason") in FINISHED_REASONS:
+    # A failure that hpclaunch requeued itself (the spec's retry:) is no end.
+    if ends and ends[-1].get("reason") in FINISHED_REASONS and not ends[-1].get("requeued"):
         return ends[-1]
     return None
 
@@ -157,6 +159,23 @@ def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> Reque
     return _run_slurm(
         runner, target, ["scontrol", "update", f"JobId={target}", "Requeue=0"], timeout
     )
+
+
+def delay_start(
+    runner: Runner, target: str, seconds: float, *, timeout: float = 20
+) -> RequeueOutcome:
+    """``scontrol update JobId=<target> StartTime=now+<seconds>``: a job just requeued (so
+    PENDING) waits that long before it may start (``retry:``'s backoff; hpclaunch/supervise/
+    retry.py says why Slurm keeps it). Never raises."""
+    argv = ["scontrol", "update", f"JobId={target}", f"StartTime=now+{max(1, round(seconds))}"]
+    outcome = _run_slurm(runner, target, argv, timeout)
+    for _ in range(2):
+        # The requeue's SIGTERM to the job's processes may come while scontrol runs (it is
+        # sent once; SIGKILL follows only after KillWait): a second one is not signalled.
+        if outcome.ok or outcome.signal is None:
+            break
+        outcome = _run_slurm(runner, target, argv, timeout)
+    return outcome
 
 
 def cancel_requeued(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:

@@ -59,6 +59,7 @@ from hpclaunch.supervise.requeue import (
     JobNow,
     cancel_requeued,
     decide,
+    delay_start,
     finished_attempt,
     forbid_requeue,
     issue_requeue,
@@ -72,6 +73,7 @@ from hpclaunch.supervise.resize import (
     read_request,
     resize_at_requeue,
 )
+from hpclaunch.supervise.retry import OOM, RetryPolicy, decide_retry
 from hpclaunch.supervise.signals import Received, SignalCatcher
 from hpclaunch.transport.base import Runner
 
@@ -486,13 +488,64 @@ class Sidecar:
                 "seconds before its last state save?), so srun could not start the step; "
                 "Slurm may start it again"
             }
-        if reason == "user_error":
+        if reason == "user_error" and any(OOM.search(x) for x in tail):
+            reason = "oom"
+        if reason in ("user_error", "oom"):
             extra = {"error_line": error_line(tail), "tail": tail[-20:]}
         requeued = False
         if reason == "node_failure":
             requeued = self._maybe_requeue(reason, history) == EXIT_REQUEUED
+        if not requeued:
+            retried = self._maybe_retry(reason, code, history)
+            if retried is not None:
+                requeued = True
+                extra |= retried
         self._end(reason, exit_code=code, requeued=requeued, **extra)
         return EXIT_REQUEUED if requeued else code
+
+    def _maybe_retry(
+        self, reason: str, code: int, history: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The spec's ``retry:`` for a failed attempt (hpclaunch/supervise/retry.py): requeue
+        the job and hold its start back by the backoff. Returns what the attempt's end records
+        (``retry``: its number, ``retry_wait``, ``retry_at``), or ``None``: not retried."""
+        decision = decide_retry(
+            RetryPolicy.from_env(self.env),
+            reason,
+            code,
+            history,
+            no_progress=self._no_progress(),
+            reports_progress=self._last_step() is not None
+            or any(e.get("last_step") is not None for e in history),
+        )
+        if decision is None:
+            return None
+        if not decision.retry:
+            self.ledger.append("retry_skipped", why=decision.why)
+            return None
+        if "SLURM_JOB_ID" not in self.env:
+            self.ledger.append("retry_failed", why="not inside a Slurm job")
+            return None
+        target = requeue_target(self.env)
+        outcome = issue_requeue(self.runner, target, attempt=self.config.attempt)
+        if not outcome.ok:
+            self.ledger.append(
+                "retry_failed", target=target, why=outcome.why, missing=outcome.missing
+            )
+            return None
+        at = time.time() + decision.wait
+        delayed = delay_start(self.runner, target, decision.wait) if decision.wait else None
+        self.ledger.append(
+            "retry_scheduled",
+            target=target,
+            why=decision.why,
+            number=decision.number,
+            wait=decision.wait,
+            at=round(at, 1),
+            **({"delay_failed": delayed.why} if delayed is not None and not delayed.ok else {}),
+        )
+        self.output.say(f"hpclaunch: {decision.why} (the job waits in the queue until then)")
+        return {"retry": decision.number, "retry_wait": decision.wait, "retry_at": round(at, 1)}
 
     def _on_signal(
         self,
