@@ -284,6 +284,22 @@ def parse_config(text: str) -> dict[str, str]:
     return values
 
 
+#: slurm.conf(5): requeue_delay defaults to AuthInfo's cred_expire, which defaults to 120 s.
+DEFAULT_CRED_EXPIRE = 120
+
+
+def requeue_delay(config: Mapping[str, str]) -> int:
+    """Seconds a requeued job waits before it is eligible again, from ``scontrol show
+    config`` (:func:`parse_config`): ``SchedulerParameters=requeue_delay=N`` (25.11 doc), else
+    ``AuthInfo=cred_expire=N``, else 120; slurmctld adds one second (job_mgr.c)."""
+    for key, name in (("SchedulerParameters", "requeue_delay"), ("AuthInfo", "cred_expire")):
+        for item in config.get(key, "").split(","):
+            option, _, value = item.strip().partition("=")
+            if option == name and value.strip().isdigit():
+                return int(value) + 1
+    return DEFAULT_CRED_EXPIRE + 1
+
+
 def parse_partitions(text: str) -> tuple[PartitionInfo, ...]:
     """``scontrol show partition --oneliner`` → partitions."""
     parts = []

@@ -66,6 +66,7 @@ __all__ = [
     "issue_requeue",
     "job_now",
     "requeue_target",
+    "slurm_requeue_delay",
     "slurm_requeues_on_exit",
     "slurm_restarts",
 ]
@@ -176,6 +177,19 @@ def delay_start(
             break
         outcome = _run_slurm(runner, target, argv, timeout)
     return outcome
+
+
+def slurm_requeue_delay(runner: Runner, *, timeout: float = 10) -> int:
+    """The seconds slurmctld itself keeps a requeued job waiting (its credential must expire
+    first: :func:`hpclaunch.slurm.capabilities.requeue_delay`); Slurm's default when the
+    configuration cannot be read. Never raises."""
+    from hpclaunch.slurm.capabilities import DEFAULT_CRED_EXPIRE, parse_config, requeue_delay
+
+    try:
+        shown = runner.run(["scontrol", "show", "config"], timeout=timeout)
+    except TransportError:
+        return DEFAULT_CRED_EXPIRE + 1
+    return requeue_delay(parse_config(shown.stdout)) if shown.ok else DEFAULT_CRED_EXPIRE + 1
 
 
 def cancel_requeued(runner: Runner, target: str, *, timeout: float = 20) -> RequeueOutcome:

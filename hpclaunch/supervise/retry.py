@@ -4,7 +4,8 @@ The plan passes the policy as ``HPCLAUNCH_RETRY`` (:meth:`hpclaunch.jobspec.retr
 When an attempt fails and the built-in requeue policy (:func:`~hpclaunch.supervise.requeue.decide`)
 does not requeue it, the sidecar asks :func:`decide_retry`: an ending the policy names, with
 retries left, is retried after ``backoff * 2**(n-1)`` seconds (at most ``max_backoff``). The
-sidecar requeues the job and then sets its start time (``scontrol update StartTime=now+N``):
+sidecar requeues the job and then sets its start time (``scontrol update StartTime=now+N``;
+never sooner than Slurm's own requeue delay, which lets the job's credential expire first):
 slurmctld keeps a begin time that lies in the future when it finishes the requeue
 (``batch_requeue_fini``: ``if (begin_time <= now) begin_time = now + requeue delay``,
 src/slurmctld/job_mgr.c, 25.11.7), and a requeued job is already PENDING (its COMPLETING flag
@@ -133,7 +134,6 @@ def decide_retry(
                 f"{what}: crash-loop breaker: {streak} attempts in a row failed at the same step",
             )
     number = used + 1
-    wait = policy.wait(number)
     return RetryDecision(
-        True, f"{what}: retry {number} of {policy.times} in {wait:g} s", number, wait
+        True, f"{what}: retry {number} of {policy.times}", number, policy.wait(number)
     )

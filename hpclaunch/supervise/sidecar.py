@@ -65,6 +65,7 @@ from hpclaunch.supervise.requeue import (
     issue_requeue,
     job_now,
     requeue_target,
+    slurm_requeue_delay,
     slurm_requeues_on_exit,
 )
 from hpclaunch.supervise.resize import (
@@ -533,19 +534,23 @@ class Sidecar:
                 "retry_failed", target=target, why=outcome.why, missing=outcome.missing
             )
             return None
-        at = time.time() + decision.wait
-        delayed = delay_start(self.runner, target, decision.wait) if decision.wait else None
+        # Never sooner than Slurm's own delay: the job's credential must expire first.
+        slurm_delay = slurm_requeue_delay(self.runner)
+        wait = max(decision.wait, float(slurm_delay))
+        at = time.time() + wait
+        delayed = delay_start(self.runner, target, wait) if wait > slurm_delay else None
+        why = f"{decision.why} in {wait:g} s"
         self.ledger.append(
             "retry_scheduled",
             target=target,
-            why=decision.why,
+            why=why,
             number=decision.number,
-            wait=decision.wait,
+            wait=wait,
             at=round(at, 1),
             **({"delay_failed": delayed.why} if delayed is not None and not delayed.ok else {}),
         )
-        self.output.say(f"hpclaunch: {decision.why} (the job waits in the queue until then)")
-        return {"retry": decision.number, "retry_wait": decision.wait, "retry_at": round(at, 1)}
+        self.output.say(f"hpclaunch: {why} (the job waits in the queue until then)")
+        return {"retry": decision.number, "retry_wait": wait, "retry_at": round(at, 1)}
 
     def _on_signal(
         self,

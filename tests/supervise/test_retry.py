@@ -130,8 +130,14 @@ def test_the_spec_refuses_retry_without_the_sidecar_or_requeues() -> None:
         )
 
 
-def _scontrol() -> FakeRunner:
+#: ``scontrol show config`` of the 22.05 test cluster (AuthInfo = cred_expire=10).
+CONFIG = (REPO / "tests/unit/data/cluster-22.05/scontrol_show_config.txt").read_text()
+
+
+def _scontrol(config: str = CONFIG) -> FakeRunner:
     def answer(argv: tuple[str, ...]) -> CommandResult:
+        if argv[:3] == ("scontrol", "show", "config"):
+            return result(argv, out=config)
         if argv[:2] == ("scontrol", "show"):
             return result(argv, out="JobId=4242 Restarts=0\n")
         return result(argv)
@@ -189,6 +195,23 @@ def test_a_named_exit_code_requeues_and_delays_the_next_start(tmp_path: Path) ->
         "retry_skipped",
     ]
     assert "used up" in last[-2]["why"]
+
+
+def test_a_backoff_shorter_than_slurms_own_requeue_delay_leaves_slurms(tmp_path: Path) -> None:
+    """Slurm keeps a requeued job from starting until its credential expired (cred_expire
+    + 1 s): a shorter backoff would start it too soon, so the start time is left alone and
+    the ledger says the real wait; an unreadable configuration means Slurm's default."""
+    runner = _scontrol()
+    retry = {"times": 2, "when": ["user_error"], "backoff": 5}
+    assert Sidecar(_config(tmp_path, 1, retry), runner).run() == EXIT_REQUEUED
+    assert not any(c[:2] == ("scontrol", "update") for c in runner.calls)
+    scheduled = next(e for e in read_ledger(tmp_path) if e["event"] == "retry_scheduled")
+    assert scheduled["wait"] == 11
+    assert scheduled["why"] == "user_error (exit code 1): retry 1 of 2 in 11 s"
+    unknown = _scontrol(config="")
+    assert Sidecar(_config(tmp_path, 1, retry, attempt=1), unknown).run() == EXIT_REQUEUED
+    scheduled = [e for e in read_ledger(tmp_path) if e["event"] == "retry_scheduled"][-1]
+    assert scheduled["wait"] == 121
 
 
 def test_an_exit_code_the_policy_does_not_name_is_not_retried(tmp_path: Path) -> None:

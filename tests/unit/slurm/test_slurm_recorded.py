@@ -294,6 +294,14 @@ def test_what_the_sidecar_reads_from_scontrol_show_job(rec: Recording) -> None:
     assert match.group(1) == "None"  # not being preempted
 
 
+def test_the_requeue_delay_a_retry_waits_at_least(rec: Recording) -> None:
+    """The test cluster sets AuthInfo=cred_expire=10 (docker/slurm-cluster/etc): slurmctld
+    keeps a requeued job 11 s from starting, in every release."""
+    from hpclaunch.supervise.requeue import slurm_requeue_delay
+
+    assert slurm_requeue_delay(rec.runner()) == 11
+
+
 #: The GPUs of each way of asking for them that scripts/record-slurm submits (GPU_STYLES):
 #: --gres=gpu:1, --gpus=2, --gpus-per-node=1, -n2 --gpus-per-task=1, -N2 --gpus-per-node=1.
 STYLE_GPUS = {"gres": 1, "gpus": 2, "per-node": 1, "per-task": 2, "two-nodes": 2}
