@@ -33,6 +33,7 @@ COMMANDS = {
     "history": "hpclaunch.cli.history:history_command",
     "logs": "hpclaunch.cli.logs:logs_command",
     "ls": "hpclaunch.cli.status:status_command",
+    "notify": "hpclaunch.cli.notify:notify_group",
     "queue": "hpclaunch.cli.queue:queue_command",
     "render": "hpclaunch.cli.render:render_command",
     "report": "hpclaunch.cli.report:report_command",
@@ -64,6 +65,7 @@ SUMMARIES = {
     "history": "List the jobs submitted from here (the local history), oldest first.",
     "logs": "Print the logs of JOB, a job submitted with hpclaunch.",
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
+    "notify": "Save the webhooks that specs name in notify: {webhook: NAME}.",
     "queue": "Show pending and running jobs as the scheduler will take them.",
     "render": "Print the batch script for SPEC without submitting it.",
     "report": "Sum up JOB: its attempts, its GPUs' use and energy, and what to change; or "

@@ -51,6 +51,7 @@ from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.batchplan import plan_batch
 from hpclaunch.jobspec.container import Container
 from hpclaunch.jobspec.elastic import Elastic
+from hpclaunch.jobspec.notify import Notify
 from hpclaunch.jobspec.retry import Retry
 from hpclaunch.jobspec.tiers import Tier
 from hpclaunch.jobspec.words import ArgvWord, EnvVars, argv_word, no_nul
@@ -467,6 +468,7 @@ class JobSpec(_Model):
             outside (:mod:`hpclaunch.jobspec.container`).
         elastic: Sizes the job may be resized to (:mod:`hpclaunch.jobspec.elastic`).
         retry: Retries on named failures, with backoff (:mod:`hpclaunch.jobspec.retry`).
+        notify: Who is told of the job's events (:mod:`hpclaunch.jobspec.notify`).
     """
 
     model_config = ConfigDict(
@@ -530,6 +532,11 @@ class JobSpec(_Model):
     elastic: Elastic | None = Field(
         None,
         description="Sizes the job may be resized to and its batch at each (hpclaunch resize).",
+    )
+    notify: Notify | None = Field(
+        None,
+        description="Tell a webhook (Slack-compatible) or an address what happens to the job: "
+        "started, preempted, resumed, resized, checkpoint failed, GPUs idle, failed, completed.",
     )
     retry: Retry | None = Field(
         None,

@@ -259,6 +259,7 @@ def remember_submission(
     (default: the plan's, now). ``kept``: the spec and what ``hpclaunch rerun`` needs with
     it. A failure to write only warns: the
     job is submitted, failing now would invite a resubmit."""
+    from hpclaunch.ops.notify import describe_notify
     from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
@@ -280,6 +281,7 @@ def remember_submission(
         dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),
         rerun_of=kept.rerun_of if kept else None,
         submit_dir=kept.submit_dir if kept else None,
+        notify=describe_notify(plan.notify),
     )
     try:
         record_submission(record, spec=kept.spec if kept else None)

@@ -108,6 +108,8 @@ def remember_finished(
     answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
     from hpclaunch.store.history import record_state
 
+    infos = list(infos)
+    ended: set[str] = set()
     for info in infos:
         record = records.get(info.ref.job_id)
         if record is None or not info.state.is_finished:
@@ -118,10 +120,16 @@ def remember_finished(
         seen = (info.state.value, attempts, info.exit_code)
         if (record.state, record.attempts, record.exit_code) == seen:
             continue
+        if record.state != info.state.value:
+            ended.add(record.job_id)
         try:
             record_state(
                 record.job_id, state=info.state.value, attempts=attempts, exit_code=info.exit_code
             )
         except HistoryError as exc:  # the history is a convenience: the answer is still shown
             ctx.warn(f"could not update the history: {exc}")
-            return
+            break
+    if any(r.notify for r in records.values()):
+        from hpclaunch.ops.notify import notify_from_here
+
+        notify_from_here(ctx, infos, records, ended)

@@ -747,6 +747,43 @@ class Session(Context):
 
         return rerun_spec(self, job_id, overrides, tier)[1]
 
+    @staticmethod
+    def save_webhook(name: str, url: str) -> Path:
+        """Keep webhook ``url`` under ``name`` in a private file, for specs' ``notify:
+        {webhook: NAME}`` (``hpclaunch notify add``); returns the file.
+
+        Raises:
+            ConfigError: A bad name or URL (the message never shows the URL).
+        """
+        from hpclaunch.store.webhooks import save_webhook
+
+        return save_webhook(name, url)
+
+    @staticmethod
+    def webhooks() -> list[str]:
+        """The names of the webhooks saved here (``hpclaunch notify list``)."""
+        from hpclaunch.store.webhooks import webhook_names
+
+        return webhook_names()
+
+    @staticmethod
+    def test_webhook(name: str) -> str:
+        """Send a test message to the webhook ``name`` from here; ``""`` when it took it,
+        else why not (``hpclaunch notify test``).
+
+        Raises:
+            ConfigError: No such webhook.
+        """
+        import socket
+
+        from hpclaunch.notify.message import Notice
+        from hpclaunch.notify.send import NotifyConfig, send_notice
+        from hpclaunch.store.webhooks import load_webhook
+
+        config = NotifyConfig(load_webhook(name), None, None, ("test",))
+        notice = Notice("test", "test", "-", "-", f"a test of webhook {name}")
+        return send_notice(config, notice, socket.gethostname()).why
+
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
         from hpclaunch.ops.job import job_of

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.notify import notify_config, write_notify_config
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
@@ -110,6 +111,7 @@ def submit_spec(
         warn_over_quota(session, plan, source)
         check_before_submit(session, plan, enabled=check)
     job = session.backend.dryrun(plan)
+    notices = notify_config(plan)  # a missing webhook is refused by a dry run too
     if dry_run:
         return Submitted(plan, job, None, False, source)
     if submission_id:
@@ -119,6 +121,8 @@ def submit_spec(
     existing = existing_job(session, submission_id) if submission_id else None
     if existing is not None:
         return Submitted(plan, job, existing, True, source)
+    if notices is not None:
+        write_notify_config(session, plan, notices)
     ref = session.backend.submit(job)
     remember_submission(session, plan, ref, kept=kept)
     return Submitted(plan, job, ref, False, source)

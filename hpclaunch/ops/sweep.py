@@ -24,6 +24,7 @@ from hpclaunch.errors import (
     TransportError,
 )
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.notify import notify_config, write_notify_config
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
@@ -152,10 +153,13 @@ def submit_sweep_spec(
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
+    notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
     if dry_run:
         return Swept(sweep, None, ())
     if before_submit is not None:
         before_submit(sweep)
+    if notices is not None:
+        write_notify_config(context, sweep.plan, notices)
     record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
     # Kept in the history: a task can be rerun alone.

@@ -28,12 +28,15 @@ from dataclasses import dataclass, field
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.jobspec.notify import Notify
 from hpclaunch.planning.container import ContainerPlan
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
 __all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "new_submission_id"]
 
+#: The job's notification settings, in its directory (hpclaunch/notify/outbox.py).
+NOTIFY_CONFIG = "notify/config.json"
 SCRIPT_NAME = "job.sbatch"
 _SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Launchers started through the sidecar (hpclaunch.supervise): rendezvous, ranks, signals.
@@ -63,6 +66,8 @@ class SubmissionPlan:
         runtime_env: ``HPCLAUNCH_*`` variables hpclaunch sets for the job and the sidecar.
         launcher: ``none``, ``srun``, ``torchrun``, ``deepspeed`` or ``accelerate``.
         container: The spec's container as argv (:mod:`hpclaunch.planning.container`).
+        notify: The spec's ``notify:`` (a webhook's name, never its URL): the submit writes
+            the job's private ``notify/config.json`` (:data:`NOTIFY_CONFIG`) from it.
         modules: Environment modules to load first (the site's, then the spec's).
         module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
@@ -112,6 +117,7 @@ class SubmissionPlan:
     sweep_params: str | None = None
     slurm_bin: str | None = None
     container: ContainerPlan | None = None
+    notify: Notify | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:
@@ -281,6 +287,7 @@ def build_plan(
         quota=placement.quota,
         quota_warning=placement.warning,
         container=container,
+        notify=spec.notify,
     )
 
 
@@ -778,6 +785,10 @@ def _runtime_env(
         env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
     if spec.retry is not None:
         env.append(("HPCLAUNCH_RETRY", spec.retry.env_value()))
+    if spec.notify is not None:
+        # Where the notices go: a private file the submit writes (the URL is a secret and
+        # stays out of the script and of the environment Slurm records).
+        env.append(("HPCLAUNCH_NOTIFY", posixpath.join(job_dir, NOTIFY_CONFIG)))
     if spec.checkpoint.dir:
         ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
     else:

@@ -73,7 +73,8 @@ class SubmissionRecord:
     ``rerun_of``: the job this one reruns (``hpclaunch rerun``); ``submit_dir``: where the
     spec's relative paths started (the submit directory; ``None`` over SSH, where they start
     from the job directory), for a rerun to read them the same way (both in ``extra``).
-    The spec itself is kept once per ``spec_hash`` (:func:`find_spec`).
+    The spec itself is kept once per ``spec_hash`` (:func:`find_spec`). ``notify``: who the
+    job tells of its events (``webhook lab-slack``: a name, never a URL), in ``extra``.
     """
 
     job_id: str
@@ -98,6 +99,7 @@ class SubmissionRecord:
     dependency: str | None = None
     rerun_of: str | None = None
     submit_dir: str | None = None
+    notify: str | None = None
 
     @property
     def logs(self) -> str:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.supervise.notices import Notifier
 
 __all__ = [
     "IDLE_UTIL",
@@ -148,6 +149,7 @@ class GpuSampler:
     gpus: list[tuple[str, str, Any]] = field(default_factory=list)
     idle_run: int = 0
     stopped: bool = False
+    notifier: Callable[[dict[str, Any]], None] | None = None
 
     @classmethod
     def from_env(
@@ -169,12 +171,13 @@ class GpuSampler:
             interval=interval,
             idle_samples=int(idle) if idle.isdigit() and int(idle) > 0 else default_idle,
             off_reason=why,
+            notifier=Notifier.from_env(env),
         )
 
     @property
     def ledger(self) -> Ledger:
-        """This attempt's ledger."""
-        return Ledger(self.job_dir, self.attempt)
+        """This attempt's ledger (its ``gpu_idle`` told to whom the job's notify: names)."""
+        return Ledger(self.job_dir, self.attempt, observer=self.notifier)
 
     def _off(self, reason: str) -> bool:
         self.stopped = True

@@ -64,6 +64,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,11 +89,19 @@ class Ledger:
     Args:
         job_dir: The job directory (``HPCLAUNCH_JOB_DIR``).
         attempt: The attempt number (``SLURM_RESTART_COUNT``), written on every line.
+        observer: Called with each event once it is written (the job's notifications,
+            :mod:`hpclaunch.supervise.notices`); it must not raise.
     """
 
-    def __init__(self, job_dir: str | Path, attempt: int) -> None:
+    def __init__(
+        self,
+        job_dir: str | Path,
+        attempt: int,
+        observer: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.path = Path(job_dir) / LEDGER_NAME
         self.attempt = attempt
+        self.observer = observer
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event and return it as written."""
@@ -105,6 +114,8 @@ class Ledger:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if self.observer is not None:
+            self.observer(record)
         return record
 
     def history(self) -> list[dict[str, Any]]:

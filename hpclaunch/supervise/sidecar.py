@@ -53,6 +53,7 @@ from typing import Any
 from hpclaunch.supervise import control
 from hpclaunch.supervise.launchers import LauncherName, container_step, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.supervise.notices import Notifier
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.requeue import (
@@ -226,7 +227,9 @@ class Sidecar:
         self.config = config
         self.runner = runner
         self.env: dict[str, str] = dict(config.env if config.env is not None else os.environ)
-        self.ledger = Ledger(config.job_dir, config.attempt)
+        # The job's notify: hears of what the ledger records (supervise/notices.py).
+        notifier = Notifier.from_env(self.env, config.log_path)
+        self.ledger = Ledger(config.job_dir, config.attempt, observer=notifier)
         self.output: OutputGate  # made by run(): the launch's output, see _stop
         self.control = config.control_dir
         self.start_step: int | None = None

@@ -109,10 +109,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def run(env: dict[str, str], *args: str, runner: Runner | None = None) -> Result:
-    """``hpclaunch ARGS`` in this process; ``runner``: where its Slurm commands run."""
+def run(
+    env: dict[str, str], *args: str, runner: Runner | None = None, input: str | None = None
+) -> Result:
+    """``hpclaunch ARGS`` in this process; ``runner``: where its Slurm commands run;
+    ``input``: its standard input."""
     obj = {"runner": runner} if runner is not None else None
-    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch", obj=obj)
+    return CliRunner().invoke(cli, list(args), env=env, prog_name="hpclaunch", obj=obj, input=input)
 
 
 def assert_clean_error(result: Result, code: int, words: str) -> None:

@@ -1,0 +1,48 @@
+"""``hpclaunch notify``: the webhooks that specs' ``notify:`` name."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from hpclaunch.ops.session import Session
+
+
+@click.group("notify")
+def notify_group() -> None:
+    """Save the webhooks that specs name in notify: {webhook: NAME}."""
+
+
+@notify_group.command("add")
+@click.argument("name")
+def add_command(name: str) -> None:
+    """Save webhook NAME; its URL is read from standard input (hidden when typed), never
+    from the command line, where the shell's history and ps would keep it."""
+    if sys.stdin.isatty():
+        url = click.prompt(f"URL of webhook {name}", hide_input=True)
+    else:
+        url = sys.stdin.readline()
+    path = Session.save_webhook(name, url)
+    click.echo(
+        f"webhook {name} saved in {path} (private); name it in a spec: notify: {{webhook: {name}}}"
+    )
+
+
+@notify_group.command("list")
+def list_command() -> None:
+    """List the names of the saved webhooks (never their URLs)."""
+    names = Session.webhooks()
+    click.echo(
+        "\n".join(names) if names else "no webhook saved; add one: hpclaunch notify add NAME"
+    )
+
+
+@notify_group.command("test")
+@click.argument("name")
+def test_command(name: str) -> None:
+    """Send a test message to webhook NAME from here."""
+    why = Session.test_webhook(name)
+    if why:
+        raise click.ClickException(f"webhook {name} did not take the test message: {why}")
+    click.echo(f"webhook {name} took the test message")
