@@ -219,3 +219,53 @@ def test_the_sidecar_tells_the_start_and_the_failure_with_its_tail(
     assert kinds[0] == "attempt_start"
     assert kinds[-1] == "attempt_end"
     assert (tmp_path / "notify" / "sent" / "77.end").exists()
+
+
+class _SmtpServer:
+    """Just enough SMTP on loopback to take one mail (RFC 5321's commands, no extensions)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.mails: list[str] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn, conn.makefile("rb") as lines:
+            conn.sendall(b"220 test ESMTP\r\n")
+            while line := lines.readline():
+                verb = line[:4].upper()
+                if verb == b"DATA":
+                    conn.sendall(b"354 go on\r\n")
+                    body = []
+                    while (data := lines.readline()) not in (b".\r\n", b""):
+                        body.append(data.decode())
+                    self.mails.append("".join(body))
+                    conn.sendall(b"250 taken\r\n")
+                elif verb == b"QUIT":
+                    conn.sendall(b"221 bye\r\n")
+                    return
+                else:
+                    conn.sendall(b"250 ok\r\n")
+
+
+def test_a_notice_by_mail_through_smtp(tmp_path: Path) -> None:
+    from hpclaunch.notify.send import NotifyConfig, send_notice
+
+    server = _SmtpServer()
+    config = NotifyConfig(None, "me@uni.edu", f"127.0.0.1:{server.port}", ("failed",))
+    notice = Notice("end", "failed", "77", "fit", "failed (user_error, exit code 1)", ("boom",))
+    assert send_notice(config, notice, "n1").ok
+    server.thread.join(timeout=5)
+    (mail,) = server.mails
+    assert "Subject: [hpclaunch] job 77 (fit): failed" in mail
+    assert "To: me@uni.edu" in mail
+    assert "hpclaunch: job 77 (fit): failed (user_error, exit code 1)" in mail
+    server.sock.close()
+    down = send_notice(config, notice, "n1")  # nobody listens now
+    assert not down.ok
+    assert down.why.startswith(f"mail: SMTP 127.0.0.1:{server.port}: ")
