@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import ConfigError
 from hpclaunch.jobspec.container import Mounts, RuntimeName
+from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.tiers import Tier
 from hpclaunch.slurm.times import format_time, parse_time_limit
 
@@ -334,6 +335,8 @@ class SiteConfig(_Model):
             get it first on their ``PATH`` (their ``srun``, the sidecar). ``None``: ``PATH``.
         defaults: Settings this site suggests (backend, remote).
         containers: The container runtimes jobs may use (``None``: none).
+        idle: The idle-GPU guard of jobs whose spec has none (:mod:`hpclaunch.jobspec.idle`):
+            admins tell users of idle GPUs, or stop such jobs, site-wide.
     """
 
     name: str = Field(min_length=1)
@@ -357,6 +360,7 @@ class SiteConfig(_Model):
     slurm_bin: str | None = Field(None, pattern=r"^/")
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
     containers: Containers | None = None
+    idle: Idle | None = None
 
     @field_validator("quotas")
     @classmethod

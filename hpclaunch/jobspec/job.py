@@ -51,6 +51,7 @@ from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.batchplan import plan_batch
 from hpclaunch.jobspec.container import Container
 from hpclaunch.jobspec.elastic import Elastic
+from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.notify import Notify
 from hpclaunch.jobspec.retry import Retry
 from hpclaunch.jobspec.tiers import Tier
@@ -469,6 +470,7 @@ class JobSpec(_Model):
         elastic: Sizes the job may be resized to (:mod:`hpclaunch.jobspec.elastic`).
         retry: Retries on named failures, with backoff (:mod:`hpclaunch.jobspec.retry`).
         notify: Who is told of the job's events (:mod:`hpclaunch.jobspec.notify`).
+        idle: The idle-GPU guard (:mod:`hpclaunch.jobspec.idle`).
     """
 
     model_config = ConfigDict(
@@ -532,6 +534,11 @@ class JobSpec(_Model):
     elastic: Elastic | None = Field(
         None,
         description="Sizes the job may be resized to and its batch at each (hpclaunch resize).",
+    )
+    idle: Idle | None = Field(
+        None,
+        description="Tell of GPUs sitting idle, and stop the job after a while (default: the "
+        "site's idle:, if it has one).",
     )
     notify: Notify | None = Field(
         None,
@@ -632,6 +639,11 @@ class JobSpec(_Model):
             raise ValueError(
                 "processes_per_node needs a launcher (srun, torchrun, deepspeed or accelerate): "
                 "with launcher none the command runs once, as written"
+            )
+        if self.idle is not None and self.idle.stop_after is not None and self.launcher == "none":
+            raise ValueError(
+                "idle.stop_after: the sidecar stops an idle job, and launcher none has no "
+                "sidecar: set launcher: srun (or torchrun, deepspeed, accelerate)"
             )
         if self.retry is not None and self.launcher == "none":
             raise ValueError(

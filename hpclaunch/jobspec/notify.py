@@ -8,9 +8,10 @@
       events: [preempted, failed, completed]   # default: every event
 
 Events: ``started``, ``preempted``, ``resumed`` (after a preemption or requeue), ``resized``,
-``checkpoint_failed``, ``gpu_idle``, ``failed`` (with the log's tail) and ``completed`` (with
-the run time and GPU-hours). A webhook's URL is a secret: the spec names it, the URL stays in
-a private file (:mod:`hpclaunch.store.webhooks`), never in the spec, the script or the history.
+``checkpoint_failed``, ``gpu_idle``, ``stopped_idle`` (the idle guard stopped it), ``failed``
+(with the log's tail) and ``completed`` (with the run time and GPU-hours). A webhook's URL is
+a secret: the spec names it, the URL stays in a private file (:mod:`hpclaunch.store.webhooks`),
+never in the spec, the script or the history.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ NoticeEvent = Literal[
     "resized",
     "checkpoint_failed",
     "gpu_idle",
-    "idle_stopped",
+    "stopped_idle",
     "failed",
     "completed",
 ]
@@ -40,7 +41,7 @@ NOTICE_EVENTS: tuple[NoticeEvent, ...] = (
     "resized",
     "checkpoint_failed",
     "gpu_idle",
-    "idle_stopped",
+    "stopped_idle",
     "failed",
     "completed",
 )

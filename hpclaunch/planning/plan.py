@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.notify import Notify
 from hpclaunch.planning.container import ContainerPlan
@@ -238,7 +239,9 @@ def build_plan(
     if spec.conda:
         notes.append(f"conda environment {spec.conda}: activated after the modules")
     scratch_var, scratch_env = _scratch(site, home)
-    runtime_env = _runtime_env(spec, policy, submission_id, job_dir, log_dir, home, cwd, lead)
+    runtime_env = _runtime_env(
+        spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
+    )
     container = None
     if spec.container is not None:
         from hpclaunch.planning.container import plan_container
@@ -769,6 +772,7 @@ def _runtime_env(
     home: str,
     cwd: str | None,
     lead: int,
+    site_idle: Idle | None = None,
 ) -> tuple[tuple[str, str], ...]:
     env = [
         ("HPCLAUNCH_SUBMISSION_ID", submission_id),
@@ -785,6 +789,9 @@ def _runtime_env(
         env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
     if spec.retry is not None:
         env.append(("HPCLAUNCH_RETRY", spec.retry.env_value()))
+    idle = spec.idle or site_idle  # the spec's guard, else the site's
+    if idle is not None and spec.launcher != "none" and spec.resources.gpus_per_node:
+        env += idle.env()
     if spec.notify is not None:
         # Where the notices go: a private file the submit writes (the URL is a secret and
         # stays out of the script and of the environment Slurm records).

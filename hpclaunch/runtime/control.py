@@ -124,7 +124,8 @@ class CheckpointRequest:
     """A checkpoint request written by the sidecar.
 
     Attributes:
-        reason: ``"preemption"``, ``"time_limit"``, ``"cancel"`` or ``"manual"``.
+        reason: ``"preemption"``, ``"time_limit"``, ``"cancel"``, ``"idle"`` (the idle guard
+            stops the job) or ``"manual"``.
         requested_at: Unix time the sidecar wrote the request.
         deadline: Unix time by which the checkpoint must be committed (the sidecar kills the
             job then); ``None`` if the file did not say.

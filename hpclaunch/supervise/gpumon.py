@@ -28,8 +28,11 @@ node. Empty or ``-1``/``NoDevFiles``: none.
 Without the ``[gpu]`` extra (``nvidia-ml-py``) or an NVIDIA driver (``NVMLError`` at
 ``nvmlInit``), the sampler writes ``gpu_monitor_off`` with the reason to the ledger once and
 stops; nothing it does can affect the job. When every GPU of the node stays below
-:data:`IDLE_UTIL` % for ``HPCLAUNCH_GPU_IDLE_SAMPLES`` samples in a row (default: 10 minutes
-worth), it writes ``gpu_idle`` once for that stretch.
+:data:`IDLE_UTIL` % (``HPCLAUNCH_GPU_IDLE_UTIL``, the spec's ``idle.threshold``) for
+``HPCLAUNCH_GPU_IDLE_SECONDS`` (``idle.notify_after``; default 10 minutes; or
+``HPCLAUNCH_GPU_IDLE_SAMPLES`` samples in a row), it writes ``gpu_idle`` once for that stretch.
+Each sample also leaves the node's state for the sidecar's idle guard: ``control/idle/<node>.json``
+(``since``: when this idle stretch began, ``null`` while busy; ``at``: the sample's time).
 """
 
 from __future__ import annotations
@@ -150,6 +153,8 @@ class GpuSampler:
     idle_run: int = 0
     stopped: bool = False
     notifier: Callable[[dict[str, Any]], None] | None = None
+    idle_util: float = IDLE_UTIL
+    idle_since: float | None = None
 
     @classmethod
     def from_env(
@@ -160,7 +165,8 @@ class GpuSampler:
             interval = float(env.get("HPCLAUNCH_GPU_INTERVAL") or DEFAULT_INTERVAL)
         except ValueError:
             interval = DEFAULT_INTERVAL
-        default_idle = max(1, math.ceil(IDLE_SECONDS / interval)) if interval > 0 else 1
+        seconds = _number(env.get("HPCLAUNCH_GPU_IDLE_SECONDS"), IDLE_SECONDS)
+        default_idle = max(1, math.ceil(seconds / interval)) if interval > 0 else 1
         idle = env.get("HPCLAUNCH_GPU_IDLE_SAMPLES", "")
         return cls(
             nvml=nvml,
@@ -172,6 +178,7 @@ class GpuSampler:
             idle_samples=int(idle) if idle.isdigit() and int(idle) > 0 else default_idle,
             off_reason=why,
             notifier=Notifier.from_env(env),
+            idle_util=_number(env.get("HPCLAUNCH_GPU_IDLE_UTIL"), IDLE_UTIL),
         )
 
     @property
@@ -248,8 +255,11 @@ class GpuSampler:
 
     def _check_idle(self, records: list[dict[str, Any]]) -> None:
         utils = [r["util"] for r in records]
-        idle = bool(utils) and all(isinstance(u, int) and u < IDLE_UTIL for u in utils)
+        idle = bool(utils) and all(isinstance(u, int) and u < self.idle_util for u in utils)
         self.idle_run = self.idle_run + 1 if idle else 0
+        now = records[0]["ts"] if records else self.clock()
+        self.idle_since = (self.idle_since or now) if idle else None
+        self._leave_idle_state(now)
         if self.idle_run == self.idle_samples:
             self.ledger.append(
                 "gpu_idle",
@@ -259,6 +269,17 @@ class GpuSampler:
                 seconds=round(self.idle_run * self.interval, 1),
                 max_util=max(utils),
             )
+
+    def _leave_idle_state(self, now: float) -> None:
+        """``control/idle/<node>.json`` for the sidecar's idle guard (hpclaunch/supervise/
+        idle.py): since when every GPU of this node is idle (``null``: busy), as of ``now``."""
+        state = {"since": self.idle_since, "at": now, "interval": self.interval}
+        folder = self.job_dir / "control" / "idle"
+        with contextlib.suppress(OSError):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = folder / f".{self.node}.json.tmp"
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, folder / f"{self.node}.json")
 
     def run(
         self,
@@ -284,6 +305,13 @@ class GpuSampler:
         finally:
             if self.nvml is not None and self.gpus:
                 self._read(self.nvml.nvmlShutdown)
+
+
+def _number(text: str | None, default: float) -> float:
+    try:
+        return float(text) if text else default
+    except ValueError:
+        return default
 
 
 def start_detached(env: Mapping[str, str]) -> int | None:

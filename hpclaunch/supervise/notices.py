@@ -128,8 +128,6 @@ def notice_of(
             f"every GPU on {record.get('node')} below the idle threshold for "
             f"{record.get('seconds')} s (highest {record.get('max_util')} %)",
         )
-    if event == "idle_stopped":
-        return notice("idle_stopped", "end", str(record.get("why") or "stopped: GPUs idle"))
     if event != "attempt_end":
         return None
     reason = str(record.get("reason"))
@@ -143,6 +141,9 @@ def notice_of(
         if reason == "resized":
             return notice("resized", f"resized-{attempt}", f"stopped{at} to resize; requeued")
         return None  # a time limit, a node failure or a retry: it goes on
+    if reason == "stopped_idle":
+        why = record.get("why") or "its GPUs sat idle"
+        return notice("stopped_idle", "end", f"stopped{at}, not requeued: {why}")
     if reason == "success":
         ran, gpu_hours = _run_time(history(), env)
         return notice(

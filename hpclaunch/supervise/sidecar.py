@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.supervise import control
+from hpclaunch.supervise.idle import clear_idle_state, idle_for
 from hpclaunch.supervise.launchers import LauncherName, container_step, exec_argv, step_argv
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
@@ -84,6 +85,7 @@ __all__ = [
     "EXIT_REQUEUED",
     "EXIT_REQUEUE_FAILED",
     "EXIT_STOPPED",
+    "EXIT_STOPPED_IDLE",
     "Sidecar",
     "SidecarConfig",
     "stop_group",
@@ -94,6 +96,10 @@ EXIT_REQUEUED = 0
 EXIT_REQUEUE_FAILED = 75
 EXIT_NOT_REQUEUED = 76
 EXIT_STOPPED = 143
+#: The idle guard stopped the job (``idle.stop_after``): not requeued, Slurm says FAILED.
+EXIT_STOPPED_IDLE = 78
+#: Seconds between two looks at the nodes' idle states.
+IDLE_CHECK = 5.0
 #: Seconds kept back from a deadline for the requeue and the stop.
 MARGIN = 2.0
 #: Seconds kept, after SIGTERM, to write the attempt's end before Slurm's SIGKILL.
@@ -242,6 +248,12 @@ class Sidecar:
         self._launch_start = 0  # the attempt log's size when the last launch started
         self.sizes = elastic_sizes(self.env)  # () unless the job is elastic
         self._resize: tuple[int, int] | None = None  # (from, to) once a resize is under way
+        stop = self.env.get("HPCLAUNCH_IDLE_STOP_SECONDS", "")
+        #: The idle guard's stop, in seconds (``None``: never stopped for idling).
+        self.idle_stop = float(stop) if stop.replace(".", "", 1).isdigit() else None
+        self._idle_checked = 0.0
+        self._idle_why: str | None = None
+        self._started = time.time()
 
     # -- the attempt --------------------------------------------------------------------
     def run(self, signals: SignalCatcher | None = None) -> int:
@@ -264,6 +276,7 @@ class Sidecar:
             return self._refuse_restart(finished)
         control.prepare(self.control)
         stale = dict(control.clear_stale(self.control))
+        clear_idle_state(self.control)
         if stale:  # one event per attempt: a resume finds the request and the commit
             self.ledger.append("stale_control_files", files=stale)
         self.start_step = control.read_step(self.control / control.PROGRESS)
@@ -308,6 +321,8 @@ class Sidecar:
                     resized = self._on_resize(request, proc, signals, history)
                     if resized is not None:
                         return resized
+                if self._idle_too_long(rdzv.nodes):
+                    return self._on_idle(proc, signals)
             self._note_failed_checkpoint()
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
@@ -397,6 +412,7 @@ class Sidecar:
             "node_failure": "a node failure",
             "cancelled": "a cancel",
             "resized": "a resize from {} to {} nodes".format(*(self._resize or ("?", "?"))),
+            "stopped_idle": "the idle guard: the GPUs sat idle",
         }.get(reason, reason)
         at = f" at step {last}" if last is not None else ""
         head = f"stopped for requeue{at} ({what})" if requeued else f"stopped{at} ({what})"
@@ -469,6 +485,36 @@ class Sidecar:
         env.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(self.config.job_dir / "checkpoints"))
         env.update(wandb_env(env))
         return env
+
+    # -- the idle guard -----------------------------------------------------------------
+    def _idle_too_long(self, nodes: Sequence[str]) -> bool:
+        """Every GPU of the job idle for ``HPCLAUNCH_IDLE_STOP_SECONDS`` (checked every
+        :data:`IDLE_CHECK` s; hpclaunch/supervise/idle.py)."""
+        limit = self.idle_stop
+        now = time.time()
+        if limit is None or now < self._idle_checked + IDLE_CHECK:
+            return False
+        self._idle_checked = now
+        idle = idle_for(self.control, nodes, now, self._started)
+        if idle is None or idle < limit:
+            return False
+        self._idle_why = (
+            f"every GPU of the job below {self.env.get('HPCLAUNCH_GPU_IDLE_UTIL', '5')} % "
+            f"for {idle / 60:.1f} min (idle.stop_after: {limit / 60:g} min)"
+        )
+        return True
+
+    def _on_idle(self, proc: subprocess.Popen[bytes], signals: SignalCatcher) -> int:
+        """Checkpoint (as at a preemption, with the warning's lead time), stop the launch and
+        end the job, not requeued: ``stopped_idle``, exit :data:`EXIT_STOPPED_IDLE`."""
+        why = self._idle_why or "GPUs idle"
+        self.ledger.append("idle_stop", why=why)
+        deadline = time.time() + max(1.0, self.config.lead - MARGIN)
+        self._checkpoint("idle", deadline, proc, signals, time_left=None)
+        self._stop(proc)
+        self._end("stopped_idle", exit_code=EXIT_STOPPED_IDLE, requeued=False, why=why)
+        self._say_end("stopped_idle", requeued=False, why=why)
+        return EXIT_STOPPED_IDLE
 
     # -- endings ------------------------------------------------------------------------
     def _on_exit(self, code: int, history: list[dict[str, Any]]) -> int:

@@ -48,7 +48,7 @@ def _config(tmp_path: Path, hook: Webhook, events: list[str] | None = None) -> s
             "resized",
             "checkpoint_failed",
             "gpu_idle",
-            "idle_stopped",
+            "stopped_idle",
             "failed",
             "completed",
         ],

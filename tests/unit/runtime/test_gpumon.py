@@ -209,6 +209,44 @@ def test_idle_warning_after_n_all_idle_samples_once_per_stretch(tmp_path: Path) 
     assert sorted(idle[0]["gpus"]) == ["GPU-aaaa", "GPU-cccc"]
 
 
+def test_each_sample_leaves_the_nodes_idle_state_for_the_idle_guard(tmp_path: Path) -> None:
+    """control/idle/<node>.json: since when every GPU of the node is below the threshold
+    (the spec's idle.threshold: 10 % here), as of the last sample."""
+    import json
+
+    from hpclaunch.supervise.idle import idle_for
+
+    nvml = three_gpus()
+    s = sampler(tmp_path, nvml, visible="0,1", idle_util=10)
+    assert s.start()
+    for gpu in nvml.gpus:
+        gpu.util = 8  # idle under 10 %, not under the default 5 %
+    s.sample()  # t=1000
+    s.sample()  # t=1030
+    state = json.loads((tmp_path / "control" / "idle" / "n3.json").read_text())
+    assert (state["since"], state["at"]) == (1000.0, 1030.0)
+    assert idle_for(tmp_path / "control", ["n3"], now=1031.0, since=0) == 31.0
+    assert idle_for(tmp_path / "control", ["n3", "n4"], now=1031.0, since=0) is None  # n4 unknown
+    assert idle_for(tmp_path / "control", ["n3"], now=1031.0, since=1020.0) == 11.0
+    assert idle_for(tmp_path / "control", ["n3"], now=2000.0, since=0) is None  # stale
+    for gpu in nvml.gpus:
+        gpu.util = 50
+    s.sample()
+    assert json.loads((tmp_path / "control" / "idle" / "n3.json").read_text())["since"] is None
+    assert idle_for(tmp_path / "control", ["n3"], now=1061.0, since=0) is None
+
+
+def test_the_idle_thresholds_come_from_the_environment() -> None:
+    s = GpuSampler.from_env(
+        {
+            "HPCLAUNCH_GPU_INTERVAL": "10",
+            "HPCLAUNCH_GPU_IDLE_SECONDS": "60",
+            "HPCLAUNCH_GPU_IDLE_UTIL": "12.5",
+        }
+    )
+    assert (s.idle_samples, s.idle_util) == (6, 12.5)
+
+
 def test_nvml_init_error_is_recorded_once_and_the_sampler_stops(tmp_path: Path) -> None:
     nvml = FakeNVML([], init_error="Driver Not Loaded")
     s = sampler(tmp_path, nvml)
