@@ -30,6 +30,7 @@ COMMANDS = {
     "cost": "hpclaunch.cli.cost:cost_command",
     "estimate": "hpclaunch.cli.estimate:estimate_command",
     "events": "hpclaunch.cli.events:events_command",
+    "forward": "hpclaunch.cli.reach:forward_command",
     "history": "hpclaunch.cli.history:history_command",
     "logs": "hpclaunch.cli.logs:logs_command",
     "ls": "hpclaunch.cli.status:status_command",
@@ -40,6 +41,7 @@ COMMANDS = {
     "rerun": "hpclaunch.cli.rerun:rerun_command",
     "resize": "hpclaunch.cli.resize:resize_command",
     "schema": "hpclaunch.cli.schema:schema_command",
+    "shell": "hpclaunch.cli.reach:shell_command",
     "site": "hpclaunch.cli.site:site_command",
     "simulate": "hpclaunch.cli.simulate:simulate_command",
     "status": "hpclaunch.cli.status:status_command",
@@ -62,6 +64,8 @@ SUMMARIES = {
     "estimate": "Say when SPEC would start if submitted now (Slurm's sbatch --test-only; "
     "nothing is queued), how long its past runs took, and a time limit to ask for.",
     "events": "Show what is known about JOB: its submission and each attempt Slurm accounted.",
+    "forward": "Forward 127.0.0.1:PORT here (or --local) to PORT on a node of running job JOB, "
+    "through the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends.",
     "history": "List the jobs submitted from here (the local history), oldest first.",
     "logs": "Print the logs of JOB, a job submitted with hpclaunch.",
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
@@ -75,6 +79,8 @@ SUMMARIES = {
     "new job id.",
     "resize": "Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).",
     "schema": "Print the JSON schema of the job spec (YAML) on stdout.",
+    "shell": "Open a shell on a node of running job JOB (or run COMMAND there, after --), as a "
+    "step sharing the job's CPUs and GPUs (srun --overlap); it ends with the job.",
     "simulate": "Simulate policies on a synthetic workload (or a trace) and print TE/BE "
     "slowdowns, waits, lost GPU-hours, preemptions and utilisation, mean ± 95 % CI over "
     "the seeds.",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.queue_why import WaitExplanation
+    from hpclaunch.ops.reach import Forward
     from hpclaunch.ops.retries import RetryWait
     from hpclaunch.ops.site import SiteCheck, SitePlan
     from hpclaunch.ops.snapshot import Snapshot
@@ -783,6 +784,38 @@ class Session(Context):
         config = NotifyConfig(load_webhook(name), None, None, ("test",))
         notice = Notice("test", "test", "-", "-", f"a test of webhook {name}")
         return send_notice(config, notice, socket.gethostname()).why
+
+    def shell_argv(
+        self, job_id: str, *, node: str | None = None, command: Sequence[str] = ()
+    ) -> list[str]:
+        """The argv that opens a login shell (or runs ``command``) on a node of the running
+        job ``job_id``, as a step sharing its resources (``hpclaunch shell``): ``srun
+        --overlap --jobid ...`` here, through ``ssh -t`` to the login node when remote.
+
+        Raises:
+            BackendError: The job is not running, or ``node`` is not one of its nodes.
+        """
+        from hpclaunch.ops.reach import shell_argv
+
+        return shell_argv(self, job_id, node, command)
+
+    def forward(
+        self, job_id: str, port: int, *, local_port: int = 0, node: str | None = None
+    ) -> Forward:
+        """Forward ``127.0.0.1:local_port`` here (0: a free port) to ``port`` on a node of
+        the running job (``hpclaunch forward``), through the login node when remote; call
+        ``.close()`` to stop.
+
+        Raises:
+            BackendError: The job is not running, or ``node`` is not one of its nodes.
+            ConnectError: The local port is taken.
+        """
+        from hpclaunch.ops.reach import Forward, job_node
+
+        _, where = job_node(self, job_id, node)
+        forward = Forward(where, port, self.runner.open_tcp, local_port=local_port)
+        forward.start()
+        return forward
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""

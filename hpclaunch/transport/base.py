@@ -8,6 +8,7 @@ import os
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["SLURM_COMMANDS", "CommandResult", "Runner"]
 
@@ -133,6 +134,17 @@ class Runner(abc.ABC):
             FileNotFoundError: It does not exist.
             TransportError: It cannot be listed.
         """
+
+    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> Any:
+        """A TCP connection to ``host:port`` made from where commands run (a socket-like
+        object: ``sendall``, ``recv``, ``close``): ``hpclaunch forward``.
+
+        Raises:
+            ConnectError: It cannot be made.
+        """
+        from hpclaunch.errors import ConnectError
+
+        raise ConnectError(f"{type(self).__name__} cannot open TCP connections")
 
     def home(self) -> str:
         """The user's home directory there (this machine's unless overridden)."""

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
 from hpclaunch.transport.base import CommandResult, Runner
@@ -97,6 +98,19 @@ class LocalRunner(Runner):
                 return fh.read()
         except OSError as exc:
             raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> Any:
+        """See :meth:`Runner.open_tcp`: a socket from this machine."""
+        import socket
+
+        from hpclaunch.errors import ConnectError
+
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
+        sock.settimeout(None)
+        return sock
 
     def listdir(self, path: str) -> list[str]:
         """See :meth:`Runner.listdir`."""

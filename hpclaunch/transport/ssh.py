@@ -407,6 +407,23 @@ class SSHRunner(Runner):
 
     # -- files ----------------------------------------------------------------------------
 
+    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> Any:
+        """See :meth:`Runner.open_tcp`: a ``direct-tcpip`` channel, so the connection is
+        made from the login node (sshd's AllowTcpForwarding must allow it)."""
+        transport = self._transport()
+        try:
+            channel = transport.open_channel(
+                "direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except _link_errors() as exc:
+            raise ConnectError(
+                f"{self.where} could not open a connection to {host}:{port}: {exc}",
+                hint="is something listening there, and does the login node's sshd allow TCP "
+                "forwarding (AllowTcpForwarding)?",
+            ) from exc
+        self._count_channel()
+        return channel
+
     def _sftp_client(self) -> paramiko.SFTPClient:
         p = _paramiko()
         transport = self._transport()

@@ -1,0 +1,61 @@
+"""``hpclaunch shell JOB`` and ``hpclaunch forward JOB PORT``: into a running job."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import click
+
+from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.ops.session import Session
+
+
+@click.command("shell", context_settings={"ignore_unknown_options": True})
+@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@click.option("--node", metavar="NODE", help="One of the job's nodes (default: its first).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_obj
+def shell_command(app: Session, job_id: str, node: str | None, command: tuple[str, ...]) -> None:
+    """Open a shell on a node of running job JOB (or run COMMAND there, after --), as a
+    step sharing the job's CPUs and GPUs (srun --overlap); it ends with the job."""
+    argv = app.shell_argv(job_id, node=node, command=command)
+    click.echo(f"job {job_id}: {' '.join(argv[:6])} ...", err=True)
+    try:
+        code = subprocess.run(argv, check=False).returncode
+    except FileNotFoundError as exc:
+        raise click.ClickException(f"{argv[0]} not found here: {exc}") from None
+    raise click.exceptions.Exit(code if code >= 0 else 128 - code)
+
+
+@click.command("forward")
+@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.option(
+    "--local", "local_port", type=click.IntRange(0, 65535), help="The port here (default: PORT)."
+)
+@click.option("--node", metavar="NODE", help="One of the job's nodes (default: its first).")
+@click.pass_obj
+def forward_command(
+    app: Session, job_id: str, port: int, local_port: int | None, node: str | None
+) -> None:
+    """Forward 127.0.0.1:PORT here (or --local) to PORT on a node of running job JOB, through
+    the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends."""
+    forward = app.forward(
+        job_id, port, local_port=port if local_port is None else local_port, node=node
+    )
+    click.echo(
+        f"forwarding 127.0.0.1:{forward.local_port} to {forward.node}:{port} (job {job_id}); "
+        "Ctrl-C to stop",
+        err=True,
+    )
+    try:
+        while True:
+            time.sleep(5)
+            if app.status([job_id])[0].state.value != "RUNNING":
+                click.echo(f"job {job_id} is no longer running: forward stopped", err=True)
+                break
+    except KeyboardInterrupt:
+        click.echo("forward stopped", err=True)
+    finally:
+        forward.close()
