@@ -68,14 +68,14 @@ def shell_argv(
     step += list(command) if command else ["--pty", "bash", "-l"]
     if not ctx.is_remote:
         return ctx.runner.resolve(step)
+    import os
+
+    from hpclaunch.transport.sshconfig import CONFIG_ENV
+
     remote = ctx.settings.remote.value or ""
-    return [
-        "ssh",
-        *(["-t"] if not command else []),
-        remote,
-        "--",
-        shlex.join(ctx.runner.resolve(step)),
-    ]
+    config = os.environ.get(CONFIG_ENV)  # the ssh config hpclaunch itself reads
+    ssh = ["ssh", *(["-F", config] if config else []), *(["-t"] if not command else [])]
+    return [*ssh, remote, "--", shlex.join(ctx.runner.resolve(step))]
 
 
 @dataclass

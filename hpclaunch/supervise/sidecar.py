@@ -96,8 +96,9 @@ EXIT_REQUEUED = 0
 EXIT_REQUEUE_FAILED = 75
 EXIT_NOT_REQUEUED = 76
 EXIT_STOPPED = 143
-#: The idle guard stopped the job (``idle.stop_after``): not requeued, Slurm says FAILED.
-EXIT_STOPPED_IDLE = 78
+#: The idle guard stopped the job (``idle.stop_after``): not requeued, Slurm says FAILED (78 is
+#: the batch script's own: no workdir on the node, planning/script_start.py).
+EXIT_STOPPED_IDLE = 79
 #: Seconds between two looks at the nodes' idle states.
 IDLE_CHECK = 5.0
 #: Seconds kept back from a deadline for the requeue and the stop.

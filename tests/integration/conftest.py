@@ -151,11 +151,14 @@ class Cli:
         self.history = history_path(self.env)
         self.site = site
 
-    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, timeout: float = 120, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [HPCLAUNCH, "--site", self.site, *args],
             cwd=REPO,
             env=self.env,
+            input=input_text,
             capture_output=True,
             text=True,
             timeout=timeout,

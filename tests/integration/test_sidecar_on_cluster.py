@@ -25,6 +25,7 @@ module takes about as long as its slowest job (the time-limit one, ~3 min):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
@@ -45,6 +46,7 @@ from hpclaunch.slurm.cluster import expand_hosts
 from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise.control import read_step
 from hpclaunch.supervise.ledger import read_ledger
+from tests.webhook import Webhook, webhook_server
 
 from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
@@ -69,6 +71,8 @@ class Jobs:
     ids: dict[str, str]
     preemptor: str = ""
     release: tuple[int, int] = (0, 0)  # the cluster's Slurm release
+    # Webhook servers on loopback: "lab" takes every notice; "flaky" refuses the nodes'.
+    hooks: dict[str, Webhook] = field(default_factory=dict)
     # What went wrong in a helper thread (_cut_time_limit), for the test that needs it.
     thread_errors: dict[str, str] = field(default_factory=dict)
 
@@ -137,6 +141,14 @@ def jobs(
     cli = Cli(tmp / "state")
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
     shared.mkdir(parents=True)
+    # Notifications (issue 32): the webhooks' URLs saved as a user saves them.
+    stack = contextlib.ExitStack()
+    hooks = {name: stack.enter_context(webhook_server()) for name in ("lab", "flaky")}
+    hooks["flaky"].refuse_from = ("n1", "n2", "n3", "n4")  # as if the nodes had no route
+    cli.env["XDG_CONFIG_HOME"] = str(tmp / "config")
+    for name, hook in hooks.items():
+        added = cli("notify", "add", name, input_text=hook.url + "\n")
+        assert added.returncode == 0, added.stderr
 
     def train(key: str) -> list[str]:
         out = shared / key
@@ -153,6 +165,7 @@ def jobs(
         venv=VENV,
         # 10 minutes: warned 120 s before the limit (tier low), it must reach step 30 first
         resources={"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": "200M"},
+        notify={"webhook": "lab"},
     )
     # The other low-tier jobs keep off torchrun's nodes: to place the critical job, Slurm
     # (cons_tres _run_now) removes preemptable jobs one by one until it fits and then
@@ -183,6 +196,7 @@ def jobs(
             venv=VENV,
             sbatch_extra=away,
             resources={"time": "00:02:00", "mem": "100M"},
+            notify={"webhook": "flaky", "events": ["failed", "completed"]},
         ),
         # Its venv's activate lasts until the warning came: it lands while the script sets up.
         "setup": _submit(
@@ -232,7 +246,7 @@ def jobs(
         sbatch_extra={"--nodelist": expand_hosts(_nodes_of(torchrun))[0]},
         resources={"gpus_per_node": 1, "time": "00:05:00", "mem": "100M"},
     )
-    jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
+    jobs = Jobs(cli, shared, ids, release=slurm_cluster.release, hooks=hooks)
     cutter = threading.Thread(target=_cut_time_limit, args=(jobs, "timelimit"), daemon=True)
     cutter.start()
     try:  # a set-up that fails still cancels its jobs (see test_containers_on_cluster)
@@ -257,6 +271,7 @@ def jobs(
         subprocess.run(["scancel", jobs.preemptor], check=False, capture_output=True)
         shutil.rmtree(shared, ignore_errors=True)
         subprocess.run(["scancel", *ids.values()], check=False, capture_output=True)
+        stack.close()
 
 
 #: Appends its attempt to ``argv[1]``; attempt 0 then sleeps (until Slurm ends it),
@@ -402,6 +417,21 @@ def test_torchrun_preempted_by_a_critical_job_resumes_exactly(jobs: Jobs) -> Non
     twin = (jobs.shared / "twin" / "final.sha256").read_text()
     assert (jobs.shared / "torchrun" / "final.sha256").read_text() == twin
     _assert_report_of_a_preempted_job(jobs)
+    _assert_notices_of_a_preempted_job(jobs)
+
+
+def _assert_notices_of_a_preempted_job(jobs: Jobs) -> None:
+    """Issue 32: each event told once, from the node, to the webhook server on loopback:
+    started, preempted (requeued), resumed from its checkpoint, completed with its GPU-hours
+    (a run Slurm starts again after the end, the grace quirk, tells nothing)."""
+    job = jobs.ids["torchrun"]
+    told = [b["hpclaunch"] for b in jobs.hooks["lab"].of_job(job)]
+    assert [t["event"] for t in told] == ["started", "preempted", "resumed", "completed"], told
+    assert [t["key"] for t in told] == ["start-0", "preempted-0", "start-1", "end"]
+    assert told[-1]["gpu_hours"] > 0
+    assert all(t["sent_from"].startswith("n") for t in told)
+    texts = [b["text"] for b in jobs.hooks["lab"].of_job(job)]
+    assert "resuming from step " in texts[2]
 
 
 def _assert_report_of_a_preempted_job(jobs: Jobs) -> None:
@@ -472,6 +502,15 @@ def test_user_error_is_not_requeued(jobs: Jobs) -> None:
     text = jobs.cli("events", jobs.ids["raises"])
     assert "attempt_end reason=user_error" in text.stdout
     assert "ValueError: it-boom" in text.stdout
+    # Issue 32: the node could not reach its webhook ("flaky" refuses the nodes): the next
+    # command on the login node that looks at the job sends the failure, once.
+    flaky = jobs.hooks["flaky"]
+    assert [b["hpclaunch"]["event"] for b in flaky.refused] == ["failed"]
+    for _ in range(2):
+        assert jobs.cli("status", jobs.ids["raises"]).returncode == 0
+    (failed,) = flaky.of_job(jobs.ids["raises"])
+    assert failed["hpclaunch"]["sent_from"].endswith("(hpclaunch)")
+    assert "ValueError: it-boom" in failed["text"]  # the node's notice, with its log tail
 
 
 def test_a_warning_while_the_script_sets_up_is_handled_by_the_sidecar(jobs: Jobs) -> None:

@@ -134,6 +134,56 @@ def test_submit_status_logs_cancel_over_ssh(client: Client, tmp_path: Path) -> N
     assert wait_done(client, sleeper) == "CANCELLED"
 
 
+def test_forward_and_shell_reach_into_a_job_through_the_login_node(
+    client: Client, tmp_path: Path
+) -> None:
+    """Issue 32: ``forward`` from the laptop opens each connection from the login node (a
+    direct-tcpip channel of the SSH link) to the job's node; ``shell`` runs its step there
+    through the system's ssh with hpclaunch's ssh config."""
+    import signal
+    import socket
+    import urllib.request
+
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    port, local = free_port(), free_port()
+    serve = ["python3", "-m", "http.server", str(port), "--bind", "0.0.0.0"]
+    job = submit(client, spec(tmp_path / "serve.yaml", serve))
+    deadline = time.monotonic() + 60
+    while json.loads(client("status", job, "--json").stdout)[0]["state"] != "RUNNING":
+        assert time.monotonic() < deadline, "the serving job never ran"
+        time.sleep(0.5)
+    forward = subprocess.Popen(
+        [HPCLAUNCH, "--site", str(client.site), "forward", job, str(port), "--local", str(local)],
+        cwd=REPO,
+        env=client.environ(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=10) as answer:
+                    listing = answer.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nothing answered through the forward"
+                time.sleep(0.5)
+        assert "job.sbatch" in listing  # the job's directory on the cluster, served in the job
+    finally:
+        forward.send_signal(signal.SIGINT)
+        _, said = forward.communicate(timeout=30)
+    assert f"forwarding 127.0.0.1:{local} to n" in said, said
+    ran = client("shell", job, "--", "bash", "-c", "echo $USER in $SLURM_JOB_ID")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f"hpcuser in {job}"
+    assert client("cancel", job).returncode == 0
+
+
 def test_a_sidecar_job_over_ssh_runs_the_sites_python(client: Client, tmp_path: Path) -> None:
     job_spec = spec(tmp_path / "s.yaml", ["bash", "-c", "echo rank $RANK"], launcher="srun")
     refused = client("submit", str(job_spec))

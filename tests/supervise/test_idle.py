@@ -70,7 +70,7 @@ def test_a_job_whose_gpus_sit_idle_is_checkpointed_and_stopped_not_requeued(tmp_
     assert events["checkpoint_requested"]["reason"] == "idle"
     assert events["checkpoint_committed"]["step"] >= 1
     end = events["attempt_end"]
-    assert (end["reason"], end["requeued"], end["exit_code"]) == ("stopped_idle", False, 78)
+    assert (end["reason"], end["requeued"], end["exit_code"]) == ("stopped_idle", False, 79)
     assert not any(c[:2] == ("scontrol", "requeue") for c in runner.calls)
     # Slurm starting it again (a requeue by someone) runs nothing: the job ended.
     again = Sidecar(SidecarConfig(**{**config.__dict__, "attempt": 1}), runner).run()

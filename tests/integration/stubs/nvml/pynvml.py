@@ -2,7 +2,8 @@
 driver): put this directory on a job's ``PYTHONPATH`` and the sidecar's sampler
 (hpclaunch.supervise.gpumon) reads four GPUs per node through the same calls it makes on
 real ones. Each GPU's values follow the clock, so a report has a series to draw: utilisation
-cycles between 20 and 100 % over two minutes, memory 20-40 GiB of 80, power 100-400 W.
+cycles between 20 and 100 % over two minutes (0 % with ``HPCLAUNCH_TEST_NVML=idle``), memory
+20-40 GiB of 80, power 100-400 W.
 Nothing else is imitated (real NVML: the GPU test on a device machine, tests/unit).
 """
 
@@ -69,6 +70,8 @@ def _phase(handle: int) -> float:
 
 
 def nvmlDeviceGetUtilizationRates(handle: int) -> SimpleNamespace:
+    if os.environ.get("HPCLAUNCH_TEST_NVML") == "idle":  # a job that holds its GPUs and sleeps
+        return SimpleNamespace(gpu=0, memory=0)
     return SimpleNamespace(gpu=round(20 + 80 * _phase(handle)), memory=0)
 
 
