@@ -17,7 +17,7 @@ never in the spec, the script or the history.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,17 +34,7 @@ NoticeEvent = Literal[
     "failed",
     "completed",
 ]
-NOTICE_EVENTS: tuple[NoticeEvent, ...] = (
-    "started",
-    "preempted",
-    "resumed",
-    "resized",
-    "checkpoint_failed",
-    "gpu_idle",
-    "stopped_idle",
-    "failed",
-    "completed",
-)
+NOTICE_EVENTS: tuple[NoticeEvent, ...] = get_args(NoticeEvent)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _EMAIL = re.compile(r"^[^@\s,;<>\"']+@[^@\s,;<>\"']+$")
 

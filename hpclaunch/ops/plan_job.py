@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -208,6 +210,42 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
         return None
 
 
+def hash_of(data: Mapping[str, Any]) -> str:
+    """sha256 of ``data``'s canonical JSON (:func:`spec_hash`)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def spec_data(spec: SpecInput, overrides: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The spec as the mapping it was written as (a file's YAML; a JobSpec's set fields),
+    with ``overrides`` applied, JSON-ready: what the history keeps for ``hpclaunch rerun``;
+    ``None`` if it cannot be read."""
+    import yaml
+
+    from hpclaunch._validation import load_yaml
+    from hpclaunch.errors import SpecError
+    from hpclaunch.jobspec.job import apply_overrides
+
+    spec = as_spec_input(spec)
+    try:
+        if isinstance(spec, str):
+            with open(spec, encoding="utf-8") as fh:
+                data = load_yaml(fh.read())
+        elif isinstance(spec, JobSpec):
+            data = spec.model_dump(mode="json", exclude_unset=True)
+        else:
+            data = dict(spec)
+        if overrides and isinstance(data, dict):
+            data = apply_overrides(data, overrides)
+    except (OSError, yaml.YAMLError, SpecError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    # One JSON round trip: what the history keeps is what was hashed (dates, tuples).
+    loaded: dict[str, Any] = json.loads(json.dumps(data, ensure_ascii=False, default=str))
+    return loaded
+
+
 @dataclass(frozen=True)
 class SpecKept:
     """What the history keeps of the spec a job was submitted from, for ``hpclaunch rerun``.
@@ -236,8 +274,6 @@ class SpecKept:
     ) -> SpecKept:
         """``spec`` with ``overrides``, submitted from ``cwd`` (default: here, unless over
         SSH)."""
-        from hpclaunch.ops.submit import hash_of, spec_data
-
         data = spec_data(spec, overrides)
         if cwd is None and not session.is_remote:
             cwd = os.getcwd()

@@ -8,23 +8,21 @@ capabilities), then, unless a dry run: take the job that already carries the sub
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
-from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.notify import notify_config, write_notify_config
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
-    as_spec_input,
+    hash_of,
     naming,
     plan_spec,
     remember_submission,
+    spec_data,
     spec_source,
     warn_over_quota,
 )
@@ -38,7 +36,6 @@ __all__ = [
     "Submitted",
     "check_before_submit",
     "existing_job",
-    "spec_data",
     "spec_hash",
     "submit_spec",
 ]
@@ -149,42 +146,6 @@ def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:
     ``None`` if it cannot be read."""
     data = spec_data(spec, overrides)
     return hash_of(data) if data is not None else None
-
-
-def hash_of(data: Mapping[str, Any]) -> str:
-    """sha256 of ``data``'s canonical JSON (:func:`spec_hash`)."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def spec_data(spec: SpecInput, overrides: Sequence[str] = ()) -> dict[str, Any] | None:
-    """The spec as the mapping it was written as (a file's YAML; a JobSpec's set fields),
-    with ``overrides`` applied, JSON-ready: what the history keeps for ``hpclaunch rerun``;
-    ``None`` if it cannot be read."""
-    import yaml
-
-    from hpclaunch._validation import load_yaml
-    from hpclaunch.errors import SpecError
-    from hpclaunch.jobspec.job import apply_overrides
-
-    spec = as_spec_input(spec)
-    try:
-        if isinstance(spec, str):
-            with open(spec, encoding="utf-8") as fh:
-                data = load_yaml(fh.read())
-        elif isinstance(spec, JobSpec):
-            data = spec.model_dump(mode="json", exclude_unset=True)
-        else:
-            data = dict(spec)
-        if overrides and isinstance(data, dict):
-            data = apply_overrides(data, overrides)
-    except (OSError, yaml.YAMLError, SpecError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    # One JSON round trip: what the history keeps is what was hashed (dates, tuples).
-    loaded: dict[str, Any] = json.loads(json.dumps(data, ensure_ascii=False, default=str))
-    return loaded
 
 
 def _refuse_changed_spec(

@@ -141,10 +141,9 @@ class Runner(abc.ABC):
 
         Raises:
             ConnectError: It cannot be made.
+            NotImplementedError: This runner cannot make one.
         """
-        from hpclaunch.errors import ConnectError
-
-        raise ConnectError(f"{type(self).__name__} cannot open TCP connections")
+        raise NotImplementedError(f"{type(self).__name__} cannot open TCP connections")
 
     def home(self) -> str:
         """The user's home directory there (this machine's unless overridden)."""

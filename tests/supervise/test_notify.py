@@ -36,23 +36,10 @@ def hook() -> Any:
 def _config(tmp_path: Path, hook: Webhook, events: list[str] | None = None) -> str:
     path = tmp_path / "notify" / "config.json"
     path.parent.mkdir(mode=0o700)
-    data = {
-        "webhook": hook.url,
-        "email": None,
-        "smtp": None,
-        "events": events
-        or [
-            "started",
-            "preempted",
-            "resumed",
-            "resized",
-            "checkpoint_failed",
-            "gpu_idle",
-            "stopped_idle",
-            "failed",
-            "completed",
-        ],
-    }
+    from hpclaunch.jobspec.notify import NOTICE_EVENTS
+
+    wanted = events or list(NOTICE_EVENTS)
+    data = {"webhook": hook.url, "email": None, "smtp": None, "events": wanted}
     path.write_text(json.dumps(data))
     path.chmod(0o600)
     return str(path)
