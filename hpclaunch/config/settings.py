@@ -34,12 +34,15 @@ __all__ = [
     "Source",
     "Sourced",
     "load_user_config",
+    "load_user_notify",
     "resolve_settings",
     "user_config_path",
 ]
 
 Source = Literal["default", "site", "user", "env", "cli"]
 SETTING_NAMES = ("site", "backend", "remote", "quota")
+#: Keys of the user YAML that are no setting: ``notify:``, the default of specs without one.
+USER_SECTIONS = ("notify",)
 ENV_PREFIX = "HPCLAUNCH_"
 DEFAULTS: Mapping[str, str | None] = {
     "site": "local",
@@ -110,21 +113,34 @@ def load_user_config(path: Path) -> dict[str, str]:
     from hpclaunch._validation import read_yaml_mapping
 
     data = read_yaml_mapping(path, ConfigError, "user config")
-    unknown = sorted(set(data) - set(SETTING_NAMES))
+    unknown = sorted(set(data) - set(SETTING_NAMES) - set(USER_SECTIONS))
     if unknown:
         raise ConfigError(
             f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"valid keys: {', '.join(SETTING_NAMES)}",
+            f"valid keys: {', '.join((*SETTING_NAMES, *USER_SECTIONS))}",
             hint="rename or remove them",
         )
     out: dict[str, str] = {}
     for key, value in data.items():
-        if value is None:
+        if value is None or key in USER_SECTIONS:
             continue
         if not isinstance(value, str):
             raise ConfigError(f"{path}: {key}: expected a string, got {value!r}")
         out[key] = value
     return out
+
+
+def load_user_notify(path: Path) -> dict[str, object] | None:
+    """The user YAML's ``notify:`` (the default of specs without one), unvalidated, or
+    ``None``; :meth:`hpclaunch.ops.context.Context.user_notify` validates it."""
+    if not path.is_file():
+        return None
+    from hpclaunch._validation import read_yaml_mapping
+
+    value = read_yaml_mapping(path, ConfigError, "user config").get("notify")
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{path}: notify: expected a mapping, e.g. notify: {{webhook: lab}}")
+    return value
 
 
 def resolve_settings(

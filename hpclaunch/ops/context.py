@@ -24,6 +24,7 @@ from hpclaunch.config.settings import (
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
+    from hpclaunch.jobspec.notify import Notify
     from hpclaunch.ops.logtail import RemoteFiles
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.transport.base import Runner
@@ -91,6 +92,25 @@ class Context:
             user_origin=str(path),
             site_defaults=self._site_defaults,
         )
+
+    @functools.cached_property
+    def user_notify(self) -> Notify | None:
+        """The user config's ``notify:``: where the jobs whose spec has none tell their
+        events (``None``: nowhere).
+
+        Raises:
+            ConfigError: It is wrong (the file and the field named).
+        """
+        from hpclaunch._validation import load_model
+        from hpclaunch.config.settings import load_user_notify
+        from hpclaunch.errors import ConfigError
+        from hpclaunch.jobspec.notify import Notify
+
+        path = user_config_path(self.env)
+        data = load_user_notify(path)
+        if data is None:
+            return None
+        return load_model(Notify, data, source=f"{path} (notify:)", error_cls=ConfigError)
 
     def _site_defaults(self, name: str) -> dict[str, str | None]:
         site = self._load_site(name)

@@ -145,6 +145,7 @@ def plan_job(
 ) -> SubmissionPlan:
     """Plan a loaded ``spec`` on the app's site (see :func:`plan_spec`)."""
     require_python(session, spec)
+    spec = with_user_notify(session, spec)
     if cwd is not None and spec.workdir is None:
         spec = spec.model_copy(update={"workdir": cwd})
     elif cwd is None and not session.is_remote:
@@ -160,6 +161,14 @@ def plan_job(
         else None,
         quota_mode=quota_mode(session),
     )
+
+
+def with_user_notify(session: Context, spec: JobSpec) -> JobSpec:
+    """``spec``, told to notify as the user config's ``notify:`` says when it has no
+    ``notify:`` of its own."""
+    if spec.notify is not None or session.user_notify is None:
+        return spec
+    return spec.model_copy(update={"notify": session.user_notify})
 
 
 def quota_mode(session: Context) -> str:

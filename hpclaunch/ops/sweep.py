@@ -37,6 +37,7 @@ from hpclaunch.ops.plan_job import (
     require_python,
     spec_source,
     warn_over_quota,
+    with_user_notify,
 )
 from hpclaunch.ops.submit import check_before_submit
 from hpclaunch.planning.points import params_lines
@@ -282,7 +283,7 @@ def plan_sweep_spec(
     from hpclaunch.planning.plan import new_submission_id
     from hpclaunch.planning.sweep import plan_sweep
 
-    spec = load_spec_input(spec_input, overrides)
+    spec = with_user_notify(context, load_spec_input(spec_input, overrides))
     require_python(context, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota

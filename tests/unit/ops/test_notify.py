@@ -113,3 +113,29 @@ def test_a_bad_webhook_url_is_refused_without_being_shown(env: Env) -> None:
     said = run(env, "notify", "add", "lab", input=bad + "\n")
     assert_clean_error(said, 2, "not an http:// or https:// URL")
     assert "secret-token" not in said.output
+
+
+def test_the_user_configs_notify_is_the_default_of_specs_without_one(
+    env: Env, slurm: FakeSlurm, session: hpclaunch.Session, hook: Webhook
+) -> None:
+    hpclaunch.Session.save_webhook("lab", hook.url)
+    config = Path(env["XDG_CONFIG_HOME"]) / "hpclaunch" / "config.yaml"
+    config.write_text("notify: {webhook: lab, events: [failed]}\n")
+    job = session.submit({"name": "d", "command": ["true"]}, check=False)
+    assert job.job_dir is not None
+    written = json.loads((Path(job.job_dir) / "notify" / "config.json").read_text())
+    assert (written["webhook"], written["events"]) == (hook.url, ["failed"])
+    own = session.submit(_spec(events=["completed"]), check=False)  # the spec's own wins
+    assert own.job_dir is not None
+    assert json.loads((Path(own.job_dir) / "notify" / "config.json").read_text())["events"] == [
+        "completed"
+    ]
+    config.write_text("notify: {webhook: 'https://x/y'}\n")
+    wrong = run(env, "submit", "--no-check", "--dry-run", str(_write(config.parent, "s.yaml")))
+    assert_clean_error(wrong, 2, f"{config} (notify:)")
+
+
+def _write(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.write_text("name: s\ncommand: ['true']\n")
+    return path
