@@ -134,7 +134,7 @@ def test_forward_and_shell_reach_into_a_running_job(hpclaunch: Cli, tmp_path: Pa
     assert f"forwarding 127.0.0.1:{local} to n" in said
     assert "forward stopped" in said
     # A command in the job's allocation, beside its running step (srun --overlap).
-    ran = hpclaunch("shell", job, "--", "bash", "-c", "echo $SLURM_JOB_ID on $(hostname)")
+    ran = hpclaunch("shell", job, "--", "bash", "-c", "echo $SLURM_JOB_ID on $SLURMD_NODENAME")
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip().startswith(f"{job} on n")
     # An interactive shell, in a real terminal.
