@@ -81,13 +81,19 @@ def same_weights_as_twin(jobs: Jobs, key: str) -> bool:
 
 
 @contextmanager
-def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Iterator[FullJobs]:
+def disk_full_trial(
+    cli: Cli,
+    spec_dir: Path,
+    release: tuple[int, int],
+    notify: dict[str, Any] | None = None,
+) -> Iterator[FullJobs]:
     """A 2-node torchrun job ("full", tier low, a checkpoint every :data:`EVERY` steps) with
     its checkpoints on :data:`SMALL_FS`, and an uninterrupted twin. Once "full" has its first
     checkpoint the filesystem is filled; after a periodic checkpoint failed, a preemption
     warning (USR1) asks for one, which fails too; when attempt 0 has ended the space is
     freed (Slurm restarts the job ~11 s later). Yields once that is done; the caller waits
-    for the jobs to end. Cancels both jobs and removes their files on the way out."""
+    for the jobs to end. Cancels both jobs and removes their files on the way out.
+    ``notify``: the "full" job's ``notify:`` (its failed checkpoints told)."""
     if not SMALL_FS.is_mount():
         raise AssertionError(f"{SMALL_FS} is not mounted: docker/slurm-cluster/cluster.sh up")
     shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
@@ -102,6 +108,7 @@ def disk_full_trial(cli: Cli, spec_dir: Path, release: tuple[int, int]) -> Itera
             tier="low",
             checkpoint={"dir": str(ckpt)},
             **_TWO_NODE_TORCHRUN,
+            **({"notify": notify} if notify else {}),
         ),
         "twin": submit(cli, spec_dir, "twin", command=_train(shared, "twin"), **_TWO_NODE_TORCHRUN),
     }

@@ -16,6 +16,7 @@ in the spec is refused with the sizes named.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -28,6 +29,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.webhook import Webhook, webhook_server
 
 from .cluster import SlurmCluster
 from .conftest import Cli, squeue, wait_progress, wait_running
@@ -48,6 +51,7 @@ class Jobs:
     shared: Path
     ids: dict[str, str]
     said: dict[str, str]  # what each resize printed
+    hook: Webhook  # the webhook server on loopback the elastic job tells
 
     def job_dir(self, name: str) -> Path:
         return Path(self.cli.submitted()[self.ids[name]]["job_dir"])
@@ -112,11 +116,19 @@ def jobs(
     # medium in vision's quota (its 4 GPUs; only exclusive modules use vision), the twin
     # medium without GPUs (research's quota is the other modules').
     no_gpus = {"nodes": 4, "gpus_per_node": 0, "time": "00:10:00", "mem": "300M"}
+    # Issue 32: the elastic job tells its resizes and its end to a webhook on loopback.
+    stack = contextlib.ExitStack()
+    hook = stack.enter_context(webhook_server())
+    cli.env["XDG_CONFIG_HOME"] = str(tmp / "config")
+    assert cli("notify", "add", "lab", input_text=hook.url + "\n").returncode == 0
+    told = {"webhook": "lab", "events": ["resized", "completed"]}
     ids = {
         "twin": _submit(cli, _spec(tmp, "twin", shared, tier="medium", resources=no_gpus)),
-        "elastic": _submit(cli, _spec(tmp, "elastic", shared, tier="medium", project="vision")),
+        "elastic": _submit(
+            cli, _spec(tmp, "elastic", shared, tier="medium", project="vision", notify=told)
+        ),
     }
-    jobs = Jobs(cli, shared, ids, {})
+    jobs = Jobs(cli, shared, ids, {}, hook)
     elastic_dir = jobs.job_dir("elastic")
     # How long it waits for CPUs, and torchrun's 4 ranks take to import torch and meet,
     # depends on the modules beside it (CI: over 120 s in the queue behind a map's 105
@@ -134,6 +146,7 @@ def jobs(
     yield jobs
     for job_id in ids.values():
         cli("cancel", job_id)
+    stack.close()
 
 
 def _resize(cli: Cli, job_id: str, nodes: int) -> str:
@@ -189,6 +202,13 @@ def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
     sizes = [e.get("world_size") for e in ends if "samples_per_s" in e]
     assert sizes in ([4, 2, 4], [2, 4], [4, 4], [4]), ends
     assert ends[-1]["samples_per_s"] > 0
+    # Each resize told once, and the end (issue 32).
+    told = [b["hpclaunch"] for b in jobs.hook.of_job(jobs.ids["elastic"])]
+    assert [(t["event"], t["key"]) for t in told] == [
+        ("resized", "resized-0"),
+        ("resized", "resized-1"),
+        ("completed", "end"),
+    ], told
 
 
 def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(

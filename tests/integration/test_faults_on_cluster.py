@@ -51,6 +51,7 @@ import pytest
 
 from hpclaunch.runtime import verify_checkpoint
 from hpclaunch.supervise.ledger import read_ledger
+from tests.webhook import webhook_server
 
 from .cluster import SlurmCluster
 from .conftest import Cli
@@ -77,8 +78,15 @@ def full(
     slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FullJobs]:
     tmp = tmp_path_factory.mktemp("faults")
-    with disk_full_trial(Cli(tmp / "state"), tmp, slurm_cluster.release) as jobs:
-        yield jobs
+    cli = Cli(tmp / "state")
+    cli.env["XDG_CONFIG_HOME"] = str(tmp / "config")
+    with webhook_server() as hook:
+        added = cli("notify", "add", "lab", input_text=hook.url + "\n")
+        assert added.returncode == 0, added.stderr
+        notify = {"webhook": "lab", "events": ["checkpoint_failed"]}
+        with disk_full_trial(cli, tmp, slurm_cluster.release, notify) as jobs:
+            jobs.hooks["lab"] = hook
+            yield jobs
 
 
 def test_disk_full_checkpoints_fail_cleanly_and_the_job_resumes_exactly(full: FullJobs) -> None:
@@ -90,6 +98,13 @@ def test_disk_full_checkpoints_fail_cleanly_and_the_job_resumes_exactly(full: Fu
     assert {e["errno_name"] for e in failures} == {"ENOSPC"}
     assert {e["resume_step"] for e in failures} == {EVERY}
     assert failures[-1]["reason"] == "preemption"
+    # Issue 32: each failed checkpoint told once (a notice per attempt and step).
+    told = [b["hpclaunch"] for b in full.hooks["lab"].of_job(full.ids["full"])]
+    assert {t["event"] for t in told} == {"checkpoint_failed"}
+    keys = [t["key"] for t in told]
+    assert sorted(keys) == sorted(
+        {f"checkpoint_failed-{e['attempt']}-{e['step']}" for e in failures}
+    )
     first, second = _by(ledger, 0), _by(ledger, 1)
     assert "checkpoint_committed" not in first
     assert first["attempt_end"]["reason"] == "preempted"
