@@ -124,8 +124,12 @@ def test_a_named_exit_code_is_retried_after_its_backoff_and_an_unnamed_one_is_no
     assert len(scheduled) == 1
     assert "delay_failed" not in scheduled[0]
     second_start = next(e for e in ledger if e["event"] == "attempt_start" and e["attempt"] == 1)
-    waited = float(second_start["time"]) - float(ends[0]["time"])  # type: ignore[arg-type]
-    assert waited >= 20, f"the retry started {waited:.1f} s after the failure"
+    # StartTime=now+20 (Slurm's now: whole seconds, so up to 1 s before ours) is kept: the
+    # next attempt starts after it, later than Slurm's own requeue delay (11 s here) would.
+    at = float(scheduled[0]["at"])  # type: ignore[arg-type]
+    started_at = float(second_start["time"])  # type: ignore[arg-type]
+    assert started_at >= at - 1.0, f"started {at - started_at:.1f} s before its start time"
+    assert started_at - float(ends[0]["time"]) > 15  # type: ignore[arg-type]
     events = hpclaunch("events", job)
     assert "retry_scheduled" in events.stdout
     # The exit code the policy does not name: one attempt, the job FAILED with its code.
