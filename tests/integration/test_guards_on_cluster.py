@@ -9,11 +9,13 @@ import json
 import os
 import pty
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,9 +115,17 @@ def _serve_in_a_job(hpclaunch: Cli, tmp_path: Path) -> tuple[str, int]:
 
 
 def test_forward_and_shell_reach_into_a_running_job(hpclaunch: Cli, tmp_path: Path) -> None:
-    # tmp_path is not on the nodes: the job's directory must be seen there too.
-    shared = Path.home() / ".hpclaunch" / "it" / tmp_path.name
-    shared.mkdir(parents=True, exist_ok=True)
+    # tmp_path is not on the nodes: the job's directory must be seen there too (a fresh
+    # one: pytest's tmp_path names repeat from one session to the next).
+    shared = Path.home() / ".hpclaunch" / "it" / uuid.uuid4().hex[:12]
+    shared.mkdir(parents=True)
+    try:
+        _forward_and_shell(hpclaunch, shared)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _forward_and_shell(hpclaunch: Cli, shared: Path) -> None:
     job, port = _serve_in_a_job(hpclaunch, shared)
     local = _free_port()
     forward = subprocess.Popen(
