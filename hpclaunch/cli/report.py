@@ -54,7 +54,7 @@ def report_command(
     """
     if open_page and html_path is None:
         raise click.UsageError("--open opens the page --html FILE writes: give --html too")
-    if is_job_id(target):
+    if is_job_id(target) and not app.names_a_sweep(target):
         if metric is not None:
             raise click.UsageError("--metric is for a sweep's report: JOB is a job id")
         report: JobReport | SweepReport = app.job(target).report()

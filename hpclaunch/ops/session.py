@@ -344,6 +344,18 @@ class Session(Context):
 
         return SweepRun.find(self, sweep_id)
 
+    @staticmethod
+    def names_a_sweep(text: str) -> bool:
+        """Whether ``text``, which may read as a job id (a sweep id's prefix of decimal
+        digits: one in 40 of 8-character prefixes), names a sweep recorded here rather than
+        a job of the history (``hpclaunch report``)."""
+        from hpclaunch.ops.records import find_job_record
+        from hpclaunch.store.sweeps import list_sweeps
+
+        if len(text) < 4 or find_job_record(text) is not None:
+            return False
+        return any(r.sweep_id.startswith(text) for r in list_sweeps())
+
     def sweeps(self) -> list[SweepRecord]:
         """The sweeps submitted from this machine, oldest first (``hpclaunch sweep list``;
         no Slurm call)."""

@@ -318,6 +318,31 @@ def test_report_takes_a_sweep_id_and_a_bad_one_is_a_clean_error(
     assert run(env, "report", "9", "--metric", "loss").exit_code == 2  # --metric: sweeps only
 
 
+def test_a_sweep_id_whose_prefix_is_all_digits_is_a_sweep_not_a_job(
+    env: Env, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """An 8-character prefix of a sweep id is all decimal digits one time in 40: it read as
+    a job id and the report failed (seen once in the unit suite)."""
+    from dataclasses import replace
+
+    from hpclaunch.store.sweeps import find_sweep, save_sweep, sweeps_dir
+
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [1, 2]}}\n"
+    )
+    swept = run(env, "sweep", "--no-check", str(spec))
+    assert swept.exit_code == 0, swept.output
+    record = find_sweep(swept.stdout.strip(), sweeps_dir(env))
+    digits = "12345678" + record.sweep_id[8:]
+    (sweeps_dir(env) / f"{record.sweep_id}.json").unlink()
+    save_sweep(replace(record, sweep_id=digits), sweeps_dir(env))
+    out = run(env, "report", "12345678")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.startswith(f"sweep {digits} 'sw': 2 points;")
+
+
 def test_a_gpus_line_breaks_where_a_requeue_left_no_sample() -> None:
     from hpclaunch.report.charts import metric_chart
 
