@@ -34,7 +34,9 @@ def list_command() -> None:
     """List the names of the saved webhooks (never their URLs)."""
     names = Session.webhooks()
     click.echo(
-        "\n".join(names) if names else "no webhook saved; add one: hpclaunch notify add NAME"
+        "\n".join(names)
+        if names
+        else "no webhook saved; add one: hpclaunch notify add NAME (it asks for the URL)"
     )
 
 

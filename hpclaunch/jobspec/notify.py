@@ -46,7 +46,7 @@ class Notify(BaseModel):
 
     webhook: str | None = Field(
         None,
-        description="The name of a webhook saved with 'hpclaunch notify add NAME URL' "
+        description="The name of a webhook saved with 'hpclaunch notify add NAME' "
         "(Slack-compatible JSON); never the URL itself, which is a secret.",
         examples=["lab-slack"],
     )
@@ -67,8 +67,8 @@ class Notify(BaseModel):
         if "://" in value or not _NAME.match(value):
             raise ValueError(
                 "give the name of a saved webhook, not its URL (a secret that would land in "
-                "the spec and the history): save it with 'hpclaunch notify add NAME URL' and "
-                "write webhook: NAME"
+                "the spec and the history): save it with 'hpclaunch notify add NAME' (it "
+                "asks for the URL) and write webhook: NAME"
             )
         return value
 

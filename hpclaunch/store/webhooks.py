@@ -1,6 +1,6 @@
-"""Webhook URLs by name (``hpclaunch notify add NAME URL``): each a secret in a private file,
-``$XDG_CONFIG_HOME/hpclaunch/webhooks/<name>`` (file 0600, directory 0700), so that a spec
-names a webhook without holding its URL."""
+"""Webhook URLs by name (``hpclaunch notify add NAME``, the URL on standard input): each a
+secret in a private file, ``$XDG_CONFIG_HOME/hpclaunch/webhooks/<name>`` (file 0600,
+directory 0700), so that a spec names a webhook without holding its URL."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def load_webhook(name: str, directory: Path | None = None) -> str:
         known = ", ".join(webhook_names(folder)) or "none yet"
         raise ConfigError(
             f"notify.webhook: no webhook named {name!r} in {folder} (saved: {known})",
-            hint=f"save it with: hpclaunch notify add {name} URL",
+            hint=f"save it with: hpclaunch notify add {name} (it asks for the URL, or reads it "
+            "from standard input)",
         ) from None
     if mode & 0o077:
         raise ConfigError(

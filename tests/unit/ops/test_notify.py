@@ -46,7 +46,7 @@ def _spec(**notify: Any) -> dict[str, Any]:
 
 
 def test_a_spec_names_a_webhook_never_its_url(session: hpclaunch.Session) -> None:
-    with pytest.raises(SpecError, match="hpclaunch notify add NAME URL"):
+    with pytest.raises(SpecError, match=r"hpclaunch notify add NAME' \(it asks for the URL\)"):
         session.dryrun(
             {"name": "n", "command": ["true"], "notify": {"webhook": "https://hooks.slack.com/x"}},
             check=False,
@@ -58,7 +58,11 @@ def test_a_spec_names_a_webhook_never_its_url(session: hpclaunch.Session) -> Non
     # A webhook the spec names but nobody saved: refused before anything is submitted.
     with pytest.raises(ConfigError, match="no webhook named 'lab'") as caught:
         session.dryrun(_spec(), check=False)
-    assert caught.value.hint == "save it with: hpclaunch notify add lab URL"
+    assert (
+        caught.value.hint
+        == "save it with: hpclaunch notify add lab (it asks for the URL, or reads it from "
+        "standard input)"
+    )
 
 
 def test_the_url_goes_only_to_the_jobs_private_config(
