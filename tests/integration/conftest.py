@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -195,6 +196,16 @@ def hpclaunch(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Cli]:
     ids = list(cli.submitted())
     if ids:
         subprocess.run(["scancel", *ids], check=False, capture_output=True)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A fresh directory that every node sees (/root and /home are shared with the nodes;
+    /tmp, where pytest's tmp_path is, is not); removed afterwards."""
+    path = Path.home() / ".hpclaunch" / "it" / uuid.uuid4().hex[:12]
+    path.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

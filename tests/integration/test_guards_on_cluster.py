@@ -9,13 +9,11 @@ import json
 import os
 import pty
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,15 +112,8 @@ def _serve_in_a_job(hpclaunch: Cli, tmp_path: Path) -> tuple[str, int]:
     return job, port
 
 
-def test_forward_and_shell_reach_into_a_running_job(hpclaunch: Cli, tmp_path: Path) -> None:
-    # tmp_path is not on the nodes: the job's directory must be seen there too (a fresh
-    # one: pytest's tmp_path names repeat from one session to the next).
-    shared = Path.home() / ".hpclaunch" / "it" / uuid.uuid4().hex[:12]
-    shared.mkdir(parents=True)
-    try:
-        _forward_and_shell(hpclaunch, shared)
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+def test_forward_and_shell_reach_into_a_running_job(hpclaunch: Cli, shared_dir: Path) -> None:
+    _forward_and_shell(hpclaunch, shared_dir)  # the job's directory: one the nodes see
 
 
 def _forward_and_shell(hpclaunch: Cli, shared: Path) -> None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import subprocess
-import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,15 +19,6 @@ from .conftest import Run, wait_state
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory every node sees (/home and /root are shared; /tmp is not)."""
-    path = Path.home() / ".hpclaunch-it" / f"pipeline-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def step(name: str, out: Path, *, exit_code: int = 0, **fields: Any) -> dict[str, Any]:

@@ -5,11 +5,9 @@ failing with an exit code it names is requeued, waits out its backoff in the que
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,6 @@ from .conftest import HPCLAUNCH, Run, squeue, wait_state
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
-# Every node sees /root at the same path (not /tmp: nodes are containers).
-SHARED_ROOT = Path.home() / ".hpclaunch" / "it"
 PYTHON = str(Path(sys.executable))
 #: Fails with exit code $FAIL_CODE on the job's first attempt, succeeds after.
 FAIL_ONCE = (
@@ -29,14 +25,6 @@ FAIL_ONCE = (
     "print(f'attempt {attempt}', flush=True)\n"
     "sys.exit(int(os.environ['FAIL_CODE']) if attempt == 0 else 0)\n"
 )
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    path = SHARED_ROOT / uuid.uuid4().hex[:12]
-    path.mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _ledger(run: Run, job_id: str) -> list[dict[str, object]]:

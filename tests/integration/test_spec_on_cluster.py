@@ -4,12 +4,10 @@ exclusive and raw sbatch options, and a spec Slurm itself refuses."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,8 +17,6 @@ from .conftest import REPO, Run, job_status, wait_state
 
 pytestmark = pytest.mark.slurm
 
-# Every node sees /root and /home at the same path (not /tmp: nodes are containers).
-SHARED_ROOT = Path.home() / ".hpclaunch" / "it"
 # The project's python, which every node sees through the repository's bind mount.
 PYTHON = str(Path(sys.executable))
 HOSTILE_ARGS = [
@@ -38,15 +34,6 @@ HOSTILE_ARGS = [
     "#not a comment",
     "; echo pwned",
 ]
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A fresh directory that every node sees; removed afterwards."""
-    path = SHARED_ROOT / uuid.uuid4().hex[:12]
-    path.mkdir(parents=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def submit(run: Run, spec: Path, *args: str) -> str:
