@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
-import time
+import threading
+from types import FrameType
 
 import click
 
@@ -44,18 +46,27 @@ def forward_command(
     forward = app.forward(
         job_id, port, local_port=port if local_port is None else local_port, node=node
     )
+    # Ctrl-C and kill stop it alike. Handled here, not left to Python's KeyboardInterrupt:
+    # a process started in the background by a shell without job control inherits SIGINT
+    # ignored, and Python then installs no handler of its own (seen in a clean-clone run,
+    # where the test's SIGINT did nothing).
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
     click.echo(
         f"forwarding 127.0.0.1:{forward.local_port} to {forward.node}:{port} (job {job_id}); "
         "Ctrl-C to stop",
         err=True,
     )
     try:
-        while True:
-            time.sleep(5)
+        while not stop.wait(5):
             if app.status([job_id])[0].state.value != "RUNNING":
                 click.echo(f"job {job_id} is no longer running: forward stopped", err=True)
-                break
-    except KeyboardInterrupt:
+                return
         click.echo("forward stopped", err=True)
     finally:
         forward.close()

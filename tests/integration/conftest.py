@@ -222,6 +222,35 @@ def write_spec(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+def start_in_background(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """``argv`` started as a shell without job control starts ``cmd &``: SIGINT ignored
+    (POSIX; Python then installs no KeyboardInterrupt of its own). Its stderr is piped."""
+    import signal
+
+    return subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+
+
+def stop_by_ctrl_c(proc: subprocess.Popen[str], timeout: float = 30) -> str:
+    """Send SIGINT (Ctrl-C) and return what ``proc`` said on stderr; fails (after killing
+    it) if it does not end within ``timeout``."""
+    import signal
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        said = proc.communicate()[1]
+        pytest.fail(f"{proc.args!r} did not stop on Ctrl-C within {timeout:g} s: {said}")
+
+
 def job_status(run: Run, job_id: str) -> dict[str, object]:
     """``hpclaunch status ID --json`` for one job."""
     result = run("status", job_id, "--json")

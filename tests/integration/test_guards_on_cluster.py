@@ -9,9 +9,7 @@ import json
 import os
 import pty
 import select
-import signal
 import socket
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +19,15 @@ import pytest
 
 from tests.webhook import Webhook, webhook_server
 
-from .conftest import HPCLAUNCH, REPO, Cli, wait_running, wait_state
+from .conftest import (
+    HPCLAUNCH,
+    REPO,
+    Cli,
+    start_in_background,
+    stop_by_ctrl_c,
+    wait_running,
+    wait_state,
+)
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat]
@@ -119,19 +125,15 @@ def test_forward_and_shell_reach_into_a_running_job(hpclaunch: Cli, shared_dir: 
 def _forward_and_shell(hpclaunch: Cli, shared: Path) -> None:
     job, port = _serve_in_a_job(hpclaunch, shared)
     local = _free_port()
-    forward = subprocess.Popen(
+    forward = start_in_background(
         [HPCLAUNCH, "--site", "local", "forward", job, str(port), "--local", str(local)],
-        cwd=REPO,
-        env=hpclaunch.env,
-        stderr=subprocess.PIPE,
-        text=True,
+        hpclaunch.env,
     )
     try:
         body = _get(f"http://127.0.0.1:{local}/hello.txt", timeout=60)
         assert body == "hello from inside the job\n"
     finally:
-        forward.send_signal(signal.SIGINT)
-        _, said = forward.communicate(timeout=30)
+        said = stop_by_ctrl_c(forward)
     assert f"forwarding 127.0.0.1:{local} to n" in said
     assert "forward stopped" in said
     # A command in the job's allocation, beside its running step (srun --overlap).

@@ -28,7 +28,7 @@ from hpclaunch.store.history import find_record, history_path, recent_submission
 from hpclaunch.transport.ssh import SSHRunner
 from hpclaunch.transport.sshconfig import resolve_target
 
-from .conftest import HPCLAUNCH, REPO
+from .conftest import HPCLAUNCH, REPO, start_in_background, stop_by_ctrl_c
 from .linkcut import (
     CuttingProxy,
     cut_points,
@@ -140,7 +140,6 @@ def test_forward_and_shell_reach_into_a_job_through_the_login_node(
     """Issue 32: ``forward`` from the laptop opens each connection from the login node (a
     direct-tcpip channel of the SSH link) to the job's node; ``shell`` runs its step there
     through the system's ssh with hpclaunch's ssh config."""
-    import signal
     import socket
     import urllib.request
 
@@ -156,12 +155,9 @@ def test_forward_and_shell_reach_into_a_job_through_the_login_node(
     while json.loads(client("status", job, "--json").stdout)[0]["state"] != "RUNNING":
         assert time.monotonic() < deadline, "the serving job never ran"
         time.sleep(0.5)
-    forward = subprocess.Popen(
+    forward = start_in_background(
         [HPCLAUNCH, "--site", str(client.site), "forward", job, str(port), "--local", str(local)],
-        cwd=REPO,
-        env=client.environ(),
-        stderr=subprocess.PIPE,
-        text=True,
+        client.environ(),
     )
     try:
         deadline = time.monotonic() + 60
@@ -175,8 +171,7 @@ def test_forward_and_shell_reach_into_a_job_through_the_login_node(
                 time.sleep(0.5)
         assert "job.sbatch" in listing  # the job's directory on the cluster, served in the job
     finally:
-        forward.send_signal(signal.SIGINT)
-        _, said = forward.communicate(timeout=30)
+        said = stop_by_ctrl_c(forward)
     assert f"forwarding 127.0.0.1:{local} to n" in said, said
     ran = client("shell", job, "--", "bash", "-c", "echo $USER in $SLURM_JOB_ID")
     assert ran.returncode == 0, ran.stderr
