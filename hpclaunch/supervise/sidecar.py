@@ -578,14 +578,16 @@ class Sidecar:
             self.ledger.append("retry_failed", why="not inside a Slurm job")
             return None
         target = requeue_target(self.env)
+        # Never sooner than Slurm's own delay: the job's credential must expire first. Read
+        # before the requeue, whose SIGTERM to the job's processes would kill the scontrol
+        # asking (clean-clone run 33: Slurm's default taken, 121 s instead of 20).
+        slurm_delay = slurm_requeue_delay(self.runner)
         outcome = issue_requeue(self.runner, target, attempt=self.config.attempt)
         if not outcome.ok:
             self.ledger.append(
                 "retry_failed", target=target, why=outcome.why, missing=outcome.missing
             )
             return None
-        # Never sooner than Slurm's own delay: the job's credential must expire first.
-        slurm_delay = slurm_requeue_delay(self.runner)
         wait = max(decision.wait, float(slurm_delay))
         at = time.time() + wait
         delayed = delay_start(self.runner, target, wait) if wait > slurm_delay else None

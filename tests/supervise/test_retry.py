@@ -170,6 +170,11 @@ def test_a_named_exit_code_requeues_and_delays_the_next_start(tmp_path: Path) ->
     assert Sidecar(_config(tmp_path, 3, retry), runner).run() == EXIT_REQUEUED
     assert ("scontrol", "requeue", "4242") in runner.calls
     assert ("scontrol", "update", "JobId=4242", "StartTime=now+45") in runner.calls
+    # The delay is read before the requeue, whose SIGTERM would kill the scontrol asking.
+    kinds = [c[:3] for c in runner.calls]
+    assert kinds.index(("scontrol", "show", "config")) < kinds.index(
+        ("scontrol", "requeue", "4242")
+    )
     ledger = {e["event"]: e for e in read_ledger(tmp_path)}
     assert ledger["retry_scheduled"]["number"] == 1
     assert ledger["retry_scheduled"]["wait"] == 45
