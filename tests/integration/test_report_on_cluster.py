@@ -81,11 +81,17 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     assert second["last_step"] == 120
     assert first["ran_s"] > 0
     assert second["queued_s"] is not None
-    # Each attempt's 2 GPUs, not its node's 4; the requeued attempt may run on another node
-    # (it did beside the other tests, run 29): then 4 in all, 2 on each.
+    # Each attempt's 2 GPUs, not its node's 4: the requeued attempt may run on another node
+    # (it did beside the other tests, run 29) or on other GPUs of the same one (run 34: GPUs
+    # 0-1, then 2-3 of n1), so the report's GPUs are those the samples name, 2 per attempt.
     nodes = {first["nodes"], second["nodes"]}
     assert {gpu["node"] for gpu in data["gpus"]} == nodes
-    assert len(data["gpus"]) == 2 * len(nodes)
+    samples = [json.loads(line) for line in (job_dir / "metrics.jsonl").read_text().splitlines()]
+    by_attempt: dict[int, set[tuple[str, str]]] = {}
+    for sample in samples:
+        by_attempt.setdefault(sample["attempt"], set()).add((sample["node"], sample["gpu"]))
+    assert [len(gpus) for _, gpus in sorted(by_attempt.items())] == [2, 2], by_attempt
+    assert {(g["node"], g["gpu"]) for g in data["gpus"]} == set().union(*by_attempt.values())
     for gpu in data["gpus"]:
         assert gpu["samples"] >= 5
         assert 20 <= gpu["util_p10"] <= gpu["util_mean"] <= gpu["util_p90"] <= 100
