@@ -7,6 +7,7 @@
     <job dir>/notify/outbox/<name>.json waiting to be sent
     <job dir>/notify/sending/<name>.json being sent (claimed by a rename)
     <job dir>/notify/sent/<name>        sent: when, and from where
+    <job dir>/notify/tried/<name>       the last send that did not go out: when, where, why
 
 A notice is made once (its key file is created exclusively, ``set -C`` in sh: O_EXCL), put
 in the outbox, and sent by whoever renames it from ``outbox/`` to ``sending/`` first (a
@@ -39,6 +40,8 @@ __all__ = ["NOTIFY_DIR", "Outbox", "read_config"]
 
 NOTIFY_DIR = "notify"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+#: The folders of a notice's states (see the module docstring); ``tried``: failed sends.
+_FOLDERS = ("keys", "outbox", "sending", "sent", "tried")
 
 
 def read_config(runner: Runner, path: str) -> NotifyConfig | None:
@@ -64,6 +67,7 @@ class Outbox:
         self.runner = runner
         self.dir = directory
         self.config = config
+        self._made = False  # the folders below ``dir`` are known to exist
 
     @classmethod
     def of_job(cls, runner: Runner, config_path: str) -> Outbox | None:
@@ -75,6 +79,19 @@ class Outbox:
 
     def _path(self, folder: str, name: str, suffix: str = "") -> str:
         return posixpath.join(self.dir, folder, name + suffix)
+
+    def _make_folders(self) -> None:
+        """The state folders, private, once per outbox (before the first file goes in).
+
+        Raises:
+            TransportError: They cannot be made.
+        """
+        if not self._made:
+            folders = [posixpath.join(self.dir, f) for f in _FOLDERS]
+            made = self.runner.run(["mkdir", "-p", "-m", "700", "--", *folders], timeout=10)
+            if not made.ok:
+                raise TransportError(f"cannot make {self.dir}'s folders: {made.stderr.strip()}")
+            self._made = True
 
     def deliver(self, notice: Notice, sent_from: str | None = None) -> Sent | None:
         """Make ``notice`` (once) and send it now; ``None`` when the job does not send this
@@ -88,7 +105,7 @@ class Outbox:
         name = _name(notice)
         key = self._path("keys", name)
         try:
-            self.runner.put_file(self._path("keys", ".made"), "", 0o600)  # the folders exist
+            self._make_folders()
             made = self.runner.run(["sh", "-c", 'set -C; : > "$1"', "sh", key], timeout=10)
         except TransportError:
             return False
@@ -150,7 +167,7 @@ class Outbox:
 
     def _rename(self, src: str, dst: str) -> bool:
         try:
-            self.runner.put_file(posixpath.join(posixpath.dirname(dst), ".made"), "", 0o600)
+            self._make_folders()
             return self.runner.run(["mv", "-T", "--", src, dst], timeout=10).ok
         except TransportError:
             return False
