@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
 
+from hpclaunch.cli._signals import stop_on_signals
 from hpclaunch.ops.session import Session
 
 
@@ -95,13 +93,7 @@ def arbiter_command(
     if once:
         arbiter.step()
         return
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop = stop_on_signals()
     click.echo(
         f"arbiter on site {site.name}: every {interval:g} s"
         + (" (dry run)" if dry_run else "")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import threading
-from types import FrameType
 
 import click
 
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._signals import stop_on_signals
 from hpclaunch.ops.session import Session
 
 
@@ -46,17 +44,7 @@ def forward_command(
     forward = app.forward(
         job_id, port, local_port=port if local_port is None else local_port, node=node
     )
-    # Ctrl-C and kill stop it alike. Handled here, not left to Python's KeyboardInterrupt:
-    # a process started in the background by a shell without job control inherits SIGINT
-    # ignored, and Python then installs no handler of its own (seen in a clean-clone run,
-    # where the test's SIGINT did nothing).
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    stop = stop_on_signals()
     click.echo(
         f"forwarding 127.0.0.1:{forward.local_port} to {forward.node}:{port} (job {job_id}); "
         "Ctrl-C to stop",

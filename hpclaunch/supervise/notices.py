@@ -18,6 +18,7 @@ from typing import Any
 
 from hpclaunch.notify.message import Notice, log_tail_text
 from hpclaunch.notify.outbox import Outbox
+from hpclaunch.supervise.requeue import requeue_target
 
 __all__ = ["NOTIFY_ENV", "Notifier", "notice_of"]
 
@@ -164,8 +165,8 @@ def notice_of(
 
 
 def _job_id(env: Mapping[str, str]) -> str:
-    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else env.get("SLURM_JOB_ID", "?")
+    """The job's id as Slurm names it (an array task's ``<array>_<task>``), ``?`` outside."""
+    return requeue_target(env) if "SLURM_JOB_ID" in env else "?"
 
 
 def _run_time(history: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> tuple[float, float]:
