@@ -204,6 +204,16 @@ ensure_sshd_package() {
   fi
 }
 
+# Debian's faketime (libfaketime), under which scripts/test-dates runs the unit tests at
+# awkward dates.
+ensure_faketime_package() {
+  if ! command -v faketime >/dev/null; then
+    say "installing faketime (the unit tests at other dates)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime >/dev/null; }
+  fi
+}
+
 # Debian's chromium, in which the report test renders a job's HTML page headless.
 ensure_chromium_package() {
   if ! command -v chromium >/dev/null; then

@@ -170,10 +170,12 @@ def slurm_epoch(text: str | None) -> float | None:
         return None
 
 
-def clock_text(when: float) -> str:
-    """``14:20`` today, ``11-29 14:20`` on another day (this machine's local time)."""
+def clock_text(when: float, now: float | None = None) -> str:
+    """``14:20`` on the day of ``now`` (default: the wall clock), ``11-29 14:20`` on another
+    day (this machine's local time)."""
     local = datetime.fromtimestamp(when)
-    same_day = local.date() == datetime.now().date()
+    today = datetime.now() if now is None else datetime.fromtimestamp(now)
+    same_day = local.date() == today.date()
     return local.strftime("%H:%M" if same_day else "%m-%d %H:%M")
 
 

@@ -157,14 +157,16 @@ def test_status_json(env: dict[str, str], slurm: FakeSlurm) -> None:
 def test_status_says_when_slurm_expects_a_pending_job_to_start(
     env: dict[str, str], slurm: FakeSlurm
 ) -> None:
-    slurm.jobs["8"] = FakeJob("eight", ["PENDING"], start="2026-11-29T15:00:00")
+    # A day that is never today (the CLI reads the wall clock; :func:`clock_text`'s own test
+    # covers "today" with a clock it sets).
+    slurm.jobs["8"] = FakeJob("eight", ["PENDING"], start="2020-01-01T15:00:00")
     slurm.jobs["9"] = FakeJob("nine", ["PENDING"])  # no plan from backfill yet: N/A
     result = run(env, "status", "8", "9")
     assert result.exit_code == 0, result.output
-    assert "job 8: Slurm expects it to start at ~11-29 15:00" in result.stdout
+    assert "job 8: Slurm expects it to start at ~01-01 15:00" in result.stdout
     assert "job 9:" not in result.stdout
     rows = json.loads(run(env, "status", "--json", "8", "9").stdout)
-    assert [r["expected_start"] for r in rows] == ["2026-11-29T15:00:00", None]
+    assert [r["expected_start"] for r in rows] == ["2020-01-01T15:00:00", None]
 
 
 def test_status_says_when_a_running_job_should_end(

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import pytest
 
-from hpclaunch.slurm.times import format_time, parse_cpu_time, parse_time, parse_time_limit
+from hpclaunch.slurm.times import (
+    clock_text,
+    format_time,
+    parse_cpu_time,
+    parse_time,
+    parse_time_limit,
+)
 
 
 @pytest.mark.parametrize(
@@ -77,3 +84,16 @@ def test_a_time_with_a_unit_is_refused_with_slurms_spelling(text: str, meant: st
 )
 def test_cpu_time_as_sacct_prints_it(text: str, seconds: float | None) -> None:
     assert parse_cpu_time(text) == seconds
+
+
+def test_clock_text_shows_the_date_only_on_another_day() -> None:
+    """Against a clock the test sets: the same day, a minute past midnight, New Year."""
+
+    def at(text: str) -> float:
+        return datetime.fromisoformat(text).timestamp()
+
+    now = at("2026-11-29T10:00:00")
+    assert clock_text(at("2026-11-29T15:00:00"), now) == "15:00"
+    assert clock_text(at("2026-11-30T00:01:00"), now) == "11-30 00:01"
+    assert clock_text(at("2027-01-01T00:00:10"), at("2026-12-31T23:59:50")) == "01-01 00:00"
+    assert clock_text(at("2028-02-29T23:59:00"), at("2028-02-29T00:00:00")) == "23:59"
