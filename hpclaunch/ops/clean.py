@@ -12,11 +12,13 @@ whatever its age.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.route import status_anywhere
 from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
@@ -68,7 +70,7 @@ def clean_calls(
     old = [r for r in query_submissions(until=cutoff) if r.job_dir and _ours(context, r)]
     unsure = [r for r in old if r.state is None or not parse_state(r.state).is_finished]
     refs = {r.job_id: JobRef(r.job_id, r.cluster) for r in unsure}
-    infos = context.backend.status(list(refs.values())) if refs else {}
+    infos = status_anywhere(context.backend, list(refs.values())) if refs else {}
     # UNKNOWN: a job Slurm forgot (its records outlived MinJobAge and accounting): ended.
     running = {
         job_id
@@ -86,14 +88,18 @@ def clean_daily(context: Context) -> None:
     """:func:`clean_calls` with :data:`KEEP`, at most once a day (a stamp file in the state
     directory); a failure is a warning, never an error of the submission."""
     stamp = user_dir("state", context.env) / "calls-cleaned"
+    now = time.time()
     try:
-        if time.time() - stamp.stat().st_mtime < _EVERY:
+        if now - stamp.stat().st_mtime < _EVERY:
             return
     except OSError:
         pass  # never cleaned here
     try:
         stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         stamp.touch()
+        # Stamped with the clock it is compared with: a home on NFS stamps files with the
+        # server's clock, which may be hours off this machine's.
+        os.utime(stamp, (now, now))
         clean_calls(context, KEEP)
     except (HpclaunchError, OSError) as exc:
         text = exc.message if isinstance(exc, HpclaunchError) else str(exc)

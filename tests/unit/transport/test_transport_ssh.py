@@ -143,9 +143,11 @@ def test_snapshot_script_builds_the_tree_and_clears_only_stale_temporaries(
     new = [store / "objects" / ".def.5678.tmp", store / "eeee.tmp.98"]
     for path in old + new:
         path.write_text("partial")
-    hours_ago = time.time() - 2 * 3600
-    for path in old:
-        os.utime(path, (hours_ago, hours_ago))
+    # Ages set from one clock (a faked one too: the kernel stamps files with the real one).
+    now = time.time()
+    for path in old + new:
+        stamp = now - 2 * 3600 if path in old else now
+        os.utime(path, (stamp, stamp))
     subprocess.run(["sh", "-s"], input=materialise_script(tree, str(store)), text=True, check=True)
     assert (store / tree.digest / "a" / "x y.txt").read_text() == "1"
     assert [p.exists() for p in old + new] == [False, False, True, True]
