@@ -132,7 +132,7 @@ def submit_call(
     def send(plan: SubmissionPlan) -> None:
         if before_submit is not None:
             before_submit(plan)
-        _put_call(session, plan.job_dir, data)
+        _put_call(session, plan.job_dir, data, plan.submission_id)
 
     submitted = submit_spec(
         session,
@@ -190,16 +190,39 @@ def submit_map(
         check=check,
         dry_run=dry_run,
         sweep_id=sweep_id,
-        before_submit=lambda sweep_plan: _put_call(session, sweep_plan.plan.job_dir, data),
+        before_submit=lambda sweep_plan: _put_call(
+            session, sweep_plan.plan.job_dir, data, sweep_plan.sweep_id
+        ),
     )
     if not dry_run:
         clean_daily(session)
     return swept
 
 
-def _put_call(session: Context, job_dir: str, data: bytes) -> None:
-    """Write a call's pickle into the job directory, where Slurm runs (0600)."""
-    session.runner.put_bytes(posixpath.join(job_dir, CALL_DIR, CALL_FILE), data, 0o600)
+def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -> None:
+    """Write a call's pickle into the job directory, where Slurm runs (0600), unless it is
+    there already: a retry with the same submission id (the same job directory) finds the
+    job that its first try submitted, or is about to, and must never change what that job
+    runs. The same call is left as it is; another call is refused.
+
+    Raises:
+        CallError: The job directory holds another call.
+    """
+    path = posixpath.join(job_dir, CALL_DIR, CALL_FILE)
+    try:
+        earlier = session.runner.read_bytes(path)
+    except TransportError:
+        earlier = None
+    if earlier is None:
+        session.runner.put_bytes(path, data, 0o600)
+    elif earlier != data:
+        raise CallError(
+            f"submission id {submission_id} already names a job of another call (its "
+            f"arguments or function differ from {path}): a retry never changes what a "
+            "submitted job runs",
+            hint="give a new submission id (or sweep id) to submit this call; "
+            f"session.job(...) or session.sweep_run({submission_id!r}) takes the earlier one",
+        )
 
 
 def read_outcome(session: Context, job_dir: str) -> Outcome | None:

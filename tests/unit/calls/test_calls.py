@@ -208,6 +208,34 @@ def test_a_job_that_ended_without_a_result_is_job_failed_with_its_state(
     assert "resources.mem" in (error.hint or "")
 
 
+def tag(x: int) -> dict[str, int]:
+    return {"x": x}
+
+
+def test_a_retry_with_the_same_submission_id_never_changes_what_the_job_runs(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: the retry wrote its own call over the first one before it found the job."""
+    first = session.submit(tag, 1, submission_id="retry-1")
+    again = session.submit(tag, 1, submission_id="retry-1")  # the same call: the same job
+    assert (again.id, again.existing) == (first.id, True)
+    with pytest.raises(CallError, match="already names a job of another call") as caught:
+        session.submit(tag, 2, submission_id="retry-1")
+    assert "new submission id" in (caught.value.hint or "")
+    assert len([a for a in slurm.submitted if a[0] == "sbatch"]) == 1
+    assert first.job_dir is not None
+    assert run_job(Path(first.job_dir)).returncode == 0
+    assert first.result(timeout=30) == {"x": 1}
+    # A map's items likewise.
+    session.map(double_or_fail, [1, 2, 3], sweep_id="map-retry")
+    with pytest.raises(CallError, match="another call"):
+        session.map(double_or_fail, [100, 200, 300], sweep_id="map-retry")
+    run = session.map(double_or_fail, [1, 2, 3], sweep_id="map-retry")
+    for index in range(3):
+        assert run_task(run.job_dir, index).returncode == 0
+    assert run.results(timeout=30) == [2, 4, 6]
+
+
 def test_options_and_arguments_are_told_apart(session: hpclaunch.Session) -> None:
     with pytest.raises(CallError, match="launcher: a function's job runs") as caught:
         session.submit(scale, [1.0], launcher="torchrun")
