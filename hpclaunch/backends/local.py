@@ -32,6 +32,7 @@ from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import Backend
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import BackendUnavailable, SubmissionError
+from hpclaunch.slurm.job_ids import LOCAL_PREFIX
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.store.files import write_private
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["PREFIX", "LocalBackend", "local_info", "local_root"]
 
 #: Local job ids are ``local-<n>``: never taken for a Slurm job's.
-PREFIX = "local-"
+PREFIX = LOCAL_PREFIX
 #: The state file of a job that is not an array.
 WHOLE = "job"
 

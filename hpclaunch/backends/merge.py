@@ -10,6 +10,7 @@ from dataclasses import replace
 from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.slurm_text import is_waiting_reason
+from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_local_job_id, is_slurm_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobState
 
 __all__ = ["Accounting", "Live", "merge_status"]
@@ -33,8 +34,12 @@ def merge_status(
     MinJobAge, so each task is the live view when there is one, else the accounting one.
     """
     refs = list(dict.fromkeys(refs))
+    # squeue refuses a whole --jobs list for one id it cannot read ("Invalid job id
+    # specified"): the local backend's ids and malformed ones are never sent.
+    foreign = {ref: _not_slurms(ref) for ref in refs if not is_slurm_job_id(ref.job_id)}
+    refs = [ref for ref in refs if ref not in foreign]
     if not refs:
-        return {}
+        return foreign
     by_id = {ref.job_id: ref for ref in refs}
     infos = live(by_id)
     ask_sacct = [ref for ref in refs if ref not in infos or infos[ref].state.is_finished]
@@ -53,7 +58,16 @@ def merge_status(
                 else:
                     reason = problem or "unknown to Slurm's queue and accounting"
                     infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
-    return {ref: _finished_view(infos[ref]) for ref in refs}
+    return {**foreign, **{ref: _finished_view(infos[ref]) for ref in refs}}
+
+
+def _not_slurms(ref: JobRef) -> JobInfo:
+    """The answer for an id that is not Slurm's."""
+    if is_local_job_id(ref.job_id):
+        why = "a job of the local backend, not Slurm's (Session(backend='local'), --backend local)"
+    else:
+        why = f"not a Slurm job id ({JOB_ID_FORMS})"
+    return JobInfo(ref, JobState.UNKNOWN, reason=why)
 
 
 def _finished_view(info: JobInfo) -> JobInfo:

@@ -3,18 +3,16 @@ followed job's end is reported."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem
 
+from hpclaunch.ops.job import JOB_ID_FORMS, is_job_id
+
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
-
-# A Slurm job id, an array task's, or the local backend's (``local-3``, ``local-3_4``).
-_JOB_ID = re.compile(r"^(?:local-)?\d+(?:_\d+)?$")
 
 #: ``--quota`` of the commands that place jobs (submit, sweep): the ``quota`` setting.
 quota_option = click.option(
@@ -28,17 +26,12 @@ quota_option = click.option(
 )
 
 
-def is_job_id(value: str) -> bool:
-    """Whether ``value`` reads as a job id (``123``, ``123_4``, ``local-3``)."""
-    return bool(_JOB_ID.match(value))
-
-
 def check_job_ids(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> list[str]:
     """A click callback: every value is a job id (``123``, ``123_4``; ``local-3`` of the
     local backend)."""
-    bad = [v for v in value if not _JOB_ID.match(v)]
+    bad = [v for v in value if not is_job_id(v)]
     if bad:
-        raise click.BadParameter(f"not a job id (123, 123_4 or local-3): {', '.join(bad)}")
+        raise click.BadParameter(f"not a job id ({JOB_ID_FORMS}): {', '.join(bad)}")
     return list(value)
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._jobargs import complete_job_ids, is_job_id
+from hpclaunch.cli._jobargs import complete_job_ids
+from hpclaunch.ops.job import is_job_id
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from hpclaunch.backends.route import status_anywhere
+
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.context import Context
@@ -50,7 +52,7 @@ def unfinished_jobs(ctx: Context) -> list[JobInfo] | None:
     refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))
     if not refs:
         return None
-    infos = ctx.backend.status(refs)
+    infos = status_anywhere(ctx.backend, refs)
     live = [infos[ref] for ref in refs if not infos[ref].state.is_finished]
     return [info for info in live if info.source != "none"]  # UNKNOWN to Slurm: gone
 

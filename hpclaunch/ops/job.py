@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from hpclaunch.errors import HpclaunchError
+from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo, JobState
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["Job", "MapRun", "SweepRun"]
+__all__ = ["JOB_ID_FORMS", "Job", "MapRun", "SweepRun", "is_job_id"]
 
 
 class Job(Future[Any]):
@@ -76,6 +77,8 @@ class Job(Future[Any]):
         self.job_dir = job_dir
         self.existing = existing
         self.rendered = rendered
+        #: Found neither in the history nor yet in Slurm (``session.job(id)``).
+        self.unverified = False
         if ref.job_id:
             self._waiters = _FollowedWhenWaited(self)
 
@@ -122,6 +125,7 @@ class Job(Future[Any]):
         """Whether the job has ended (in any way) or was cancelled; asks Slurm at most once
         per poll interval for all of the session's jobs, however often it is called."""
         if not super().done() and self.id:
+            self._verify()
             self._watch().follow(self, thread=False)
             self._watch().poll()
         return super().done()
@@ -192,7 +196,29 @@ class Job(Future[Any]):
 
         if not self.id:
             raise CallError("a dry run submitted nothing: it has no result")
+        self._verify()
         self._watch().follow(self, thread=True)
+
+    def _verify(self) -> None:
+        """Raise :class:`JobNotFound` for a job that the history lacks and Slurm does not
+        know (one status call, once): nothing would ever end it."""
+        from hpclaunch.errors import JobNotFound
+        from hpclaunch.slurm.job_ids import is_local_job_id
+        from hpclaunch.slurm.jobs import JobState
+
+        if not self.unverified:
+            return
+        info = self.status()
+        if info.state is JobState.UNKNOWN:
+            where = (
+                "the local backend" if is_local_job_id(self.id) else "Slurm's queue and accounting"
+            )
+            raise JobNotFound(
+                f"job {self.id} is unknown to the history and to {where} ({info.reason})",
+                hint="check the id (and the cluster: --site/HPCLAUNCH_SITE); Slurm forgets "
+                "ended jobs that accounting does not keep",
+            )
+        self.unverified = False
 
     def _watch(self) -> JobWatch:
         from hpclaunch.ops.watch import watch_of
@@ -236,9 +262,11 @@ class Job(Future[Any]):
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
+        from hpclaunch.backends.route import backend_of
         from hpclaunch.slurm.jobs import wait_for
 
-        wait_for(self.session.backend, [self.ref], timeout=timeout)
+        self._verify()
+        wait_for(backend_of(self.session.backend, self.ref), [self.ref], timeout=timeout)
         info = self.status()
         if not super().done():
             self.resolve(info)
@@ -404,12 +432,52 @@ class Job(Future[Any]):
 
 def job_of(session: Context, job_id: str) -> Job:
     """The job ``job_id`` (a sweep task's ``<array>_<task>`` too), with its directories from
-    the history when it is there."""
+    the history when it is there; a job the history lacks is looked up in Slurm once.
+
+    Raises:
+        JobNotFound: ``job_id`` is not a job id, or names a sweep's (or map's) array rather
+            than one job. A job that neither the history nor Slurm knows raises it from the
+            first call that would wait for its end (``result``, ``wait``, ...).
+    """
     from hpclaunch.backends.base import JobRef
+    from hpclaunch.errors import JobNotFound
     from hpclaunch.ops.records import find_job_record
 
+    if not is_job_id(job_id):
+        raise JobNotFound(
+            f"{job_id!r} is not a job id ({JOB_ID_FORMS})",
+            hint="sbatch and hpclaunch submit print the id; session.recent_submissions() "
+            "lists the jobs submitted from here",
+        )
+    _refuse_sweep_array(job_id)
     record = find_job_record(job_id)
-    return Job(session, JobRef(job_id)) if record is None else job_of_record(session, record)
+    if record is not None:
+        return job_of_record(session, record)
+    job = Job(session, JobRef(job_id))
+    job.unverified = True  # asked of Slurm before anything waits on it
+    return job
+
+
+def _refuse_sweep_array(job_id: str) -> None:
+    """Raise if ``job_id`` is the array job of a sweep or map recorded here."""
+    from hpclaunch.errors import JobNotFound
+    from hpclaunch.store.sweeps import find_sweep
+
+    if not job_id.isdigit():
+        return
+    try:
+        record = find_sweep(job_id)
+    except JobNotFound:
+        return
+    if not any(array.job_id == job_id for array in record.arrays):
+        return  # a sweep id's prefix of digits, not an array
+    raise JobNotFound(
+        f"job {job_id} is the array of sweep {record.sweep_id} ({record.name}, "
+        f"{record.points} points), not one job",
+        hint=f"session.sweep_run({record.sweep_id!r}) has its tasks, status and (a map's) "
+        f"results; session.job('{job_id}_0') is its first task; on the command line: "
+        f"hpclaunch sweep status {record.sweep_id}",
+    )
 
 
 def job_of_record(session: Context, record: SubmissionRecord) -> Job:

@@ -348,13 +348,17 @@ class Session(Context):
     def names_a_sweep(text: str) -> bool:
         """Whether ``text``, which may read as a job id (a sweep id's prefix of decimal
         digits: one in 40 of 8-character prefixes), names a sweep recorded here rather than
-        a job of the history (``hpclaunch report``)."""
+        a job of the history (``hpclaunch report``), or is the array job of one (a sweep's
+        or map's array is not one job: its tasks are)."""
         from hpclaunch.ops.records import find_job_record
         from hpclaunch.store.sweeps import list_sweeps
 
+        records = list_sweeps()
+        if any(array.job_id == text for record in records for array in record.arrays):
+            return True
         if len(text) < 4 or find_job_record(text) is not None:
             return False
-        return any(r.sweep_id.startswith(text) for r in list_sweeps())
+        return any(r.sweep_id.startswith(text) for r in records)
 
     def sweeps(self) -> list[SweepRecord]:
         """The sweeps submitted from this machine, oldest first (``hpclaunch sweep list``;

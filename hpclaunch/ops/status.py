@@ -13,6 +13,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.route import status_anywhere
 from hpclaunch.ops.records import remember_finished
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def job_statuses(
     refs = [JobRef(job_id) for job_id in ids]
     # The jobs they wait for ride along in the same status call, to say why they wait.
     waited_for = [JobRef(i) for i in _dependency_ids(refs, records) if i not in ids]
-    infos = ctx.backend.status([*refs, *waited_for])
+    infos = status_anywhere(ctx.backend, [*refs, *waited_for])
     remember_finished(ctx, infos.values(), records)
     return [
         _explain_start_failure(
@@ -136,7 +137,7 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     if not unfinished:
         return records
     try:
-        infos = ctx.backend.status([JobRef(r.job_id, r.cluster) for r in unfinished])
+        infos = status_anywhere(ctx.backend, [JobRef(r.job_id, r.cluster) for r in unfinished])
     except HpclaunchError as exc:
         ctx.warn(f"states not refreshed from Slurm: {exc.message}")
         return records

@@ -17,6 +17,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Protocol
 
+from hpclaunch.backends.route import status_anywhere
 from hpclaunch.errors import HpclaunchError
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ class JobWatch:
                 refs = list(self._pending)
             self.rounds += 1
             try:
-                infos = self.session.backend.status(refs)
+                infos = status_anywhere(self.session.backend, refs)
             except HpclaunchError:
                 return  # asked again next round
             for ref, info in infos.items():

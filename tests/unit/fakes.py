@@ -184,6 +184,10 @@ class FakeSlurm:
                 )
             return result(argv, out="".join(line + "\n" for line in lines))
         ids = _opt(argv, "--jobs").split(",")
+        # One id strtol cannot read fails the whole call (src/squeue/opts.c, 25.11.7).
+        unreadable = [i for i in ids if not i[:1].isdigit() or i.startswith("0")]
+        if unreadable:
+            return result(argv, 1, err=f"squeue: error: Invalid job id: {unreadable[0]}\n")
         known = [i for i in ids if i in self.jobs and self.jobs[i].in_squeue]
         if not known:
             return result(argv, 1, err="slurm_load_jobs error: Invalid job id specified\n")

@@ -16,10 +16,11 @@ import hpclaunch
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.local import LocalBackend
 from hpclaunch.config.site import load_site
-from hpclaunch.errors import BackendUnavailable
+from hpclaunch.errors import BackendUnavailable, JobNotFound
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.local import LocalRunner
 from tests.unit.conftest import HELLO, run
+from tests.unit.fakes import FakeSlurm
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -265,3 +266,53 @@ def test_hpclaunch_clean_lists_then_removes(
     refused = run(local, "clean", "--older-than", "soon")
     assert refused.exit_code == 2
     assert "use 30min, 12h, 7d or 2w" in refused.stderr
+
+
+def test_local_jobs_in_the_history_never_reach_slurm_and_break_nothing(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: a local job's id in the shared history made squeue refuse the whole call
+    (``status`` exited 1 with "is slurmctld running?", ``unfinished_jobs`` raised)."""
+    local = session.submit(square, 3)
+    assert local.result(timeout=60) == 9
+    on_slurm = hpclaunch.Session(backend="fakeslurm", warn=lambda _message: None)
+    slurm_job = on_slurm.submit(HELLO)
+    infos = {info.ref.job_id: info for info in on_slurm.status()}
+    assert infos[local.id].state is JobState.COMPLETED  # asked of the local backend
+    assert infos[slurm_job.id].state is not JobState.UNKNOWN
+    assert [info.ref.job_id for info in on_slurm.unfinished_jobs() or []] == [slurm_job.id]
+    states = {r.job_id: r.state for r in on_slurm.history()}
+    assert states[local.id] == "COMPLETED"
+    assert on_slurm.job(local.id).result(timeout=30) == 9
+    # A Slurm backend asked about it directly answers for it alone, not for the call.
+    backend_infos = on_slurm.backend.status([JobRef(local.id), JobRef(slurm_job.id)])
+    assert "local backend" in (backend_infos[JobRef(local.id)].reason or "")
+    assert backend_infos[JobRef(slurm_job.id)].state is not JobState.UNKNOWN
+
+
+def test_unknown_malformed_and_array_ids_are_refused_at_once(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: ``job("99999").result()`` waited for ever; ``job("abc")`` was pending; a
+    map's array id gave "COMPLETED without a result"."""
+    on_slurm = hpclaunch.Session(backend="fakeslurm", warn=lambda _message: None)
+    for bad in ("abc", "12x", "", "../1"):
+        with pytest.raises(JobNotFound, match="is not a job id"):
+            on_slurm.job(bad)
+    started = time.monotonic()
+    unknown = on_slurm.job("99999")
+    with pytest.raises(JobNotFound, match="unknown to the history and to Slurm") as caught:
+        unknown.result(timeout=60)
+    for wait in (unknown.wait, unknown.exception, unknown.done):
+        with pytest.raises(JobNotFound):
+            wait()
+    assert time.monotonic() - started < 10
+    assert caught.value.hint
+    with pytest.raises(JobNotFound, match="no such local job"):
+        on_slurm.job("local-999").result(timeout=60)
+    run = on_slurm.map(square, [1, 2])
+    array = run.arrays[0].job_id
+    with pytest.raises(JobNotFound, match=f"is the array of sweep {run.sweep_id}") as caught:
+        on_slurm.job(array)
+    assert "sweep_run" in (caught.value.hint or "")
+    assert on_slurm.job(f"{array}_1").id == f"{array}_1"  # a task is one job

@@ -16,7 +16,7 @@ from hpclaunch.report.attempts import AttemptSummary
 from hpclaunch.report.gpus import gpu_stats, percentile
 from hpclaunch.report.job import advise
 from hpclaunch.report.sweep import SweepReport
-from hpclaunch.store.sweeps import SweepArray, SweepRecord
+from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, sweeps_dir
 from hpclaunch.supervise.gpumon import METRICS_NAME
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.transport.base import CommandResult
@@ -314,6 +314,11 @@ def test_report_takes_a_sweep_id_and_a_bad_one_is_a_clean_error(
     assert out.stdout.startswith(f"sweep {sweep_id} 'sw': 2 points;")
     data = json.loads(run(env, "report", sweep_id, "--json").stdout)
     assert (data["sweep_id"], len(data["tasks"])) == (sweep_id, 2)
+    # Issue 45: the array's job id is the sweep (it said "has not started").
+    record = find_sweep(sweep_id, sweeps_dir(env))
+    out = run(env, "report", record.arrays[0].job_id)
+    assert out.exit_code == 0, out.output
+    assert out.stdout.startswith(f"sweep {sweep_id} 'sw': 2 points;")
     assert_clean_error(run(env, "report", "nosuchsweep"), 1, "nosuchsweep")
     assert run(env, "report", "9", "--metric", "loss").exit_code == 2  # --metric: sweeps only
 
@@ -325,7 +330,7 @@ def test_a_sweep_id_whose_prefix_is_all_digits_is_a_sweep_not_a_job(
     a job id and the report failed (seen once in the unit suite)."""
     from dataclasses import replace
 
-    from hpclaunch.store.sweeps import find_sweep, save_sweep, sweeps_dir
+    from hpclaunch.store.sweeps import save_sweep
 
     spec = tmp_path / "sweep.yaml"
     spec.write_text(
