@@ -116,12 +116,11 @@ def resize_job(
     from hpclaunch.supervise.resize import REQUEST, request_data
 
     request = request_data(nodes, why=why, by=ctx.runner.user(), force=force)
-    requested_at = float(request["requested_at"])
     path = posixpath.join(record.job_dir, "control", REQUEST)
     ctx.runner.put_file(path, json.dumps(request), 0o600)
     if wait <= 0:
         return ResizeResult(job_id, current, nodes, "asked")
-    return _follow(ctx, record, current, nodes, requested_at, time.monotonic() + wait)
+    return _follow(ctx, record, current, nodes, request, time.monotonic() + wait)
 
 
 def _follow(
@@ -129,7 +128,7 @@ def _follow(
     record: SubmissionRecord,
     current: int | None,
     nodes: int,
-    requested_at: float,
+    request: dict[str, Any],
     deadline: float,
 ) -> ResizeResult:
     """Follow the ledger until the sidecar took the request, then the job until it is
@@ -141,8 +140,8 @@ def _follow(
     job_id = record.job_id
     while time.monotonic() < deadline:
         ledger = parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or "")
-        mine = [e for e in ledger if float(e.get("time", 0)) >= requested_at - 5]
-        asked = next((e for e in mine if e.get("event") == "resize_requested"), None)
+        mine = _answer_to(ledger, request)
+        asked = mine[0] if mine else None
         if asked is not None and asked.get("refused"):
             return ResizeResult(job_id, current, nodes, "refused", why=str(asked["refused"]))
         done = next((e for e in mine if e.get("event") == "resize_issued"), None)
@@ -168,6 +167,23 @@ def _follow(
         f"job {job_id}: the sidecar did not finish the resize in time",
         hint=f"it may still: see 'hpclaunch events {job_id}' and 'hpclaunch status {job_id}'",
     )
+
+
+def _answer_to(ledger: list[dict[str, Any]], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ledger from the sidecar's ``resize_requested`` for ``request`` on (``[]``: not
+    taken yet). Matched by its ``request_id``: a refusal of a resize asked a moment before
+    (then ``--force``d) is not this request's answer. A sidecar of before the id was
+    recorded: the first request logged since this one was written."""
+    wanted = request.get("request_id")
+    for index, event in enumerate(ledger):
+        if event.get("event") != "resize_requested":
+            continue
+        if event.get("request_id") == wanted or (
+            event.get("request_id") is None
+            and float(event.get("time", 0)) >= float(request["requested_at"]) - 5
+        ):
+            return ledger[index:]
+    return []
 
 
 def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> str | None:

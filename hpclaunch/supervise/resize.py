@@ -19,6 +19,7 @@ import json
 import re
 import shlex
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,8 +161,16 @@ def elastic_of_script(script: str) -> dict[str, Any] | None:
 
 
 def request_data(nodes: int, *, why: str, by: str, force: bool) -> dict[str, Any]:
-    """A request for ``nodes`` nodes, made now."""
-    return {"nodes": nodes, "why": why, "by": by, "force": force, "requested_at": time.time()}
+    """A request for ``nodes`` nodes, made now; its ``request_id`` comes back in the
+    ledger's ``resize_requested``, so that the asker reads its own answer, not an older one."""
+    return {
+        "nodes": nodes,
+        "why": why,
+        "by": by,
+        "force": force,
+        "requested_at": time.time(),
+        "request_id": uuid.uuid4().hex,
+    }
 
 
 def write_request(control: Path, nodes: int, *, why: str, by: str, force: bool) -> None:

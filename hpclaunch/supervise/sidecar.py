@@ -705,6 +705,7 @@ class Sidecar:
             why=request.get("why"),
             by=request.get("by"),
             refused=refused,
+            request_id=request.get("request_id"),
         )
         if refused is not None or not isinstance(to, int):
             return None
