@@ -20,6 +20,7 @@ the file itself (a cached ``stat``), then the ranks agree in :func:`should_check
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -255,6 +256,10 @@ class _Progress:
         self.first: tuple[float, int] | None = None  # (time, samples) of the first report
         self.first_step: tuple[float, int] | None = None  # (unix time, step) of the first
         self.total: int | None = None  # the last total given (a commit's report has none)
+        #: The newest report not yet written (within min_interval of the last write): written
+        #: when the process ends, so the file has the last step (a 10-step run showed 8).
+        self.pending: dict[str, int | None] | None = None
+        self.flush_at_exit = False
 
 
 _PROGRESS = _Progress()
@@ -278,7 +283,9 @@ def report_progress(
     the file then also says this attempt's samples per second and world size, which the
     ledger keeps at the attempt's end (the job's throughput at each size).
 
-    Writes ``progress.json`` at most every ``min_interval`` seconds (``force`` to write now).
+    Writes ``progress.json`` at most every ``min_interval`` seconds (``force`` to write now);
+    the newest report that the interval held back is written when the process exits, so the
+    file ends at the last step reported.
     The sidecar uses it to see that an attempt made progress (crash-loop breaker) and how
     many steps a kill lost.
     """
@@ -286,7 +293,12 @@ def report_progress(
         return
     now = time.monotonic()
     if not force and now - _PROGRESS.written_at < min_interval:
+        _PROGRESS.pending = {"step": step, "total": total, "samples": samples}
+        if not _PROGRESS.flush_at_exit:
+            _PROGRESS.flush_at_exit = True
+            atexit.register(_flush_progress)
         return
+    _PROGRESS.pending = None
     data: dict[str, Any] = {
         "step": int(step),
         "updated_at": time.time(),
@@ -316,6 +328,19 @@ def report_progress(
             data["samples_per_s"] = round(done / since, 3)
     write_json_atomic(control_dir() / PROGRESS_FILE, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
+
+
+def _flush_progress() -> None:
+    """At the process's end: write the newest report that the interval held back."""
+    pending = _PROGRESS.pending
+    if pending is not None:
+        with contextlib.suppress(OSError):  # the job directory may be gone: nothing to tell
+            report_progress(
+                int(pending["step"] or 0),
+                total=pending["total"],
+                samples=pending["samples"],
+                force=True,
+            )
 
 
 def mark_checkpoint_done(step: int, path: Path, *, seconds: float) -> None:

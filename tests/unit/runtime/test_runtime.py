@@ -325,6 +325,19 @@ def test_progress_is_throttled(job: Path) -> None:
     assert data["pid"] == os.getpid()
 
 
+def test_the_last_step_reported_reaches_the_file_when_the_process_ends(job: Path) -> None:
+    """Issue 45: a 10-step run showed step 8 (the last reports fell within min_interval)."""
+    code = (
+        "from hpclaunch import runtime\n"
+        "for step in range(1, 11):\n"
+        "    runtime.report_progress(step, total=10)\n"
+    )
+    env = {**os.environ, "HPCLAUNCH_JOB_DIR": str(job)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    data = json.loads((job / "control" / "progress.json").read_text())
+    assert (data["step"], data["total"]) == (10, 10)
+
+
 def test_progress_with_a_total_says_the_rate_and_the_attempts_end(
     job: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
