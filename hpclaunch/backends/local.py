@@ -35,7 +35,7 @@ from hpclaunch.errors import BackendUnavailable, SubmissionError
 from hpclaunch.slurm.job_ids import LOCAL_PREFIX
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.store.files import write_private
+from hpclaunch.store.files import make_private_dirs, write_private
 from hpclaunch.transport.local import LocalRunner
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class LocalBackend(Backend):
 
     def _new_job(self) -> tuple[str, Path]:
         """The next id, its directory made (a lock file keeps two submitters apart)."""
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         with open(self.root / ".lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             taken = [int(p.name[len(PREFIX) :]) for p in self.root.glob(f"{PREFIX}*")]

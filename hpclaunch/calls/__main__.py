@@ -29,7 +29,7 @@ from hpclaunch.calls.payload import (
     load_call,
 )
 from hpclaunch.errors import CallError
-from hpclaunch.store.files import write_private
+from hpclaunch.store.files import foreign_or_open, write_private
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,8 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     # Written atomically, 0600, its directory made 0700 (a map's task has none yet).
     result = Path(job_dir, CALL_DIR, RESULT_FILE)
     where = f"{socket.gethostname()}, {sys.executable}"
+    call_file = os.path.join(call_dir, CALL_FILE)
     try:
-        with open(os.path.join(call_dir, CALL_FILE), "rb") as fh:
+        for path in (call_dir, call_file):
+            why = foreign_or_open(path)  # the call is code: only the submitter's own
+            if why is not None:
+                raise CallError(f"{why}: the call is not loaded")
+        with open(call_file, "rb") as fh:
             fn, args, kwargs = load_call(fh.read(), where=where, item=item)
     except Exception as exc:  # a mismatch, a module missing here: the result says which
         traceback.print_exc()

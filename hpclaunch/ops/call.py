@@ -17,6 +17,7 @@ from hpclaunch.calls.payload import CALL_DIR, CALL_FILE, RESULT_FILE, Outcome, l
 from hpclaunch.errors import CallError, JobFailed, TransportError
 from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.submit import PRIVATE_DIR_HINT, untrusted
 from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
         CallError: The job directory holds another call.
     """
     path = posixpath.join(job_dir, CALL_DIR, CALL_FILE)
+    _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "write the call into it")
     try:
         earlier = session.runner.read_bytes(path)
     except TransportError:
@@ -226,12 +228,30 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
 
 
 def read_outcome(session: Context, job_dir: str) -> Outcome | None:
-    """What the function's job wrote back; ``None`` while (or if) there is nothing."""
+    """What the function's job wrote back; ``None`` while (or if) there is nothing.
+
+    Raises:
+        CallError: The result, or a directory holding it, is not the user's own and
+            private: it is not unpickled (a planted ``result.pkl`` would run its code here).
+    """
+    path = posixpath.join(job_dir, CALL_DIR, RESULT_FILE)
     try:
-        data = session.runner.read_bytes(posixpath.join(job_dir, CALL_DIR, RESULT_FILE))
+        data = session.runner.read_bytes(path)
     except TransportError:
         return None
+    _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "load the result")
     return load_outcome(data)
+
+
+def _refuse_foreign(session: Context, paths: Sequence[str], doing: str) -> None:
+    """Raise unless each of ``paths`` that exists is the user's own and private.
+
+    Raises:
+        CallError: One belongs to another user or others may write it.
+    """
+    why = untrusted(session, paths)
+    if why is not None:
+        raise CallError(f"{why}: hpclaunch does not {doing}", hint=PRIVATE_DIR_HINT)
 
 
 def without_result(session: Context, info: JobInfo, log_dir: str | None) -> JobFailed:

@@ -22,6 +22,7 @@ from hpclaunch.backends.route import status_anywhere
 from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
+from hpclaunch.store.files import make_private_dirs
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -95,7 +96,7 @@ def clean_daily(context: Context) -> None:
     except OSError:
         pass  # never cleaned here
     try:
-        stamp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(stamp.parent)
         stamp.touch()
         # Stamped with the clock it is compared with: a home on NFS stamps files with the
         # server's clock, which may be hours off this machine's.

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
     from hpclaunch.planning.render import RenderedJob
 
 __all__ = [
+    "PRIVATE_DIR_HINT",
     "Submitted",
     "check_before_submit",
     "existing_job",
     "spec_hash",
     "submit_spec",
+    "untrusted",
 ]
 
 
@@ -113,6 +115,11 @@ def submit_spec(
         return Submitted(plan, job, None, False, source)
     if submission_id:
         _refuse_changed_spec(session, submission_id, kept.spec_hash, force)
+    why = untrusted(session, [plan.job_dir])
+    if why is not None:  # a directory another user made, with a submission id known ahead
+        raise SubmissionError(
+            f"{why}: the job's script is not written there", hint=PRIVATE_DIR_HINT
+        )
     if before_submit is not None:
         before_submit(plan)
     existing = existing_job(session, submission_id) if submission_id else None
@@ -123,6 +130,24 @@ def submit_spec(
     ref = session.backend.submit(job)
     remember_submission(session, plan, ref, kept=kept)
     return Submitted(plan, job, ref, False, source)
+
+
+#: What to do about a job directory that is not the user's own and private.
+PRIVATE_DIR_HINT = (
+    "a job directory must be yours and private (mode 0700): set job_root to a directory of "
+    "your own (the default is ~/.hpclaunch/jobs), or give a new submission id"
+)
+
+
+def untrusted(session: Context, paths: Sequence[str]) -> str | None:
+    """Why one of ``paths`` (those that exist) cannot be trusted to hold only what this user
+    wrote: another user's, or writable by others (a pickle or script there could run
+    their code as this user); ``None`` when all are private."""
+    for path in paths:
+        why = session.runner.foreign_or_open(path)
+        if why is not None:
+            return why
+    return None
 
 
 def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:

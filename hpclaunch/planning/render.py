@@ -36,6 +36,7 @@ from hpclaunch.errors import RenderError
 from hpclaunch.jobspec.words import ENV_NAME
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "SCRIPT_TEMPLATE",
@@ -148,7 +149,7 @@ def _template_cache() -> jinja2.BytecodeCache | None:
 
     directory = user_dir("cache") / "templates"
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(directory)
         info = directory.stat()
     except OSError:
         return None

@@ -34,6 +34,7 @@ from typing import Any
 
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HistoryError
+from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -406,7 +407,7 @@ def _connection(path: Path | None, *, create: bool) -> Iterator[sqlite3.Connecti
             yield None
             return
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(path.parent)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # private before SQLite
         except OSError as exc:
             raise _history_error(path, exc) from exc

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import ConfigError
-from hpclaunch.store.files import write_private
+from hpclaunch.store.files import make_private_dirs, write_private
 
 __all__ = ["check_url", "load_webhook", "save_webhook", "webhook_names", "webhooks_dir"]
 
@@ -53,7 +53,7 @@ def save_webhook(name: str, url: str, directory: Path | None = None) -> Path:
     path = folder / name
     text = check_url(url.strip()) + "\n"
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(folder)
         os.chmod(folder, 0o700)
         write_private(path, text)
     except OSError as exc:

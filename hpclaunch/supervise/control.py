@@ -43,6 +43,7 @@ from hpclaunch.runtime.control import (
     REQUEST_FILE,
     SEEN_FILE,
 )
+from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "DONE",
@@ -75,7 +76,7 @@ PERIODIC = "periodic"
 def prepare(control_dir: str | Path) -> Path:
     """Create the control directory (0700) if needed and return it."""
     path = Path(control_dir)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(path)
     return path
 
 

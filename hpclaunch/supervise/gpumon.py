@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.store.files import make_private_dirs
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 
@@ -276,7 +277,7 @@ class GpuSampler:
         state = {"since": self.idle_since, "at": now, "interval": self.interval}
         folder = self.job_dir / "control" / "idle"
         with contextlib.suppress(OSError):
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(folder)
             tmp = folder / f".{self.node}.json.tmp"
             tmp.write_text(json.dumps(state))
             os.replace(tmp, folder / f"{self.node}.json")

@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.store.files import make_private_dirs
+
 __all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 
 #: runc's and crun's PATH for a process.env without one.
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     from hpclaunch.runtime._fs import write_json_atomic
 
     bundle = Path(args.bundle)
-    bundle.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(bundle)
     write_json_atomic(bundle / "config.json", config)
     link_rootfs(bundle, config["root"]["path"])
     return 0

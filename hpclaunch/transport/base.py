@@ -145,6 +145,29 @@ class Runner(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot open TCP connections")
 
+    def foreign_or_open(self, path: str) -> str | None:
+        """Why ``path`` there cannot be trusted to hold what this user wrote (it belongs to
+        someone else, or group or others may write it); ``None`` when it is the user's own
+        and private, or does not exist. A pickle found there is loaded only when ``None``.
+
+        Asks ``id -u`` and GNU ``stat`` in one command (a runner on this machine looks
+        itself); when they cannot answer, that is the reason (never trusted unchecked).
+        """
+        script = 'id -u && stat -c "%u %a" -- "$1"'
+        result = self.run(["sh", "-c", script, "sh", path], timeout=30)
+        lines = result.stdout.split()
+        if not result.ok or len(lines) != 3:
+            if "No such file" in result.stderr:
+                return None
+            said = (result.stderr or result.stdout).strip() or "no answer"
+            return f"cannot check who owns {path} on {self.where}: {said}"
+        me, owner, mode = lines
+        if owner != me:
+            return f"{path} belongs to uid {owner}, not to this user (uid {me})"
+        if int(mode, 8) & 0o022:
+            return f"{path} is writable by others (mode {int(mode, 8):04o})"
+        return None
+
     def home(self) -> str:
         """The user's home directory there (this machine's unless overridden)."""
         return os.path.expanduser("~")

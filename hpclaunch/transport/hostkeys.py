@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.errors import ConnectError
+from hpclaunch.store.files import make_private_dirs
 
 if TYPE_CHECKING:
     import paramiko
@@ -113,8 +114,7 @@ def accept_host_key(host: str, key: paramiko.PKey, path: str, *, hashed: bool) -
     line = f"{name} {key.get_name()} {key.get_base64()}\n"
     target = Path(path)
     try:
-        if not target.parent.exists():
-            target.parent.mkdir(mode=0o700, parents=True)
+        make_private_dirs(target.parent)
         if target.is_file() and target.stat().st_size:
             with target.open("rb") as handle:
                 handle.seek(-1, os.SEEK_END)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.store.files import foreign_or_open, make_private_dirs
 from hpclaunch.transport.base import CommandResult, Runner
 
 __all__ = ["LocalRunner"]
@@ -76,7 +77,7 @@ class LocalRunner(Runner):
         """See :meth:`Runner.put_bytes`. Writes a temporary file, then renames it."""
         target = Path(path)
         try:
-            _make_private_dirs(target.parent)
+            make_private_dirs(target.parent)
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             try:
@@ -112,6 +113,10 @@ class LocalRunner(Runner):
         sock.settimeout(None)
         return sock
 
+    def foreign_or_open(self, path: str) -> str | None:
+        """See :meth:`Runner.foreign_or_open` (one ``lstat`` here)."""
+        return foreign_or_open(path)
+
     def listdir(self, path: str) -> list[str]:
         """See :meth:`Runner.listdir`."""
         try:
@@ -120,24 +125,6 @@ class LocalRunner(Runner):
             raise
         except OSError as exc:
             raise TransportError(f"cannot list {path}: {exc.strerror or exc}") from exc
-
-
-def _make_private_dirs(directory: Path) -> None:
-    """``mkdir -p`` where every directory created gets mode 0o700 (existing ones are kept).
-
-    ``os.makedirs(mode=...)`` applies the mode to the leaf only (Python >= 3.7).
-    """
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for new in reversed(missing):
-        try:
-            new.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        os.chmod(new, 0o700)
 
 
 def _decode(data: bytes | str | None) -> str:

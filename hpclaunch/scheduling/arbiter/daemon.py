@@ -55,6 +55,7 @@ from hpclaunch.scheduling.arbiter.decide import (
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.nodecount import node_count_update
+from hpclaunch.store.files import make_private_dirs
 from hpclaunch.supervise.resize import write_request
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
@@ -347,7 +348,7 @@ class Arbiter:
         if self.options.dry_run:
             record["dry_run"] = True
         record.update(fields)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.log_path.parent)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, (json.dumps(record) + "\n").encode())

@@ -17,8 +17,10 @@ import pytest
 
 import hpclaunch
 from hpclaunch.calls import payload
-from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError
+from hpclaunch.config.paths import user_dir
+from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError, SubmissionError
 from hpclaunch.ops.watch import watch_of
+from hpclaunch.store.files import make_private_dirs
 from tests.unit.conftest import HELLO
 from tests.unit.fakes import FakeSlurm
 
@@ -234,6 +236,56 @@ def test_a_retry_with_the_same_submission_id_never_changes_what_the_job_runs(
     for index in range(3):
         assert run_task(run.job_dir, index).returncode == 0
     assert run.results(timeout=30) == [2, 4, 6]
+
+
+def test_a_job_directory_others_can_write_is_refused_and_nothing_planted_runs(
+    session: hpclaunch.Session, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 45: with a submission id known in advance, another user's 0777 directory got
+    the call and the result, and a planted ``result.pkl`` ran code as the submitter."""
+    job_root = Path(session.site.job_root.replace("~", os.environ["HOME"], 1))
+    planted = job_root / "known-ahead"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    with pytest.raises(SubmissionError, match="writable by others") as caught:
+        session.submit(tag, 1, submission_id="known-ahead")
+    assert "job_root" in (caught.value.hint or "")
+    assert not [a for a in slurm.submitted if a[0] == "sbatch"]
+    assert not (planted / "call").exists()
+
+    job = session.submit(tag, 1)
+    assert job.job_dir is not None
+    call_dir = Path(job.job_dir) / "call"
+    marker = tmp_path / "ran"
+    evil = pickle.dumps(Evil(str(marker)))
+    call_dir.chmod(0o777)  # someone opened it; a result was planted
+    (call_dir / payload.RESULT_FILE).write_bytes(evil)
+    with pytest.raises(CallError, match=r"writable by others.*does not load the result"):
+        job.result(timeout=30)
+    assert not marker.exists()
+    # The job itself does not load a call from such a directory either.
+    out = run_job(Path(job.job_dir))
+    assert out.returncode == 1
+    assert "the call is not loaded" in out.stdout + out.stderr
+    assert not marker.exists()
+    # Parents made private whatever the umask (under umask 000 they came out 0777).
+    old = os.umask(0)
+    try:
+        deep = user_dir("state") / "a" / "b"
+        make_private_dirs(deep)
+    finally:
+        os.umask(old)
+    assert (deep.parent.stat().st_mode & 0o777, deep.stat().st_mode & 0o777) == (0o700, 0o700)
+
+
+class Evil:
+    """A pickle that leaves a mark when loaded."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (self.marker, "w"))
 
 
 def test_options_and_arguments_are_told_apart(session: hpclaunch.Session) -> None:
