@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
 
 __all__ = [
+    "SUBMIT_KEYWORDS",
+    "bind_call",
     "call_spec",
     "job_options",
     "read_outcome",
@@ -42,15 +44,22 @@ _NOT_FOR_CALLS = ("command", "script", "args", "sweep", "launcher", "processes_p
 
 def job_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``kwargs`` of ``submit(fn, *args, **kwargs)`` split into the job's options (the
-    spec's fields: ``resources``, ``tier``, ``name``, ...) and the function's own.
+    spec's fields: ``resources``, ``tier``, ``name``, ...) and the function's own. With
+    ``job={...}`` the job's options are that mapping and every other keyword is the
+    function's (the way to pass a function its own ``name`` or ``env``).
 
     Raises:
         CallError: A field that a function's job cannot take.
     """
     from hpclaunch.jobspec.job import JobSpec
 
-    fields = set(JobSpec.model_fields)
-    options = {k: v for k, v in kwargs.items() if k in fields}
+    if isinstance(kwargs.get("job"), Mapping):
+        options = dict(kwargs["job"])
+        rest = {k: v for k, v in kwargs.items() if k != "job"}
+    else:
+        fields = set(JobSpec.model_fields)
+        options = {k: v for k, v in kwargs.items() if k in fields}
+        rest = {k: v for k, v in kwargs.items() if k not in fields}
     refused = [k for k in _NOT_FOR_CALLS if k in options]
     if refused:
         raise CallError(
@@ -58,7 +67,69 @@ def job_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
             hint="for a command or a multi-process launch submit a spec; to pass an argument "
             f"named {refused[0]!r} to the function, bind it with functools.partial",
         )
-    return options, {k: v for k, v in kwargs.items() if k not in fields}
+    return options, rest
+
+
+#: ``Session.submit``'s own keywords, with their defaults: a function's parameter of the
+#: same name never receives them.
+SUBMIT_KEYWORDS = {"submission_id": None, "check": True, "sync": False, "force": False}
+
+
+def bind_call(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+    submit_keywords: Mapping[str, Any],
+    *,
+    explicit: bool = False,
+) -> None:
+    """Check at submit, not on the node, that ``fn(*args, **kwargs)`` can be called, and
+    that no keyword meant for the function was taken as the job's (or submit's) own
+    (``explicit``: the job's options came as ``job={...}``, so none was).
+
+    Raises:
+        TypeError: The call does not fit the function's signature (an unknown keyword close
+            to a spec field: "did you mean resources?"), or a keyword both could take.
+    """
+    import difflib
+    import inspect
+
+    from hpclaunch.jobspec.job import JobSpec
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or extension without a signature: the job will tell
+    params = {
+        name: p
+        for name, p in signature.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    name = getattr(fn, "__qualname__", repr(fn))
+    both = [] if explicit else sorted(k for k in options if k in params)
+    both += sorted(
+        k for k, v in submit_keywords.items() if k in params and v != SUBMIT_KEYWORDS.get(k)
+    )
+    if both:
+        first = both[0]
+        where = "submit's own keyword" if first in SUBMIT_KEYWORDS else "a field of the job's spec"
+        raise TypeError(
+            f"{first}= is both {where} and a parameter of {name}(): hpclaunch took it as "
+            "the job's, and the function would run with its default. Pass the job's "
+            f"options as job={{...}} (every other keyword then goes to {name}), or bind "
+            f"the function's {first} with functools.partial"
+        )
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        fields = list(JobSpec.model_fields)
+        unknown = [k for k in kwargs if k not in params]
+        close = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
+        hints = [f"did you mean {m[0]}= (a job option)?" for k, m in close.items() if m]
+        raise TypeError(
+            f"{name}() cannot be called so: {exc}" + (f"; {' '.join(hints)}" if hints else "")
+        ) from None
 
 
 def call_spec(

@@ -73,9 +73,13 @@ class Session(Context):
         **kwargs)`` runs ``fn(*args, **kwargs)`` in a job; :meth:`Job.result` gives back what
         it returned, or raises what it raised. Keywords named like a spec's fields
         (``resources``, ``tier``, ``project``, ``name``, ``checkpoint``, ``venv``, ``env``,
-        ...) are the job's; every other keyword is the function's (bind one that clashes
-        with ``functools.partial``). The function runs under the sidecar, with the
-        interpreter running here (or the ``venv`` given), which the nodes must see.
+        ...) are the job's; every other keyword is the function's. With ``job={...}`` the
+        job's options are that mapping and every other keyword is the function's. The call
+        is checked against the function's signature here: a keyword both could take (a
+        function's own ``name``, ``check``, ...) is refused, and an unknown one close to a
+        spec field says so ("did you mean resources?"). The function runs under the
+        sidecar, with the interpreter running here (or the ``venv`` given), which the nodes
+        must see.
 
         :meth:`dryrun` plans and renders the same without submitting.
 
@@ -198,13 +202,15 @@ class Session(Context):
         sender = send or Snapshot.send
         upload = (lambda _plan: sender(tree)) if tree is not None else None
         if callable(spec):
-            from hpclaunch.ops.call import job_options, submit_call
+            from hpclaunch.ops.call import bind_call, job_options, submit_call
 
             if overrides:
                 raise TypeError(
                     "overrides are for a spec: give a function's job options as keywords"
                 )
             options, fn_kwargs = job_options(kwargs)
+            given = {"submission_id": submission_id, "check": check, "sync": sync, "force": force}
+            bind_call(spec, args, fn_kwargs, options, given, explicit="job" in kwargs)
             done = submit_call(
                 self,
                 spec,

@@ -451,3 +451,34 @@ def test_which_distribution_owns_a_module_is_kept_until_site_packages_changes(
     os.utime(site, ns=(0, 10**9))
     owners.module_owners(env)
     assert len(calls) == 2
+
+
+def train(data: str, name: str = "default", lr: float = 0.1) -> str:
+    return f"{data}:{name}:{lr}"
+
+
+def test_keywords_are_bound_to_the_functions_signature_at_submit(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: a clash (the function's own ``name``) or a typo (``resouces=``) queued and
+    ran the function with its defaults, or failed on the node."""
+    with pytest.raises(TypeError, match=r"name= is both a field of the job's spec") as caught:
+        session.submit(train, "d", name="mine")
+    assert "job={...}" in str(caught.value)
+    with pytest.raises(TypeError, match=r"did you mean resources="):
+        session.submit(train, "d", resouces={"mem": "1G"})
+    with pytest.raises(TypeError, match="cannot be called so"):
+        session.submit(train)  # data is missing
+
+    def checks(check: bool = False) -> bool:
+        return check
+
+    with pytest.raises(TypeError, match="check= is both submit's own keyword"):
+        session.submit(checks, check=False)
+    assert not [a for a in slurm.submitted if a[0] == "sbatch"]
+    job = session.submit(train, "d", name="mine", job={"name": "run-1", "tier": "low"})
+    assert job.rendered is not None
+    assert "#SBATCH --job-name=run-1" in job.rendered.script
+    assert job.job_dir is not None
+    assert run_job(Path(job.job_dir)).returncode == 0
+    assert job.result(timeout=30) == "d:mine:0.1"
