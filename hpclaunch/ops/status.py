@@ -48,7 +48,7 @@ def job_statuses(
     refs = [JobRef(job_id) for job_id in ids]
     # The jobs they wait for ride along in the same status call, to say why they wait.
     waited_for = [JobRef(i) for i in _dependency_ids(refs, records) if i not in ids]
-    infos = status_anywhere(ctx.backend, [*refs, *waited_for])
+    infos = _ours(status_anywhere(ctx.backend, [*refs, *waited_for]), records)
     remember_finished(ctx, infos.values(), records)
     return [
         _explain_start_failure(
@@ -60,6 +60,33 @@ def job_statuses(
         )
         for ref in refs
     ]
+
+
+def _ours(
+    infos: Mapping[JobRef, JobInfo], records: Mapping[str, SubmissionRecord]
+) -> dict[JobRef, JobInfo]:
+    """``infos``, where Slurm's job of a recorded id is another job (its name differs: a
+    reset controller, a wrapped MaxJobId or another cluster gave the id again) replaced by
+    what hpclaunch recorded, saying so: another job's state is never this one's."""
+    from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
+
+    mine: dict[JobRef, JobInfo] = {}
+    for ref, info in infos.items():
+        record = records.get(ref.job_id)
+        if record is None or not info.name or info.name == record.name:
+            mine[ref] = info
+            continue
+        recorded = parse_state(record.state) if record.state else JobState.UNKNOWN
+        mine[ref] = JobInfo(
+            ref,
+            recorded,
+            name=record.name,
+            exit_code=record.exit_code,
+            restarts=None if record.attempts is None else record.attempts - 1,
+            reason=f"Slurm no longer has this job: id {ref.job_id} now names another job "
+            f"({info.name!r}, {info.state.value}); as hpclaunch recorded it",
+        )
+    return mine
 
 
 def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:

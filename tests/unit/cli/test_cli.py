@@ -404,3 +404,21 @@ def test_sweep_takes_set_partition_and_wait(
     assert slurm.jobs["1000"].state == "COMPLETED"
     sweep_id = result.stdout.strip()
     assert f"\nsweep {sweep_id}: 2 " in result.stderr, result.stderr
+
+
+def test_a_reused_job_id_never_tells_another_jobs_story(
+    env: dict[str, str], slurm: FakeSlurm
+) -> None:
+    """Issue 45: after a cluster reset the history's job 1000 was reported as the new
+    cluster's unrelated job 1000 (CANCELLED after 3 s)."""
+    assert run(env, "submit", HELLO).stdout == "1000\n"
+    slurm.jobs["1000"] = FakeJob("hello", ["COMPLETED"])
+    assert run(env, "status", "1000").exit_code == 0  # recorded: COMPLETED
+    slurm.jobs["1000"] = FakeJob("wrap", ["CANCELLED"])  # the id given again
+    result = run(env, "status", "--json", "1000")
+    [row] = json.loads(result.stdout)
+    assert row["name"] == "hello"
+    assert row["state"] != "CANCELLED"
+    assert "now names another job ('wrap', CANCELLED)" in row["reason"]
+    [record] = recent_submissions(path=history_path(env))
+    assert record.state != "CANCELLED"
