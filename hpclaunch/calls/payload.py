@@ -241,15 +241,20 @@ def dump_value(value: Any) -> bytes:
     return pickle.dumps({"ok": True, "type": "", "text": "", "traceback": "", "payload": payload})
 
 
+#: How deep a cause/context chain travels (a longer one is cut there).
+_CHAIN_DEPTH = 8
+
+
 def dump_error(exc: BaseException, traceback_text: str) -> bytes:
-    """``result.pkl`` for a raised exception (its text alone when it cannot be pickled)."""
+    """``result.pkl`` for a raised exception: its class, ``args``, attributes, notes and
+    cause/context chain (:func:`_exception_state`), rebuilt at the submitter's without
+    calling its ``__init__`` when that takes other arguments than ``args``; its text alone
+    when even that cannot be pickled."""
     import cloudpickle
 
     try:
-        payload = cloudpickle.dumps(exc)
-        # A pickled exception that cannot be unpickled (a required argument missing from
-        # its args) would fail only at the submitter's: try it here.
-        cloudpickle.loads(payload)
+        payload = cloudpickle.dumps(_exception_state(exc, _CHAIN_DEPTH))
+        _rebuild(cloudpickle.loads(payload))  # what would fail only at the submitter's
     except Exception:
         payload = b""
     kind = type(exc)
@@ -262,6 +267,58 @@ def dump_error(exc: BaseException, traceback_text: str) -> bytes:
             "payload": payload,
         }
     )
+
+
+def _exception_state(exc: BaseException, depth: int) -> dict[str, Any]:
+    """What rebuilds ``exc``: pickle's own ``BaseException.__reduce__`` keeps ``args`` and
+    ``__dict__`` but drops ``__cause__``, ``__context__`` and ``__notes__``, and calls
+    ``__init__(*args)``, which fails for ``def __init__(self, code, detail)`` that passes
+    one message on."""
+    import cloudpickle
+
+    attributes = {}
+    for name, value in vars(exc).items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            continue  # an open file, a lock: the rest still travels
+        attributes[name] = value
+    state: dict[str, Any] = {
+        "cls": type(exc),
+        "args": exc.args,
+        "dict": attributes,
+        "notes": list(getattr(exc, "__notes__", [])),
+        "suppress_context": exc.__suppress_context__,
+        "cause": None,
+        "context": None,
+    }
+    if depth > 0:
+        for link in ("cause", "context"):
+            inner = getattr(exc, f"__{link}__")
+            if inner is not None:
+                state[link] = _exception_state(inner, depth - 1)
+    return state
+
+
+def _rebuild(state: dict[str, Any]) -> BaseException:
+    """The exception of :func:`_exception_state`: ``cls(*args)`` where that works (it sets
+    what ``__init__`` derives, as ``OSError.errno``), else ``cls.__new__`` with ``args``."""
+    cls = state["cls"]
+    try:
+        exc = cls(*state["args"])
+    except Exception:
+        exc = cls.__new__(cls, *state["args"])
+        exc.args = state["args"]
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"{cls!r} is not an exception class")
+    vars(exc).update(state["dict"])
+    if state["notes"]:
+        vars(exc)["__notes__"] = list(state["notes"])  # add_note's attribute (3.11+)
+    for link in ("cause", "context"):
+        if state[link] is not None:
+            setattr(exc, f"__{link}__", _rebuild(state[link]))
+    exc.__suppress_context__ = state["suppress_context"]
+    return exc
 
 
 @dataclass(frozen=True)
@@ -294,11 +351,13 @@ class Outcome:
         error: BaseException | None = None
         if self.payload:
             try:
-                error = cloudpickle.loads(self.payload)
+                loaded = cloudpickle.loads(self.payload)
+                # An exception itself: a result.pkl of before the state was sent.
+                error = loaded if isinstance(loaded, BaseException) else _rebuild(loaded)
             except Exception:
                 error = None
-        if not isinstance(error, BaseException):
-            raise RemoteError(self.type_name, self.text, self.remote_traceback)
+        if error is None:
+            error = RemoteError(self.type_name, self.text, self.remote_traceback)
         add_note = getattr(error, "add_note", None)  # Python 3.11+
         if add_note is not None:
             add_note(f"Traceback in job {job_id}:\n{self.remote_traceback.rstrip()}")

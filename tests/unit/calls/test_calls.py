@@ -95,18 +95,42 @@ def test_a_raised_exception_comes_back_as_itself_with_the_jobs_traceback(tmp_pat
         assert "in fails" in note
 
 
-def test_an_exception_that_cannot_travel_back_is_a_remote_error(tmp_path: Path) -> None:
-    def raises_unpicklable() -> None:
-        raise NeedsTwoArgs(3, "checksum")
+def test_an_exception_whose_init_takes_other_arguments_comes_back_as_itself(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: ``__init__(self, shard, why)`` passing one message on came back as
+    RemoteError; a ``raise ... from`` lost its cause."""
 
-    job = prepared(tmp_path, raises_unpicklable)
+    def raises_two_args() -> None:
+        try:
+            raise KeyError("checksum")
+        except KeyError as inner:
+            error = NeedsTwoArgs(3, "checksum")
+            error.shard = 3  # type: ignore[attr-defined]
+            raise error from inner
+
+    job = prepared(tmp_path, raises_two_args)
     assert run_job(job).returncode == 1
-    with pytest.raises(RemoteError) as caught:
+    with pytest.raises(NeedsTwoArgs, match="shard 3: checksum") as caught:
         outcome(job).get("5")
     error = caught.value
-    assert error.type_name.endswith("NeedsTwoArgs")
-    assert error.text == "shard 3: checksum"
-    assert "raises_unpicklable" in error.remote_traceback
+    assert error.args == ("shard 3: checksum",)
+    assert error.shard == 3  # type: ignore[attr-defined]
+    assert isinstance(error.__cause__, KeyError)
+    assert error.__cause__.args == ("checksum",)
+    if hasattr(error, "__notes__"):
+        assert error.__notes__[-1].startswith("Traceback in job 5:")
+
+
+def test_an_exception_that_cannot_travel_back_is_a_remote_error_with_the_same_note() -> None:
+    gone = payload.Outcome(False, "lost.Module", "it broke", "Traceback ...\nlost.Module", b"")
+    with pytest.raises(RemoteError) as caught:
+        gone.get("5")
+    error = caught.value
+    assert (error.type_name, error.text) == ("lost.Module", "it broke")
+    assert "lost.Module" in error.remote_traceback
+    if hasattr(error, "__notes__"):
+        assert error.__notes__[-1] == "Traceback in job 5:\nTraceback ...\nlost.Module"
 
 
 def test_a_job_in_another_environment_names_the_packages_and_runs_nothing(tmp_path: Path) -> None:
