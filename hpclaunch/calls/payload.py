@@ -45,6 +45,7 @@ __all__ = [
     "load_call",
     "load_outcome",
     "needed_distributions",
+    "star_call",
 ]
 
 #: The call's directory inside the job directory, and its two files.
@@ -158,6 +159,12 @@ def dump_call(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, 
     """
     call = _pickled((fn, tuple(args), dict(kwargs)))
     return _envelope(call, mapped=False)
+
+
+def star_call(fn: Callable[..., Any], item: Sequence[Any]) -> Any:
+    """``fn(*item)``: a map over several iterables calls ``partial(star_call, fn)`` on each
+    zipped tuple (importable here, so the partial pickles by reference)."""
+    return fn(*item)
 
 
 def dump_map(fn: Callable[..., Any], items: Sequence[Any]) -> bytes:

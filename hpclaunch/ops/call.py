@@ -8,12 +8,20 @@ sidecar (``launcher: srun``, one process), so tiers, quotas, the history, ``stat
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.calls.payload import CALL_DIR, CALL_FILE, RESULT_FILE, Outcome, load_outcome
+from hpclaunch.calls.payload import (
+    CALL_DIR,
+    CALL_FILE,
+    RESULT_FILE,
+    Outcome,
+    load_outcome,
+    star_call,
+)
 from hpclaunch.errors import CallError, JobFailed, TransportError
 from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
@@ -166,7 +174,10 @@ def call_spec(
 
 
 def _name_of(fn: Callable[..., Any]) -> str:
-    """A job name from the function's name (``train``, ``Model.fit``; ``lambda``)."""
+    """A job name from the function's name (``train``, ``Model.fit``; ``lambda``; a
+    ``functools.partial``'s function)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.args[0] if fn.func is star_call and fn.args else fn.func
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.replace("<locals>.", "")).strip("-.")
     return name or "call"

@@ -549,6 +549,15 @@ class SweepRun:
 
         record = find_sweep(sweep_id)
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
+        if _is_map(session, record.job_dir):  # a map's results can be read from here too
+            return MapRun(
+                session,
+                record.sweep_id,
+                arrays,
+                record.points,
+                job_dir=record.job_dir,
+                log_dir=record.log_dir,
+            )
         return cls(session, record.sweep_id, arrays, record.points)
 
     def status(self, *, metrics: bool = True, sort_by: str | None = None) -> SweepStatus:
@@ -624,37 +633,63 @@ class MapRun(SweepRun):
     job_dir: str = ""
     log_dir: str = ""
 
-    def results(self, timeout: float | None = None) -> list[Any]:
+    @overload
+    def results(
+        self, timeout: float | None = None, *, return_exceptions: Literal[False] = False
+    ) -> list[Any]: ...
+
+    @overload
+    def results(
+        self, timeout: float | None = None, *, return_exceptions: bool
+    ) -> list[Any | BaseException]: ...
+
+    def results(
+        self, timeout: float | None = None, *, return_exceptions: bool = False
+    ) -> list[Any]:
         """What the function returned for each item, in the items' order, once every task
         has ended (one status call a round for all arrays; the files read after).
+        ``return_exceptions``: a failed item's exception takes its place in the list (as
+        ``asyncio.gather``), so one failure hides none of the other values.
 
         Raises:
-            Exception: The first failed item's own exception (its index and the job's
-                traceback as notes), or :class:`RemoteError`, or :class:`JobFailed` for a
-                task that ended without a result.
+            Exception: Unless ``return_exceptions``: the first failed item's own exception
+                (its index, how many others failed and the job's traceback as notes), or
+                :class:`RemoteError`, or :class:`JobFailed` for a task that ended without
+                a result.
             WatchTimeout: ``timeout`` seconds passed first.
         """
+        self.wait(timeout)
+        values: list[Any] = []
+        failed: list[int] = []
+        states: dict[int, TaskStatus] = {}
+        for index in range(self.points):
+            try:
+                values.append(self._item(index, states))
+            except Exception as exc:
+                failed.append(index)
+                values.append(exc)
+        if failed and not return_exceptions:
+            first = values[failed[0]]
+            if len(failed) > 1:
+                _note(first, f"{len(failed) - 1} more items failed: {failed[1:11]}")
+            raise first
+        return values
+
+    def _item(self, index: int, states: dict[int, TaskStatus]) -> Any:
+        """Item ``index``'s value, or raise its exception (noted with the item)."""
         from hpclaunch.ops.call import read_outcome
         from hpclaunch.supervise.sweep_task import task_dir
 
-        self.wait(timeout)
-        values: list[Any] = []
-        states: dict[int, TaskStatus] | None = None
-        for index in range(self.points):
-            directory = task_dir(self.job_dir, index)
-            outcome = read_outcome(self.session, directory)
-            try:
-                if outcome is None:
-                    if states is None:
-                        states = {t.point: t for t in self.status(metrics=False).tasks}
-                    raise self._without_result(index, states.get(index))
-                values.append(outcome.get(f"{self.sweep_id} item {index}"))
-            except Exception as exc:
-                add_note = getattr(exc, "add_note", None)  # Python 3.11+
-                if add_note is not None:
-                    add_note(f"map item {index} of {self.points} (sweep {self.sweep_id})")
-                raise
-        return values
+        outcome = read_outcome(self.session, task_dir(self.job_dir, index))
+        try:
+            if outcome is None:
+                if not states:
+                    states.update({t.point: t for t in self.status(metrics=False).tasks})
+                raise self._without_result(index, states.get(index))
+            return outcome.get(f"{self.sweep_id} item {index}")
+        except Exception as exc:
+            _note(exc, f"map item {index} of {self.points} (sweep {self.sweep_id})")
+            raise
 
     def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
         from hpclaunch.backends.base import JobRef
@@ -669,3 +704,21 @@ class MapRun(SweepRun):
             state = JobState.UNKNOWN
         info = JobInfo(JobRef(job_id), state)
         return without_result(self.session, info, task_dir(self.log_dir, index))
+
+
+def _note(exc: BaseException, text: str) -> None:
+    """``exc.add_note(text)`` where Python has it (3.11+)."""
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(text)
+
+
+def _is_map(session: Context, job_dir: str) -> bool:
+    """Whether the sweep whose directory is ``job_dir`` is a ``session.map`` (its call is
+    there)."""
+    from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
+
+    try:
+        return CALL_FILE in session.runner.listdir(f"{job_dir}/{CALL_DIR}")
+    except (OSError, HpclaunchError):
+        return False

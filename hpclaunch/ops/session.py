@@ -6,6 +6,7 @@ with the use cases as methods; the CLI's commands call the same use cases.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.calls.payload import star_call
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.simulate import simulate as simulate_policies
 from hpclaunch.ops.simulate import write_workload
@@ -295,8 +297,7 @@ class Session(Context):
     def map(
         self,
         fn: Callable[..., Any],
-        items: Iterable[Any],
-        *,
+        *iterables: Iterable[Any],
         max_concurrent: int | None = None,
         sweep_id: str | None = None,
         check: bool = True,
@@ -307,6 +308,8 @@ class Session(Context):
         cluster's MaxArraySize, each point run once, tier ``low`` unless given); ``options``
         are the job's (a spec's fields, as for :meth:`submit`). ``max_concurrent``: at most
         that many tasks at once. ``results()`` gives the values in the items' order.
+        With several iterables, as ``Executor.map``: ``fn(a, b)`` for each pair of
+        ``zip(as_, bs)``.
 
         Raises:
             CallError: No items, ``fn`` or the items cannot be pickled, or too large.
@@ -318,10 +321,14 @@ class Session(Context):
         given, rest = job_options(options)
         if rest:
             raise TypeError(f"map passes each item alone: unknown options {sorted(rest)}")
+        if len(iterables) == 1:
+            call, items = fn, list(iterables[0])
+        else:  # fn(*item) of zip(...): a partial of an importable helper, pickled as such
+            call, items = functools.partial(star_call, fn), list(zip(*iterables, strict=False))
         swept = submit_map(
             self,
-            fn,
-            list(items),
+            call,
+            items,
             given,
             max_concurrent=max_concurrent,
             sweep_id=sweep_id,

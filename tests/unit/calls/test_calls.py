@@ -19,8 +19,10 @@ import hpclaunch
 from hpclaunch.calls import payload
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError, SubmissionError
+from hpclaunch.ops.job import MapRun
 from hpclaunch.ops.watch import watch_of
 from hpclaunch.store.files import make_private_dirs
+from hpclaunch.store.sweeps import find_sweep
 from tests.unit.conftest import HELLO
 from tests.unit.fakes import FakeSlurm
 
@@ -506,3 +508,33 @@ def test_keywords_are_bound_to_the_functions_signature_at_submit(
     assert job.job_dir is not None
     assert run_job(Path(job.job_dir)).returncode == 0
     assert job.result(timeout=30) == "d:mine:0.1"
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def test_a_maps_results_keep_every_value_and_read_from_a_new_session(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: the first failure hid every other value, a map found again had no
+    results, and map took one iterable only."""
+    run = session.map(double_or_fail, [1, -2, 3, -4])
+    for index in range(4):
+        run_task(run.job_dir, index)
+    values = run.results(timeout=30, return_exceptions=True)
+    assert [v if isinstance(v, int) else type(v).__name__ for v in values] == [
+        2, "ShardError", 6, "ShardError"
+    ]  # fmt: skip
+    with pytest.raises(ShardError, match="negative item -2") as caught:
+        run.results(timeout=30)
+    if hasattr(caught.value, "__notes__"):
+        assert "1 more items failed: [3]" in caught.value.__notes__
+    again = hpclaunch.Session(warn=lambda _message: None).sweep_run(run.sweep_id)
+    assert isinstance(again, MapRun)
+    assert again.results(timeout=30, return_exceptions=True)[2] == 6
+    pairs = session.map(add, [1, 2, 3], [10, 20, 30])
+    for index in range(3):
+        assert run_task(pairs.job_dir, index).returncode == 0
+    assert pairs.results(timeout=30) == [11, 22, 33]
+    assert find_sweep(pairs.sweep_id).name == "add"  # the function's name, not "partial"
