@@ -77,6 +77,7 @@ __all__ = [
     "TransportError",
     "WatchTimeout",
     "describe_result",
+    "exit_words",
 ]
 
 #: How many trailing lines of stderr/stdout an error message quotes.
@@ -308,13 +309,40 @@ class JobFailed(CallError):
         *,
         hint: str | None = None,
     ) -> None:
-        code = "" if exit_code is None else f", exit code {exit_code}"
+        code = "" if exit_code is None else f", {exit_words(exit_code)}"
         tail = f"\nthe end of its log:\n{log_tail}" if log_tail.strip() else ""
         super().__init__(f"job {job_id} ended {state}{code} without a result{tail}", hint=hint)
         self.job_id = job_id
         self.state = state
         self.exit_code = exit_code
         self.log_tail = log_tail
+
+
+#: Signals that end a process on their own, by number: an exit code of 128+N is a shell's
+#: way of saying the process died of one; 256-N is a Python parent's ``sys.exit(-N)``.
+_FATAL_SIGNALS = {
+    2: "SIGINT",
+    4: "SIGILL",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    11: "SIGSEGV",
+    13: "SIGPIPE",
+    15: "SIGTERM",
+}
+
+
+def exit_words(code: int) -> str:
+    """``exit code 139 (128+11: the process died of SIGSEGV)``, or ``exit code 3``."""
+    if code - 128 in _FATAL_SIGNALS:
+        return (
+            f"exit code {code} (128+{code - 128}: the process died of {_FATAL_SIGNALS[code - 128]})"
+        )
+    if 256 - code in _FATAL_SIGNALS and code > 192:
+        number = 256 - code
+        return f"exit code {code} (256-{number}: the process died of {_FATAL_SIGNALS[number]})"
+    return f"exit code {code}"
 
 
 class RemoteError(CallError):

@@ -58,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         value = fn(*args, **kwargs)
+    except SystemExit as exc:  # raised back at the submitter's, it would end their program
+        said = CallError(
+            f"the function called sys.exit({exc.code!r}) instead of returning a value",
+            hint="return a value (or raise an exception) from the function",
+        )
+        print(f"hpclaunch.calls: {said.message}")
+        write_private(result, dump_error(said, traceback.format_exc()))
+        return 1
     except Exception as exc:
         traceback.print_exc()
         write_private(result, dump_error(exc, traceback.format_exc()))

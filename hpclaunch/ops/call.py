@@ -322,7 +322,13 @@ def read_outcome(session: Context, job_dir: str) -> Outcome | None:
     except TransportError:
         return None
     _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "load the result")
-    return load_outcome(data)
+    try:
+        return load_outcome(data)
+    except Exception as exc:  # written atomically: only a full disk or a hand cuts it
+        raise CallError(
+            f"the result {path} is cut short or damaged ({type(exc).__name__}: {exc})",
+            hint="the job's log says how its process ended; submit the call again",
+        ) from exc
 
 
 def _refuse_foreign(session: Context, paths: Sequence[str], doing: str) -> None:
@@ -346,6 +352,8 @@ def without_result(session: Context, info: JobInfo, log_dir: str | None) -> JobF
         lines = [line for _, line in read_logs(session, log_dir, None)]
         tail = "\n".join(lines[-15:])
     hints = {
+        "COMPLETED": "the function's process ended without a result: os._exit() in the "
+        "function, or a library that exits the process? return a value instead",
         "OUT_OF_MEMORY": "ask for more memory (resources.mem)",
         "TIMEOUT": "ask for more time (resources.time), or checkpoint with hpclaunch.runtime",
         "CANCELLED": "it was cancelled (scancel, hpclaunch cancel, or an administrator)",

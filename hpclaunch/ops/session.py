@@ -196,9 +196,15 @@ class Session(Context):
         force: bool = False,
         send: Callable[[Snapshot], object] | None = None,
     ) -> Submitted:
+        from hpclaunch.jobspec.job import JobSpec  # pydantic: when a job is submitted
         from hpclaunch.ops.snapshot import Snapshot
         from hpclaunch.ops.submit import submit_spec
 
+        if not callable(spec) and not isinstance(spec, (str, os.PathLike, Mapping, JobSpec)):
+            raise TypeError(
+                "submit takes a spec (a YAML file's path, a mapping or a JobSpec) or a "
+                f"function, not {type(spec).__name__} {spec!r:.60}"
+            )
         tree = Snapshot.of_cwd(self) if sync else None
         cwd = tree.cwd if tree is not None else None
         sender = send or Snapshot.send

@@ -82,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sidecar = Sidecar(config, LocalRunner())
         code = sidecar.run(signals)
     end_by(sidecar.stopped_by)
-    return code
+    # A child killed by signal N has returncode -N; exit as a shell does, 128+N (Python's
+    # sys.exit(-11) would exit 245, which reads as nothing: a SIGSEGV shows as 139).
+    return 128 - code if code < 0 else code
 
 
 if __name__ == "__main__":

@@ -891,3 +891,15 @@ def test_a_launch_that_finishes_as_the_warning_comes_is_a_success(
     assert ev["attempt_end"]["reason"] == "success"
     assert ev["attempt_end"]["warned"] == "preempted"
     assert not any(call[:2] == ("scontrol", "requeue") for call in runner.calls)
+
+
+def test_a_command_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path: Path) -> None:
+    """128+N, as a shell reports a death by signal N (it exited 245 for a SIGSEGV, Python's
+    sys.exit(-11); issue 45)."""
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    argv = [sys.executable, "-m", "hpclaunch.supervise", "run", "--launcher=srun"]
+    argv += ["--nproc-per-node=1", "--", sys.executable, "-c", crash]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["HPCLAUNCH_JOB_DIR"] = str(tmp_path)
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 128 + signal.SIGSEGV

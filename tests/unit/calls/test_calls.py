@@ -538,3 +538,30 @@ def test_a_maps_results_keep_every_value_and_read_from_a_new_session(
         assert run_task(pairs.job_dir, index).returncode == 0
     assert pairs.results(timeout=30) == [11, 22, 33]
     assert find_sweep(pairs.sweep_id).name == "add"  # the function's name, not "partial"
+
+
+def exits() -> None:
+    sys.exit(0)
+
+
+def test_exits_signals_damaged_results_and_non_specs_are_named(
+    session: hpclaunch.Session, slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 45's lesser ones: sys.exit(0) gave "COMPLETED without a result", deaths by
+    signal read "exit code 245", a cut result.pkl raised a bare EOFError, submit(42)."""
+    job = prepared(tmp_path, exits)
+    assert run_job(job).returncode == 1
+    with pytest.raises(CallError, match=r"called sys.exit\(0\) instead of returning"):
+        outcome(job).get("7")
+    assert "SIGSEGV" in str(JobFailed("7", "FAILED", 245, ""))
+    assert "128+11: the process died of SIGSEGV" in str(JobFailed("7", "FAILED", 139, ""))
+    assert str(JobFailed("7", "FAILED", 255, "")).startswith("job 7 ended FAILED, exit code 255 ")
+    with pytest.raises(TypeError, match="not int 42"):
+        session.submit(42)  # type: ignore[arg-type]
+    cut = session.submit(scale, [1.0])
+    assert cut.job_dir is not None
+    result = Path(cut.job_dir) / "call" / payload.RESULT_FILE
+    result.write_bytes(payload.dump_value([2.0])[:20])
+    with pytest.raises(CallError, match=r"cut short or damaged") as caught:
+        cut.result(timeout=30)
+    assert str(result) in str(caught.value)
