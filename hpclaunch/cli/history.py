@@ -42,7 +42,13 @@ def parse_time_option(
     help="Submitted at or after (2026-11-01, 2026-11-01T08:00, today, 7d, 12h).",
 )
 @click.option("--until", metavar="DATE", callback=parse_time_option, help="Submitted before.")
-@click.option("--limit", default=50, show_default=True, help="The newest N (0: all).")
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="The newest N (0: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
 def history_command(

@@ -40,7 +40,13 @@ COLUMNS = (
     shell_complete=complete_job_ids,
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--limit", default=20, show_default=True, help="Recent jobs to show without IDS.")
+@click.option(
+    "--limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Recent jobs to show without IDS.",
+)
 @click.pass_obj
 def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) -> None:
     """Show the state of jobs IDS, or of your recent hpclaunch jobs.

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from hpclaunch._resources import shipped_dir
+from hpclaunch.errors import ConfigError
 from hpclaunch.report.usage import format_size
 from hpclaunch.slurm.times import format_elapsed
 from hpclaunch.store.files import write_private
@@ -55,7 +56,16 @@ def render_page(template: str, **values: Any) -> str:
 
 def write_page(path: str | Path, page: str) -> Path:
     """Write ``page`` to ``path`` as :func:`write_private` does (atomically, 0600 even over
-    an existing file: the page names your jobs and paths); its absolute path."""
+    an existing file: the page names your jobs and paths); its absolute path.
+
+    Raises:
+        ConfigError: ``path``'s directory does not exist (a typo would otherwise make it).
+    """
     target = Path(path)
+    if not target.parent.is_dir():
+        raise ConfigError(
+            f"{path}: the directory {target.parent} does not exist: the page is not written",
+            hint="give a path in an existing directory (make it first if you meant a new one)",
+        )
     write_private(target, page)
     return target.resolve()

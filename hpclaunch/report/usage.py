@@ -74,8 +74,8 @@ class JobUsage:
         """The figures as text, a line each."""
         out = [f"GPU-hours: {self.gpu_hours:.2f} ({format_elapsed(self.ran_s)} run)"]
         if self.cpu_efficiency is not None:
-            on = f" on {self.cpus}" if self.cpus else ""
-            out.append(f"CPU efficiency: {self.cpu_efficiency:.0%} of the CPUs' time{on}")
+            cpus = f"{self.cpus} CPU{'' if self.cpus == 1 else 's'}" if self.cpus else "the CPUs"
+            out.append(f"CPU efficiency: {self.cpu_efficiency:.0%} of the time of {cpus}")
         if self.mem_asked:
             peak = format_size(self.mem_peak) if self.mem_peak is not None else "unknown"
             share = f" ({self.mem_efficiency:.0%})" if self.mem_efficiency is not None else ""

@@ -150,7 +150,7 @@ def notice_of(
         return notice(
             "completed",
             "end",
-            f"completed after {attempt + 1} attempt(s), {_duration(ran)}, "
+            f"completed after {attempt + 1} attempt{'s' if attempt else ''}, {_duration(ran)}, "
             f"{gpu_hours:.2f} GPU-hours",
             ran_s=round(ran, 1),
             gpu_hours=round(gpu_hours, 3),

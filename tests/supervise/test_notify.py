@@ -92,7 +92,7 @@ def test_ledger_events_become_notices() -> None:
     )
     assert done is not None
     assert (done.event, done.key) == ("completed", "end")
-    assert done.summary == "completed after 2 attempt(s), 1:00:00, 2.00 GPU-hours"
+    assert done.summary == "completed after 2 attempts, 1:00:00, 2.00 GPU-hours"
     assert done.facts["gpu_hours"] == 2.0
 
 

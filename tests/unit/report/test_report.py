@@ -140,7 +140,7 @@ def test_report_of_a_preempted_and_resumed_job(
     assert "12 step(s) were trained again after requeues" in text
     # From sacct: 4 GPUs x 7 minutes; 120 CPU-s of 2 CPUs x 420 s; the biggest step's memory
     assert "GPU-hours: 0.47 (7:00 run)" in text
-    assert "CPU efficiency: 14% of the CPUs' time on 2" in text
+    assert "CPU efficiency: 14% of the time of 2 CPUs" in text
     assert "memory: peak 1.5 GiB of 8.0 GiB asked (19%)" in text
     assert "time limit: the longest attempt ran 5:00 of 1:00:00 (8%)" in text
     assert "ask for about 10:00 (resources.time)" in text
