@@ -13,7 +13,7 @@ from typing import Annotated, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hpclaunch._resources import shipped_dir
+from hpclaunch.config.site_path import resolve_site_path, site_search_dirs
 from hpclaunch.errors import ConfigError
 from hpclaunch.jobspec.container import Mounts, RuntimeName
 from hpclaunch.jobspec.idle import Idle
@@ -458,12 +458,6 @@ class SiteConfig(_Model):
         raise KeyError(name)
 
 
-def site_search_dirs() -> list[Path]:
-    """Directories where site names are looked up, in order."""
-    shipped = shipped_dir("site-configs")
-    return [shipped] if shipped else []
-
-
 def load_site(name_or_path: str | Path) -> SiteConfig:
     """Load a site config by name (``local`` → ``site-configs/local.yaml``) or by path.
 
@@ -480,25 +474,3 @@ def load_site(name_or_path: str | Path) -> SiteConfig:
     path = resolve_site_path(name_or_path)
     data = read_yaml_mapping(path, ConfigError, "site config")
     return load_model(SiteConfig, data, source=f"site config {path}", error_cls=ConfigError)
-
-
-def resolve_site_path(name_or_path: str | Path) -> Path:
-    """The YAML file of a site name (``local`` → the first ``local.yaml`` of
-    :func:`site_search_dirs`) or a path (anything with a ``/`` or a YAML suffix).
-
-    Raises:
-        ConfigError: An unknown site name (the message lists the known ones).
-    """
-    name = str(name_or_path)
-    if "/" in name or name.endswith((".yaml", ".yml")):
-        return Path(name).expanduser()
-    dirs = site_search_dirs()
-    for directory in dirs:
-        candidate = directory / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate
-    known = sorted({p.stem for d in dirs for p in d.glob("*.yaml")})
-    raise ConfigError(
-        f"unknown site {name!r} (looked in {', '.join(str(d) for d in dirs) or 'nowhere'})",
-        hint=f"known sites: {', '.join(known) or 'none'}; or pass a path to a site YAML file",
-    )
