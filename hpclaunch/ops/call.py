@@ -152,7 +152,7 @@ def call_spec(
     nodes = getattr(resources, "nodes", None)
     if isinstance(resources, Mapping):
         nodes = resources.get("nodes")
-    if nodes not in (None, 1):
+    if isinstance(nodes, int) and nodes > 1:  # a wrong count is the spec's to name
         raise CallError(
             f"resources.nodes: {nodes}: a function runs as one process on one node",
             hint="for a multi-node launch submit a spec with launcher torchrun, deepspeed, "

@@ -20,6 +20,8 @@ from hpclaunch.config.settings import (
     resolve_settings,
     user_config_path,
 )
+from hpclaunch.config.site_path import resolve_site_path
+from hpclaunch.errors import ConfigError
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
@@ -61,6 +63,14 @@ class Context:
         warn: Callable[[str], None] | None = None,
         runner: Runner | None = None,
     ) -> None:
+        if site is not None:  # a misspelt site fails here, not at the first submit
+            path = resolve_site_path(site)
+            if not path.is_file():
+                raise ConfigError(
+                    f"site config {path} does not exist",
+                    hint="give a site name (an unknown one lists the known ones) or the path of "
+                    "an existing site YAML file",
+                )
         name = backend if isinstance(backend, str) else None
         typed = {"site": site, "backend": name, "remote": remote, "quota": quota}
         self.cli_values: dict[str, str | None] = {k: v for k, v in typed.items() if v}

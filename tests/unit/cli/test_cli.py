@@ -422,3 +422,23 @@ def test_a_reused_job_id_never_tells_another_jobs_story(
     assert "now names another job ('wrap', CANCELLED)" in row["reason"]
     [record] = recent_submissions(path=history_path(env))
     assert record.state != "CANCELLED"
+
+
+def test_lesser_refusals_of_issue_45(env: dict[str, str], tmp_path: Path) -> None:
+    """Each said nothing, or the wrong thing: status --limit -1 ("no jobs recorded"),
+    history --limit -5 (everything), report --html into a missing directory (made),
+    Session(site="nosuch") (accepted until the first submit)."""
+    import hpclaunch
+    from hpclaunch.errors import ConfigError
+
+    assert run(env, "status", "--limit", "-1").exit_code == 2
+    assert run(env, "history", "--limit", "-5").exit_code == 2
+    with pytest.raises(ConfigError, match="unknown site 'nosuch'"):
+        hpclaunch.Session(site="nosuch")
+    with pytest.raises(ConfigError, match="does not exist"):
+        hpclaunch.Session(site=str(tmp_path / "nope.yaml"))
+    from hpclaunch.report.page import write_page
+
+    with pytest.raises(ConfigError, match="does not exist: the page is not written"):
+        write_page(tmp_path / "missing" / "x.html", "<html></html>")
+    assert not (tmp_path / "missing").exists()
