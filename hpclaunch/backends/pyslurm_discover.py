@@ -76,6 +76,7 @@ def config_text(config: Any) -> dict[str, str]:
         "ClusterName": str(config.cluster_name or ""),
         "SLURM_VERSION": str(config.version),
         "MaxArraySize": _text(config.max_array_size),
+        "MaxJobCount": _text(getattr(config, "max_job_count", None)),
         "MinJobAge": _text(config.min_job_age),
         "PreemptType": _text(config.preempt_type) or "preempt/none",
         "PreemptMode": _text(config.preempt_mode) or "OFF",

@@ -107,6 +107,10 @@ def submit_command(
             raise click.exceptions.Exit(1)
 
 
+#: A dry run shows the sbatch calls of this many arrays, and the last one.
+_SHOWN_ARRAYS = 5
+
+
 def _print_dry_run(preview: SweepPreview) -> None:
     sweep, job = preview.sweep, preview.job
     click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
@@ -114,7 +118,12 @@ def _print_dry_run(preview: SweepPreview) -> None:
         click.echo(f"#   {index}: {json.dumps(point, ensure_ascii=False)}")
     if len(sweep.points) > 20:
         click.echo(f"#   ... and {len(sweep.points) - 20} more")
-    for index in range(len(sweep.arrays)):
+    count = len(sweep.arrays)
+    for index in range(count):
+        if _SHOWN_ARRAYS <= index < count - 1:  # 600 lines that differ in one number
+            if index == _SHOWN_ARRAYS:
+                click.echo(f"# ... {count - _SHOWN_ARRAYS - 1} more sbatch calls like these")
+            continue
         same_part = index and sweep.part_of(index - 1) == sweep.part_of(index)
         previous = "<array before>" if same_part else None
         click.echo(f"# sbatch argv: {shlex.join(sweep.sbatch_argv(index, previous))}")

@@ -20,6 +20,7 @@ from hpclaunch.errors import (
     BackendError,
     ControllerUnreachable,
     HpclaunchError,
+    PlanError,
     SubmissionError,
     TransportError,
 )
@@ -154,6 +155,7 @@ def submit_sweep_spec(
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
+        check_job_count(context, len(sweep.points), enabled=check)
     notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
     if dry_run:
         return Swept(sweep, None, ())
@@ -204,6 +206,34 @@ def submit_sweep_spec(
         exc.hint = f"{exc.hint}; {retry}" if exc.hint else retry
         raise
     return Swept(sweep, record, tuple(done))
+
+
+def check_job_count(context: Context, tasks: int, *, enabled: bool) -> None:
+    """Refuse a sweep of more tasks than slurmctld holds at once (MaxJobCount, all users'
+    jobs together, each array task one job): it would fail part-way; warn past half of it.
+
+    Raises:
+        PlanError: More tasks than MaxJobCount.
+    """
+    if not enabled or not context.backend.has_cluster:
+        return
+    try:
+        limit = context.capabilities().max_job_count
+    except (BackendError, TransportError):
+        return  # check_before_submit has warned
+    if not limit or tasks <= limit // 2:
+        return
+    said = (
+        f"{tasks} points are {tasks} jobs to Slurm (each array task counts) against the "
+        f"cluster's MaxJobCount of {limit}, all users' jobs together"
+    )
+    if tasks > limit:
+        raise PlanError(
+            f"{said}: the sweep would fail part-way",
+            hint=f"split it into sweeps of at most {limit // 2} points (a parameter's values "
+            "in parts, each its own sweep), or ask the cluster's admins",
+        )
+    context.warn(f"{said}: its last arrays may be refused when the queue is full")
 
 
 def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:

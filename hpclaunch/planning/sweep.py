@@ -329,9 +329,9 @@ def _notes(
     notes = [
         f"sweep ({spec.sweep.method}): {len(points)} points over {', '.join(names) or '-'}; "
         f"each task gets {plan.job_dir}/tasks/<point>/ (control, ledger, checkpoints, logs)",
-        f"{len(arrays)} array(s) of at most {max_array_size} tasks (indices stay below "
-        f"MaxArraySize {max_array_size}): "
-        + ", ".join(f"--array={a.array_spec} from point {a.offset}" for a in arrays),
+        f"{len(arrays)} array{'' if len(arrays) == 1 else 's'} of at most {max_array_size} "
+        f"tasks (indices stay below MaxArraySize {max_array_size}): "
+        + _first_and_last([f"--array={a.array_spec} from point {a.offset}" for a in arrays]),
     ]
     if chained:
         notes.append(
@@ -418,3 +418,10 @@ def _quota_notes(
                 f"{fits} tasks at a time"
             )
     return tuple(notes)
+
+
+def _first_and_last(items: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c, ... (N more), z``: a plan of 600 arrays stays one readable line."""
+    if len(items) <= 2 * shown:
+        return ", ".join(items)
+    return f"{', '.join(items[:shown])}, ... ({len(items) - shown - 1} more), {items[-1]}"

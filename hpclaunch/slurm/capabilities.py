@@ -61,7 +61,7 @@ __all__ = [
 
 #: Seconds a cached discovery stays fresh.
 #: Bumped when the cached JSON changes shape; older caches are rediscovered.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 COMMAND_TIMEOUT = 30.0
 
 SINFO_FORMAT = "%N|%R|%G|%c|%T"
@@ -194,6 +194,9 @@ class Capabilities:
     accounting_storage_tres: tuple[str, ...] = ()
     preempt_parameters: tuple[str, ...] = ()
     client_version: str = "unknown"
+    #: slurm.conf's MaxJobCount: the jobs slurmctld holds at once, all users together; each
+    #: array task counts (job_mgr.c, 25.11.7: ``bit_set_count(job_desc->array_bitmap)``).
+    max_job_count: int | None = None
 
     @property
     def version(self) -> tuple[int, int]:
@@ -545,6 +548,7 @@ def assemble(
         cluster=config.get("ClusterName", ""),
         slurm_version=config.get("SLURM_VERSION", "unknown"),
         max_array_size=_int_or_none(config.get("MaxArraySize")),
+        max_job_count=_int_or_none(config.get("MaxJobCount")),
         min_job_age=_int_or_none(config.get("MinJobAge")),  # "300 sec" in 22.05
         preempt_type=config.get("PreemptType", "preempt/none"),
         preempt_mode=config.get("PreemptMode", "OFF"),

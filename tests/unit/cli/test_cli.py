@@ -442,3 +442,42 @@ def test_lesser_refusals_of_issue_45(env: dict[str, str], tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="does not exist: the page is not written"):
         write_page(tmp_path / "missing" / "x.html", "<html></html>")
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_sweep_beyond_max_job_count_is_refused_and_its_plan_stays_readable(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 45: 60,000 points were planned against MaxJobCount 10,000 without a word (each
+    array task is a job to slurmctld), and the plan printed one 20 KB line."""
+    from types import SimpleNamespace
+
+    from hpclaunch.errors import PlanError
+    from hpclaunch.ops.sweep import check_job_count
+    from hpclaunch.slurm.capabilities import discover
+    from tests.unit.fakes import recorded
+
+    caps = discover(recorded(), now=lambda: 1000.0)  # Slurm 22.05's: MaxJobCount 10000
+    warned: list[str] = []
+    context = SimpleNamespace(
+        backend=SimpleNamespace(has_cluster=True), capabilities=lambda: caps, warn=warned.append
+    )
+    with pytest.raises(PlanError, match="MaxJobCount of 10000") as caught:
+        check_job_count(context, 60_000, enabled=True)  # type: ignore[arg-type]
+    assert "at most 5000 points" in (caught.value.hint or "")
+    check_job_count(context, 6_000, enabled=True)  # type: ignore[arg-type]
+    assert warned == [
+        "6000 points are 6000 jobs to Slurm (each array task counts) against the cluster's "
+        "MaxJobCount of 10000, all users' jobs together: its last arrays may be refused when "
+        "the queue is full"
+    ]
+    check_job_count(context, 5_000, enabled=True)  # type: ignore[arg-type]
+    assert len(warned) == 1
+
+    spec = tmp_path / "big.yaml"
+    data = {"name": "big", "command": ["echo", "{x}"], "project": "research"}
+    sweep = {"method": "grid", "parameters": {"x": list(range(60_000))}}
+    spec.write_text(yaml.safe_dump({**data, "sweep": sweep}))
+    result = run(env, "sweep", "--dry-run", "--no-check", str(spec))
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.stdout.splitlines()) < 400
+    assert "more sbatch calls like these" in result.stdout

@@ -36,6 +36,7 @@ def caps() -> Capabilities:
 def test_discovers_the_local_cluster(caps: Capabilities) -> None:
     assert (caps.cluster, caps.slurm_version, caps.user) == ("hpclaunch", "22.05.8", "root")
     assert (caps.max_array_size, caps.min_job_age, caps.job_requeue) == (1001, 300, True)
+    assert caps.max_job_count == 10000
     assert (caps.preempt_type, caps.preempt_mode) == ("preempt/qos", "REQUEUE")
     assert "sched_interval=2" in caps.scheduler_parameters
     assert caps.slurmctld_parameters == ("preempt_send_user_signal",)
