@@ -40,6 +40,7 @@ __all__ = [
     "spec_hash",
     "submit_spec",
     "untrusted",
+    "warn_idle_unwatched",
 ]
 
 
@@ -108,6 +109,7 @@ def submit_spec(
             overrides=overrides,
         )
         warn_over_quota(session, plan, source)
+        warn_idle_unwatched(session, plan)
         check_before_submit(session, plan, enabled=check)
     job = session.backend.dryrun(plan)
     notices = notify_config(plan)  # a missing webhook is refused by a dry run too
@@ -137,6 +139,29 @@ PRIVATE_DIR_HINT = (
     "a job directory must be yours and private (mode 0700): set job_root to a directory of "
     "your own (the default is ~/.hpclaunch/jobs), or give a new submission id"
 )
+
+
+def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
+    """Warn, once at submit (and in the dry run), when the job has an idle guard but its
+    Python lacks pynvml: no GPU is sampled, so the guard never stops it. Known only when
+    the job runs this interpreter (no venv, conda or container of its own)."""
+    import importlib.util
+    import sys
+
+    from hpclaunch.planning.plan import job_python
+
+    if "HPCLAUNCH_GPU_IDLE_SECONDS" not in dict(plan.runtime_env):
+        return
+    if plan.venv or plan.conda or plan.container is not None:
+        return
+    if job_python(session.site, session.home) != sys.executable:
+        return
+    if importlib.util.find_spec("pynvml") is None:
+        session.warn(
+            f"idle guard: the job's Python ({sys.executable}) has no pynvml, so no GPU is "
+            "sampled and the guard never stops the job; install it there with "
+            "pip install 'hpclaunch[gpu]' (nvidia-ml-py)"
+        )
 
 
 def untrusted(session: Context, paths: Sequence[str]) -> str | None:

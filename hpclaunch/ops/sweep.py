@@ -40,7 +40,7 @@ from hpclaunch.ops.plan_job import (
     warn_over_quota,
     with_user_notify,
 )
-from hpclaunch.ops.submit import check_before_submit
+from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
 from hpclaunch.planning.points import params_lines
 
 if TYPE_CHECKING:
@@ -150,6 +150,7 @@ def submit_sweep_spec(
             cwd=cwd,
         )
         warn_over_quota(context, sweep.plan, spec_path)
+        warn_idle_unwatched(context, sweep.plan)
         if sweep.unused:  # the trainer may read them with sweep_params(): a warning
             context.warn(f"{spec_path}: {unused_note(sweep.unused)}")
         for plan in (sweep.plan, sweep.overquota):

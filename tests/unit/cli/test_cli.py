@@ -481,3 +481,27 @@ def test_a_sweep_beyond_max_job_count_is_refused_and_its_plan_stays_readable(
     assert result.exit_code == 0, result.output
     assert max(len(line) for line in result.stdout.splitlines()) < 400
     assert "more sbatch calls like these" in result.stdout
+
+
+def test_an_idle_guard_the_job_cannot_keep_is_said_at_submit(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: without pynvml in the job's Python the guard silently did nothing."""
+    import importlib.util
+
+    spec = tmp_path / "idle.yaml"
+    spec.write_text(
+        "name: idle\ncommand: [python, train.py]\nlauncher: srun\nproject: research\n"
+        "resources: {gpus_per_node: 1}\nidle: {notify_after: 10, stop_after: 30}\n"
+    )
+    with_nvml = run(env, "submit", "--dry-run", "--no-check", str(spec))
+    assert with_nvml.exit_code == 0, with_nvml.output
+    assert "idle guard" not in with_nvml.stderr  # this venv has the [gpu] extra
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pynvml" else real(name, *a)
+    )
+    without = run(env, "submit", "--dry-run", "--no-check", str(spec))
+    assert without.exit_code == 0, without.output
+    assert without.stderr.count("Warning: idle guard: the job's Python") == 1
+    assert "pip install 'hpclaunch[gpu]'" in without.stderr
