@@ -8,7 +8,7 @@ each was given and used) plus one file read.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.progress import eta_of_record
@@ -18,6 +18,7 @@ from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
 from hpclaunch.report.usage import advise_usage, summarise_usage
 from hpclaunch.supervise.gpumon import METRICS_NAME, read_metrics
+from hpclaunch.supervise.ledger import COMMIT_EVENTS
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -58,11 +59,24 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         accounting_problem=events.accounting_problem,
         advice=tuple(advise(attempts, gpus) + advise_usage(usage)),
         samples=tuple(samples),
-        checkpoints=tuple(
-            (float(e["time"]), e.get("step") if isinstance(e.get("step"), int) else None)
-            for e in events.ledger or []
-            if e.get("event") == "checkpoint_committed" and isinstance(e.get("time"), (int, float))
-        ),
+        checkpoints=_commits(events.ledger or []),
         usage=usage,
         eta=eta,
     )
+
+
+def _commits(ledger: list[dict[str, Any]]) -> tuple[tuple[float, int | None], ...]:
+    """(time, step) of each committed checkpoint, the trainer's periodic ones too, each
+    step once (its first line: a periodic commit that ends a launch is logged twice)."""
+    seen: set[tuple[object, object]] = set()
+    found: list[tuple[float, int | None]] = []
+    for event in ledger:
+        when, step = event.get("time"), event.get("step")
+        if event.get("event") not in COMMIT_EVENTS or not isinstance(when, (int, float)):
+            continue
+        key = (event.get("attempt"), step)
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append((float(when), step if isinstance(step, int) else None))
+    return tuple(found)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.slurm.times import parse_elapsed
+from hpclaunch.supervise.ledger import COMMIT_EVENTS
 
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import Attempt
@@ -85,10 +86,11 @@ def summarise_attempts(
     for event in ledger:  # a run Slurm started after the job had ended: nothing ran
         if event.get("event") == "restart_refused":
             ends.setdefault(event.get("attempt"), {"reason": "restart_refused"})
-    commits: dict[object, int] = {}
+    steps: dict[object, set[object]] = {}
     for event in ledger:
-        if event.get("event") == "checkpoint_committed":
-            commits[event.get("attempt")] = commits.get(event.get("attempt"), 0) + 1
+        if event.get("event") in COMMIT_EVENTS:  # the sidecar's and the trainer's own
+            steps.setdefault(event.get("attempt"), set()).add(event.get("step"))
+    commits = {attempt: len(committed) for attempt, committed in steps.items()}
     found: list[AttemptSummary] = []
     previous_end: datetime | None = None
     for attempt in attempts:

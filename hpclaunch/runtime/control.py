@@ -33,6 +33,7 @@ from typing import Any
 
 from hpclaunch.runtime import _dist
 from hpclaunch.runtime._fs import read_json, write_json_atomic
+from hpclaunch.supervise.ledger import Ledger
 
 __all__ = [
     "CheckpointRequest",
@@ -361,6 +362,14 @@ def mark_checkpoint_done(step: int, path: Path, *, seconds: float) -> None:
         "reason": request.reason if request is not None else "periodic",
     }
     write_json_atomic(control_dir() / DONE_FILE, data)
+    job = os.environ.get("HPCLAUNCH_JOB_DIR")
+    if request is None and job:
+        # The sidecar logs the checkpoints it asked for; the trainer's own schedule is
+        # logged here, so the report counts every commit (it showed 0 for periodic ones).
+        with contextlib.suppress(OSError):
+            Ledger(job, attempt()).append(
+                "checkpoint_periodic", step=int(step), seconds=round(seconds, 6), path=str(path)
+            )
 
 
 def mark_checkpoint_failed(

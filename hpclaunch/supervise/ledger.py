@@ -21,6 +21,10 @@ event                       fields
 ``checkpoint_requested``    ``reason``, ``deadline``, ``time_left`` (seconds to the time limit
                             at the warning, from squeue or ``SLURM_JOB_END_TIME``; null: unknown)
 ``checkpoint_committed``    ``step``, ``seconds``, ``path``, ``reason`` (the done file's)
+``checkpoint_periodic``     ``step``, ``seconds``, ``path``: a commit of the trainer's own
+                            schedule, written by :mod:`hpclaunch.runtime` (the sidecar
+                            logs a periodic commit that ends its launch once more, as
+                            ``checkpoint_committed``: count steps, not lines)
 ``checkpoint_failed``       ``step``, ``errno``, ``errno_name`` (``ENOSPC``, ``EDQUOT``...),
                             ``error``, ``dir``, ``resume_step`` (the newest complete one)
 ``checkpoint_timeout``      ``waited`` (no answer before the deadline), ``periodic_step``
@@ -81,6 +85,11 @@ LEDGER_NAME = "events.jsonl"
 #: An extended regular expression (``grep -E``) for the line :meth:`Ledger.append` writes
 #: when an attempt ends ``success`` (json.dumps: event, attempt and time first).
 SUCCESS_LINE = r'^\{"event": "attempt_end", .*"reason": "success"'
+
+
+#: The events of a committed checkpoint: the sidecar's (asked for, or ending a launch) and
+#: the trainer's own schedule's; one commit may be logged by both (count its step once).
+COMMIT_EVENTS = frozenset({"checkpoint_committed", "checkpoint_periodic"})
 
 
 class Ledger:

@@ -356,3 +356,27 @@ def test_a_gpus_line_breaks_where_a_requeue_left_no_sample() -> None:
     assert chart is not None
     [line] = chart.series
     assert [len(part.split()) for part in line.segments] == [3, 2]
+
+
+def test_every_committed_checkpoint_counts_the_trainers_own_schedule_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: periodic commits (step-340..360 on disk) showed as 0 and drew no tick."""
+    from hpclaunch import runtime
+    from hpclaunch.ops.report import _commits
+    from hpclaunch.report.attempts import summarise_attempts
+    from hpclaunch.slurm.jobs import Attempt, JobState
+    from hpclaunch.supervise.ledger import Ledger, read_ledger
+
+    monkeypatch.setenv("HPCLAUNCH_JOB_DIR", str(tmp_path))
+    monkeypatch.setenv("HPCLAUNCH_ATTEMPT", "0")
+    for step in (340, 350, 360):
+        runtime.commit_checkpoint(step, lambda d: (d / "w.bin").write_bytes(b"w"))
+    # The sidecar logs the last one again when it ends the launch (it was asked for then).
+    Ledger(tmp_path, 0).append("checkpoint_committed", step=360, seconds=0.1, path="x")
+    ledger = read_ledger(tmp_path)
+    assert [e["event"] for e in ledger].count("checkpoint_periodic") == 3
+    attempt = Attempt(0, JobState.COMPLETED, elapsed="00:09:59", nodes="n1")
+    [summary] = summarise_attempts([attempt], ledger)
+    assert summary.checkpoints == 3
+    assert [step for _, step in _commits(ledger)] == [340, 350, 360]
