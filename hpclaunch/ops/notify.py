@@ -62,6 +62,25 @@ def notify_config(plan: SubmissionPlan) -> dict[str, object] | None:
     }
 
 
+#: What the login node tells without a sidecar: the job's end, seen by status or history.
+_WITHOUT_SIDECAR = frozenset({"completed", "failed"})
+
+
+def warn_unsendable(ctx: Context, plan: SubmissionPlan) -> None:
+    """Say at submit which of ``notify.events`` can never be sent: with ``launcher: none``
+    no sidecar watches the job, so only its end is told (by ``status``/``history`` here)."""
+    notify = plan.notify
+    if notify is None or plan.launcher != "none":
+        return
+    lost = [event for event in notify.events if event not in _WITHOUT_SIDECAR]
+    if lost:
+        ctx.warn(
+            f"notify: {', '.join(lost)} cannot be sent for a job with launcher: none (no "
+            "sidecar watches it); only its end is, by the next hpclaunch status or history "
+            "here. Use a launcher (srun, torchrun, ...) to be told the rest"
+        )
+
+
 def write_notify_config(ctx: Context, plan: SubmissionPlan, config: Mapping[str, object]) -> None:
     """Write ``config`` (:func:`notify_config`) as the job's ``notify/config.json``: 0600, in
     its private directory, the one place the URL goes.

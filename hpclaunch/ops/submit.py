@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.errors import BackendError, SubmissionError, TransportError
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.notify import notify_config, write_notify_config
+from hpclaunch.ops.notify import notify_config, warn_unsendable, write_notify_config
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
@@ -113,6 +113,7 @@ def submit_spec(
         check_before_submit(session, plan, enabled=check)
     job = session.backend.dryrun(plan)
     notices = notify_config(plan)  # a missing webhook is refused by a dry run too
+    warn_unsendable(session, plan)
     if dry_run:
         return Submitted(plan, job, None, False, source)
     if submission_id:

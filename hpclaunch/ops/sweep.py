@@ -25,7 +25,7 @@ from hpclaunch.errors import (
     TransportError,
 )
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.notify import notify_config, write_notify_config
+from hpclaunch.ops.notify import notify_config, warn_unsendable, write_notify_config
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
@@ -158,6 +158,7 @@ def submit_sweep_spec(
                 check_before_submit(context, plan, enabled=check)
         check_job_count(context, len(sweep.points), enabled=check)
     notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
+    warn_unsendable(context, sweep.plan)
     if dry_run:
         return Swept(sweep, None, ())
     if before_submit is not None:

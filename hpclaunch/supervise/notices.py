@@ -140,8 +140,36 @@ def notice_of(
                 "preempted", f"preempted-{attempt}", f"preempted{at}; requeued, it resumes"
             )
         if reason == "resized":
-            return notice("resized", f"resized-{attempt}", f"stopped{at} to resize; requeued")
-        return None  # a time limit, a node failure or a retry: it goes on
+            sizes = f" from {record.get('from_nodes')} to {record.get('to_nodes')} nodes"
+            known = record.get("from_nodes") is not None and record.get("to_nodes") is not None
+            return notice(
+                "resized",
+                f"resized-{attempt}",
+                f"stopped{at} to resize{sizes if known else ''}; requeued",
+                from_nodes=record.get("from_nodes"),
+                to_nodes=record.get("to_nodes"),
+            )
+        if reason == "requeued":  # scontrol requeue by someone: as a preemption, it resumes
+            return notice(
+                "preempted",
+                f"requeued-{attempt}",
+                f"requeued by Slurm{at} (scontrol requeue by a user or operator, or a "
+                "preemption without a warning); it resumes from its last checkpoint",
+            )
+        if reason in _FAILURES and record.get("retry") is not None:  # retry: it runs again
+            code = record.get("exit_code")
+            wait = record.get("retry_wait")
+            then = f" in {wait:g} s" if isinstance(wait, (int, float)) else ""
+            return notice(
+                "failed",
+                f"retried-{attempt}",
+                f"failed ({reason}, exit code {code}){at}; retry {record.get('retry')} "
+                f"starts{then} (its retry: policy)",
+                *log_tail_text(record.get("tail") or list(tail())),
+                exit_code=code,
+                retry=record.get("retry"),
+            )
+        return None  # a time limit or a node failure: it goes on
     if reason == "stopped_idle":
         why = record.get("why") or "its GPUs sat idle"
         return notice("stopped_idle", "end", f"stopped{at}, not requeued: {why}")

@@ -69,13 +69,35 @@ def test_ledger_events_become_notices() -> None:
     )
     assert preempted is not None
     assert (preempted.event, preempted.key) == ("preempted", "preempted-1")
-    # A time limit requeued, a retry: the job goes on, nobody is told.
+    # A time limit requeued: the job goes on, nobody is told.
     assert (
         notice_of({"event": "attempt_end", "reason": "time_limit", "requeued": True}, ENV) is None
     )
-    assert (
-        notice_of({"event": "attempt_end", "reason": "user_error", "requeued": True}, ENV) is None
+    # A failure its retry: policy requeues, an admin's requeue, a resize: told (issue 45).
+    retried = notice_of(
+        {"event": "attempt_end", "attempt": 0, "reason": "user_error", "requeued": True,
+         "exit_code": 3, "retry": 1, "retry_wait": 20.0, "last_step": 4, "tail": ["boom"]},
+        ENV,
+    )  # fmt: skip
+    assert retried is not None
+    assert (retried.event, retried.key) == ("failed", "retried-0")
+    assert retried.summary == (
+        "failed (user_error, exit code 3) at step 4; retry 1 starts in 20 s (its retry: policy)"
     )
+    requeued = notice_of(
+        {"event": "attempt_end", "attempt": 2, "reason": "requeued", "requeued": True}, ENV
+    )
+    assert requeued is not None
+    assert (requeued.event, requeued.key) == ("preempted", "requeued-2")
+    assert requeued.summary.startswith("requeued by Slurm (scontrol requeue")
+    resized = notice_of(
+        {"event": "attempt_end", "attempt": 1, "reason": "resized", "requeued": True,
+         "from_nodes": 1, "to_nodes": 2, "last_step": 30},
+        ENV,
+    )  # fmt: skip
+    assert resized is not None
+    assert resized.summary == "stopped at step 30 to resize from 1 to 2 nodes; requeued"
+    assert (resized.facts["from_nodes"], resized.facts["to_nodes"]) == (1, 2)
     assert (
         notice_of({"event": "attempt_end", "reason": "cancelled", "requeued": False}, ENV) is None
     )

@@ -143,3 +143,22 @@ def _write(folder: Path, name: str) -> Path:
     path = folder / name
     path.write_text("name: s\ncommand: ['true']\n")
     return path
+
+
+def test_what_a_job_without_a_sidecar_cannot_tell_is_said_at_submit(
+    env: Env, slurm: FakeSlurm, hook: Webhook, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 45: started (and the rest) with launcher: none sent nothing, silently."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    warned: list[str] = []
+    session = hpclaunch.Session(warn=warned.append)
+    hpclaunch.Session.save_webhook("lab", hook.url)
+    session.dryrun({**_spec(), "launcher": "none"}, check=False)
+    assert len(warned) == 1
+    assert warned[0].startswith("notify: started, preempted, resumed, resized")
+    assert "cannot be sent for a job with launcher: none" in warned[0]
+    session.dryrun({**_spec(events=["completed", "failed"]), "launcher": "none"}, check=False)
+    session.dryrun({**_spec(), "launcher": "srun"}, check=False)
+    assert len(warned) == 1
