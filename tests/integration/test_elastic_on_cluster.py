@@ -209,6 +209,9 @@ def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
         ("resized", "resized-1"),
         ("completed", "end"),
     ], told
+    # With the sizes (issue 45): the ledger's from/to of each resize.
+    said = [(t["from_nodes"], t["to_nodes"]) for t in told[:2]]
+    assert said == [(e["from_nodes"], e["to_nodes"]) for e in ends[:2]], (told, ends)
 
 
 def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(
