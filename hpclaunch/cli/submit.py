@@ -117,7 +117,9 @@ def submit_command(
     from hpclaunch.cli._submitting import print_dry_run, send_tree
 
     if dry_run:
-        job = app.dryrun(spec, overrides=overrides, check=not no_check, sync=sync)
+        job = app.dryrun(
+            spec, overrides=overrides, check=not no_check, sync=sync, submission_id=submission_id
+        )
         if overrides:
             click.echo(f"# spec {spec}, changed by: {shlex_join(f'--set={o}' for o in overrides)}")
         print_dry_run(job)

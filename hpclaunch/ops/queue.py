@@ -342,6 +342,32 @@ def queue_entries(
     tiers come from the history."""
     from hpclaunch.store.history import recent_submissions
 
+    if partition is not None:
+        _check_partition(ctx, partition)
     rows = ctx.backend.queue(me=me, partition=partition)
     records = recent_submissions(limit=10_000)
     return build_queue(rows, ctx.site, history_tiers(records, ctx.site.name))
+
+
+def _check_partition(ctx: Context, name: str) -> None:
+    """Refuse a partition that neither the site nor the cluster has (an empty queue would
+    read as "nobody has jobs" there).
+
+    Raises:
+        ConfigError: No such partition.
+    """
+    from hpclaunch.errors import ConfigError, HpclaunchError
+
+    known = {p.name for p in ctx.site.partitions}
+    if name in known:
+        return
+    try:
+        caps = ctx.capabilities()
+    except HpclaunchError:
+        return  # the cluster cannot be read: squeue has the last word
+    known |= {p.name for p in caps.partitions}
+    if name not in known:
+        raise ConfigError(
+            f"partition {name!r}: the cluster has no such partition",
+            hint=f"its partitions: {', '.join(sorted(known))}",
+        )

@@ -132,17 +132,19 @@ class Session(Context):
         overrides: Sequence[str] = (),
         check: bool = True,
         sync: bool = False,
+        submission_id: str | None = None,
         **kwargs: Any,
     ) -> RenderedJob:
         """What :meth:`submit` would submit, without submitting it (``submit --dry-run``):
         ``.script``, ``.sbatch_argv`` and ``.plan`` (account, QOS, tier, quota placement,
-        paths, and ``.plan.notes``: why each was chosen).
+        paths, and ``.plan.notes``: why each was chosen); ``submission_id`` is checked and
+        used as :meth:`submit` would.
 
         Raises:
             As :meth:`submit`, but for Slurm's own refusal.
         """
         return self._submitted(
-            spec, args, kwargs, overrides, None, check=check, sync=sync, dry_run=True
+            spec, args, kwargs, overrides, submission_id, check=check, sync=sync, dry_run=True
         ).job
 
     def estimate(

@@ -431,6 +431,11 @@ def test_lesser_refusals_of_issue_45(env: dict[str, str], tmp_path: Path) -> Non
     import hpclaunch
     from hpclaunch.errors import ConfigError
 
+    assert_clean_error(
+        run(env, "submit", "--dry-run", "--submission-id", "../../etc", HELLO),
+        2,
+        "invalid submission id '../../etc'",
+    )
     assert run(env, "status", "--limit", "-1").exit_code == 2
     assert run(env, "history", "--limit", "-5").exit_code == 2
     with pytest.raises(ConfigError, match="unknown site 'nosuch'"):

@@ -238,6 +238,16 @@ def test_queue_is_one_squeue_call_in_scheduler_order(env: Env, slurm: Slurm) -> 
     assert data[2]["why"].startswith("behind 1 higher-priority job in the queue")
 
 
+def test_queue_of_a_partition_that_does_not_exist_is_refused(env: Env, slurm: Slurm) -> None:
+    """Issue 45: it said "nobody has jobs in partition nope"."""
+    res = run(env, "queue", "--partition", "nope")
+    assert res.exit_code == 2, out(res)
+    assert "partition 'nope': the cluster has no such partition" in res.stderr
+    assert "its partitions: " in res.stderr
+    assert not [c for c in slurm.runner.calls if c[0] == "squeue"]
+    assert run(env, "queue", "--partition", "gpu").exit_code == 0  # the site's
+
+
 def test_queue_table(env: Env, slurm: Slurm) -> None:
     res = run(env, "queue", "--me")
     assert res.exit_code == 0, out(res)
