@@ -424,7 +424,7 @@ def test_a_reused_job_id_never_tells_another_jobs_story(
     assert record.state != "CANCELLED"
 
 
-def test_lesser_refusals_of_issue_45(env: dict[str, str], tmp_path: Path) -> None:
+def test_lesser_refusals_of_issue_45(env: dict[str, str], slurm: FakeSlurm, tmp_path: Path) -> None:
     """Each said nothing, or the wrong thing: status --limit -1 ("no jobs recorded"),
     history --limit -5 (everything), report --html into a missing directory (made),
     Session(site="nosuch") (accepted until the first submit)."""
