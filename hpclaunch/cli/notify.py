@@ -29,6 +29,14 @@ def add_command(name: str) -> None:
     )
 
 
+@notify_group.command("remove")
+@click.argument("name")
+def remove_command(name: str) -> None:
+    """Forget webhook NAME (jobs already submitted keep their own copy of its URL)."""
+    path = Session.remove_webhook(name)
+    click.echo(f"webhook {name} removed ({path}); jobs already submitted still tell it")
+
+
 @notify_group.command("list")
 def list_command() -> None:
     """List the names of the saved webhooks (never their URLs)."""

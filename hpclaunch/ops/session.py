@@ -798,6 +798,18 @@ class Session(Context):
         return save_webhook(name, url)
 
     @staticmethod
+    def remove_webhook(name: str) -> Path:
+        """Forget the webhook ``name`` (``hpclaunch notify remove``); returns its file.
+        Jobs already submitted keep their own copy.
+
+        Raises:
+            ConfigError: No such webhook.
+        """
+        from hpclaunch.store.webhooks import remove_webhook
+
+        return remove_webhook(name)
+
+    @staticmethod
     def webhooks() -> list[str]:
         """The names of the webhooks saved here (``hpclaunch notify list``)."""
         from hpclaunch.store.webhooks import webhook_names

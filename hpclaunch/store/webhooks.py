@@ -13,7 +13,14 @@ from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import ConfigError
 from hpclaunch.store.files import make_private_dirs, write_private
 
-__all__ = ["check_url", "load_webhook", "save_webhook", "webhook_names", "webhooks_dir"]
+__all__ = [
+    "check_url",
+    "load_webhook",
+    "remove_webhook",
+    "save_webhook",
+    "webhook_names",
+    "webhooks_dir",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -85,6 +92,25 @@ def load_webhook(name: str, directory: Path | None = None) -> str:
             hint=f"chmod 600 {path}",
         )
     return check_url(text)
+
+
+def remove_webhook(name: str, directory: Path | None = None) -> Path:
+    """Forget the webhook ``name``; returns the file removed. Jobs already submitted keep
+    their own copy (``notify/config.json``) and still tell it.
+
+    Raises:
+        ConfigError: No such webhook.
+    """
+    folder = directory or webhooks_dir()
+    path = folder / name
+    if not _NAME.match(name) or not path.is_file():
+        known = ", ".join(webhook_names(folder)) or "none"
+        raise ConfigError(f"no webhook named {name!r} in {folder}", hint=f"saved webhooks: {known}")
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot remove {path}: {exc.strerror or exc}") from exc
+    return path
 
 
 def webhook_names(directory: Path | None = None) -> list[str]:

@@ -162,3 +162,13 @@ def test_what_a_job_without_a_sidecar_cannot_tell_is_said_at_submit(
     session.dryrun({**_spec(events=["completed", "failed"]), "launcher": "none"}, check=False)
     session.dryrun({**_spec(), "launcher": "srun"}, check=False)
     assert len(warned) == 1
+
+
+def test_notify_remove_forgets_a_webhook(env: Env, hook: Webhook) -> None:
+    """Issue 45: there was no way but rm to forget one."""
+    assert run(env, "notify", "add", "lab", input=hook.url + "\n").exit_code == 0
+    removed = run(env, "notify", "remove", "lab")
+    assert removed.exit_code == 0, removed.output
+    assert "webhook lab removed" in removed.stdout
+    assert run(env, "notify", "list").stdout.startswith("no webhook saved")
+    assert_clean_error(run(env, "notify", "remove", "lab"), 2, "no webhook named 'lab'")
