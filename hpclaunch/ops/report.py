@@ -62,6 +62,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         checkpoints=_commits(events.ledger or []),
         usage=usage,
         eta=eta,
+        progress=_progress(events.ledger or []),
     )
 
 
@@ -79,4 +80,32 @@ def _commits(ledger: list[dict[str, Any]]) -> tuple[tuple[float, int | None], ..
             continue
         seen.add(key)
         found.append((float(when), step if isinstance(step, int) else None))
+    return tuple(found)
+
+
+def _progress(ledger: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The trainer's step over time: each attempt's start (the step it resumed from) and
+    end (its last step, world size and samples per second, as the sidecar kept them)."""
+    found: list[dict[str, Any]] = []
+    for event in ledger:
+        kind, when = event.get("event"), event.get("time")
+        if not isinstance(when, (int, float)):
+            continue
+        if kind == "attempt_start":
+            step = event.get("progress_step")
+            found.append({"attempt": event.get("attempt"), "time": when, "step": step or 0})
+        elif kind == "attempt_end" and event.get("last_step") is not None:
+            found.append(
+                {
+                    "attempt": event.get("attempt"),
+                    "time": when,
+                    "step": event.get("last_step"),
+                    "world_size": event.get("world_size"),
+                    "samples_per_s": event.get("samples_per_s"),
+                    "size": f"{event.get('world_size')} ranks" if event.get("world_size") else None,
+                }
+            )
+    sizes = {p["attempt"]: p["size"] for p in found if p.get("size")}
+    for point in found:  # an attempt's start drawn on the same line as its end
+        point["size"] = sizes.get(point["attempt"])
     return tuple(found)

@@ -14,12 +14,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.slurm.times import parse_elapsed
+from hpclaunch.slurm.tres import tres_gpus, tres_value
 from hpclaunch.supervise.ledger import COMMIT_EVENTS
 
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import Attempt
 
-__all__ = ["AttemptSummary", "summarise_attempts"]
+__all__ = ["AttemptSummary", "size_of", "summarise_attempts"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class AttemptSummary:
         last_step, committed_step, steps_lost: What the trainer reached, the newest
             checkpoint committed, and the steps the next attempt redoes.
         checkpoints: Checkpoints committed during the attempt.
+        size: What it ran on (``2 nodes x 2 GPUs``, from AllocTRES).
     """
 
     index: int
@@ -53,9 +55,26 @@ class AttemptSummary:
     committed_step: int | None = None
     steps_lost: int | None = None
     checkpoints: int = 0
+    size: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def size_of(tres: str | None) -> str | None:
+    """``2 nodes x 2 GPUs`` from an attempt's AllocTRES (``node=2,gres/gpu=4``); an elastic
+    job's attempts differ in it. ``None``: not allocated (or not known)."""
+    if not tres:
+        return None
+    nodes = tres_value(tres, "node")
+    if not nodes:
+        return None
+    gpus, _ = tres_gpus(tres)
+    head = f"{nodes} node{'' if nodes == 1 else 's'}"
+    if not gpus:
+        return head
+    each = gpus // nodes if gpus % nodes == 0 else None
+    return f"{head} x {each} GPU{'' if each == 1 else 's'}" if each else f"{head}, {gpus} GPUs"
 
 
 def _when(text: str | None) -> datetime | None:
@@ -113,6 +132,7 @@ def summarise_attempts(
                 committed_step=_int(last.get("committed_step")),
                 steps_lost=_int(last.get("steps_lost")),
                 checkpoints=commits.get(attempt.index, 0),
+                size=size_of(attempt.tres),
             )
         )
         previous_end = end or previous_end

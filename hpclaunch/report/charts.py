@@ -13,7 +13,7 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
 
@@ -118,9 +118,12 @@ def timeline(
             spans.append(
                 _span(start - attempt.queued_s, start, "pending", attempt.index, first, last)
             )
-        spans.append(
-            _span(start, end if end is not None else last, "running", attempt.index, first, last)
+        running = _span(
+            start, end if end is not None else last, "running", attempt.index, first, last
         )
+        if attempt.size:  # an elastic job's attempts run at different sizes
+            running = replace(running, label=f"{running.label} on {attempt.size}")
+        spans.append(running)
         if end is not None:
             ended = attempt.ended or attempt.state.lower()
             ticks.append(

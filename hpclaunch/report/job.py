@@ -9,6 +9,7 @@ record, Slurm's accounting of each attempt, the sidecar's ledger and the GPU sam
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ class JobReport:
             accounting (``None``: not read, or no attempt ran).
         eta: A running job's progress and expected end (``None``: not running, or its
             trainer reports no total).
+        progress: The trainer's step over time, from the ledger: each attempt's start
+            (the step it resumed from) and end (its last step), with its world size and
+            samples per second where it reported them (an elastic job's sizes).
     """
 
     job_id: str
@@ -66,6 +70,7 @@ class JobReport:
     checkpoints: tuple[tuple[float, int | None], ...] = ()
     usage: JobUsage | None = None
     eta: Eta | None = None
+    progress: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def energy_kwh(self) -> float | None:
@@ -97,7 +102,17 @@ class JobReport:
             "checkpoints": [list(c) for c in self.checkpoints],
             "usage": self.usage.to_dict() if self.usage else None,
             "eta": self.eta.to_dict() if self.eta else None,
+            "progress": [dict(p) for p in self.progress],
         }
+
+    def throughput(self) -> list[str]:
+        """Each attempt's samples per second at its world size (``attempt 1: 4 ranks, 230
+        samples/s``), where the trainer reported samples."""
+        return [
+            f"attempt {p['attempt']}: {p['world_size']} ranks, {p['samples_per_s']:g} samples/s"
+            for p in self.progress
+            if p.get("samples_per_s") is not None and p.get("world_size") is not None
+        ]
 
     def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
         """Write :meth:`html` to ``path`` (atomically, mode 0600); its absolute path."""
@@ -125,6 +140,15 @@ class JobReport:
             chart = metric_chart(self.samples, key, title, unit, *span, top) if span else None
             if chart is not None:
                 charts.append(chart)
+        steps = [  # the trainer's step, one line per attempt (an elastic job's per size)
+            {"ts": p["time"], "node": f"attempt {p['attempt']}", "gpu": p.get("size") or "",
+             "step": p["step"]}
+            for p in self.progress
+            if p.get("step") is not None
+        ]  # fmt: skip
+        chart = metric_chart(steps, "step", "Training step", "step", *span) if span else None
+        if chart is not None:
+            charts.append(chart)
         duration = ""
         if line is not None:
             length = format_elapsed(round(line.end - line.start))
@@ -157,6 +181,8 @@ class JobReport:
         if self.attempts:
             out.append("attempts (waited: queued before it started; steps: last/committed/lost):")
             out.extend(_attempt_table(self.attempts))
+        if self.throughput():
+            out.append("throughput: " + "; ".join(self.throughput()))
         if self.usage is not None:
             out.extend(self.usage.lines())
         if self.gpus:
@@ -175,7 +201,7 @@ class JobReport:
 
 
 def _attempt_table(attempts: Sequence[AttemptSummary]) -> list[str]:
-    headers = ("#", "STATE", "ENDED", "WAITED", "RAN", "NODES", "STEPS", "CKPTS")
+    headers = ("#", "STATE", "ENDED", "WAITED", "RAN", "NODES", "NxGPU", "STEPS", "CKPTS")
     rows = [
         (
             str(a.index),
@@ -184,6 +210,7 @@ def _attempt_table(attempts: Sequence[AttemptSummary]) -> list[str]:
             format_elapsed(a.queued_s) or "-",
             format_elapsed(a.ran_s) or "-",
             a.nodes or "-",
+            _compact_size(a.size),
             "/".join(
                 "-" if v is None else str(v) for v in (a.last_step, a.committed_step, a.steps_lost)
             ),
@@ -197,6 +224,16 @@ def _attempt_table(attempts: Sequence[AttemptSummary]) -> list[str]:
         + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in (headers, *rows)
     ]
+
+
+def _compact_size(size: str | None) -> str:
+    """``2 nodes x 2 GPUs`` as ``2x2``, ``1 node`` as ``1x0`` (a table cell without spaces)."""
+    numbers = re.findall(r"\d+", size or "")
+    if not numbers:
+        return "-"
+    if "," in (size or ""):  # GPUs not spread evenly: nodes and the total
+        return f"{numbers[0]}/{numbers[1]}"
+    return f"{numbers[0]}x{numbers[1] if len(numbers) > 1 else 0}"
 
 
 def _gpu_line(gpu: GpuStats) -> str:

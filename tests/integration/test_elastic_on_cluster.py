@@ -212,6 +212,14 @@ def test_the_ledger_records_each_resize(jobs: Jobs) -> None:
     # With the sizes (issue 45): the ledger's from/to of each resize.
     said = [(t["from_nodes"], t["to_nodes"]) for t in told[:2]]
     assert said == [(e["from_nodes"], e["to_nodes"]) for e in ends[:2]], (told, ends)
+    # The report shows what changed (issue 45): each attempt's size, its steps over time.
+    out = jobs.cli("report", jobs.ids["elastic"], "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    sizes = {a["size"] for a in report["attempts"]}
+    assert {"4 nodes x 1 GPU", "2 nodes x 1 GPU"} <= sizes, report["attempts"]
+    steps = [p["step"] for p in report["progress"]]
+    assert steps == sorted(steps), report["progress"]
 
 
 def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(

@@ -131,9 +131,11 @@ def test_report_of_a_preempted_and_resumed_job(
     text = out.stdout
     assert text.startswith("job 9 'trainer' (tier low): COMPLETED after 2 attempts\n")
     rows = [line.split() for line in text.splitlines() if line.startswith(("  0 ", "  1 "))]
-    # attempt, state, ended, waited, ran, nodes, steps (last/committed/lost), checkpoints
-    assert rows[0] == ["0", "PREEMPTED", "preempted", "0:05", "2:00", "n1", "52/40/12", "1"]
-    assert rows[1] == ["1", "COMPLETED", "success", "1:00", "5:00", "n2", "100/-/-", "0"]
+    # attempt, state, ended, waited, ran, nodes, nodes x GPUs each, steps
+    # (last/committed/lost), checkpoints
+    assert rows[0] == ["0", "PREEMPTED", "preempted", "0:05", "2:00", "n1", "1x4", "52/40/12", "1"]
+    assert rows[1][:7] == ["1", "COMPLETED", "success", "1:00", "5:00", "n2", rows[1][6]]
+    assert rows[1][7:] == ["100/-/-", "0"]
     assert "n1 GPU-a (0:3B): util 95 % [95-95]" in text
     assert "energy: 0.020 kWh on 2 GPU(s), as sampled" in text  # 2 GPUs x 300 W x 120 s
     assert "1 of 2 GPU(s) averaged under 10 % busy" in text
@@ -380,3 +382,42 @@ def test_every_committed_checkpoint_counts_the_trainers_own_schedule_too(
     [summary] = summarise_attempts([attempt], ledger)
     assert summary.checkpoints == 3
     assert [step for _, step in _commits(ledger)] == [340, 350, 360]
+
+
+def test_an_elastic_jobs_report_shows_each_attempts_size_steps_and_throughput() -> None:
+    """Issue 45: the report of an elastic job did not show what changed."""
+    from hpclaunch.ops.report import _progress
+    from hpclaunch.report.attempts import summarise_attempts
+    from hpclaunch.report.job import JobReport
+    from hpclaunch.slurm.jobs import Attempt, JobState
+
+    def attempt(index: int, start: str, end: str, tres: str) -> Attempt:
+        return Attempt(index, JobState.COMPLETED, start=start, end=end, nodes="n1",
+                       elapsed="00:01:00", tres=tres)  # fmt: skip
+
+    attempts = [
+        attempt(0, "2026-01-01T00:00:00", "2026-01-01T00:01:00", "cpu=2,node=1,gres/gpu=2"),
+        attempt(1, "2026-01-01T00:01:10", "2026-01-01T00:02:10", "cpu=4,node=2,gres/gpu=4"),
+    ]
+    t0 = datetime.fromisoformat("2026-01-01T00:00:00").timestamp()
+    ledger = [
+        {"event": "attempt_start", "attempt": 0, "time": t0, "progress_step": None},
+        {"event": "attempt_end", "attempt": 0, "time": t0 + 60, "last_step": 30,
+         "world_size": 2, "samples_per_s": 120.0, "reason": "resized"},
+        {"event": "attempt_start", "attempt": 1, "time": t0 + 70, "progress_step": 30},
+        {"event": "attempt_end", "attempt": 1, "time": t0 + 130, "last_step": 90,
+         "world_size": 4, "samples_per_s": 230.5, "reason": "success"},
+    ]  # fmt: skip
+    summaries = summarise_attempts(attempts, ledger)
+    assert [a.size for a in summaries] == ["1 node x 2 GPUs", "2 nodes x 2 GPUs"]
+    report = JobReport("7", "elastic", None, None, "COMPLETED", None, tuple(summaries), (),
+                       None, None, (), progress=_progress(ledger))  # fmt: skip
+    text = "\n".join(report.lines())
+    assert (
+        "throughput: attempt 0: 2 ranks, 120 samples/s; attempt 1: 4 ranks, 230.5 samples/s" in text
+    )
+    page = report.html(now=t0 + 200)
+    assert "on 1 node x 2 GPUs" in page
+    assert "on 2 nodes x 2 GPUs" in page
+    assert "Training step" in page
+    assert "attempt 1 4 ranks" in page  # the step line of the second size
