@@ -63,6 +63,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         usage=usage,
         eta=eta,
         progress=_progress(events.ledger or []),
+        retries=_retries(events.ledger or []),
     )
 
 
@@ -109,3 +110,14 @@ def _progress(ledger: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     for point in found:  # an attempt's start drawn on the same line as its end
         point["size"] = sizes.get(point["attempt"])
     return tuple(found)
+
+
+def _retries(ledger: list[dict[str, Any]]) -> tuple[str, ...]:
+    """What the ``retry:`` policy did: each retry scheduled, and each failure it did not
+    retry, in the sidecar's words."""
+    said = {"retry_scheduled": "", "retry_skipped": "not retried: "}
+    return tuple(
+        f"attempt {e.get('attempt')}: {said[str(e.get('event'))]}{e.get('why')}"
+        for e in ledger
+        if e.get("event") in said
+    )

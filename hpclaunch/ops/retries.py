@@ -36,11 +36,21 @@ class RetryWait:
     why: str
     at: float
 
-    def line(self) -> str:
-        """``retried: user_error (exit code 3): retry 1 of 3 in 60 s; may start from 14:05``."""
+    def line(self, now: float | None = None) -> str:
+        """``retried: user_error (exit code 3): retry 1 of 3 in 60 s; may start from 14:05``
+        (within the hour, to the second: ``may start at 00:14:20``, not ``00:14`` for a
+        backoff of 20 s; ``now``: the clock to compare with, default the wall clock)."""
+        import time
+
         from hpclaunch.slurm.times import clock_text
 
-        return f"retried: {self.why}; may start from {clock_text(self.at)}"
+        now = time.time() if now is None else now
+        if self.at <= now:
+            return f"retried: {self.why}; may start now"
+        if self.at - now < 3600:
+            at = time.strftime("%H:%M:%S", time.localtime(self.at))
+            return f"retried: {self.why}; may start at {at} (in {self.at - now:.0f} s)"
+        return f"retried: {self.why}; may start from {clock_text(self.at, now)}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""

@@ -53,6 +53,8 @@ class JobReport:
         progress: The trainer's step over time, from the ledger: each attempt's start
             (the step it resumed from) and end (its last step), with its world size and
             samples per second where it reported them (an elastic job's sizes).
+        retries: What its ``retry:`` policy did, a line each (``user_error (exit code 3):
+            retry 1 of 2 in 20 s``; a retry it skipped says why).
     """
 
     job_id: str
@@ -71,6 +73,7 @@ class JobReport:
     usage: JobUsage | None = None
     eta: Eta | None = None
     progress: tuple[Mapping[str, Any], ...] = ()
+    retries: tuple[str, ...] = ()
 
     @property
     def energy_kwh(self) -> float | None:
@@ -103,6 +106,7 @@ class JobReport:
             "usage": self.usage.to_dict() if self.usage else None,
             "eta": self.eta.to_dict() if self.eta else None,
             "progress": [dict(p) for p in self.progress],
+            "retries": list(self.retries),
         }
 
     def throughput(self) -> list[str]:
@@ -181,6 +185,9 @@ class JobReport:
         if self.attempts:
             out.append("attempts (waited: queued before it started; steps: last/committed/lost):")
             out.extend(_attempt_table(self.attempts))
+        if self.retries:
+            out.append("retry: policy:")
+            out.extend(f"  - {line}" for line in self.retries)
         if self.throughput():
             out.append("throughput: " + "; ".join(self.throughput()))
         if self.usage is not None:

@@ -592,6 +592,11 @@ class Sidecar:
         at = time.time() + wait
         delayed = delay_start(self.runner, target, wait) if wait > slurm_delay else None
         why = f"{decision.why} in {wait:g} s"
+        if wait > decision.wait:  # the backoff asked for less than Slurm allows
+            why += (
+                f" (backoff {decision.wait:g} s; Slurm starts a requeued job no sooner than "
+                f"{float(slurm_delay):g} s: its credential must expire first)"
+            )
         self.ledger.append(
             "retry_scheduled",
             target=target,

@@ -120,6 +120,9 @@ def test_a_named_exit_code_is_retried_after_its_backoff_and_an_unnamed_one_is_no
     assert started_at - float(ends[0]["time"]) > 15  # type: ignore[arg-type]
     events = hpclaunch("events", job)
     assert "retry_scheduled" in events.stdout
+    report = hpclaunch("report", job)  # names what the policy did (issue 45)
+    assert report.returncode == 0, report.stderr
+    assert "  - attempt 0: user_error (exit code 3): retry 1 of 2 in 20 s" in report.stdout
     # The exit code the policy does not name: one attempt, the job FAILED with its code.
     end = wait_state(hpclaunch, plain, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=90)
     assert (end["state"], end["exit_code"], end["restarts"]) == ("FAILED", 4, 0), end

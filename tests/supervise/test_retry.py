@@ -212,7 +212,10 @@ def test_a_backoff_shorter_than_slurms_own_requeue_delay_leaves_slurms(tmp_path:
     assert not any(c[:2] == ("scontrol", "update") for c in runner.calls)
     scheduled = next(e for e in read_ledger(tmp_path) if e["event"] == "retry_scheduled")
     assert scheduled["wait"] == 11
-    assert scheduled["why"] == "user_error (exit code 1): retry 1 of 2 in 11 s"
+    assert scheduled["why"] == (
+        "user_error (exit code 1): retry 1 of 2 in 11 s (backoff 5 s; Slurm starts a requeued "
+        "job no sooner than 11 s: its credential must expire first)"
+    )  # issue 45: the floor was unexplained
     unknown = _scontrol(config="")
     assert Sidecar(_config(tmp_path, 1, retry, attempt=1), unknown).run() == EXIT_REQUEUED
     scheduled = [e for e in read_ledger(tmp_path) if e["event"] == "retry_scheduled"][-1]

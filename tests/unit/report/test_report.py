@@ -421,3 +421,22 @@ def test_an_elastic_jobs_report_shows_each_attempts_size_steps_and_throughput() 
     assert "on 2 nodes x 2 GPUs" in page
     assert "Training step" in page
     assert "attempt 1 4 ranks" in page  # the step line of the second size
+
+
+def test_the_report_names_what_the_retry_policy_did() -> None:
+    """Issue 45: the report never named the retry policy (the attempts showed a user_error
+    and a requeue)."""
+    from hpclaunch.ops.report import _retries
+    from hpclaunch.report.job import JobReport
+
+    first = "user_error (exit code 3): retry 1 of 2 in 20 s"
+    ledger = [
+        {"event": "retry_scheduled", "attempt": 0, "why": first},
+        {"event": "retry_skipped", "attempt": 1, "why": "exit code 4 is not in retry.when"},
+    ]
+    report = JobReport("7", "r", None, None, "FAILED", None, (), (), None, None, (),
+                       retries=_retries(ledger))  # fmt: skip
+    text = "\n".join(report.lines())
+    assert "retry: policy:\n  - attempt 0: user_error (exit code 3): retry 1 of 2 in 20 s\n" in text
+    assert "  - attempt 1: not retried: exit code 4 is not in retry.when" in text
+    assert report.to_dict()["retries"] == list(report.retries)
