@@ -41,10 +41,23 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
 
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is not JobState.RUNNING or not info.nodes:
-        raise BackendError(
-            f"job {job_id} is {info.state.value}, not running: there is no node to reach",
-            hint=f"'hpclaunch status {job_id}' says when it starts",
-        )
+        if info.state is JobState.UNKNOWN:
+            why, hint = (
+                f"job {job_id} is unknown to Slurm ({info.reason or 'no such job'})",
+                "check the id: 'hpclaunch status' lists your recent jobs",
+            )
+        elif info.state.is_finished:
+            why, hint = (
+                f"job {job_id} has ended ({info.state.value}): there is no node to reach",
+                f"'hpclaunch logs {job_id}' shows what it printed; 'hpclaunch rerun {job_id}' "
+                "runs it again",
+            )
+        else:  # pending, or requeued and waiting for its next attempt
+            why, hint = (
+                f"job {job_id} is {info.state.value}, not running yet: there is no node to reach",
+                f"'hpclaunch status {job_id}' says when Slurm expects it to start",
+            )
+        raise BackendError(why, hint=hint)
     nodes = expand_hosts(info.nodes)
     if node is not None and node not in nodes:
         raise BackendError(

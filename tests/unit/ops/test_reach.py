@@ -81,8 +81,17 @@ def test_the_shell_is_a_step_of_the_job_on_its_node(
     with pytest.raises(BackendError, match="node n9 is not one of job"):
         session.shell_argv(job.id, node="n9")
     slurm.jobs[job.id].states = ["PENDING"]
-    with pytest.raises(BackendError, match="is PENDING, not running"):
+    with pytest.raises(BackendError, match="is PENDING, not running") as caught:
         session.shell_argv(job.id)
+    assert "says when Slurm expects it to start" in (caught.value.hint or "")
+    # Issue 45: an ended or unknown job was told to wait for its start.
+    slurm.jobs[job.id].states = ["COMPLETED"]
+    with pytest.raises(BackendError, match="has ended \\(COMPLETED\\)") as caught:
+        session.shell_argv(job.id)
+    assert "hpclaunch logs" in (caught.value.hint or "")
+    with pytest.raises(BackendError, match="unknown to Slurm") as caught:
+        session.shell_argv("99999")
+    assert "starts" not in (caught.value.hint or "")
 
 
 def test_a_forward_carries_http_both_ways_and_says_when_the_far_end_is_closed(
