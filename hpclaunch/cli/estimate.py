@@ -6,6 +6,7 @@ import json
 
 import click
 
+from hpclaunch.cli._jobargs import quota_option
 from hpclaunch.ops.session import Session
 
 
@@ -19,10 +20,19 @@ from hpclaunch.ops.session import Session
     help="Change a field of SPEC first, as submit --set does (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+@quota_option
 @click.pass_obj
-def estimate_command(app: Session, spec: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def estimate_command(
+    app: Session,
+    spec: str,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    quota: str | None = None,
+) -> None:
     """Say when SPEC would start if submitted now (Slurm's sbatch --test-only; nothing is
-    queued), how long its past runs took, and a time limit to ask for."""
+    queued), how long its past runs took, and a time limit to ask for. --quota strict: as
+    submit --quota strict would place it (in-quota, waiting for the project's GPUs)."""
+    app.set_typed("quota", quota)
     estimate = app.estimate(spec, overrides=overrides)
     if as_json:
         click.echo(json.dumps(estimate.to_dict(), indent=1))

@@ -79,7 +79,7 @@ class Estimate:
             times = [r.ran_s for r in self.past]
             by = "spec" if self.past[0].matched == "spec" else "name"
             out.append(
-                f"{len(times)} completed run(s) of the same {by} ran "
+                f"{len(times)} completed run{'' if len(times) == 1 else 's'} of the same {by} ran "
                 f"{format_elapsed(min(times))} to {format_elapsed(max(times))} "
                 f"(median {format_elapsed(round(statistics.median(times)))}); "
                 f"its time limit: {limit}"

@@ -46,8 +46,7 @@ def test_estimate_says_slurms_start_and_what_past_runs_of_the_spec_took(
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[1] == (
-        "3 completed run(s) of the same spec ran 2:00 to 4:00 (median 3:00); its time "
-        "limit: 1:00:00"
+        "3 completed runs of the same spec ran 2:00 to 4:00 (median 3:00); its time limit: 1:00:00"
     )
     assert lines[2].startswith("suggested: --time 10:00 (resources.time)")
     data = json.loads(run(env, "estimate", str(spec), "--json").stdout)
@@ -96,3 +95,15 @@ def test_a_time_limit_is_suggested_only_far_above_the_runs() -> None:
     assert suggest_time(1500, [700]) is None  # under 15 minutes spare
     assert suggest_time(None, [600]) is None  # the partition's limit: not known here
     assert suggest_time(3600, []) is None
+
+
+def test_estimate_takes_quota_as_submit_does(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    """Issue 45: estimate had no --quota strict (submit and sweep have it)."""
+    spec = _spec(tmp_path)
+    for quota in ("strict", "allow"):
+        out = run(env, "estimate", "--quota", quota, str(spec))
+        assert out.exit_code == 0, out.output
+        assert out.stdout.startswith("Slurm expects it to start at ")
+    assert run(env, "estimate", "--quota", "sometimes", str(spec)).exit_code == 2
