@@ -56,7 +56,12 @@ class SweepReport:
         found = []
         for parameter in self.parameters:
             rows = [
-                (t.params[parameter], float(t.metrics[metric]), f"point {t.point} ({t.job_id})")
+                (
+                    t.params[parameter],
+                    float(t.metrics[metric]),
+                    f"point {t.point} ({t.job_id}): {parameter}={t.params[parameter]}, "
+                    f"{metric}={float(t.metrics[metric]):g}",
+                )
                 for t in self.status.tasks
                 if parameter in t.params
                 and isinstance((t.metrics or {}).get(metric), (int, float))

@@ -297,6 +297,9 @@ def test_a_sweeps_report_draws_the_metric_against_each_parameter() -> None:
     assert page.tags.count("tr") == 1 + 5
     assert page.tags.count("script") == 1  # the table's sorting, inline
     assert "lr-<sweep>" in page.text  # escaped, shown as text
+    # Issue 45: each point says its values, and the axes say what they are.
+    assert "lr=1e-05, loss=" in page.text
+    assert page.text.count("loss ") >= 4  # the y axis's top and bottom on both scatters
     assert SweepReport(_sweep_status(tasks), metric="nope").scatters() == []
 
 
