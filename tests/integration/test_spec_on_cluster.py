@@ -71,8 +71,12 @@ def test_script_receives_hostile_args_exactly(
 def test_dependency_afterok_waits_for_the_first_job(
     hpclaunch: Run, write_spec: Callable[..., Path], shared_dir: Path
 ) -> None:
-    marker = shared_dir / "a-done"
-    first = submit(hpclaunch, write_spec(command=["bash", "-c", f"sleep 3; touch '{marker}'"]))
+    marker, go = shared_dir / "a-done", shared_dir / "go"
+    # The first job ends only once the test has seen the second wait for it (a fixed sleep
+    # raced the status call on a loaded machine: clean-clone run of 2026-11-29, the first had
+    # ended and Slurm still said Dependency); at most 2 minutes.
+    hold = f"for i in $(seq 240); do test -e '{go}' && break; sleep 0.5; done; touch '{marker}'"
+    first = submit(hpclaunch, write_spec(command=["bash", "-c", hold]))
     second = submit(
         hpclaunch,
         write_spec(
@@ -85,7 +89,8 @@ def test_dependency_afterok_waits_for_the_first_job(
     assert waiting["state"] == "PENDING", waiting
     assert waiting["reason"].startswith("waits for: "), waiting
     assert f"(job {first}) " in waiting["reason"], waiting
-    done = wait_state(hpclaunch, second, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=40)
+    go.touch()
+    done = wait_state(hpclaunch, second, {"COMPLETED", "FAILED", "CANCELLED"}, timeout=60)
     assert done["state"] == "COMPLETED"  # `test -e` failed the job had it started early
     assert job_status(hpclaunch, first)["state"] == "COMPLETED"
     assert "saw-a-done" in hpclaunch.log(second)
