@@ -300,12 +300,20 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
     if earlier is None:
         session.runner.put_bytes(path, data, 0o600)
     elif earlier != data:
+        from hpclaunch.store.history import find_record
+
+        record = find_record(submission_id=submission_id)
+        earlier_job = (
+            f"session.job({record.job_id!r})"
+            if record is not None
+            else f"session.sweep_run({submission_id!r})"
+        )
         raise CallError(
             f"submission id {submission_id} already names a job of another call (its "
             f"arguments or function differ from {path}): a retry never changes what a "
             "submitted job runs",
-            hint="give a new submission id (or sweep id) to submit this call; "
-            f"session.job(...) or session.sweep_run({submission_id!r}) takes the earlier one",
+            hint=f"give a new submission id (or sweep id) to submit this call; {earlier_job} "
+            "takes the earlier one",
         )
 
 
