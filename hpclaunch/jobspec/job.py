@@ -538,12 +538,16 @@ class JobSpec(_Model):
     idle: Idle | None = Field(
         None,
         description="Tell of GPUs sitting idle, and stop the job after a while (default: the "
-        "site's idle:, if it has one).",
+        "site's idle:, if it has one). The GPUs are sampled through NVML: the job's Python "
+        "needs nvidia-ml-py (pip install 'hpclaunch[gpu]'); submit warns when it lacks it.",
     )
     notify: Notify | None = Field(
         None,
         description="Tell a webhook (Slack-compatible) or an address what happens to the job: "
-        "started, preempted, resumed, resized, checkpoint failed, GPUs idle, failed, completed.",
+        "started, preempted (an operator's scontrol requeue too), resumed, resized (from and "
+        "to how many nodes), checkpoint failed, GPUs idle, failed (a failure retry: requeues "
+        "too, saying so), completed. With launcher: none only the end is told (submit says "
+        "so).",
     )
     retry: Retry | None = Field(
         None,

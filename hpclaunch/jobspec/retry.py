@@ -67,7 +67,11 @@ class Retry(BaseModel):
         examples=[["node_failure", "job_lost", {"exit_code": [3]}]],
     )
     backoff: int = Field(
-        60, ge=0, le=86400, description="Seconds before the first retry; doubled each time."
+        60,
+        ge=0,
+        le=86400,
+        description="Seconds before the first retry; doubled each time. Never shorter than "
+        "Slurm's own requeue delay (its credential's expiry + 1 s: 11 s on the test cluster).",
     )
     max_backoff: int = Field(3600, ge=0, le=604800, description="The longest wait, in seconds.")
 
