@@ -18,6 +18,7 @@ could not be pickled (then :class:`~hpclaunch.errors.RemoteError` carries its te
 
 from __future__ import annotations
 
+import functools
 import pickle
 import platform
 import sys
@@ -35,6 +36,7 @@ __all__ = [
     "MAX_CALL_BYTES",
     "RESULT_FILE",
     "Outcome",
+    "body_imports",
     "differences",
     "dump_call",
     "dump_error",
@@ -79,14 +81,15 @@ def fingerprint(distributions: Iterable[str] = ALWAYS) -> dict[str, Any]:
     return {"python": f"{python}.{platform.python_version_tuple()[1]}", "packages": packages}
 
 
-def needed_distributions(call: bytes) -> list[str]:
+def needed_distributions(call: bytes, also: Iterable[str] = ()) -> list[str]:
     """The installed distributions that provide the modules the pickle ``call`` imports
-    when loaded (:func:`imported_modules`), with :data:`ALWAYS`; sorted."""
+    when loaded (:func:`imported_modules`) and the modules ``also`` (those the function's
+    body imports: :func:`body_imports`), with :data:`ALWAYS`; sorted."""
     from hpclaunch.store.module_owners import module_owners
 
     provided = module_owners()
     names = set(ALWAYS)
-    for module in imported_modules(call):
+    for module in imported_modules(call) | set(also):
         names.update(provided.get(module, ()))
     return sorted({_normalized(n) for n in names})
 
@@ -158,7 +161,7 @@ def dump_call(fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, 
         CallError: The call cannot be pickled, or its pickle exceeds :data:`MAX_CALL_BYTES`.
     """
     call = _pickled((fn, tuple(args), dict(kwargs)))
-    return _envelope(call, mapped=False)
+    return _envelope(call, mapped=False, fn=fn)
 
 
 def star_call(fn: Callable[..., Any], item: Sequence[Any]) -> Any:
@@ -174,7 +177,7 @@ def dump_map(fn: Callable[..., Any], items: Sequence[Any]) -> bytes:
     Raises:
         CallError: As :func:`dump_call`.
     """
-    return _envelope(_pickled((fn, list(items))), mapped=True)
+    return _envelope(_pickled((fn, list(items))), mapped=True, fn=fn)
 
 
 def _pickled(call: object) -> bytes:
@@ -198,9 +201,38 @@ def _pickled(call: object) -> bytes:
     return data
 
 
-def _envelope(call: bytes, *, mapped: bool) -> bytes:
-    needs = fingerprint(needed_distributions(call))
+def _envelope(call: bytes, *, mapped: bool, fn: Callable[..., Any]) -> bytes:
+    needs = fingerprint(needed_distributions(call, body_imports(fn)))
     return pickle.dumps({"fingerprint": needs, "call": call, "map": mapped})
+
+
+def body_imports(fn: Callable[..., Any], most: int = 64) -> set[str]:
+    """The top-level modules ``fn``'s own code imports when it runs (``def f(): import
+    numpy``, in nested functions too), which its pickle does not show: a function of an
+    importable module travels by reference, and a by-value one carries only its code. Read
+    from the bytecode's IMPORT_NAME (of at most ``most`` code objects); a partial's or a
+    method's function is followed."""
+    import dis
+
+    while isinstance(fn, functools.partial):
+        fn = star_target(fn)
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    found: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        for instruction in dis.get_instructions(current):
+            if instruction.opname == "IMPORT_NAME" and isinstance(instruction.argval, str):
+                found.add(instruction.argval.partition(".")[0])
+        most -= 1
+        if most > 0:
+            stack += [c for c in current.co_consts if hasattr(c, "co_code")]
+    return {m for m in found if m and m not in sys.stdlib_module_names}
+
+
+def star_target(fn: functools.partial[Any]) -> Callable[..., Any]:
+    """The function a partial calls: ``partial(star_call, f)``'s ``f``, else its ``func``."""
+    return fn.args[0] if fn.func is star_call and fn.args else fn.func
 
 
 def load_call(

@@ -20,7 +20,7 @@ from hpclaunch.calls.payload import (
     RESULT_FILE,
     Outcome,
     load_outcome,
-    star_call,
+    star_target,
 )
 from hpclaunch.errors import CallError, JobFailed, TransportError
 from hpclaunch.ops.clean import clean_daily
@@ -177,7 +177,7 @@ def _name_of(fn: Callable[..., Any]) -> str:
     """A job name from the function's name (``train``, ``Model.fit``; ``lambda``; a
     ``functools.partial``'s function)."""
     while isinstance(fn, functools.partial):
-        fn = fn.args[0] if fn.func is star_call and fn.args else fn.func
+        fn = star_target(fn)
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.replace("<locals>.", "")).strip("-.")
     return name or "call"

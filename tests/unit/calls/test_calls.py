@@ -4,6 +4,7 @@ the fake Slurm of conftest.py (the cluster test is tests/integration/test_calls_
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -167,6 +168,30 @@ def test_the_fingerprint_holds_the_packages_the_call_imports_and_no_others() -> 
     assert "hpclaunch" in packages
     assert "cloudpickle" in packages
     assert "pytest" not in packages  # installed here, never imported by the call
+
+
+def imports_in_its_body() -> str:
+    import yaml  # at call time only: the pickle (by reference) does not show it
+
+    def nested() -> str:
+        import click.testing
+
+        return str(click.testing)
+
+    return str(yaml.__version__) + nested()
+
+
+def test_what_a_functions_body_imports_is_fingerprinted_too() -> None:
+    """Issue 45: ``def f(): import numpy`` ran with another numpy than at submit."""
+    assert payload.body_imports(imports_in_its_body) == {"yaml", "click"}
+    envelope = pickle.loads(payload.dump_call(imports_in_its_body, (), {}))
+    packages = envelope["fingerprint"]["packages"]
+    assert {"pyyaml", "click"} <= set(packages)
+    assert "pytest" not in packages
+    mapped = pickle.loads(
+        payload.dump_map(functools.partial(payload.star_call, imports_in_its_body), [()])
+    )
+    assert "pyyaml" in mapped["fingerprint"]["packages"]
 
 
 def test_differences_ignore_what_only_the_job_has() -> None:
