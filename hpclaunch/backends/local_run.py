@@ -68,8 +68,12 @@ class Submission:
 
     def start(self, key: str) -> None:
         env = dict(os.environ)
+        # The job's id for its log's first line (never SLURM_JOB_ID: the sidecar would
+        # take the job for a Slurm one and call scontrol).
+        env["HPCLAUNCH_LOCAL_JOB_ID"] = self.dir.name
         if key != "job":
             env["SLURM_ARRAY_TASK_ID"] = key
+            env["HPCLAUNCH_LOCAL_JOB_ID"] = f"{self.dir.name}_{key}"
         workdir = self.request["chdir"] or os.getcwd()
         with open(self.dir / f"output-{key}.log", "ab") as out:
             proc = subprocess.Popen(

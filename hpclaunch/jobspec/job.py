@@ -258,7 +258,9 @@ class Dependency(_Model):
     """
 
     job: Annotated[str, BeforeValidator(argv_word, json_schema_input_type=str | int)] = Field(
-        pattern=r"^[0-9]+(_[0-9]+)?$", description="A Slurm job id.", examples=["1234"]
+        pattern=r"^(local-)?[0-9]+(_[0-9]+)?$",
+        description="A job id: Slurm's, or the local backend's (local-3).",
+        examples=["1234"],
     )
     type: DependencyType = Field("afterok", description="When this job may start.")
 

@@ -8,6 +8,7 @@ capabilities), then, unless a dry run: take the job that already carries the sub
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -179,6 +180,7 @@ def untrusted(session: Context, paths: Sequence[str]) -> str | None:
 def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:
     """Raise a :class:`~hpclaunch.errors.PlanError` if the cluster would refuse ``plan``.
     When the cluster cannot be read, warn and go on: sbatch has the last word."""
+    _refuse_other_backends_jobs(session, plan)
     if not enabled or not session.backend.has_cluster:
         return
     from hpclaunch.planning.checks import check_plan, raise_for_problems
@@ -189,6 +191,29 @@ def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool
         session.warn(f"not checked against the cluster ({exc.message.splitlines()[0]})")
         return
     raise_for_problems(check_plan(plan, caps), caps)
+
+
+def _refuse_other_backends_jobs(session: Context, plan: SubmissionPlan) -> None:
+    """A dependency on a job of the other kind (a local job for Slurm, a Slurm job for the
+    local backend) can never hold: refused here, with the backend that knows it.
+
+    Raises:
+        PlanError: Such a dependency.
+    """
+    from hpclaunch.errors import PlanError
+
+    value = next((v for f, v in plan.sbatch_options if f == "--dependency"), None) or ""
+    ids = [part for part in re.split(r"[:,?]", value) if part and part[0].isdigit()]
+    ids += re.findall(r"local-\d+(?:_\d+)?", value)
+    local = session.backend.name == "local"
+    wrong = [i for i in ids if i.startswith("local-") != local]
+    if wrong:
+        where = "the local backend" if local else "Slurm"
+        raise PlanError(
+            f"dependencies: job {wrong[0]} is not {where}'s: this job could never start",
+            hint="a job may wait only for jobs of its own backend (local-<n> for "
+            "Session(backend='local'), Slurm's ids otherwise)",
+        )
 
 
 def spec_hash(spec: SpecInput, overrides: Sequence[str] = ()) -> str | None:

@@ -62,6 +62,9 @@ def test_a_function_runs_here_and_its_value_and_exception_come_back(
     info = bad.status()
     assert (info.state, info.exit_code) == (JobState.FAILED, 1)
     assert session.job(ok.id).result(timeout=10) == 144  # from the history, as on Slurm
+    # Its log names it (issue 45: "job ?").
+    log = "\n".join(line for _, line in session.job(ok.id).log_lines())
+    assert f"hpclaunch: job {ok.id} attempt 0 on " in log
 
 
 def test_a_map_gives_values_in_order_and_runs_at_most_max_concurrent_at_once(
@@ -316,3 +319,20 @@ def test_unknown_malformed_and_array_ids_are_refused_at_once(
         on_slurm.job(array)
     assert "sweep_run" in (caught.value.hint or "")
     assert on_slurm.job(f"{array}_1").id == f"{array}_1"  # a task is one job
+
+
+def test_a_local_job_may_wait_for_a_local_job_and_slurms_never_for_one(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: dependencies= refused local-<n> (the README says the local backend keeps
+    afterok/afterany); a Slurm job waiting for a local one could never start."""
+    from hpclaunch.errors import PlanError
+
+    first = session.submit(square, 2)
+    then = session.submit(square, 3, dependencies=[{"job": first.id, "type": "afterok"}])
+    assert then.result(timeout=60) == 9
+    on_slurm = hpclaunch.Session(backend="fakeslurm", warn=lambda _message: None)
+    with pytest.raises(PlanError, match=f"job {first.id} is not Slurm's"):
+        on_slurm.dryrun(square, 4, dependencies=[{"job": first.id}], check=False)
+    with pytest.raises(PlanError, match="job 123 is not the local backend's"):
+        session.dryrun(square, 4, dependencies=[{"job": "123"}])
