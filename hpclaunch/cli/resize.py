@@ -16,13 +16,13 @@ from hpclaunch.ops.session import Session
 @click.option(
     "--wait",
     type=click.FloatRange(min=0),
-    default=300,
-    show_default=True,
-    help="Seconds to follow a running job to its restart (0: return once asked).",
+    default=None,
+    help="Seconds to follow the resize: a running job to its restart (default 300), a "
+    "pending one to its start (default: return at once); 0: return once asked.",
 )
 @click.pass_obj
 def resize_command(
-    app: Session, job_id: str, nodes: int, why: str, force: bool, wait: float
+    app: Session, job_id: str, nodes: int, why: str, force: bool, wait: float | None
 ) -> None:
     """Resize elastic job JOB to --nodes nodes (one of its spec's elastic.nodes).
 
@@ -48,6 +48,8 @@ def resize_command(
         "refused": f"job {job_id}: not resized: {result.why}",
     }[result.outcome]
     click.echo(said)
+    if result.outcome == "updated" and result.why:  # --wait: how it started, or not yet
+        click.echo(f"  {result.why}")
     if result.outcome == "resized" and result.why:
         click.echo(f"  {result.why}")
     if result.outcome == "refused":

@@ -415,12 +415,18 @@ class Job(Future[Any]):
         )
 
     def resize(
-        self, nodes: int, *, why: str = "asked by the user", force: bool = False, wait: float = 0
+        self,
+        nodes: int,
+        *,
+        why: str = "asked by the user",
+        force: bool = False,
+        wait: float | None = 0,
     ) -> ResizeResult:
         """Resize the elastic job to ``nodes`` nodes (``hpclaunch resize``): at once while it
         waits; while it runs, the sidecar checkpoints, requeues it held, updates its size
-        and releases it. ``wait``: seconds to follow it to the restart (0: return once
-        asked).
+        and releases it. ``wait``: seconds to follow it to the restart, or a pending one
+        to its start (0: return once asked; ``None``: 300 s for a running job, none for a
+        pending one).
 
         Raises:
             ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["ResizeResult", "elastic_block", "resize_job"]
+__all__ = ["DEFAULT_WAIT", "ResizeResult", "elastic_block", "resize_job"]
 
 _POLL = 1.0
+#: Seconds ``hpclaunch resize`` follows a running job to its restart unless told.
+DEFAULT_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,16 @@ def resize_job(
     *,
     why: str = "asked by the user",
     force: bool = False,
-    wait: float = 0.0,
+    wait: float | None = 0.0,
 ) -> ResizeResult:
     """Resize ``job_id`` to ``nodes`` nodes (see the module's docstring).
 
     Args:
         why: Said in the ledger (``hpclaunch events``).
         force: Resize even within the spec's ``elastic.min_interval`` of the last one.
-        wait: Seconds to follow the resize to the next attempt (0: return once asked).
+        wait: Seconds to follow the resize: a running job to its next attempt, a pending
+            one to its start (0: return once asked; ``None``: :data:`DEFAULT_WAIT` for a
+            running job, none for a pending one, as ``hpclaunch resize`` does).
 
     Raises:
         JobNotFound: Not in the history.
@@ -109,18 +113,71 @@ def resize_job(
     if info.state.value != "RUNNING":
         if current == nodes:
             return ResizeResult(job_id, current, nodes, "unchanged")
+        # Pending: nothing runs, so no restart is paid and min_interval does not apply.
         ctx.backend.update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
-        return ResizeResult(job_id, current, nodes, "updated")
+        _log_pending_resize(ctx, record, current, nodes, why, ctx.runner.user())
+        if not wait:
+            return ResizeResult(job_id, current, nodes, "updated")
+        return _wait_for_start(ctx, job_id, current, nodes, time.monotonic() + wait)
     if current == nodes:
         return ResizeResult(job_id, current, nodes, "unchanged")
     from hpclaunch.supervise.resize import REQUEST, request_data
 
+    wait = DEFAULT_WAIT if wait is None else wait
     request = request_data(nodes, why=why, by=ctx.runner.user(), force=force)
     path = posixpath.join(record.job_dir, "control", REQUEST)
     ctx.runner.put_file(path, json.dumps(request), 0o600)
     if wait <= 0:
         return ResizeResult(job_id, current, nodes, "asked")
     return _follow(ctx, record, current, nodes, request, time.monotonic() + wait)
+
+
+def _log_pending_resize(
+    ctx: Context, record: SubmissionRecord, current: int | None, nodes: int, why: str, by: str
+) -> None:
+    """Say a pending job's resize in its ledger, as the sidecar says a running one's
+    (``hpclaunch events``): one line appended where the job directory is. A ledger that
+    cannot be written only costs the line."""
+    from hpclaunch.errors import TransportError
+    from hpclaunch.supervise.ledger import LEDGER_NAME
+
+    line = {
+        "event": "resize_pending",
+        "attempt": None,
+        "time": time.time(),
+        "from_nodes": current,
+        "to_nodes": nodes,
+        "why": why,
+        "by": by,
+    }
+    path = posixpath.join(record.job_dir, LEDGER_NAME)
+    try:
+        ctx.runner.run(["sh", "-c", 'cat >> "$1"', "sh", path], stdin=json.dumps(line) + "\n")
+    except TransportError:
+        return
+
+
+def _wait_for_start(
+    ctx: Context, job_id: str, current: int | None, nodes: int, deadline: float
+) -> ResizeResult:
+    """After a pending job's resize, wait until it starts (or ends): ``resize --wait``
+    returns once the job runs at its new size, not while it still pends."""
+    from hpclaunch.backends.base import JobRef
+
+    ref = JobRef(job_id)
+    while time.monotonic() < deadline:
+        info = ctx.backend.status([ref])[ref]
+        if info.state.value != "PENDING":
+            said = f"{info.state.value} on {info.node_count} nodes"
+            return ResizeResult(job_id, current, nodes, "updated", why=said)
+        time.sleep(_POLL)
+    return ResizeResult(
+        job_id,
+        current,
+        nodes,
+        "updated",
+        why=f"still pending: Slurm starts it when {nodes} nodes are free",
+    )
 
 
 def _follow(

@@ -21,6 +21,9 @@ event                       fields
 ``checkpoint_requested``    ``reason``, ``deadline``, ``time_left`` (seconds to the time limit
                             at the warning, from squeue or ``SLURM_JOB_END_TIME``; null: unknown)
 ``checkpoint_committed``    ``step``, ``seconds``, ``path``, ``reason`` (the done file's)
+``resize_pending``          ``from_nodes``, ``to_nodes``, ``why``, ``by``: a pending job's
+                            node count changed by ``hpclaunch resize`` (written on the
+                            login node; ``attempt`` null)
 ``checkpoint_periodic``     ``step``, ``seconds``, ``path``: a commit of the trainer's own
                             schedule, written by :mod:`hpclaunch.runtime` (the sidecar
                             logs a periodic commit that ends its launch once more, as

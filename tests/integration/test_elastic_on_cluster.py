@@ -232,6 +232,13 @@ def test_a_pending_job_is_resized_at_once_and_a_size_off_the_list_is_refused(
         assert out.returncode == 0, out.stderr
         assert f"job {job_id} (pending): starts on 2 nodes" in out.stdout
         assert squeue(job_id, "%D") == "2"
+        # Said in its events too (issue 45), and --wait waits for the start, not a held job.
+        events = jobs.cli("events", job_id)
+        assert "resize_pending" in events.stdout, events.stdout
+        assert "to_nodes=2" in events.stdout, events.stdout
+        held_wait = jobs.cli("resize", job_id, "--nodes", "4", "--wait", "3")
+        assert held_wait.returncode == 0, held_wait.stderr
+        assert "still pending: Slurm starts it when 4 nodes are free" in held_wait.stdout
         off = jobs.cli("resize", job_id, "--nodes", "3")
         assert off.returncode == 1
         assert "may run on 2, 4 nodes, not 3" in off.stderr, off.stderr
