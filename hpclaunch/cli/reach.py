@@ -40,7 +40,8 @@ def forward_command(
     app: Session, job_id: str, port: int, local_port: int | None, node: str | None
 ) -> None:
     """Forward 127.0.0.1:PORT here (or --local) to PORT on a node of running job JOB, through
-    the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends."""
+    the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends; across a
+    requeue it waits for the next attempt and forwards to its node."""
     forward = app.forward(
         job_id, port, local_port=port if local_port is None else local_port, node=node
     )
@@ -50,11 +51,22 @@ def forward_command(
         "Ctrl-C to stop",
         err=True,
     )
+    waiting = False
     try:
         while not stop.wait(5):
-            if app.status([job_id])[0].state.value != "RUNNING":
-                click.echo(f"job {job_id} is no longer running: forward stopped", err=True)
+            state = forward.follow()
+            if state == "ended":
+                click.echo(f"job {job_id} has ended: forward stopped", err=True)
                 return
+            if state == "waiting" and not waiting:
+                click.echo(
+                    f"job {job_id} is waiting for its next attempt (requeued): connections "
+                    "fail until it runs again; still listening",
+                    err=True,
+                )
+            elif state == "running" and waiting:
+                click.echo(f"job {job_id} runs again on {forward.node}: forwarding", err=True)
+            waiting = state == "waiting"
         click.echo("forward stopped", err=True)
     finally:
         forward.close()

@@ -25,7 +25,7 @@ from hpclaunch.errors import BackendError, ConnectError
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
 
-__all__ = ["Forward", "job_node", "shell_argv"]
+__all__ = ["Forward", "job_node", "job_place", "shell_argv"]
 
 
 def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, str]:
@@ -65,6 +65,22 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
             hint=f"--node {nodes[0]}",
         )
     return job_id, node or nodes[0]
+
+
+def job_place(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, str | None]:
+    """``("running", node)`` (``node`` if it is one of the job's, else its first),
+    ``("waiting", None)`` while it pends (a requeue's next attempt) or ``("ended", None)``."""
+    from hpclaunch.backends.base import JobRef
+    from hpclaunch.slurm.cluster import expand_hosts
+    from hpclaunch.slurm.jobs import JobState
+
+    info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
+    if info.state is JobState.RUNNING and info.nodes:
+        nodes = expand_hosts(info.nodes)
+        return "running", node if node in nodes else nodes[0]
+    if info.state.is_finished or info.state is JobState.UNKNOWN:
+        return "ended", None
+    return "waiting", None
 
 
 def shell_argv(
@@ -109,6 +125,9 @@ class Forward:
     local_port: int = 0
     connections: int = 0
     errors: list[str] = field(default_factory=list)
+    #: Where the job is now: ``("running", node)``, ``("waiting", None)`` (pending or
+    #: requeued: its next attempt comes) or ``("ended", None)`` (:func:`job_place`).
+    locate: Callable[[], tuple[str, str | None]] | None = None
     _server: socket.socket | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -135,6 +154,17 @@ class Forward:
         self.local_port = server.getsockname()[1]
         threading.Thread(target=self._serve, name="forward", daemon=True).start()
         return self.local_port
+
+    def follow(self) -> str:
+        """Look where the job is (one status call) and forward to its node now: a requeued
+        job's next attempt may run elsewhere. Returns ``running``, ``waiting`` (until
+        then connections fail) or ``ended``."""
+        if self.locate is None:
+            return "running"
+        state, where = self.locate()
+        if where is not None:
+            self.node = where
+        return state
 
     def close(self) -> None:
         """Stop listening (connections under way end with their peers)."""

@@ -853,16 +853,23 @@ class Session(Context):
     ) -> Forward:
         """Forward ``127.0.0.1:local_port`` here (0: a free port) to ``port`` on a node of
         the running job (``hpclaunch forward``), through the login node when remote; call
-        ``.close()`` to stop.
+        ``.close()`` to stop, and ``.follow()`` now and then to keep to the job's node across
+        a requeue (``waiting`` until its next attempt runs, ``ended`` once it has ended).
 
         Raises:
             BackendError: The job is not running, or ``node`` is not one of its nodes.
             ConnectError: The local port is taken.
         """
-        from hpclaunch.ops.reach import Forward, job_node
+        from hpclaunch.ops.reach import Forward, job_node, job_place
 
         _, where = job_node(self, job_id, node)
-        forward = Forward(where, port, self.runner.open_tcp, local_port=local_port)
+        forward = Forward(
+            where,
+            port,
+            self.runner.open_tcp,
+            local_port=local_port,
+            locate=lambda: job_place(self, job_id, node),
+        )
         forward.start()
         return forward
 

@@ -120,3 +120,25 @@ def test_a_forward_carries_http_both_ways_and_says_when_the_far_end_is_closed(
         assert nowhere.errors[0].startswith("cannot connect to 127.0.0.1:1")
     finally:
         nowhere.close()
+
+
+def test_a_forward_keeps_to_the_job_across_a_requeue(
+    session: hpclaunch.Session, slurm: FakeSlurm
+) -> None:
+    """Issue 45: forward stopped at a requeue instead of waiting for the next attempt."""
+    slurm.new_job_states = ["RUNNING"]
+    job = session.submit({"name": "f", "command": ["sleep", "60"]}, check=False)
+    slurm.jobs[job.id].nodes = "n3"
+    forward = session.forward(job.id, 8888, local_port=0)
+    try:
+        assert (forward.node, forward.follow()) == ("n3", "running")
+        slurm.jobs[job.id].states = ["PENDING"]  # requeued: its next attempt comes
+        assert forward.follow() == "waiting"
+        assert forward.node == "n3"
+        slurm.jobs[job.id].states = ["RUNNING"]
+        slurm.jobs[job.id].nodes = "n2"
+        assert (forward.follow(), forward.node) == ("running", "n2")
+        slurm.jobs[job.id].states = ["COMPLETED"]
+        assert forward.follow() == "ended"
+    finally:
+        forward.close()
