@@ -204,7 +204,10 @@ def format_validation_error(
     message = f"{source}: {len(lines)} invalid field{plural}\n" + "\n".join(
         f"  - {line}" for line in lines
     )
-    return message, "; ".join(dict.fromkeys(hints)) or None
+    # Every error gets a way on: a value out of range or not among the choices says what
+    # it takes above; where to read all of them is the hint.
+    general = "fix the values above; 'hpclaunch schema' lists every field and what it takes"
+    return message, "; ".join(dict.fromkeys(hints)) or general
 
 
 def _path(loc: Sequence[int | str]) -> str:

@@ -65,7 +65,8 @@ SUMMARIES = {
     "nothing is queued), how long its past runs took, and a time limit to ask for.",
     "events": "Show what is known about JOB: its submission and each attempt Slurm accounted.",
     "forward": "Forward 127.0.0.1:PORT here (or --local) to PORT on a node of running job JOB, "
-    "through the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends.",
+    "through the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends; "
+    "across a requeue it waits for the next attempt and forwards to its node.",
     "history": "List the jobs submitted from here (the local history), oldest first.",
     "logs": "Print the logs of JOB, a job submitted with hpclaunch.",
     "ls": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",

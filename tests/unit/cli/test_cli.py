@@ -510,3 +510,13 @@ def test_an_idle_guard_the_job_cannot_keep_is_said_at_submit(
     assert without.exit_code == 0, without.output
     assert without.stderr.count("Warning: idle guard: the job's Python") == 1
     assert "pip install 'hpclaunch[gpu]'" in without.stderr
+
+
+def test_every_spec_error_has_a_hint(env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 45: a negative node count or an unknown tier came without a Hint: line."""
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("name: x\ncommand: [a]\ntier: urgent\nresources: {nodes: -1}\n")
+    result = run(env, "render", str(spec))
+    assert_clean_error(result, 2, "2 invalid fields")
+    assert "resources.nodes: Input should be greater than or equal to 1 (got -1)" in result.stderr
+    assert "\nHint: fix the values above; 'hpclaunch schema' lists every field" in result.stderr
