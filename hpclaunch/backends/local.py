@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.arrays import summarise_array
 from hpclaunch.backends.base import Backend
 from hpclaunch.config.paths import user_dir
@@ -35,7 +36,7 @@ from hpclaunch.errors import BackendUnavailable, SubmissionError
 from hpclaunch.slurm.job_ids import LOCAL_PREFIX
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.store.files import make_private_dirs, write_private
+from hpclaunch.store.files import write_private
 from hpclaunch.transport.local import LocalRunner
 
 if TYPE_CHECKING:

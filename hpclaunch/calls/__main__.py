@@ -20,6 +20,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from hpclaunch._private import foreign_or_open
 from hpclaunch.calls.payload import (
     CALL_DIR,
     CALL_FILE,
@@ -29,7 +30,7 @@ from hpclaunch.calls.payload import (
     load_call,
 )
 from hpclaunch.errors import CallError
-from hpclaunch.store.files import foreign_or_open, write_private
+from hpclaunch.store.files import write_private
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.store.files import make_private_dirs
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context

@@ -31,12 +31,12 @@ from pathlib import Path
 
 import jinja2
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch._resources import shipped_dir
 from hpclaunch.errors import RenderError
 from hpclaunch.jobspec.words import ENV_NAME
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
-from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "SCRIPT_TEMPLATE",

@@ -32,9 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HistoryError
-from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -9,9 +9,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import ConfigError
-from hpclaunch.store.files import make_private_dirs, write_private
+from hpclaunch.store.files import write_private
 
 __all__ = [
     "check_url",

@@ -35,6 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.runtime import _fs
 from hpclaunch.runtime.control import (
     DONE_FILE,
@@ -43,7 +44,6 @@ from hpclaunch.runtime.control import (
     REQUEST_FILE,
     SEEN_FILE,
 )
-from hpclaunch.store.files import make_private_dirs
 
 __all__ = [
     "DONE",

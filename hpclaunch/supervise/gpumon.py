@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.store.files import make_private_dirs
+from hpclaunch._private import make_private_dirs
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 

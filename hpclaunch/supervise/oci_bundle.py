@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.store.files import make_private_dirs
+from hpclaunch._private import make_private_dirs
 
 __all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 

@@ -15,8 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.errors import ConnectError
-from hpclaunch.store.files import make_private_dirs
 
 if TYPE_CHECKING:
     import paramiko

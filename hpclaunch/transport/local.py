@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpclaunch._private import foreign_or_open, make_private_dirs
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
-from hpclaunch.store.files import foreign_or_open, make_private_dirs
 from hpclaunch.transport.base import CommandResult, Runner
 
 __all__ = ["LocalRunner"]

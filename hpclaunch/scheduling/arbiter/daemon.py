@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.base import Backend
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import BackendError, TransportError
@@ -55,7 +56,6 @@ from hpclaunch.scheduling.arbiter.decide import (
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.nodecount import node_count_update
-from hpclaunch.store.files import make_private_dirs
 from hpclaunch.supervise.resize import write_request
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]

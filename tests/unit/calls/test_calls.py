@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 import hpclaunch
+from hpclaunch._private import make_private_dirs
 from hpclaunch.calls import payload
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import CallError, EnvironmentMismatch, JobFailed, RemoteError, SubmissionError
 from hpclaunch.ops.job import MapRun
 from hpclaunch.ops.watch import watch_of
-from hpclaunch.store.files import make_private_dirs
 from hpclaunch.store.sweeps import find_sweep
 from tests.unit.conftest import HELLO
 from tests.unit.fakes import FakeSlurm
