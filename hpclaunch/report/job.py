@@ -145,21 +145,25 @@ class JobReport:
             if chart is not None:
                 charts.append(chart)
         steps = [  # the trainer's step, one line per attempt (an elastic job's per size)
-            {"ts": p["time"], "node": f"attempt {p['attempt']}", "gpu": p.get("size") or "",
+            {"ts": p["time"], "node": f"attempt {p['attempt']}:", "gpu": p.get("size") or "size unknown",
              "step": p["step"]}
             for p in self.progress
             if p.get("step") is not None
         ]  # fmt: skip
-        chart = metric_chart(steps, "step", "Training step", "step", *span) if span else None
-        if chart is not None:
-            charts.append(chart)
+        progress = metric_chart(steps, "step", "Training step", "step", *span) if span else None
         duration = ""
         if line is not None:
             length = format_elapsed(round(line.end - line.start))
             duration = f"({length} from the first to the last moment)"
         made = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds")
         return render_page(
-            "report.html.j2", r=self, timeline=line, charts=charts, duration=duration, made=made
+            "report.html.j2",
+            r=self,
+            timeline=line,
+            charts=charts,
+            progress=progress,
+            duration=duration,
+            made=made,
         )
 
     def lines(self) -> list[str]:

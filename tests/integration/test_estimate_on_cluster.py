@@ -38,7 +38,7 @@ def test_estimate_after_two_runs_of_the_spec(
     assert data["slurm"] is not None, data["why_not"]
     assert data["slurm"]["partition"]
     text = hpclaunch("estimate", str(spec))
-    assert "2 completed run(s) of the same spec ran " in text.stdout
+    assert "2 completed runs of the same spec ran " in text.stdout
     assert "suggested: --time 5:00 (resources.time)" in text.stdout
     queued = subprocess.run(
         ["squeue", "-h", f"--name={data['job_name']}", "-o", "%i"],

@@ -423,7 +423,7 @@ def test_an_elastic_jobs_report_shows_each_attempts_size_steps_and_throughput() 
     assert "on 1 node x 2 GPUs" in page
     assert "on 2 nodes x 2 GPUs" in page
     assert "Training step" in page
-    assert "attempt 1 4 ranks" in page  # the step line of the second size
+    assert "attempt 1: 4 ranks" in page  # the step line of the second size
 
 
 def test_the_report_names_what_the_retry_policy_did() -> None:
