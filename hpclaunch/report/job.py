@@ -145,11 +145,15 @@ class JobReport:
             if chart is not None:
                 charts.append(chart)
         steps = [  # the trainer's step, one line per attempt (an elastic job's per size)
-            {"ts": p["time"], "node": f"attempt {p['attempt']}:", "gpu": p.get("size") or "size unknown",
-             "step": p["step"]}
+            {
+                "ts": p["time"],
+                "node": f"attempt {p['attempt']}:",
+                "gpu": p.get("size") or "size unknown",
+                "step": p["step"],
+            }
             for p in self.progress
             if p.get("step") is not None
-        ]  # fmt: skip
+        ]
         progress = metric_chart(steps, "step", "Training step", "step", *span) if span else None
         duration = ""
         if line is not None:
