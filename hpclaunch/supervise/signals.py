@@ -14,9 +14,12 @@ The handlers only record the signal; the sidecar's loop decides what to do.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import signal
-import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from types import FrameType, TracebackType
@@ -45,17 +48,28 @@ class Received:
 
 
 class SignalCatcher:
-    """A context manager that records :data:`HANDLED` signals instead of dying of them."""
+    """A context manager that records :data:`HANDLED` signals instead of dying of them.
+
+    The handler touches no lock: it appends to a deque and writes a byte to a pipe that
+    :meth:`wait` selects on. A ``threading.Event`` set from the handler deadlocked the
+    sidecar: Python runs the handler in the main thread, which may be inside that Event's
+    ``wait`` holding its Condition's lock at that instant (seen once in the unit suite, the
+    sidecar stuck in ``Condition._acquire_restore`` for good).
+    """
 
     def __init__(self, signals: tuple[signal.Signals, ...] = HANDLED) -> None:
         self._signals = signals
         self._queue: deque[Received] = deque()
-        self._event = threading.Event()
         self._old: dict[signal.Signals, object] = {}
+        self._wake_read, self._wake_write = os.pipe()
+        for fd in (self._wake_read, self._wake_write):
+            os.set_blocking(fd, False)
+        weakref.finalize(self, _close, self._wake_read, self._wake_write)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self._queue.append(Received(signal.Signals(signum).name.removeprefix("SIG"), time.time()))
-        self._event.set()
+        with contextlib.suppress(OSError):  # a full pipe: a wake-up is pending already
+            os.write(self._wake_write, b"\0")
 
     def __enter__(self) -> SignalCatcher:
         for sig in self._signals:
@@ -76,17 +90,13 @@ class SignalCatcher:
         try:
             return self._queue.popleft()
         except IndexError:
-            self._event.clear()
             return None
 
     def wait_pending(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a signal, leaving it queued for
         :meth:`wait`; whether one is queued."""
-        if self._queue:
-            return True
-        self._event.clear()  # set by a signal already popped
-        if not self._queue:  # one may have come between the two looks
-            self._event.wait(max(0.0, timeout))
+        if not self._queue:
+            self._sleep(timeout)
         return bool(self._queue)
 
     def wait(self, timeout: float) -> Received | None:
@@ -94,5 +104,19 @@ class SignalCatcher:
         got = self.pop()
         if got is not None:
             return got
-        self._event.wait(max(0.0, timeout))
+        self._sleep(timeout)
         return self.pop()
+
+    def _sleep(self, timeout: float) -> None:
+        """Until a signal's byte arrives (one that came since the last look is already
+        there: no wake-up is lost) or ``timeout`` passes; then drain the pipe."""
+        select.select([self._wake_read], [], [], max(0.0, timeout))
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 4096):
+                pass
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -903,3 +903,39 @@ def test_a_command_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path: Path) -
     env["HPCLAUNCH_JOB_DIR"] = str(tmp_path)
     done = subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
     assert done.returncode == 128 + signal.SIGSEGV
+
+
+PELTED = """\
+import os, signal, sys, threading, time
+from hpclaunch.supervise.signals import SignalCatcher
+
+sys.setswitchinterval(1e-6)  # the pelting thread runs between the waiter's bytecodes
+
+with SignalCatcher((signal.SIGUSR1,)) as catcher:
+    stop = threading.Event()
+
+    def pelt():
+        while not stop.is_set():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0)
+
+    pelter = threading.Thread(target=pelt, daemon=True)
+    pelter.start()
+    got, end = 0, time.monotonic() + 4
+    while time.monotonic() < end:
+        got += catcher.wait(0.001) is not None
+    stop.set()
+    pelter.join()  # no signal after the handlers are gone
+print(got)
+"""
+
+
+def test_signals_arriving_while_the_sidecar_waits_never_deadlock_it() -> None:
+    """The handler set a threading.Event the main thread was waiting on: a signal in the
+    instant that thread held the Event's lock hung the sidecar for good (seen once in the
+    unit suite at the faked leap day). Thousands of signals against a waiting loop."""
+    done = subprocess.run(
+        [sys.executable, "-c", PELTED], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 100
