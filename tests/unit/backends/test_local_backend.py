@@ -78,7 +78,11 @@ def test_a_map_gives_values_in_order_and_runs_at_most_max_concurrent_at_once(
     for _, step in edges:
         running += step
         most = max(most, running)
-    assert most == 2
+    # The cap is the property; that two ran at once is likely, not certain: on a loaded
+    # machine a slot's next task may start only after the other slot's ended (the leap-day
+    # faked-date run of 2026-11-29 failed once on == 2, beside a cluster suite; its output was
+    # cut, so which side of it is not known).
+    assert 1 <= most <= 2
     assert run.status(metrics=False).counts == {"COMPLETED": 6}
 
 
