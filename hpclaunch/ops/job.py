@@ -182,14 +182,7 @@ class Job(Future[Any]):
         return bool(ends) and ends[-1].get("reason") == "success"
 
     def _is_call(self) -> bool:
-        from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
-
-        if self.job_dir is None:
-            return False
-        try:
-            return CALL_FILE in self.session.runner.listdir(f"{self.job_dir}/{CALL_DIR}")
-        except (OSError, HpclaunchError):
-            return False
+        return self.job_dir is not None and _holds_call(self.session, self.job_dir)
 
     def _follow(self) -> None:
         from hpclaunch.errors import CallError
@@ -555,7 +548,7 @@ class SweepRun:
 
         record = find_sweep(sweep_id)
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
-        if _is_map(session, record.job_dir):  # a map's results can be read from here too
+        if _holds_call(session, record.job_dir):  # a map's results can be read from here too
             return MapRun(
                 session,
                 record.sweep_id,
@@ -719,9 +712,9 @@ def _note(exc: BaseException, text: str) -> None:
         add_note(text)
 
 
-def _is_map(session: Context, job_dir: str) -> bool:
-    """Whether the sweep whose directory is ``job_dir`` is a ``session.map`` (its call is
-    there)."""
+def _holds_call(session: Context, job_dir: str) -> bool:
+    """Whether ``job_dir`` holds a function's call: the job is ``session.submit(fn)``'s, or
+    the sweep a ``session.map``."""
     from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
 
     try:
