@@ -23,6 +23,7 @@ from hpclaunch.backends.route import status_anywhere
 from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
+from hpclaunch.slurm.job_ids import is_local_job_id
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -111,9 +112,7 @@ def _ours(context: Context, record: SubmissionRecord) -> bool:
     """Whether this session's backend can tell whether ``record``'s job ended: the same
     site, and a local job for the local backend, a Slurm job for the others (asked about
     the other kind's id, a backend answers UNKNOWN, which would read as "ended")."""
-    from hpclaunch.backends.local import PREFIX
-
-    local = record.job_id.startswith(PREFIX)
+    local = is_local_job_id(record.job_id)
     return record.site == context.site.name and local == (not context.backend.has_cluster)
 
 
