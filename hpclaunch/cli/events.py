@@ -58,7 +58,7 @@ def _print(events: JobEvents) -> None:
         )
         click.echo(f"  logs: {record.logs}/attempt-N.log")
     if problem is not None:
-        click.echo(f"Slurm's accounting is not available: {problem}")
+        click.echo(events.accounting_line())
     by_attempt = events.ledger_lines()
     accounted = {a.index for a in attempts}
     for a in attempts:

@@ -13,7 +13,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.ops.records import find_job_record, read_job_file, runs_sidecar, submission_record
+from hpclaunch.backends.route import status_anywhere
+from hpclaunch.errors import BackendError
+from hpclaunch.ops.records import (
+    ANOTHER_JOB,
+    another_job_reason,
+    find_job_record,
+    names_another_job,
+    read_job_file,
+    runs_sidecar,
+    submission_record,
+)
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -60,6 +70,13 @@ class JobEvents:
             "note": self.note,
         }
 
+    def accounting_line(self) -> str | None:
+        """What to say of Slurm's accounting (``None``: read, and of this job)."""
+        problem = self.accounting_problem
+        if problem is None or problem.startswith(ANOTHER_JOB):
+            return problem
+        return f"Slurm's accounting is not available: {problem}"
+
     def ledger_lines(self) -> dict[int, list[str]]:
         """The ledger's events as lines of text (``checkpoint_committed step 120 in 0.4
         s``), by attempt (``-1``: an event without one), in the ledger's order."""
@@ -81,7 +98,7 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
         JobNotFound: Neither the history nor Slurm's accounting knows it.
     """
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import BackendError, JobNotFound
+    from hpclaunch.errors import JobNotFound
 
     record = find_job_record(job_id)
     problem = None
@@ -89,6 +106,9 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
         attempts = ctx.backend.attempts(JobRef(job_id))
     except BackendError as exc:
         attempts, problem = [], exc.message.splitlines()[0]
+    if record is not None and attempts:
+        problem = _another_job(ctx, record)
+        attempts = [] if problem else attempts
     if record is None and not attempts and problem is None:
         raise JobNotFound(
             f"job {job_id} is neither in the hpclaunch history nor in Slurm's accounting",
@@ -100,6 +120,19 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
         plain = record is not None and runs_sidecar(ctx.runner.read_file, record) is False
         note = NO_SIDECAR_NOTE if plain else LEDGER_NOTE
     return JobEvents(job_id, record, attempts, problem, ledger, note)
+
+
+def _another_job(ctx: Context, record: SubmissionRecord) -> str | None:
+    """Why Slurm's accounting of the record's id is another job's (``None``: it is this
+    job's, or Slurm cannot say). The attempts carry no name: one status call asks."""
+    from hpclaunch.backends.base import JobRef
+
+    ref = JobRef(record.job_id)
+    try:
+        now = status_anywhere(ctx.backend, [ref]).get(ref)
+    except BackendError:
+        return None
+    return another_job_reason(now) if now is not None and names_another_job(now, record) else None
 
 
 def _ledger(ctx: Context, record: SubmissionRecord | None) -> list[dict[str, Any]] | None:

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from hpclaunch.store.history import SubmissionRecord
 
 __all__ = [
+    "ANOTHER_JOB",
+    "another_job_reason",
     "find_job_record",
+    "names_another_job",
     "read_job_file",
     "remember_end",
     "remember_finished",
@@ -84,6 +87,30 @@ def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool |
     return "-m hpclaunch.supervise run " in script
 
 
+#: How :func:`another_job_reason` begins.
+ANOTHER_JOB = "Slurm no longer has this job"
+
+
+def names_another_job(info: JobInfo, record: SubmissionRecord | None) -> bool:
+    """Whether Slurm's job of a recorded id is another job than the one recorded.
+
+    Slurm gives an id again after its state is lost (slurmctld started with ``-c``, or a new
+    StateSaveLocation), once MaxJobId wraps round to FirstJobId (slurm.conf), and on another
+    cluster. The job name hpclaunch set (``--job-name``) tells them apart: the script's
+    ``--comment=hpclaunch:<key>`` would be surer, but sacct shows a comment only where
+    slurmdbd stores it (``AccountingStoreFlags=job_comment``), which few sites set.
+    """
+    return record is not None and bool(info.name) and info.name != record.name
+
+
+def another_job_reason(info: JobInfo) -> str:
+    """What to say where a recorded id names another job in Slurm now."""
+    return (
+        f"{ANOTHER_JOB}: id {info.ref.job_id} now names another job "
+        f"({info.name!r}, {info.state.value}); as hpclaunch recorded it"
+    )
+
+
 def remember_end(ctx: Context, infos: Iterable[JobInfo]) -> None:
     """Store the end of jobs one followed to it (``submit --wait``, a pipeline's wait), each
     found in the history by its id; a history that cannot be read only leaves it unsaid."""
@@ -114,8 +141,8 @@ def remember_finished(
         record = records.get(info.ref.job_id)
         if record is None or not info.state.is_finished:
             continue
-        if info.name and info.name != record.name:
-            continue  # the id is another job's now (a reset cluster reuses ids)
+        if names_another_job(info, record):
+            continue
         attempts = None if info.restarts is None else info.restarts + 1
         seen = (info.state.value, attempts, info.exit_code)
         if (record.state, record.attempts, record.exit_code) == seen:

@@ -3,7 +3,8 @@ Slurm's accounting of each attempt, the ledger and the GPU samples (read where t
 directory is: here, or over SSH), and hands them to :mod:`hpclaunch.report`.
 
 The calls it makes are those of ``hpclaunch events`` (one sacct, whose attempts carry what
-each was given and used) plus one file read.
+each was given and used, and for a recorded job one status call: is Slurm's job of that id
+still this one?) plus one file read.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.progress import eta_of_record
-from hpclaunch.ops.records import read_job_file
+from hpclaunch.ops.records import ANOTHER_JOB, read_job_file
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
@@ -38,6 +39,8 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
     usage = summarise_usage(events.attempts, ctx.site.gres_name)
+    # Slurm's accounting of this id is another job's: what hpclaunch recorded stands in.
+    gone = (events.accounting_problem or "").startswith(ANOTHER_JOB)
     running = bool(attempts) and attempts[-1].state == "RUNNING"
     eta = eta_of_record(ctx, record) if record is not None and running else None
     note = None
@@ -51,7 +54,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         name=record.name if record else None,
         tier=record.tier if record else None,
         project=record.project if record else None,
-        state=attempts[-1].state if attempts else None,
+        state=attempts[-1].state if attempts else (record.state if gone and record else None),
         submitted=record.submitted_at if record else None,
         attempts=tuple(attempts),
         gpus=tuple(gpus),
@@ -64,6 +67,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         eta=eta,
         progress=_progress(events.ledger or []),
         retries=_retries(events.ledger or []),
+        recorded_attempts=(record.attempts or 0) if gone and record else None,
     )
 
 

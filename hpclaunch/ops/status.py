@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hpclaunch.backends.route import status_anywhere
-from hpclaunch.ops.records import remember_finished
+from hpclaunch.ops.records import another_job_reason, names_another_job, remember_finished
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -73,7 +73,7 @@ def _ours(
     mine: dict[JobRef, JobInfo] = {}
     for ref, info in infos.items():
         record = records.get(ref.job_id)
-        if record is None or not info.name or info.name == record.name:
+        if record is None or not names_another_job(info, record):
             mine[ref] = info
             continue
         recorded = parse_state(record.state) if record.state else JobState.UNKNOWN
@@ -83,8 +83,7 @@ def _ours(
             name=record.name,
             exit_code=record.exit_code,
             restarts=None if record.attempts is None else record.attempts - 1,
-            reason=f"Slurm no longer has this job: id {ref.job_id} now names another job "
-            f"({info.name!r}, {info.state.value}); as hpclaunch recorded it",
+            reason=another_job_reason(info),
         )
     return mine
 

@@ -55,6 +55,8 @@ class JobReport:
             samples per second where it reported them (an elastic job's sizes).
         retries: What its ``retry:`` policy did, a line each (``user_error (exit code 3):
             retry 1 of 2 in 20 s``; a retry it skipped says why).
+        recorded_attempts: How many attempts hpclaunch recorded, where Slurm's accounting
+            of them is gone (its id names another job now); ``None``: ``attempts`` says.
     """
 
     job_id: str
@@ -74,6 +76,7 @@ class JobReport:
     eta: Eta | None = None
     progress: tuple[Mapping[str, Any], ...] = ()
     retries: tuple[str, ...] = ()
+    recorded_attempts: int | None = None
 
     @property
     def energy_kwh(self) -> float | None:
@@ -180,7 +183,7 @@ class JobReport:
             )
             if part
         )
-        count = len(self.attempts)
+        count = len(self.attempts) or self.recorded_attempts or 0
         head = f"job {self.job_id}" + (f" {self.name!r}" if self.name else "")
         head += f" ({who})" if who else ""
         if self.state is not None:
@@ -188,7 +191,9 @@ class JobReport:
         out = [head]
         if self.eta is not None:
             out.append(f"progress: {self.eta.line()}")
-        if self.accounting_problem:
+        if self.accounting_problem and self.recorded_attempts is not None:
+            out.append(self.accounting_problem)
+        elif self.accounting_problem:
             out.append(f"Slurm's accounting is not available: {self.accounting_problem}")
         if self.attempts:
             out.append("attempts (waited: queued before it started; steps: last/committed/lost):")

@@ -5,15 +5,21 @@
 - the local backend's jobs in the shared history break neither ``status`` nor ``history``
   (squeue refused the whole call for one ``local-1``);
 - a map's array id names its sweep (``report ARRAY`` said "has not started");
-- a function job's retry with the same ``submission_id`` never changes what the job runs.
+- a function job's retry with the same ``submission_id`` never changes what the job runs;
+- an id Slurm gave again (a reset controller, a wrapped MaxJobId) never tells the other
+  job's story in ``status``, ``report``, ``events`` or the history.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
+
+from hpclaunch.store.history import SubmissionRecord, record_state, record_submission
 
 from .conftest import Run
 from .test_calls_on_cluster import run_script
@@ -92,3 +98,56 @@ def test_unknown_ids_local_jobs_array_ids_and_retries(hpclaunch: Run) -> None:
     report = hpclaunch("report", array_id)
     assert report.returncode == 0, report.stderr
     assert report.stdout.startswith(f"sweep {sweep_id} ")
+
+
+def test_a_reused_id_never_tells_another_jobs_story(hpclaunch: Run, tmp_path: Path) -> None:
+    """The history's job 2 (``hid-elastic``, COMPLETED after 4 attempts) was reported as
+    "CANCELLED after 1 attempt", from the reset cluster's unrelated job 2 (``wrap``)."""
+    other = subprocess.run(
+        [
+            *("sbatch", "--parsable", "--hold", "--job-name=wrap", "-t", "1", "--mem=50M"),
+            *("--output=/dev/null", "--wrap", "true"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(["scancel", other], check=True)
+    # What hpclaunch recorded of its own job under that id, before the cluster gave it again.
+    job_dir = tmp_path / "job"
+    job_dir.mkdir(mode=0o700)
+    record_submission(
+        SubmissionRecord(
+            *(other, None, "hid-elastic", f"reused-{uuid.uuid4().hex[:8]}", str(job_dir)),
+            site="local",
+            submitted_at="2026-01-02T03:04:05+00:00",
+            tier="medium",
+            project="research",
+            state="COMPLETED",
+            attempts=4,
+            exit_code=0,
+        ),
+        path=hpclaunch.history,
+    )
+    said = "now names another job ('wrap', CANCELLED)"
+
+    status = hpclaunch("status", "--json", other)
+    assert status.returncode == 0, status.stderr
+    [row] = json.loads(status.stdout)
+    assert (row["name"], row["state"]) == ("hid-elastic", "COMPLETED")
+    assert said in row["reason"]
+    report = hpclaunch("report", other)
+    assert report.returncode == 0, report.stderr
+    head = report.stdout.splitlines()[0]
+    assert head.endswith("COMPLETED after 4 attempts"), head
+    assert said in report.stdout
+    assert "attempts (waited" not in report.stdout  # none of the other job's attempts
+    events = hpclaunch("events", other)
+    assert events.returncode == 0, events.stderr
+    assert said in events.stdout
+    # A record last seen running is asked about by ``history``: the other job's end is not
+    # stored as this one's.
+    record_state(other, state="RUNNING", attempts=4, exit_code=None, path=hpclaunch.history)
+    history = hpclaunch("history", "--json")
+    assert history.returncode == 0, history.stderr
+    assert hpclaunch.submitted()[other]["state"] == "RUNNING"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.backends.slurm_text import ATTEMPT_FIELDS
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import TransportError
 from hpclaunch.planning.render import RenderedJob
@@ -125,6 +126,9 @@ class FakeSlurm:
     scripts: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: slurmctld is down: its commands answer as they did on the 25.11 test cluster.
     controller_down: bool = False
+    #: ``sacct --duplicates --format=ATTEMPT_FIELDS`` answers by job id, as recorded (a
+    #: job here is answered from ``jobs`` instead, a line per attempt).
+    attempt_lines: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, argv: tuple[str, ...]) -> CommandResult:
         if self.controller_down and argv[0] in _CONTROLLER_DOWN:
@@ -211,6 +215,17 @@ class FakeSlurm:
             return result(argv, out="".join(line + "\n" for line in lines))
         ids = _opt(argv, "--jobs").split(",")
         lines = []
+        if _opt(argv, "--format") == ",".join(ATTEMPT_FIELDS):  # one line per attempt
+            if ids[0] in self.attempt_lines:
+                return result(argv, out=self.attempt_lines[ids[0]])
+            job = self.jobs.get(ids[0])
+            for state in [*job.attempts, job.state] if job and job.in_sacct else []:
+                lines.append(
+                    f"{ids[0]}|{state}|{job.exit_code}|2026-01-01T00:00:00|2026-01-01T00:00:01|"
+                    f"2026-01-01T00:00:06|{job.elapsed}|{job.nodes}|None|00:10:00|1|00:00:01|"
+                    f"{job.tres}|"
+                )
+            return result(argv, out="".join(line + "\n" for line in lines))
         for i in ids:
             job = self.jobs.get(i)
             if job is None or not job.in_sacct:

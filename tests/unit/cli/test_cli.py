@@ -422,6 +422,17 @@ def test_a_reused_job_id_never_tells_another_jobs_story(
     assert "now names another job ('wrap', CANCELLED)" in row["reason"]
     [record] = recent_submissions(path=history_path(env))
     assert record.state != "CANCELLED"
+    # The report and the events tell the recorded job's story, not the new job's.
+    report = run(env, "report", "1000")
+    assert report.exit_code == 0, report.output
+    head = report.stdout.splitlines()[0]
+    assert "'hello'" in head, head
+    assert "CANCELLED" not in head, head
+    assert "now names another job ('wrap', CANCELLED)" in report.stdout
+    assert "attempts (waited" not in report.stdout  # no attempt of the other job shown
+    events = run(env, "events", "1000")
+    assert "now names another job ('wrap', CANCELLED)" in events.stdout
+    assert "not available" not in events.stdout
 
 
 def test_lesser_refusals_of_issue_45(env: dict[str, str], slurm: FakeSlurm, tmp_path: Path) -> None:

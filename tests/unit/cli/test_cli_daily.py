@@ -15,7 +15,7 @@ from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
 from hpclaunch.store.history import history_path
 from hpclaunch.transport.base import CommandResult
 from tests.unit.conftest import HELLO, Env, assert_clean_error, remember, run
-from tests.unit.fakes import FakeJob, FakeSlurm, result
+from tests.unit.fakes import FakeJob, FakeSlurm
 
 # -- status / ls ------------------------------------------------------------------------
 
@@ -213,14 +213,9 @@ def test_events_shows_the_record_and_the_attempts(
 ) -> None:
     remember(env, "9", tmp_path / "logs", name="trainer")  # job dir: tmp_path
 
-    def sacct(argv: tuple[str, ...]) -> CommandResult:
-        return result(
-            argv,
-            out="9|PREEMPTED|0:0|s|st|e|00:00:01|n1|None|||||\n"
-            "9|RUNNING|0:0|s|st|Unknown|0:02|n2||||||\n",
-        )
-
-    slurm._sacct = sacct  # type: ignore[method-assign]
+    slurm.attempt_lines["9"] = (
+        "9|PREEMPTED|0:0|s|st|e|00:00:01|n1|None|||||\n9|RUNNING|0:0|s|st|Unknown|0:02|n2||||||\n"
+    )
     out = run(env, "events", "9")
     assert out.exit_code == 0, out.output
     assert "job 9 'trainer'" in out.stdout

@@ -270,6 +270,7 @@ def test_job_events_from_python_are_the_clis(
     import json
 
     job = session.submit(HELLO)
+    slurm.jobs[job.id].states = ["RUNNING"]  # the same answer to both
     events = job.events()
     assert events.submission is not None
     assert events.submission.submission_id == job.submission_id

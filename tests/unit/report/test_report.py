@@ -19,9 +19,8 @@ from hpclaunch.report.sweep import SweepReport
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, sweeps_dir
 from hpclaunch.supervise.gpumon import METRICS_NAME
 from hpclaunch.supervise.ledger import Ledger
-from hpclaunch.transport.base import CommandResult
 from tests.unit.conftest import Env, assert_clean_error, remember, run
-from tests.unit.fakes import FakeSlurm, result
+from tests.unit.fakes import FakeSlurm
 
 
 def sample(ts: float, gpu: str = "GPU-a", **values: object) -> dict[str, object]:
@@ -89,17 +88,15 @@ def test_advice_names_idle_gpus_small_memory_and_steps_redone() -> None:
     assert advise([], [*busy, *gpu_stats([sample(0, gpu="GPU-c", util=0)])]) == []
 
 
-def _two_attempts(argv: tuple[str, ...]) -> CommandResult:
-    """sacct -D of job 9: preempted after 2 minutes, then run to the end on another node."""
-    return result(
-        argv,
-        out="9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
-        "|00:02:00|n1|None|01:00:00|2|00:00:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
-        "9.batch|CANCELLED|0:15|x|x|x|x|n1||||00:00:30||cpu=00:00:30,mem=1G\n"
-        "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
-        "|00:05:00|n2|None|01:00:00|2|00:01:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
-        "9.batch|COMPLETED|0:0|x|x|x|x|n2||||00:01:30||cpu=00:01:30,mem=1.5G\n",
-    )
+#: sacct -D of job 9: preempted after 2 minutes, then run to the end on another node.
+TWO_ATTEMPTS = (
+    "9|PREEMPTED|0:0|2026-11-28T10:00:00|2026-11-28T10:00:05|2026-11-28T10:02:05"
+    "|00:02:00|n1|None|01:00:00|2|00:00:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
+    "9.batch|CANCELLED|0:15|x|x|x|x|n1||||00:00:30||cpu=00:00:30,mem=1G\n"
+    "9|COMPLETED|0:0|2026-11-28T10:02:05|2026-11-28T10:03:05|2026-11-28T10:08:05"
+    "|00:05:00|n2|None|01:00:00|2|00:01:30|cpu=2,mem=8G,node=1,gres/gpu=4|\n"
+    "9.batch|COMPLETED|0:0|x|x|x|x|n2||||00:01:30||cpu=00:01:30,mem=1.5G\n"
+)
 
 
 def test_report_of_a_preempted_and_resumed_job(
@@ -107,7 +104,7 @@ def test_report_of_a_preempted_and_resumed_job(
 ) -> None:
     remember(env, "9", tmp_path / "logs", name="trainer")  # job dir: tmp_path
 
-    slurm._sacct = _two_attempts  # type: ignore[method-assign]
+    slurm.attempt_lines["9"] = TWO_ATTEMPTS
     Ledger(tmp_path, 0).append(
         "checkpoint_committed", step=40, seconds=0.4, path="x", reason="periodic"
     )
@@ -185,7 +182,7 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
 
     remember(env, "9", tmp_path / "logs", name="<script>alert(1)</script>")
 
-    slurm._sacct = _two_attempts  # type: ignore[method-assign]
+    slurm.attempt_lines["9"] = TWO_ATTEMPTS
     start = datetime.fromisoformat("2026-11-28T10:00:05").timestamp()
     Ledger(tmp_path, 0).append(
         "checkpoint_committed", step=40, seconds=0.4, path="x", reason="", time=start + 60
