@@ -61,6 +61,7 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
     etas = app.etas(rows)
+    unwatched = app.unwatched(rows)
     retries = app.retries(rows)
     if as_json:
         shown = []
@@ -70,6 +71,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
                 data["eta"] = etas[info.ref.job_id].to_dict()
             if info.ref.job_id in retries:
                 data["retry"] = retries[info.ref.job_id].to_dict()
+            if info.ref.job_id in unwatched:
+                data["idle_guard_off"] = unwatched[info.ref.job_id]
             shown.append(data)
         click.echo(json.dumps(shown, indent=2))
     else:
@@ -82,6 +85,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
             click.echo(f"job {job_id}: {eta.line()}")
         for job_id, wait in retries.items():
             click.echo(f"job {job_id}: {wait.line()}")
+        for job_id, why in unwatched.items():
+            click.echo(f"job {job_id}: the idle guard cannot stop it, no GPU is sampled ({why})")
     unknown = [i for i in rows if i.state == "UNKNOWN"]  # JobState is a str enum
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         by_reason: dict[str, list[str]] = {}

@@ -595,6 +595,13 @@ class Session(Context):
 
         return running_etas(self, infos)
 
+    def unwatched(self, infos: Sequence[JobInfo]) -> dict[str, str]:
+        """Job id → why its idle guard can never stop it (``n1: pynvml is not installed``),
+        for the running jobs of ``infos`` whose nodes sample no GPU: one file read each."""
+        from hpclaunch.ops.progress import unwatched_guards
+
+        return unwatched_guards(self, infos)
+
     def retries(self, infos: Sequence[JobInfo]) -> dict[str, RetryWait]:
         """Job id → the retry it waits for, for the pending jobs of ``infos`` (from
         :meth:`status`) that their spec's ``retry:`` requeued (``hpclaunch status``)."""

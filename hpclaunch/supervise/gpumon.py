@@ -33,6 +33,9 @@ stops; nothing it does can affect the job. When every GPU of the node stays belo
 ``HPCLAUNCH_GPU_IDLE_SAMPLES`` samples in a row), it writes ``gpu_idle`` once for that stretch.
 Each sample also leaves the node's state for the sidecar's idle guard: ``control/idle/<node>.json``
 (``since``: when this idle stretch began, ``null`` while busy; ``at``: the sample's time).
+With the idle guard on but no sampling, the node also appends ``node: reason`` to
+``control/idle-guard-off`` (:data:`GUARD_OFF_PATH`), which ``hpclaunch status`` reads beside
+the progress: a guard that can never stop the job is said where the job is looked at.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 
 __all__ = [
+    "GUARD_OFF_PATH",
     "IDLE_UTIL",
     "METRICS_NAME",
     "GpuSampler",
@@ -70,6 +74,8 @@ METRICS_NAME = "metrics.jsonl"
 IDLE_UTIL = 5
 DEFAULT_INTERVAL = 30.0
 IDLE_SECONDS = 600.0
+#: Where a node without sampling says so while the idle guard is on (job dir relative).
+GUARD_OFF_PATH = "control/idle-guard-off"
 _PIPE_BUF = 4096
 
 
@@ -156,6 +162,7 @@ class GpuSampler:
     notifier: Callable[[dict[str, Any]], None] | None = None
     idle_util: float = IDLE_UTIL
     idle_since: float | None = None
+    guarded: bool = False  # the idle guard is on (HPCLAUNCH_GPU_IDLE_SECONDS set)
 
     @classmethod
     def from_env(
@@ -180,6 +187,7 @@ class GpuSampler:
             off_reason=why,
             notifier=Notifier.from_env(env),
             idle_util=_number(env.get("HPCLAUNCH_GPU_IDLE_UTIL"), IDLE_UTIL),
+            guarded="HPCLAUNCH_GPU_IDLE_SECONDS" in env,
         )
 
     @property
@@ -190,6 +198,11 @@ class GpuSampler:
     def _off(self, reason: str) -> bool:
         self.stopped = True
         self.ledger.append("gpu_monitor_off", node=self.node, reason=reason)
+        if self.guarded:
+            path = self.job_dir / GUARD_OFF_PATH
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with path.open("a") as out:  # one short line per node: O_APPEND keeps them whole
+                out.write(f"{self.node}: {reason}\n")
         return False
 
     def start(self) -> bool:

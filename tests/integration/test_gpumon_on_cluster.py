@@ -4,7 +4,9 @@ The cluster's GPUs are fake devices (no NVIDIA driver): every node records
 ``gpu_monitor_off`` once per attempt (srun launcher with 2 tasks per node: only the node's
 first task samples), ``hpclaunch top`` says why there are no samples, and the job, requeued
 with ``scontrol requeue`` after its first attempt started, sees the same ``WANDB_RUN_ID``
-(the submission id) in both attempts.
+(the submission id) in both attempts. With an idle guard, ``hpclaunch status`` says while
+it runs that the guard can never stop it (issue 45: it said nothing anywhere), and the
+operator's requeue is told to the job's webhook (it sent nothing).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.webhook import Webhook, webhook_server
 
 from .conftest import Cli
 
@@ -51,14 +56,25 @@ def _gone(job_id: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
+@pytest.fixture
+def hook() -> Iterator[Webhook]:
+    with webhook_server() as server:
+        yield server
+
+
 def test_monitor_off_once_per_node_top_says_why_and_wandb_run_survives_requeue(
-    hpclaunch: Cli, write_spec: object
+    hpclaunch: Cli, write_spec: object, tmp_path: Path, hook: Webhook
 ) -> None:
+    hpclaunch.env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    saved = hpclaunch("notify", "add", "lab", input_text=hook.url + "\n")
+    assert saved.returncode == 0, saved.stderr
     spec = write_spec(  # type: ignore[operator]
         command=["python", "-c", DUMP],
         launcher="srun",
         tier="low",
         venv=VENV,
+        idle={"notify_after": 10, "stop_after": 30},
+        notify={"webhook": "lab", "events": ["started", "preempted", "resumed"]},
         resources={
             "nodes": 2,
             # srun launcher, 2 GPUs, the default 1 CPU per task: the plan must allocate
@@ -76,6 +92,13 @@ def test_monitor_off_once_per_node_top_says_why_and_wandb_run_survives_requeue(
 
     # Generous: the cluster is shared, the job may wait for whole nodes.
     _wait_for((job_dir, "wandb-0-*.txt"), 4, 300)
+    # Each node said at its start that it samples nothing; status says what that means.
+    status = hpclaunch("status", job_id)
+    assert status.returncode == 0, status.stderr
+    line = next(x for x in status.stdout.splitlines() if "idle guard" in x)
+    said = f"job {job_id}: the idle guard cannot stop it, no GPU is sampled ("
+    assert line.startswith(said), line
+    assert line.count(": nvmlInit failed") + line.count(": pynvml") == 2, line  # both nodes
     subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True)
     _wait_for((job_dir, "wandb-1-*.txt"), 4, 300)
     _gone(job_id, 60)
@@ -101,3 +124,12 @@ def test_monitor_off_once_per_node_top_says_why_and_wandb_run_survives_requeue(
     data = json.loads(hpclaunch("top", job_id, "--json").stdout)
     assert data["samples"] == []
     assert len(data["off"]) == 2  # one line per node (the same reason in both attempts)
+
+    # The operator's requeue, told once, from the node, as a preemption it resumes from.
+    deadline = time.monotonic() + 30
+    while len(hook.of_job(job_id)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    told = [(b["hpclaunch"]["event"], b["text"]) for b in hook.of_job(job_id)]
+    assert [event for event, _ in told] == ["started", "preempted", "resumed"], told
+    assert "requeued by Slurm" in told[1][1], told
+    assert "scontrol requeue by a user or operator" in told[1][1], told

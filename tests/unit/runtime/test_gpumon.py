@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from hpclaunch.supervise.gpumon import (
+    GUARD_OFF_PATH,
     METRICS_NAME,
     GpuSampler,
     latest_samples,
@@ -272,6 +273,21 @@ def test_missing_pynvml_is_recorded_once(tmp_path: Path) -> None:
     assert event["attempt"] == 1
     assert event["reason"] == "pynvml is not installed"
     assert event["node"] == "n1"
+    assert not (tmp_path / GUARD_OFF_PATH).exists()  # no idle guard: nothing it cannot do
+
+
+def test_a_node_without_sampling_says_so_where_status_looks_when_the_idle_guard_is_on(
+    tmp_path: Path,
+) -> None:
+    """Issue 45: the guard silently did nothing on nodes without NVML."""
+    for node in ("n1", "n2"):
+        env = {"HPCLAUNCH_JOB_DIR": str(tmp_path), "SLURMD_NODENAME": node}
+        GpuSampler.from_env(
+            {**env, "HPCLAUNCH_GPU_IDLE_SECONDS": "600"}, None, "pynvml is not installed"
+        ).run(lambda: True)
+    assert (tmp_path / GUARD_OFF_PATH).read_text() == (
+        "n1: pynvml is not installed\nn2: pynvml is not installed\n"
+    )
 
 
 def test_interval_and_idle_default_from_the_environment(tmp_path: Path) -> None:
