@@ -1,16 +1,20 @@
 """Issue 32 on the cluster: ``hpclaunch rerun`` with a changed argument, and ``retry:``: a job
 failing with an exit code it names is requeued, waits out its backoff in the queue (Slurm's
-``BeginTime``) and then succeeds; one failing with a code it does not name is not retried."""
+``BeginTime``) and then succeeds; one failing with a code it does not name is not retried.
+The retried failure is told to the job's webhook (issue 45: only the final end was)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.webhook import Webhook, webhook_server
 
 from .conftest import HPCLAUNCH, Run, squeue, wait_state
 
@@ -70,9 +74,18 @@ def test_a_rerun_with_a_changed_argument_runs_the_jobs_spec_from_its_directory(
     assert line.rstrip().endswith(first_id)
 
 
+@pytest.fixture
+def hook() -> Iterator[Webhook]:
+    with webhook_server() as server:
+        yield server
+
+
 def test_a_named_exit_code_is_retried_after_its_backoff_and_an_unnamed_one_is_not(
-    hpclaunch: Run, write_spec: Callable[..., Path], shared_dir: Path
+    hpclaunch: Run, write_spec: Callable[..., Path], shared_dir: Path, hook: Webhook
 ) -> None:
+    hpclaunch.env["XDG_CONFIG_HOME"] = str(shared_dir / "config")
+    saved = hpclaunch("notify", "add", "lab", input_text=hook.url + "\n")
+    assert saved.returncode == 0, saved.stderr
     script = shared_dir / "fail_once.py"
     script.write_text(FAIL_ONCE)
     retry = {"times": 2, "when": [{"exit_code": [3]}], "backoff": 20}
@@ -81,6 +94,7 @@ def test_a_named_exit_code_is_retried_after_its_backoff_and_an_unnamed_one_is_no
         launcher="srun",
         env={"FAIL_CODE": "3"},
         retry=retry,
+        notify={"webhook": "lab", "events": ["failed", "completed"]},
     )
     other = write_spec(
         command=[PYTHON, str(script)],
@@ -120,6 +134,14 @@ def test_a_named_exit_code_is_retried_after_its_backoff_and_an_unnamed_one_is_no
     assert started_at - float(ends[0]["time"]) > 15  # type: ignore[arg-type]
     events = hpclaunch("events", job)
     assert "retry_scheduled" in events.stdout
+    # Told of the failure it retries, then of the end (issue 45: only the end was told).
+    deadline = time.monotonic() + 30
+    while len(hook.of_job(job)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    told = [(b["hpclaunch"]["event"], b["text"]) for b in hook.of_job(job)]
+    assert [event for event, _ in told] == ["failed", "completed"], told
+    assert "failed (user_error, exit code 3)" in told[0][1], told
+    assert "retry 1 starts in 20 s (its retry: policy)" in told[0][1], told
     report = hpclaunch("report", job)  # names what the policy did (issue 45)
     assert report.returncode == 0, report.stderr
     assert "  - attempt 0: user_error (exit code 3): retry 1 of 2 in 20 s" in report.stdout
