@@ -205,8 +205,7 @@ def train(args: argparse.Namespace, distributed: bool) -> None:
                 if rank == 0:
                     print(f"checkpoint requested: stopping after step {step}", flush=True)
                 break
-    else:
-        runtime.report_progress(args.steps, total=args.steps, force=True)
+    else:  # the last step's report reaches progress.json when the process ends (no force=)
         if rank == 0:
             digest = weights_sha256(model)
             print(f"done: {args.steps} steps, weights sha256 {digest}", flush=True)
