@@ -42,7 +42,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
 
 STEPS = 200
 VENV = str(Path(__file__).resolve().parents[2] / ".venv")
-ELASTIC = {"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4, "min_interval": 0}
+# min_interval: the grow, soon after the shrink, is refused until forced.
+ELASTIC = {"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4, "min_interval": 600}
 
 
 @dataclass
@@ -140,7 +141,9 @@ def jobs(
     jobs.said["shrink"] = _resize(cli, ids["elastic"], 2)
     shrunk_at = int(re.findall(r"checkpoint step (\d+)", jobs.said["shrink"])[0])
     wait_progress(elastic_dir, shrunk_at + 30, timeout=420, job_id=ids["elastic"])  # a restart
-    jobs.said["grow"] = _resize(cli, ids["elastic"], 4)
+    too_soon = cli("resize", ids["elastic"], "--nodes", "4", "--wait", "60", timeout=120)
+    jobs.said["too soon"] = f"exit {too_soon.returncode}\n{too_soon.stdout}{too_soon.stderr}"
+    jobs.said["grow"] = _resize(cli, ids["elastic"], 4, "--force")
     for job_id in ids.values():
         _wait_gone(job_id)
     yield jobs
@@ -149,8 +152,8 @@ def jobs(
     stack.close()
 
 
-def _resize(cli: Cli, job_id: str, nodes: int) -> str:
-    out = cli("resize", job_id, "--nodes", str(nodes), "--wait", "120", timeout=180)
+def _resize(cli: Cli, job_id: str, nodes: int, *flags: str) -> str:
+    out = cli("resize", job_id, "--nodes", str(nodes), "--wait", "120", *flags, timeout=180)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 
@@ -158,6 +161,11 @@ def _resize(cli: Cli, job_id: str, nodes: int) -> str:
 def test_resize_says_the_sizes_and_the_checkpoint(jobs: Jobs) -> None:
     assert "4 → 2 nodes; requeued after checkpoint step" in jobs.said["shrink"], jobs.said
     assert "2 → 4 nodes; requeued after checkpoint step" in jobs.said["grow"], jobs.said
+    # Refused within min_interval; the forced request then says what it did, not the
+    # earlier refusal (issue 45: "not resized: the last resize was 37 s ago", exit 1).
+    assert jobs.said["too soon"].startswith("exit 1\n"), jobs.said
+    assert "the last resize was" in jobs.said["too soon"], jobs.said
+    assert "last resize was" not in jobs.said["grow"], jobs.said
 
 
 def test_every_step_trains_the_same_samples_at_4_2_and_4_nodes(jobs: Jobs) -> None:

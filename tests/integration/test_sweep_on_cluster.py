@@ -278,6 +278,43 @@ def test_a_placeholder_typo_is_refused_before_anything_is_submitted(
     assert name not in listed.stdout
 
 
+def test_a_sweep_beyond_max_job_count_is_refused_and_one_near_it_warned(
+    sweeps: Sweeps, tmp_path: Path
+) -> None:
+    """Issue 45: 60,000 points were planned against the cluster's MaxJobCount of 10,000
+    without a word (each array task is a job: it would fail part-way), the plan one 20 KB
+    line. Read from the cluster (``scontrol show config``); nothing is submitted."""
+    name = f"it-sweep-big-{uuid.uuid4().hex[:6]}"
+
+    def spec(values: int) -> Path:
+        path = tmp_path / f"big-{values}.yaml"
+        grid = {"a": list(range(values)), "b": list(range(1000))}
+        command = ["echo", "{a}", "{b}"]
+        resources = {"time": "00:05:00", "mem": "50M"}
+        sweep = {"method": "grid", "parameters": grid}
+        fields = {"name": name, "project": "research", "command": command, "sweep": sweep}
+        path.write_text(json.dumps({**fields, "resources": resources}))
+        return path
+
+    refused = sweeps.cli("sweep", "--dry-run", str(spec(60)))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "60000 points are 60000 jobs to Slurm (each array task counts) against the " in (
+        refused.stderr
+    )
+    assert "MaxJobCount of 10000" in refused.stderr
+    assert "Hint: split it into sweeps of at most 5000 points" in refused.stderr
+    assert sweeps.cli("sweep", str(spec(60))).returncode == 2  # and not submitted
+    near = sweeps.cli("sweep", "--dry-run", str(spec(6)))
+    assert near.returncode == 0, near.stderr
+    assert "Warning: 6000 points are 6000 jobs" in near.stderr
+    assert max(len(line) for line in near.stdout.splitlines()) < 300  # readable
+    assert "... and 5980 more" in near.stdout
+    queued = subprocess.run(
+        ["squeue", "-h", "--name", name, "-o", "%i"], capture_output=True, text=True, check=True
+    )
+    assert queued.stdout.strip() == ""
+
+
 def test_sweep_wait_with_set_and_partition_exits_0_when_every_task_completed(
     sweeps: Sweeps, tmp_path: Path
 ) -> None:
