@@ -18,7 +18,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from hpclaunch.errors import HpclaunchError
+from hpclaunch.errors import HpclaunchError, JobNotFound
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class Job(Future[Any]):
         job_dir: The job's directory (a function's result is there; ``None``: not known).
         existing: The submission id already named this job: nothing was submitted.
         rendered: The batch script and sbatch argv, when this session submitted it.
+        call: Whether the job runs a function (``None``: found in ``job_dir``; a map's
+            item says so, its call being the map's).
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class Job(Future[Any]):
         job_dir: str | None = None,
         existing: bool = False,
         rendered: RenderedJob | None = None,
+        call: bool | None = None,
     ) -> None:
         super().__init__()
         self.session = session
@@ -77,6 +80,7 @@ class Job(Future[Any]):
         self.job_dir = job_dir
         self.existing = existing
         self.rendered = rendered
+        self.call = call
         #: Found neither in the history nor yet in Slurm (``session.job(id)``).
         self.unverified = False
         if ref.job_id:
@@ -182,6 +186,8 @@ class Job(Future[Any]):
         return bool(ends) and ends[-1].get("reason") == "success"
 
     def _is_call(self) -> bool:
+        if self.call is not None:
+            return self.call
         return self.job_dir is not None and _holds_call(self.session, self.job_dir)
 
     def _follow(self) -> None:
@@ -673,6 +679,41 @@ class MapRun(SweepRun):
                 _note(first, f"{len(failed) - 1} more items failed: {failed[1:11]}")
             raise first
         return values
+
+    def jobs(self) -> list[Job]:
+        """A future per item, in the items' order, each waiting for its own task alone:
+        ``concurrent.futures.as_completed(run.jobs())`` gives each value (or raises its
+        exception) as its task ends; ``run.jobs()[3].result()`` waits for item 3 only. All
+        of them are watched together (one status call a round). A dry run has none.
+
+        Raises:
+            JobNotFound: The map is not recorded on this machine.
+        """
+        from hpclaunch.backends.base import JobRef
+        from hpclaunch.store.sweeps import find_sweep
+        from hpclaunch.supervise.sweep_task import task_dir
+
+        if not self.arrays:
+            return []
+        record = find_sweep(self.sweep_id)
+        jobs: list[Job] = []
+        for index in range(self.points):
+            task = record.task_job_id(index)
+            if task is None:  # not in any array: a record written by hand, or damaged
+                raise JobNotFound(
+                    f"map {self.sweep_id}: no array runs item {index}",
+                    hint="see 'hpclaunch sweep status ID'",
+                )
+            jobs.append(
+                Job(
+                    self.session,
+                    JobRef(task, record.cluster),
+                    log_dir=task_dir(self.log_dir, index),
+                    job_dir=task_dir(self.job_dir, index),
+                    call=True,
+                )
+            )
+        return jobs
 
     def _item(self, index: int, states: dict[int, TaskStatus]) -> Any:
         """Item ``index``'s value, or raise its exception (noted with the item)."""

@@ -77,6 +77,14 @@ class SweepRecord:
     cluster: str | None = None
     arrays: tuple[SweepArray, ...] = field(default=())
 
+    def task_job_id(self, point: int) -> str | None:
+        """Slurm's id (``<array>_<task>``) of the task that runs ``point``: the newest
+        array that has it (a rerun's); ``None``: no array has it."""
+        for array in reversed(self.arrays):
+            if array.has_task(point - array.offset):
+                return f"{array.job_id}_{point - array.offset}"
+        return None
+
     def task_of(self, job_id: str, task: int) -> int | None:
         """The point that task ``task`` of array ``job_id`` runs, or ``None``."""
         for array in self.arrays:

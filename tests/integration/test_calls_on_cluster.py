@@ -181,6 +181,7 @@ def test_the_readmes_function_example_runs_as_written(hpclaunch: Run) -> None:
 # modules beside it (the elastic module's 4-node job once waited over 120 s behind them).
 MAP = """\
 import json
+from concurrent.futures import as_completed
 import hpclaunch
 
 
@@ -191,8 +192,12 @@ def square(x):
 session = hpclaunch.Session(site="local")
 run = session.map(square, range(105), project="research", max_concurrent=16,
                   resources={"time": "00:05:00", "mem": "100M"})
+results = run.results(timeout=300)
+# Each item a future of its own task (issue 45), over both arrays: settled as they end.
+jobs = run.jobs()
+ended = {job.id: job.result() for job in as_completed(jobs, timeout=120)}
 print(json.dumps({"sweep": run.sweep_id, "arrays": [r.job_id for r in run.arrays],
-                  "results": run.results(timeout=300)}))
+                  "results": results, "items": [[job.id, ended[job.id]] for job in jobs]}))
 """
 
 
@@ -223,6 +228,11 @@ def test_map_over_more_items_than_max_array_size_gives_every_value_in_order(
     assert len(seen["arrays"]) == 2  # MaxArraySize=101 on the test cluster: 101 + 4
     assert _most_at_once(seen["arrays"][0]) <= 16
     assert seen["results"] == [x * x for x in range(105)]
+    first, second = seen["arrays"]
+    assert seen["items"][0] == [f"{first}_0", 0]
+    assert seen["items"][100] == [f"{first}_100", 100 * 100]
+    assert seen["items"][103] == [f"{second}_2", 103 * 103]  # task 2 of the second array
+    assert [value for _, value in seen["items"]] == seen["results"]
     status = hpclaunch("sweep", "status", seen["sweep"], "--json")
     assert status.returncode == 0, status.stderr
     assert '"COMPLETED": 105' in status.stdout

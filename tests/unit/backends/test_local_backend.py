@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, as_completed
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -84,6 +84,35 @@ def test_a_map_gives_values_in_order_and_runs_at_most_max_concurrent_at_once(
     # cut, so which side of it is not known).
     assert 1 <= most <= 2
     assert run.status(metrics=False).counts == {"COMPLETED": 6}
+
+
+def square_or_fail(x: int, go: str) -> int:
+    if x < 0:
+        raise ShardError(f"negative {x}")
+    deadline = time.monotonic() + 60
+    while x == 3 and not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the last item waits for the test's word
+    return x * x
+
+
+def test_a_maps_items_are_futures_of_their_own(session: hpclaunch.Session, tmp_path: Path) -> None:
+    """Issue 45: a map's results were all-or-nothing; each item is now a future of its
+    own task, settled as that task ends."""
+    go = str(tmp_path / "go")
+    run = session.map(square_or_fail, [1, -2, 3], [go] * 3)
+    jobs = run.jobs()
+    assert [job.id.rpartition("_")[2] for job in jobs] == ["0", "1", "2"]
+    assert all(job.id.startswith(run.arrays[0].job_id + "_") for job in jobs)
+    assert jobs[0].result(timeout=60) == 1  # while item 2 still runs
+    with pytest.raises(ShardError, match="negative -2"):
+        jobs[1].result(timeout=60)
+    assert not jobs[2].done()
+    Path(go).touch()
+    assert set(as_completed(jobs, timeout=60)) == set(jobs)
+    assert jobs[2].result(timeout=10) == 9
+    again = hpclaunch.Session(backend="local", warn=lambda _m: None).sweep_run(run.sweep_id)
+    assert [job.id for job in again.jobs()] == [job.id for job in jobs]  # type: ignore[attr-defined]
+    assert session.map(square, [1], dry_run=True).jobs() == []
 
 
 def test_cancel_stops_the_running_function(session: hpclaunch.Session) -> None:
