@@ -93,6 +93,16 @@ def _seconds(later: datetime | None, earlier: datetime | None) -> int | None:
     return max(0, round((later - earlier).total_seconds()))
 
 
+def _committed(end: Mapping[str, Any], steps: set[object]) -> int | None:
+    """The attempt's newest committed step: its ``attempt_end``'s, else the highest of its
+    commits (ledgers written before ``attempt_end`` counted the trainer's own)."""
+    said = _int(end.get("committed_step"))
+    if said is not None:
+        return said
+    numbers = [n for n in (_int(s) for s in steps) if n is not None]
+    return max(numbers, default=None)
+
+
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -129,7 +139,7 @@ def summarise_attempts(
                 ran_s=parse_elapsed(attempt.elapsed),
                 nodes=attempt.nodes,
                 last_step=_int(last.get("last_step")),
-                committed_step=_int(last.get("committed_step")),
+                committed_step=_committed(last, steps.get(attempt.index, set())),
                 steps_lost=_int(last.get("steps_lost")),
                 checkpoints=commits.get(attempt.index, 0),
                 size=size_of(attempt.tres),

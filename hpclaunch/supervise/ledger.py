@@ -40,8 +40,10 @@ event                       fields
 ``requeue_failed``          ``target``, ``why``
 ``requeue_skipped``         ``why`` (policy cap or crash-loop breaker)
 ``attempt_end``             ``reason``, ``exit_code``, ``requeued``, ``steps_lost`` (from
-                            the commit, or the resume step a failed checkpoint named),
-                            ``last_step``, ``committed_step``, ``no_progress`` and, for
+                            the commit, or the resume step a failed checkpoint named;
+                            none after ``success``), ``last_step``, ``committed_step``
+                            (the newest commit, asked for or the trainer's own),
+                            ``no_progress`` and, for
                             ``user_error``, ``error_line`` and ``tail``; for
                             ``requeued`` (SIGTERM by ``scontrol requeue``), ``restarts``
 ``gpu_monitor_off``         ``node``, ``reason`` (once per node and attempt; see

@@ -1006,11 +1006,15 @@ class Sidecar:
     def _end(self, reason: str, *, exit_code: int | None, requeued: bool, **extra: Any) -> None:
         last = self._last_step()
         committed = None if self.committed is None else self.committed.get("step")
+        if committed is None:  # none asked for: the trainer's own schedule may have committed
+            done = control.read_json(self.control / control.DONE) or {}
+            if done.get("attempt") == self.config.attempt:  # cleared at each attempt's start
+                committed = done.get("step")
         # Without a commit, a failed checkpoint named the resume point (checkpoint-failed.json).
         resume = committed if committed is not None else (self.failed or {}).get("resume_step")
         lost = None
-        if isinstance(last, int) and isinstance(resume, int):
-            lost = max(0, last - resume)
+        if isinstance(last, int) and isinstance(resume, int) and reason != "success":
+            lost = max(0, last - resume)  # what the next attempt redoes (none after success)
         progress = control.read_json(self.control / control.PROGRESS) or {}
         if progress.get("attempt") == self.config.attempt and "samples_per_s" in progress:
             # The throughput at this size (runtime.report_progress(samples=...)).

@@ -81,6 +81,8 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     # The trainer's last report (step 120, rate-limited, never forced: examples/ddp_train.py)
     # reached progress.json at its exit (issue 45: a 10-step task showed step 8).
     assert second["last_step"] == 120
+    # Its newest commit is the trainer's own (step 120), and a success loses nothing.
+    assert (second["committed_step"], second["steps_lost"]) == (120, None)
     assert first["ran_s"] > 0
     assert second["queued_s"] is not None
     # Each attempt's 2 GPUs, not its node's 4: the requeued attempt may run on another node

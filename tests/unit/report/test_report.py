@@ -440,3 +440,22 @@ def test_the_report_names_what_the_retry_policy_did() -> None:
     assert "retry: policy:\n  - attempt 0: user_error (exit code 3): retry 1 of 2 in 20 s\n" in text
     assert "  - attempt 1: not retried: exit code 4 is not in retry.when" in text
     assert report.to_dict()["retries"] == list(report.retries)
+
+
+def test_the_trainers_own_commits_are_an_attempts_committed_step() -> None:
+    """Issue 45 (a fresh walk): 3 periodic commits, and STEPS read "10/-/-"."""
+    from hpclaunch.report.attempts import summarise_attempts
+    from hpclaunch.slurm.jobs import Attempt, JobState
+
+    attempt = Attempt(index=0, state=JobState.COMPLETED, exit_code=0, elapsed="00:00:04")
+    ledger = [
+        {"event": "checkpoint_periodic", "attempt": 0, "step": 3},
+        {"event": "checkpoint_periodic", "attempt": 0, "step": 9},
+        {"event": "checkpoint_periodic", "attempt": 0, "step": 6},
+        {"event": "attempt_end", "attempt": 0, "reason": "success", "last_step": 10},
+    ]
+    [summary] = summarise_attempts([attempt], ledger)
+    assert (summary.last_step, summary.committed_step, summary.checkpoints) == (10, 9, 3)
+    said = {**ledger[-1], "committed_step": 6}  # the sidecar's word, where it gave one
+    [summary] = summarise_attempts([attempt], [*ledger[:3], said])
+    assert summary.committed_step == 6
