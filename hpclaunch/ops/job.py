@@ -212,8 +212,9 @@ class Job(Future[Any]):
             where = (
                 "the local backend" if is_local_job_id(self.id) else "Slurm's queue and accounting"
             )
+            said = f" ({info.reason})" if info.reason and "unknown to" not in info.reason else ""
             raise JobNotFound(
-                f"job {self.id} is unknown to the history and to {where} ({info.reason})",
+                f"job {self.id} is unknown to the history and to {where}{said}",
                 hint="check the id (and the cluster: --site/HPCLAUNCH_SITE); Slurm forgets "
                 "ended jobs that accounting does not keep",
             )

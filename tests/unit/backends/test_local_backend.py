@@ -344,6 +344,7 @@ def test_unknown_malformed_and_array_ids_are_refused_at_once(
             wait()
     assert time.monotonic() - started < 10
     assert caught.value.hint
+    assert str(caught.value).count("unknown to") == 1  # said once, not twice
     with pytest.raises(JobNotFound, match="no such local job"):
         on_slurm.job("local-999").result(timeout=60)
     run = on_slurm.map(square, [1, 2])
