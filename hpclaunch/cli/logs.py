@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
+from hpclaunch.errors import JobNotFound
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -79,10 +80,18 @@ def _no_log(job: Job, attempt: int | None) -> None:
     if attempt in have:  # the attempt's log exists and is empty
         click.echo(f"job {job_id}: attempt {attempt}'s log is empty", err=True)
         return
-    which = ", ".join(map(str, have)) if have else "none yet"
-    raise click.ClickException(
-        f"job {job_id} has no attempt {attempt}: it has {len(have)} attempt log(s) ({which}) "
-        f"in {log_dir}"
+    if not have:
+        raise JobNotFound(
+            f"job {job_id} has no attempt {attempt}: no attempt has written a log in {log_dir} "
+            "yet",
+            hint=f"'hpclaunch status {job_id}' says whether it has started",
+        )
+    which = ", ".join(map(str, have))
+    raise JobNotFound(
+        f"job {job_id} has no attempt {attempt}: its attempts with a log are {which} "
+        f"(in {log_dir})",
+        hint=f"'hpclaunch logs {job_id} --attempt {have[-1]}' shows the newest; without "
+        "--attempt, every attempt in turn",
     )
 
 

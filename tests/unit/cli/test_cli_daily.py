@@ -84,7 +84,8 @@ def test_logs_end_with_what_slurm_wrote_and_a_missing_attempt_is_an_error(
     assert out.stderr == "==> attempt 0 <==\n==> slurm-42.out (Slurm's own messages) <==\n"
     missing = run(env, "logs", "42", "--attempt", "3")
     assert missing.exit_code == 1
-    assert "Error: job 42 has no attempt 3: it has 1 attempt log(s) (0) in " in missing.stderr
+    assert "Error: job 42 has no attempt 3: its attempts with a log are 0 (in " in missing.stderr
+    assert "Hint: 'hpclaunch logs 42 --attempt 0' shows the newest" in missing.stderr
 
 
 def test_logs_of_a_sweeps_array_id_names_its_tasks(env: Env, tmp_path: Path) -> None:
