@@ -26,11 +26,11 @@ from hpclaunch.calls.payload import (
     CALL_FILE,
     RESULT_FILE,
     dump_error,
-    dump_value,
     load_call,
+    write_value,
 )
 from hpclaunch.errors import CallError
-from hpclaunch.store.files import write_private
+from hpclaunch.store.files import write_private, write_private_with
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,13 +71,12 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         write_private(result, dump_error(exc, traceback.format_exc()))
         return 1
-    try:
-        data = dump_value(value)
+    try:  # streamed into the file: a large value is never held twice
+        write_private_with(result, lambda out: write_value(out, value))
     except CallError as exc:
         print(f"hpclaunch.calls: {exc}")
         write_private(result, dump_error(exc, traceback.format_exc()))
         return 1
-    write_private(result, data)
     return 0
 
 

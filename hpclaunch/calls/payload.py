@@ -10,10 +10,14 @@ the cluster, is no reason to refuse a function that never imports it. cloudpickl
 functions of ``__main__`` (a script, a notebook) and lambdas by value, and functions of
 importable modules by reference.
 
-``result.pkl`` (written by the job, atomically, once the function returned or raised): a
-plain pickle of ``{"ok": bool, "type": str, "text": str, "traceback": str, "payload":
-bytes}``; ``payload`` is the cloudpickled value or exception, empty when the exception
-could not be pickled (then :class:`~hpclaunch.errors.RemoteError` carries its text).
+``result.pkl`` (written by the job, atomically, once the function returned or raised): two
+pickles one after the other, a plain one of ``{"format": 2, "ok": bool, "type": str,
+"text": str, "traceback": str}``, then the value (cloudpickled straight into the file) or
+the exception's state as bytes (empty when it could not be pickled: then
+:class:`~hpclaunch.errors.RemoteError` carries its text). The value is streamed both ways,
+never held twice: a result costs its own size in memory at either end, as a plain
+``pickle.load`` does (the format before, one pickle holding the value's pickle as bytes,
+cost twice that; it is still read).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
 
@@ -47,7 +51,9 @@ __all__ = [
     "load_call",
     "load_outcome",
     "needed_distributions",
+    "read_outcome_from",
     "star_call",
+    "write_value",
 ]
 
 #: The call's directory inside the job directory, and its two files.
@@ -261,23 +267,37 @@ def load_call(
     return fn, (items[item],), {}
 
 
-def dump_value(value: Any) -> bytes:
-    """``result.pkl`` for a returned value.
+def write_value(out: IO[bytes], value: Any) -> None:
+    """Write ``result.pkl`` for a returned value to ``out``, the value cloudpickled
+    straight into it (no second copy of its pickle in memory).
 
     Raises:
-        CallError: The value cannot be pickled.
+        CallError: The value cannot be pickled (``out`` then holds part of it: discard it).
     """
     import cloudpickle
 
+    pickle.dump({"format": 2, "ok": True, "type": "", "text": "", "traceback": ""}, out)
     try:
-        payload = cloudpickle.dumps(value)
+        cloudpickle.dump(value, out)
     except Exception as exc:
         raise CallError(
             f"the function returned a {type(value).__qualname__} that cannot be pickled: {exc}",
             hint="return plain data (numbers, lists, dicts, arrays) or write it to a file and "
             "return the path",
         ) from exc
-    return pickle.dumps({"ok": True, "type": "", "text": "", "traceback": "", "payload": payload})
+
+
+def dump_value(value: Any) -> bytes:
+    """``result.pkl``'s bytes for a returned value (:func:`write_value`).
+
+    Raises:
+        CallError: The value cannot be pickled.
+    """
+    import io
+
+    out = io.BytesIO()
+    write_value(out, value)
+    return out.getvalue()
 
 
 #: How deep a cause/context chain travels (a longer one is cut there).
@@ -297,15 +317,14 @@ def dump_error(exc: BaseException, traceback_text: str) -> bytes:
     except Exception:
         payload = b""
     kind = type(exc)
-    return pickle.dumps(
-        {
-            "ok": False,
-            "type": f"{kind.__module__}.{kind.__qualname__}",
-            "text": str(exc),
-            "traceback": traceback_text,
-            "payload": payload,
-        }
-    )
+    header = {
+        "format": 2,
+        "ok": False,
+        "type": f"{kind.__module__}.{kind.__qualname__}",
+        "text": str(exc),
+        "traceback": traceback_text,
+    }
+    return pickle.dumps(header) + pickle.dumps(payload)
 
 
 def _exception_state(exc: BaseException, depth: int) -> dict[str, Any]:
@@ -362,13 +381,21 @@ def _rebuild(state: dict[str, Any]) -> BaseException:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What ``result.pkl`` says: a value, or an exception to raise (:meth:`get`)."""
+    """What ``result.pkl`` says: a value, or an exception to raise (:meth:`get`).
+
+    ``payload``: the exception's state (or, in the older format, the value) pickled;
+    ``value``: the value, read from the file (``has_value``), or ``value_error``: why it
+    could not be read here (a module missing), raised by :meth:`get`.
+    """
 
     ok: bool
     type_name: str
     text: str
     remote_traceback: str
     payload: bytes
+    value: Any = None
+    has_value: bool = False
+    value_error: Exception | None = None
 
     def get(self, job_id: str) -> Any:
         """The value; or raise the function's exception (the traceback from the job added
@@ -380,8 +407,12 @@ class Outcome:
         import cloudpickle
 
         if self.ok:
+            if self.has_value:
+                return self.value
             try:
-                return cloudpickle.loads(self.payload)
+                if self.value_error is not None:
+                    raise self.value_error
+                return cloudpickle.loads(self.payload)  # the older format
             except Exception as exc:
                 raise CallError(
                     f"job {job_id}'s result cannot be unpickled here: {type(exc).__name__}: {exc}",
@@ -403,7 +434,32 @@ class Outcome:
         raise error
 
 
+def read_outcome_from(source: IO[bytes]) -> Outcome:
+    """The :class:`Outcome` of ``result.pkl``, read from ``source`` (its value unpickled
+    straight from it).
+
+    Raises:
+        EOFError, pickle.UnpicklingError: The file is cut short or damaged.
+    """
+    import cloudpickle
+
+    raw = pickle.load(source)  # the job wrote it, into its private directory
+    head = (raw["ok"], raw["type"], raw["text"], raw["traceback"])
+    if raw.get("format") != 2:  # the older format: one pickle, the value's inside
+        return Outcome(*head, raw["payload"])
+    if not raw["ok"]:
+        return Outcome(*head, pickle.load(source))
+    try:
+        value = cloudpickle.load(source)
+    except (EOFError, pickle.UnpicklingError):
+        raise
+    except Exception as exc:  # a module the value needs is missing here: said at get()
+        return Outcome(*head, b"", value_error=exc)
+    return Outcome(*head, b"", value=value, has_value=True)
+
+
 def load_outcome(data: bytes) -> Outcome:
     """The :class:`Outcome` of ``result.pkl``'s bytes."""
-    raw = pickle.loads(data)  # the job wrote it, into its private directory
-    return Outcome(raw["ok"], raw["type"], raw["text"], raw["traceback"], raw["payload"])
+    import io
+
+    return read_outcome_from(io.BytesIO(data))

@@ -82,8 +82,7 @@ def _no_log(job: Job, attempt: int | None) -> None:
         return
     if not have:
         raise JobNotFound(
-            f"job {job_id} has no attempt {attempt}: no attempt has written a log in {log_dir} "
-            "yet",
+            f"job {job_id} has no attempt {attempt}: no attempt has written a log in {log_dir} yet",
             hint=f"'hpclaunch status {job_id}' says whether it has started",
         )
     which = ", ".join(map(str, have))

@@ -12,14 +12,14 @@ import functools
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hpclaunch.calls.payload import (
     CALL_DIR,
     CALL_FILE,
     RESULT_FILE,
     Outcome,
-    load_outcome,
+    read_outcome_from,
     star_target,
 )
 from hpclaunch.errors import CallError, JobFailed, TransportError
@@ -325,18 +325,23 @@ def read_outcome(session: Context, job_dir: str) -> Outcome | None:
             private: it is not unpickled (a planted ``result.pkl`` would run its code here).
     """
     path = posixpath.join(job_dir, CALL_DIR, RESULT_FILE)
+
+    def load(source: IO[bytes]) -> Outcome:
+        # Once it exists (a poll of a running job costs one open), and before a byte of
+        # it is unpickled: a planted result.pkl would run its code here.
+        _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "load the result")
+        try:
+            return read_outcome_from(source)  # the value streamed: never held twice
+        except Exception as exc:  # written atomically: only a full disk or a hand cuts it
+            raise CallError(
+                f"the result {path} is cut short or damaged ({type(exc).__name__}: {exc})",
+                hint="the job's log says how its process ended; submit the call again",
+            ) from exc
+
     try:
-        data = session.runner.read_bytes(path)
+        return session.runner.read_with(path, load)
     except TransportError:
         return None
-    _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "load the result")
-    try:
-        return load_outcome(data)
-    except Exception as exc:  # written atomically: only a full disk or a hand cuts it
-        raise CallError(
-            f"the result {path} is cut short or damaged ({type(exc).__name__}: {exc})",
-            hint="the job's log says how its process ended; submit the call again",
-        ) from exc
 
 
 def _refuse_foreign(session: Context, paths: Sequence[str], doing: str) -> None:

@@ -6,11 +6,13 @@ import abc
 import getpass
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any, TypeVar
 
 __all__ = ["SLURM_COMMANDS", "CommandResult", "Runner"]
+
+T = TypeVar("T")
 
 #: The Slurm commands a runner's ``slurm_bin`` applies to (hpclaunch runs no others).
 SLURM_COMMANDS = frozenset(
@@ -125,6 +127,18 @@ class Runner(abc.ABC):
         Raises:
             TransportError: The file does not exist or cannot be read.
         """
+
+    def read_with(self, path: str, read: Callable[[IO[bytes]], T]) -> T:
+        """``read(file)`` on ``path`` opened for reading: a large file is streamed, never
+        held whole (here: read whole, then streamed; the local and SSH runners stream).
+
+        Raises:
+            TransportError: The file does not exist or cannot be opened.
+            Exception: What ``read`` raised.
+        """
+        import io
+
+        return read(io.BytesIO(self.read_bytes(path)))
 
     @abc.abstractmethod
     def listdir(self, path: str) -> list[str]:

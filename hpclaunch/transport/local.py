@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from hpclaunch._private import foreign_or_open, make_private_dirs
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
 from hpclaunch.transport.base import CommandResult, Runner
+
+T = TypeVar("T")
 
 __all__ = ["LocalRunner"]
 
@@ -99,6 +101,15 @@ class LocalRunner(Runner):
                 return fh.read()
         except OSError as exc:
             raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+    def read_with(self, path: str, read: Callable[[IO[bytes]], T]) -> T:
+        """See :meth:`Runner.read_with`: the file itself, streamed."""
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 (closed below; only the open is guarded)
+        except OSError as exc:
+            raise TransportError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        with fh:
+            return read(fh)
 
     def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> Any:
         """See :meth:`Runner.open_tcp`: a socket from this machine."""

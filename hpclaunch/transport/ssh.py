@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
 from hpclaunch.errors import (
     CommandTimeout,
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     import paramiko
 
 __all__ = ["SSHRunner"]
+
+T = TypeVar("T")
 
 #: How long :meth:`SSHRunner.run` waits in one select() before checking the link again.
 _POLL = 0.5
@@ -508,6 +510,22 @@ class SSHRunner(Runner):
                 return data
         except _link_errors() as exc:
             raise TransportError(f"cannot read {path} on {self.where}: {exc}") from exc
+
+    def read_with(self, path: str, read: Callable[[IO[bytes]], T]) -> T:
+        """See :meth:`Runner.read_with`: streamed over SFTP (read ahead, as ``get`` does)."""
+        sftp = self._sftp_client()
+        try:
+            handle = sftp.open(path, "rb")
+            handle.prefetch()
+        except _link_errors() as exc:
+            raise TransportError(f"cannot read {path} on {self.where}: {exc}") from exc
+        with handle:
+            try:
+                return read(cast("IO[bytes]", handle))  # SFTPFile: read/readline as a file's
+            # The link broke while reading (not EOFError here: that is how a reader says
+            # the file itself ended early).
+            except (_paramiko().SSHException, OSError) as exc:
+                raise TransportError(f"cannot read {path} on {self.where}: {exc}") from exc
 
 
 class _Timeout(Exception):

@@ -10,6 +10,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from concurrent.futures import CancelledError, as_completed
 from pathlib import Path
 from typing import Any
@@ -590,3 +591,33 @@ def test_exits_signals_damaged_results_and_non_specs_are_named(
     with pytest.raises(CallError, match=r"cut short or damaged") as caught:
         cut.result(timeout=30)
     assert str(result) in str(caught.value)
+
+
+def test_a_result_is_streamed_and_the_earlier_format_is_still_read(tmp_path: Path) -> None:
+    """Issue 45: a large result cost 2.1 x its size (its pickle held as bytes inside a
+    second pickle); now the value is pickled straight into the file and read from it
+    (bench/result_memory.py: 1.0 x, as pickle.load). A result written before still reads."""
+    import cloudpickle
+
+    from hpclaunch.store.files import write_private_with
+
+    value = {"loss": [0.5, 0.25], "blob": b"x" * 1000}
+    new = tmp_path / "new.pkl"
+    write_private_with(new, lambda out: payload.write_value(out, value))
+    assert payload.load_outcome(new.read_bytes()).get("1") == value
+    earlier = pickle.dumps(
+        {"ok": True, "type": "", "text": "", "traceback": "", "payload": cloudpickle.dumps(value)}
+    )
+    assert payload.load_outcome(earlier).get("2") == value
+    # A value that cannot be pickled leaves no file, not half of one.
+    lock = threading.Lock()
+    with pytest.raises(CallError, match="cannot be pickled"):
+        write_private_with(tmp_path / "bad.pkl", lambda out: payload.write_value(out, [1, lock]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.pkl"]
+    # A value whose module is missing here is said at get(), not taken for a damaged file.
+    missing = pickle.dumps({"format": 2, "ok": True, "type": "", "text": "", "traceback": ""})
+    missing += b"cnosuchmodule\nf\n."  # protocol 0: GLOBAL nosuchmodule.f, STOP
+    with pytest.raises(CallError, match="cannot be unpickled here: ModuleNotFoundError"):
+        payload.load_outcome(missing).get("3")
+    with pytest.raises((EOFError, pickle.UnpicklingError)):  # cut short: damage, at once
+        payload.load_outcome(new.read_bytes()[:-30])
