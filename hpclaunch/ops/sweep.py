@@ -42,9 +42,11 @@ from hpclaunch.ops.plan_job import (
 )
 from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
 from hpclaunch.planning.points import params_lines
+from hpclaunch.slurm.limits import parse_submit_limits, submit_limits_argv
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend, JobRef
+    from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.store.sweeps import SweepRecord
@@ -157,6 +159,7 @@ def submit_sweep_spec(
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
         check_job_count(context, len(sweep.points), enabled=check)
+        check_submit_limits(context, sweep.plan, len(sweep.points), enabled=check)
     notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
     warn_unsendable(context, sweep.plan)
     if dry_run:
@@ -236,6 +239,39 @@ def check_job_count(context: Context, tasks: int, *, enabled: bool) -> None:
             "in parts, each its own sweep), or ask the cluster's admins",
         )
     context.warn(f"{said}: its last arrays may be refused when the queue is full")
+
+
+def check_submit_limits(
+    context: Context, plan: SubmissionPlan, tasks: int, *, enabled: bool
+) -> None:
+    """Refuse a sweep of more tasks than its association or QOS takes now (MaxSubmitJobs,
+    GrpSubmitJobs up the account tree, the QOS's per-user and per-account limits; each
+    array task one job): its later arrays would be refused part-way. One scontrol call;
+    where it cannot be read (PrivateData, an old slurmctld), sbatch has the last word.
+
+    Raises:
+        PlanError: More tasks than one of those limits has room for.
+    """
+    if not enabled or not context.backend.has_cluster:
+        return
+    user = context.runner.user()
+    try:
+        shown = context.runner.run(submit_limits_argv(user, plan.qos), timeout=60)
+    except TransportError:
+        return
+    if not shown.ok:
+        return
+    limits = parse_submit_limits(shown.stdout, user, plan.account, plan.qos)
+    tight = min(limits, key=lambda limit: limit.room, default=None)
+    if tight is None or tasks <= tight.room:
+        return
+    raise PlanError(
+        f"{tasks} points are {tasks} jobs to Slurm (each array task counts), and the "
+        f"{tight.what} takes {tight.room} more now ({tight.used} of {tight.limit} held): "
+        "the sweep would fail part-way",
+        hint=f"split it into sweeps of at most {tight.room} points, or wait for your jobs "
+        "to end, or ask the cluster's admins",
+    )
 
 
 def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:

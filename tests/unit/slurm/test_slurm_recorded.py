@@ -38,6 +38,7 @@ from hpclaunch.slurm.cluster import (
 )
 from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 from hpclaunch.slurm.jobs import JobState
+from hpclaunch.slurm.limits import parse_submit_limits, submit_limits_argv
 from hpclaunch.slurm.queue import parse_queue, queue_argv
 from hpclaunch.slurm.times import parse_elapsed
 from hpclaunch.slurm.usage import cost_argv, parse_usage
@@ -353,3 +354,28 @@ def test_queue_why_from_sprio_and_sshare(
     assert why.lines[0].startswith(f"job {rec.jobs['pending-low']} waits (")
     # The held-back GPU-style jobs (--begin) rank before it; sprio does not list them.
     assert "5 more ranked before it cannot start yet" in "\n".join(why.lines)
+
+
+def test_job_count_limits_of_an_association_and_a_qos(rec: Recording) -> None:
+    """scripts/record-slurm's LIMITS (the user's MaxSubmitJobs 50 in research, research's
+    GrpSubmitJobs 1000, QOS low's MaxSubmitJobsPU 40), one held job counted against each."""
+    user = rec.data.get("limits_user", "root")
+    for qos in ("normal", "low"):
+        argv = submit_limits_argv(user, qos)
+        rec.require(argv)
+        limits = parse_submit_limits(rec.stdout(argv), user, "research", qos)
+        found = {(limit.what, limit.limit, limit.used) for limit in limits}
+        expected = {
+            (f"MaxSubmitJobs of user {user} in account research", 50, 1),
+            ("GrpSubmitJobs of account research", 1000, 1),
+        }
+        if qos == "low":
+            expected.add(("MaxSubmitJobsPU of QOS low", 40, 1))
+        assert found == expected, limits
+        assert min(limit.room for limit in limits) == (39 if qos == "low" else 49)
+    # The user's default account (DefAssoc=Yes) when the job names none.
+    default = parse_submit_limits(rec.stdout(submit_limits_argv(user, "normal")), user, None, "x")
+    assert {limit.what for limit in default} == {
+        f"MaxSubmitJobs of user {user} in account research",
+        "GrpSubmitJobs of account research",
+    }
