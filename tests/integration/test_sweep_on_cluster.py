@@ -13,7 +13,9 @@ The three sweeps are submitted at once and checked by separate tests (about 1.5 
 
 from __future__ import annotations
 
+import getpass
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -309,6 +311,42 @@ def test_a_sweep_beyond_max_job_count_is_refused_and_one_near_it_warned(
     assert "Warning: 6000 points are 6000 jobs" in near.stderr
     assert max(len(line) for line in near.stdout.splitlines()) < 300  # readable
     assert "... and 5980 more" in near.stdout
+    # The association's own limit (MaxSubmitJobs), read with the jobs counted against it.
+    user = getpass.getuser()
+    limit = ["sacctmgr", "-i", "modify", "user", "where", f"name={user}", "account=research-oq"]
+    subprocess.run([*limit, "set", "MaxSubmitJobs=20"], check=True, capture_output=True)
+    try:
+        small = tmp_path / "small.yaml"
+        small.write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "project": "research",  # tier low: in research-oq, over the guarantee
+                    "command": ["echo", "{a}"],
+                    "resources": {"time": "00:05:00", "mem": "50M"},
+                    "sweep": {"method": "grid", "parameters": {"a": list(range(30))}},
+                }
+            )
+        )
+        deadline = time.monotonic() + 30  # slurmdbd passes the limit on to slurmctld
+        while True:
+            over = sweeps.cli("sweep", "--dry-run", str(small))
+            if over.returncode != 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert over.returncode == 2, over.stdout[-2000:] + over.stderr
+        # The module's other sweeps may hold some of the 20 still.
+        said = re.search(
+            rf"30 points are 30 jobs to Slurm \(each array task counts\), and the "
+            rf"MaxSubmitJobs of user {user} in account research-oq takes (\d+) more now "
+            rf"\((\d+) of 20 held\)",
+            over.stderr,
+        )
+        assert said is not None, over.stderr
+        assert int(said.group(1)) + int(said.group(2)) == 20
+        assert f"Hint: split it into sweeps of at most {said.group(1)} points" in over.stderr
+    finally:
+        subprocess.run([*limit, "set", "MaxSubmitJobs=-1"], check=True, capture_output=True)
     queued = subprocess.run(
         ["squeue", "-h", "--name", name, "-o", "%i"], capture_output=True, text=True, check=True
     )
