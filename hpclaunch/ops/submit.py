@@ -170,11 +170,7 @@ def untrusted(session: Context, paths: Sequence[str]) -> str | None:
     """Why one of ``paths`` (those that exist) cannot be trusted to hold only what this user
     wrote: another user's, or writable by others (a pickle or script there could run
     their code as this user); ``None`` when all are private."""
-    for path in paths:
-        why = session.runner.foreign_or_open(path)
-        if why is not None:
-            return why
-    return None
+    return session.runner.first_foreign_or_open(paths)  # one command for all, over SSH
 
 
 def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool) -> None:

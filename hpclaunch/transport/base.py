@@ -166,20 +166,34 @@ class Runner(abc.ABC):
 
         Asks ``id -u`` and GNU ``stat`` in one command (a runner on this machine looks
         itself); when they cannot answer, that is the reason (never trusted unchecked).
+        A symlink is followed (``stat``), as the reader opening it would.
         """
-        script = 'id -u && stat -c "%u %a" -- "$1"'
-        result = self.run(["sh", "-c", script, "sh", path], timeout=30)
-        lines = result.stdout.split()
-        if not result.ok or len(lines) != 3:
-            if "No such file" in result.stderr:
-                return None
+        return self.first_foreign_or_open([path])
+
+    def first_foreign_or_open(self, paths: Sequence[str]) -> str | None:
+        """:meth:`foreign_or_open` of each of ``paths`` in turn, the first reason found;
+        one command for them all (a runner on this machine looks itself)."""
+        # One line per path after the uid: its owner and mode, or "none" where it is not.
+        script = (
+            'id -u && for p do if [ -e "$p" ]; then stat -c "%u %a" -- "$p" || echo "? ?"; '
+            "else echo none; fi; done"
+        )
+        result = self.run(["sh", "-c", script, "sh", *paths], timeout=30)
+        lines = result.stdout.splitlines()
+        if not result.ok or len(lines) != len(paths) + 1:
             said = (result.stderr or result.stdout).strip() or "no answer"
-            return f"cannot check who owns {path} on {self.where}: {said}"
-        me, owner, mode = lines
-        if owner != me:
-            return f"{path} belongs to uid {owner}, not to this user (uid {me})"
-        if int(mode, 8) & 0o022:
-            return f"{path} is writable by others (mode {int(mode, 8):04o})"
+            return f"cannot check who owns {', '.join(paths)} on {self.where}: {said}"
+        me = lines[0].strip()
+        for path, line in zip(paths, lines[1:], strict=True):
+            if line == "none":
+                continue
+            owner, _, mode = line.partition(" ")
+            if not mode.isdigit():
+                return f"cannot check who owns {path} on {self.where}: stat failed"
+            if owner != me:
+                return f"{path} belongs to uid {owner}, not to this user (uid {me})"
+            if int(mode, 8) & 0o022:
+                return f"{path} is writable by others (mode {int(mode, 8):04o})"
         return None
 
     def home(self) -> str:

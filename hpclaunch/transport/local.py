@@ -128,6 +128,14 @@ class LocalRunner(Runner):
         """See :meth:`Runner.foreign_or_open` (one ``lstat`` here)."""
         return foreign_or_open(path)
 
+    def first_foreign_or_open(self, paths: Sequence[str]) -> str | None:
+        """See :meth:`Runner.first_foreign_or_open` (an ``lstat`` each here)."""
+        for path in paths:
+            why = foreign_or_open(path)
+            if why is not None:
+                return why
+        return None
+
     def listdir(self, path: str) -> list[str]:
         """See :meth:`Runner.listdir`."""
         try:

@@ -44,7 +44,7 @@ class FakeRunner(Runner):
         self.calls.append(tuple(argv))
         return self.answer(tuple(argv))
 
-    def foreign_or_open(self, path: str) -> str | None:
+    def first_foreign_or_open(self, paths: Sequence[str]) -> str | None:
         return None  # its files are in memory, the user's own
 
     def put_file(self, path: str, content: str, mode: int) -> None:

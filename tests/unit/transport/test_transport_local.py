@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.transport.base import CommandResult, Runner
 from hpclaunch.transport.local import LocalRunner
 
 
@@ -83,3 +87,35 @@ def test_slurm_bin_runs_the_sites_slurm_commands_and_only_those(tmp_path: Path) 
     assert runner.run(["echo", "sinfo"]).argv == ("echo", "sinfo")  # not a Slurm command
     with pytest.raises(ProgramNotFound, match=r"slurm 25\.11/bin/squeue"):
         runner.run(["squeue"])  # not there: named with its path, never another squeue
+
+
+class ShellChecked(LocalRunner):
+    """A local runner that checks ownership as a remote one does: one shell command."""
+
+    first_foreign_or_open = Runner.first_foreign_or_open
+
+
+def test_one_command_checks_every_path_as_a_remote_runner_does(tmp_path: Path) -> None:
+    runner = ShellChecked()
+    private = tmp_path / "call.pkl"
+    private.write_bytes(b"x")
+    private.chmod(0o600)
+    tmp_path.chmod(0o700)
+    missing = tmp_path / "result.pkl"
+    open_dir = tmp_path / "shared"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    calls: list[tuple[str, ...]] = []
+    run = runner.run
+
+    def counted(argv: Sequence[str], **options: Any) -> CommandResult:
+        calls.append(tuple(argv))
+        return run(argv, **options)
+
+    runner.run = counted  # type: ignore[method-assign]
+    assert runner.first_foreign_or_open([str(tmp_path), str(private), str(missing)]) is None
+    said = runner.first_foreign_or_open([str(private), str(open_dir), "/"])
+    assert said == f"{open_dir} is writable by others (mode 0777)"
+    if os.getuid() != 0:
+        assert "belongs to uid 0" in (runner.first_foreign_or_open(["/"]) or "")
+    assert len(calls) == (2 if os.getuid() == 0 else 3)  # one command a check, however many paths
