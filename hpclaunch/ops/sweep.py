@@ -265,9 +265,15 @@ def check_submit_limits(
     tight = min(limits, key=lambda limit: limit.room, default=None)
     if tight is None or tasks <= tight.room:
         return
+    said = f"{tasks} points are {tasks} jobs to Slurm (each array task counts), and the "
+    if tight.room == 0:
+        raise PlanError(
+            f"{said}{tight.what} is full ({tight.used} jobs held, limit {tight.limit})",
+            hint="wait for jobs held against it to end ('hpclaunch status' lists yours), "
+            "or ask the cluster's admins",
+        )
     raise PlanError(
-        f"{tasks} points are {tasks} jobs to Slurm (each array task counts), and the "
-        f"{tight.what} takes {tight.room} more now ({tight.used} of {tight.limit} held): "
+        f"{said}{tight.what} takes {tight.room} more now ({tight.used} of {tight.limit} held): "
         "the sweep would fail part-way",
         hint=f"split it into sweeps of at most {tight.room} points, or wait for your jobs "
         "to end, or ask the cluster's admins",
