@@ -541,7 +541,8 @@ class JobSpec(_Model):
         None,
         description="Tell of GPUs sitting idle, and stop the job after a while (default: the "
         "site's idle:, if it has one). The GPUs are sampled through NVML: the job's Python "
-        "needs nvidia-ml-py (pip install 'hpclaunch[gpu]'); submit warns when it lacks it.",
+        "needs nvidia-ml-py (pip install 'hpclaunch[gpu]'); submit warns when it lacks it, "
+        "and status says when a running job's nodes sample no GPU (the guard cannot act).",
     )
     notify: Notify | None = Field(
         None,
