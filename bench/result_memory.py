@@ -93,9 +93,7 @@ def main() -> None:
             Path(tmp, way).chmod(0o700)
             for _ in range(args.reps):
                 for step in ("write", "read"):
-                    rows.setdefault(f"{way} {step}", []).append(
-                        measure(way, step, args.mib, path)
-                    )
+                    rows.setdefault(f"{way} {step}", []).append(measure(way, step, args.mib, path))
                 path.unlink()
     print(f"result of {args.mib} MiB, peak memory added / its size (median of {args.reps}):")
     for name, values in rows.items():
