@@ -300,7 +300,13 @@ class Arbiter:
         now = snapshot.taken
         for victim, flight in list(self.in_flight.items()):
             job = snapshot.job(victim)
-            gone = job is None or not job.running or job.start != flight.run_start
+            # A victim shows COMPLETING while its steps end (requeued: its next start shown
+            # already): its GPUs are still held. Released then, the waiting job did not
+            # fit and the next pass preempted a second victim (clean-clone run 43).
+            stopping = job is not None and job.state == "COMPLETING"
+            gone = not stopping and (
+                job is None or not job.running or job.start != flight.run_start
+            )
             if gone:
                 del self.in_flight[victim]
                 if not self.options.dry_run:

@@ -504,6 +504,31 @@ def test_a_victim_requeued_in_time_is_released_without_force(
     assert released[0]["after"] == 3.0
 
 
+def test_a_victim_still_completing_is_not_released_before_its_gpus_are(
+    tmp_path: Path, local: SiteConfig
+) -> None:
+    """Clean-clone run 43: a requeued victim, COMPLETING with its next start already shown,
+    was released while its GPUs were still held; the next pass preempted a second job."""
+    jobs, nodes = _full_node(tmp_path)
+    cluster = Cluster(jobs, nodes)
+    runner = FakeRunner(cluster)
+    now = [START + 600]
+    log = tmp_path / "log.jsonl"
+    arbiter = Arbiter(CliBackend(runner, local), local, log, clock=lambda: now[0])
+    arbiter.step()
+    cluster.jobs = jobs.replace("RUNNING|None", "COMPLETING|None").replace(
+        "2026-11-23T18:00:00", "2026-11-23T18:11:00"
+    )
+    now[0] += 3
+    arbiter.step()
+    assert [e["event"] for e in read_log(log)] == ["preempt"]  # still stopping: held
+    assert "5" in arbiter.in_flight
+    cluster.jobs = jobs.replace("RUNNING|None", "PENDING|BeginTime")
+    now[0] += 1
+    arbiter.step()
+    assert [e["event"] for e in read_log(log)] == ["preempt", "released"]
+
+
 def test_dry_run_logs_each_decision_once_and_acts_on_nothing(
     tmp_path: Path, local: SiteConfig
 ) -> None:
