@@ -70,10 +70,16 @@ class JobEvents:
             "note": self.note,
         }
 
+    @property
+    def another_job(self) -> bool:
+        """Slurm's accounting was read, but its job of this id is another one (a reused
+        id): its attempts were dropped, and the history's record stands in."""
+        return (self.accounting_problem or "").startswith(ANOTHER_JOB)
+
     def accounting_line(self) -> str | None:
         """What to say of Slurm's accounting (``None``: read, and of this job)."""
         problem = self.accounting_problem
-        if problem is None or problem.startswith(ANOTHER_JOB):
+        if problem is None or self.another_job:
             return problem
         return f"Slurm's accounting is not available: {problem}"
 

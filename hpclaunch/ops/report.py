@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.progress import eta_of_record
-from hpclaunch.ops.records import ANOTHER_JOB, read_job_file
+from hpclaunch.ops.records import read_job_file
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
@@ -39,8 +39,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
     usage = summarise_usage(events.attempts, ctx.site.gres_name)
-    # Slurm's accounting of this id is another job's: what hpclaunch recorded stands in.
-    gone = (events.accounting_problem or "").startswith(ANOTHER_JOB)
+    gone = events.another_job  # what hpclaunch recorded stands in for Slurm's accounting
     running = bool(attempts) and attempts[-1].state == "RUNNING"
     eta = eta_of_record(ctx, record) if record is not None and running else None
     note = None
