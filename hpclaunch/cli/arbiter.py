@@ -89,7 +89,7 @@ def arbiter_command(
         max_preemptions=max_preemptions,
         restart_cost=restart_cost,
     )
-    site = app.site
+    site = app.site_config
     if once:
         arbiter.step()
         return

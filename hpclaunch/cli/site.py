@@ -56,7 +56,7 @@ def check_command(app: Session, refresh: bool, as_json: bool) -> None:
         click.echo(f"Note: container runtimes not checked ({probe.not_checked})", err=True)
     if as_json:
         data = {
-            "site": app.site.name,
+            "site": app.site_config.name,
             "cluster": caps.cluster,
             "in_sync": not problems,
             "accounting_problem": caps.accounting_problem,
@@ -89,9 +89,9 @@ def check_command(app: Session, refresh: bool, as_json: bool) -> None:
                 if f.ok:
                     click.echo(f"container runtime {f.runtime}: {f.detail} (on {f.node})")
         if not problems:
-            click.echo(f"site {app.site.name} matches cluster {caps.cluster}")
+            click.echo(f"site {app.site_config.name} matches cluster {caps.cluster}")
         else:
-            click.echo(f"site {app.site.name} differs from cluster {caps.cluster}:")
+            click.echo(f"site {app.site_config.name} differs from cluster {caps.cluster}:")
             for problem in problems:
                 click.echo(f"  - {problem}")
     if problems:
@@ -99,7 +99,7 @@ def check_command(app: Session, refresh: bool, as_json: bool) -> None:
 
 
 def _in_sync(app: Session, caps: Capabilities) -> str:
-    return f"site {app.site.name} matches cluster {caps.cluster}: nothing to do"
+    return f"site {app.site_config.name} matches cluster {caps.cluster}: nothing to do"
 
 
 def print_changes(changes: Sequence[Change]) -> None:
@@ -130,7 +130,7 @@ def plan_command(app: Session, as_json: bool) -> None:
     caps, changes = planned.caps, planned.changes
     if as_json:
         data = {
-            "site": app.site.name,
+            "site": app.site_config.name,
             "cluster": caps.cluster,
             "in_sync": not changes,
             "changes": [c.to_dict() for c in changes],
@@ -139,7 +139,7 @@ def plan_command(app: Session, as_json: bool) -> None:
     elif not changes:
         click.echo(_in_sync(app, caps))
     else:
-        click.echo(f"# site {app.site.name} -> cluster {caps.cluster}: {len(changes)} changes")
+        click.echo(f"# site {app.site_config.name} -> cluster {caps.cluster}: {len(changes)} changes")
         print_changes(changes)
 
 
@@ -169,7 +169,7 @@ def apply_command(app: Session, yes: bool) -> None:
     after = app.site_apply(planned, progress=lambda c: click.echo(f"+ {c.command}", err=True))
     caps, left = after.caps, after.changes
     if not left:
-        click.echo(f"site {app.site.name} matches cluster {caps.cluster}: {len(steps)} applied")
+        click.echo(f"site {app.site_config.name} matches cluster {caps.cluster}: {len(steps)} applied")
         return
     if all(c.kind == "slurm.conf" for c in left):
         click.echo(

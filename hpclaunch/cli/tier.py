@@ -28,7 +28,7 @@ def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> Non
     Only a pending job can move; an array job id moves every pending task. One look at the
     job, one at the project's usage (sites with quotas), one update.
     """
-    site = app.site
+    site = app.site_config
     if new_tier not in site.tiers:
         raise click.BadParameter(
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",

@@ -163,7 +163,7 @@ def call_spec(
     else:
         from hpclaunch.planning.plan import job_python
 
-        python = job_python(session.site, session.home)
+        python = job_python(session.site_config, session.home)
     return {
         "name": _name_of(fn),
         **options,

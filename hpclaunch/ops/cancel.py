@@ -48,7 +48,7 @@ def unfinished_jobs(ctx: Context) -> list[JobInfo] | None:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.store.history import recent_submissions
 
-    records = [r for r in recent_submissions(limit=10_000) if r.site == ctx.site.name]
+    records = [r for r in recent_submissions(limit=10_000) if r.site == ctx.site_config.name]
     refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))
     if not refs:
         return None

@@ -113,7 +113,7 @@ def _ours(context: Context, record: SubmissionRecord) -> bool:
     site, and a local job for the local backend, a Slurm job for the others (asked about
     the other kind's id, a backend answers UNKNOWN, which would read as "ended")."""
     local = is_local_job_id(record.job_id)
-    return record.site == context.site.name and local == (not context.backend.has_cluster)
+    return record.site == context.site_config.name and local == (not context.backend.has_cluster)
 
 
 def _pickles(context: Context, dirs: list[str], *, delete: bool) -> list[str]:

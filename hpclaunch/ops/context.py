@@ -138,7 +138,7 @@ class Context:
         return self._sites[name]
 
     @property
-    def site(self) -> SiteConfig:
+    def site_config(self) -> SiteConfig:
         """The chosen site config."""
         name = self.settings.site.value
         assert name is not None  # the built-in default names one
@@ -164,7 +164,7 @@ class Context:
 
             runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
             atexit.register(runner.close)
-        runner.slurm_bin = self.site.slurm_bin
+        runner.slurm_bin = self.site_config.slurm_bin
         return runner
 
     @functools.cached_property
@@ -184,7 +184,7 @@ class Context:
         from hpclaunch.store.capabilities import load_capabilities, max_age_from_env
 
         return load_capabilities(
-            self.backend, self.site.name, max_age=max_age_from_env(self.env), refresh=refresh
+            self.backend, self.site_config.name, max_age=max_age_from_env(self.env), refresh=refresh
         )
 
     def close(self) -> None:
@@ -216,7 +216,7 @@ class Context:
 
         name = self.settings.backend.value
         assert name is not None  # the built-in default names one
-        return choose_backend(name, self.runner, self.site)
+        return choose_backend(name, self.runner, self.site_config)
 
 
 def _warn(message: str) -> None:

@@ -100,7 +100,7 @@ def gpu_cost(
             hint="give --since an earlier time than --until",
         )
     user = None if all_users else slurm_user(ctx)
-    usage = report(ctx.backend.usage(since, until, user), ctx.site, since, until, tuple(by))
+    usage = report(ctx.backend.usage(since, until, user), ctx.site_config, since, until, tuple(by))
     return dataclasses.replace(usage, user=user)
 
 

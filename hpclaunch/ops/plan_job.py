@@ -100,7 +100,7 @@ def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source:
 
     runner = session.runner if session.is_remote else None
     where = runner.where if runner is not None else "this machine"
-    check_paths(spec, plan, session.site, session.home, source=source, runner=runner, where=where)
+    check_paths(spec, plan, session.site_config, session.home, source=source, runner=runner, where=where)
 
 
 @contextlib.contextmanager
@@ -152,7 +152,7 @@ def plan_job(
         cwd = os.getcwd()
     return build_plan(
         spec,
-        session.site,
+        session.site_config,
         submission_id=submission_id or new_submission_id(),
         home=session.home,
         cwd=cwd,
@@ -187,12 +187,12 @@ def require_python(session: Context, spec: JobSpec) -> None:
     machine's interpreter path means nothing on the cluster."""
     from hpclaunch.planning.plan import needs_python
 
-    if session.is_remote and session.site.python is None and needs_python(spec):
+    if session.is_remote and session.site_config.python is None and needs_python(spec):
         from hpclaunch.errors import PlanError
 
         what = "sweep" if spec.sweep is not None else f"launcher {spec.launcher}"
         raise PlanError(
-            f"{what}: the job runs hpclaunch on the cluster, and site {session.site.name} does "
+            f"{what}: the job runs hpclaunch on the cluster, and site {session.site_config.name} does "
             "not say which interpreter has it there (submitting over SSH, this machine's "
             "python means nothing on the compute nodes)",
             hint="set python: in the site config to an environment with hpclaunch on the "
@@ -202,7 +202,7 @@ def require_python(session: Context, spec: JobSpec) -> None:
 
 def quota_used(session: Context, spec: JobSpec) -> int | None:
     """The project's in-quota GPUs now, when the placement depends on them."""
-    site = session.site
+    site = session.site_config
     project = spec.project or site.default_account
     policy = site.tiers.get(spec.tier)
     if project not in site.quotas or policy is None or policy.preemptible:
@@ -313,14 +313,14 @@ def remember_submission(
         name=plan.job_name,
         submission_id=submission_id or plan.submission_id,
         job_dir=plan.job_dir,
-        site=session.site.name,
+        site=session.site_config.name,
         submitted_at=submitted_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         log_dir=plan.log_dir,
         tier=plan.tier,
         qos=plan.qos,
         quota=plan.quota,
         user=slurm_user(session),
-        project=session.site.project_of(plan.account),
+        project=session.site_config.project_of(plan.account),
         account=plan.account,
         spec_hash=kept.spec_hash if kept else None,
         dependency=next((v for f, v in plan.sbatch_options if f == "--dependency"), None),

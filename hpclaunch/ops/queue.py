@@ -346,7 +346,7 @@ def queue_entries(
         _check_partition(ctx, partition)
     rows = ctx.backend.queue(me=me, partition=partition)
     records = recent_submissions(limit=10_000)
-    return build_queue(rows, ctx.site, history_tiers(records, ctx.site.name))
+    return build_queue(rows, ctx.site_config, history_tiers(records, ctx.site_config.name))
 
 
 def _check_partition(ctx: Context, name: str) -> None:
@@ -358,7 +358,7 @@ def _check_partition(ctx: Context, name: str) -> None:
     """
     from hpclaunch.errors import ConfigError, HpclaunchError
 
-    known = {p.name for p in ctx.site.partitions}
+    known = {p.name for p in ctx.site_config.partitions}
     if name in known:
         return
     try:

@@ -107,7 +107,7 @@ def why_waiting(ctx: Context, job_id: str) -> WaitExplanation:
     runner = ctx.backend.runner
     found = _find(entries, job_id)
     if not found.row.pending:
-        return explain_wait(entries, found, [], None, [], ctx.site)
+        return explain_wait(entries, found, [], None, [], ctx.site_config)
     texts = []
     for argv in (sprio_argv(), sprio_argv(weights=True)):
         result = runner.run(argv, timeout=60)
@@ -126,7 +126,7 @@ def why_waiting(ctx: Context, job_id: str) -> WaitExplanation:
         result = runner.run(sshare_argv(accounts), timeout=60)
         if result.ok:  # without it the factors still explain; the standing is left out
             shares = parse_sshare(result.stdout)
-    return explain_wait(entries, found, priorities, weights, shares, ctx.site)
+    return explain_wait(entries, found, priorities, weights, shares, ctx.site_config)
 
 
 def _find(entries: Sequence[QueueEntry], job_id: str) -> QueueEntry:

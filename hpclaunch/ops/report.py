@@ -38,7 +38,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     attempts = summarise_attempts(events.attempts, events.ledger or [])
     samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
     gpus = gpu_stats(samples)
-    usage = summarise_usage(events.attempts, ctx.site.gres_name)
+    usage = summarise_usage(events.attempts, ctx.site_config.gres_name)
     gone = events.another_job  # what hpclaunch recorded stands in for Slurm's accounting
     running = bool(attempts) and attempts[-1].state == "RUNNING"
     eta = eta_of_record(ctx, record) if record is not None and running else None

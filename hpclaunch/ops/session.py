@@ -726,16 +726,16 @@ class Session(Context):
         )
 
         options = replace(options or ArbiterOptions(), **option_values)
-        if self.site.preemption != "arbiter" and not options.dry_run:
+        if self.site_config.preemption != "arbiter" and not options.dry_run:
             raise ConfigError(
-                f"site {self.site.name!r} leaves preemption to Slurm (preemption: slurm): the "
+                f"site {self.site_config.name!r} leaves preemption to Slurm (preemption: slurm): the "
                 "arbiter and slurmctld would both pick victims",
                 hint="set `preemption: arbiter` in the site config and run `hpclaunch site "
                 "apply` (clears the QOS Preempt lists), or watch its choices with --dry-run",
             )
         path = Path(log_path) if log_path is not None else default_log_path()
         told = None if on_event is None else (lambda event: on_event(event, describe(event)))
-        return Arbiter(self.backend, self.site, path, options, on_event=told)
+        return Arbiter(self.backend, self.site_config, path, options, on_event=told)
 
     def clean(self, older_than: timedelta | str = "30d", *, dry_run: bool = False) -> Cleaned:
         """Remove the call and result pickles of functions' jobs (and maps') that ended and

@@ -60,7 +60,7 @@ def check_site_live(ctx: Context, *, refresh: bool = False) -> SiteCheck:
     from hpclaunch.planning.checks import check_site, pending_problems
 
     caps = ctx.capabilities(refresh=refresh)
-    problems = check_site(ctx.site, caps)
+    problems = check_site(ctx.site_config, caps)
     runtimes = _probe_runtimes(ctx)
     if runtimes is not None:
         problems += runtime_problems(runtimes)
@@ -77,7 +77,7 @@ def check_site_live(ctx: Context, *, refresh: bool = False) -> SiteCheck:
 def _probe_runtimes(ctx: Context) -> RuntimeProbe | None:
     """The site's container runtimes looked for on a node of its default partition, with
     its default account and the medium tier's QOS (the probe is an ordinary small job)."""
-    site = ctx.site
+    site = ctx.site_config
     if site.containers is None:
         return None
     from hpclaunch.slurm.runtime_probe import probe_runtimes
@@ -135,4 +135,4 @@ def _changes(ctx: Context, caps: Capabilities) -> list[Change]:
     from hpclaunch.planning.siteplan import plan_site
     from hpclaunch.slurm.accounting import read_live
 
-    return plan_site(ctx.site, read_live(ctx.runner, caps.cluster), caps)
+    return plan_site(ctx.site_config, read_live(ctx.runner, caps.cluster), caps)

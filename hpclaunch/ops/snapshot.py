@@ -42,7 +42,7 @@ class Snapshot:
         from hpclaunch.transport.sync import find_root, scan, snapshot_dir, store_dir
 
         tree = scan(find_root(Path.cwd()))
-        snapshot = snapshot_dir(store_dir(ctx.site.job_root, ctx.home), tree)
+        snapshot = snapshot_dir(store_dir(ctx.site_config.job_root, ctx.home), tree)
         inside = os.path.relpath(Path.cwd(), tree.root).replace(os.sep, "/")
         return cls(ctx, tree, snapshot if inside == "." else posixpath.join(snapshot, inside))
 
@@ -58,7 +58,7 @@ class Snapshot:
         from hpclaunch.errors import TransportError
         from hpclaunch.transport.sync import store_dir, upload
 
-        store = store_dir(self.ctx.site.job_root, self.ctx.home)
+        store = store_dir(self.ctx.site_config.job_root, self.ctx.home)
         try:
             return upload(self.ctx.runner, self.tree, store, progress=progress)
         except TransportError as exc:  # e.g. the link dropped: sbatch was not asked yet

@@ -54,7 +54,7 @@ def job_statuses(
         _explain_start_failure(
             ctx,
             _explain_dependency(
-                _annotate(infos[ref], records.get(ref.job_id), ctx.site), infos, records
+                _annotate(infos[ref], records.get(ref.job_id), ctx.site_config), infos, records
             ),
             records.get(ref.job_id),
         )
@@ -159,7 +159,7 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     from hpclaunch.errors import HpclaunchError
     from hpclaunch.slurm.jobs import JobState
 
-    unfinished = [r for r in records if r.site == ctx.site.name and not _settled(r)][-REFRESH_MAX:]
+    unfinished = [r for r in records if r.site == ctx.site_config.name and not _settled(r)][-REFRESH_MAX:]
     if not unfinished:
         return records
     try:

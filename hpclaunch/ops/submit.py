@@ -156,7 +156,7 @@ def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
         return
     if plan.venv or plan.conda or plan.container is not None:
         return
-    if job_python(session.site, session.home) != sys.executable:
+    if job_python(session.site_config, session.home) != sys.executable:
         return
     if importlib.util.find_spec("pynvml") is None:
         session.warn(

@@ -363,7 +363,7 @@ def plan_sweep_spec(
         spec = spec.model_copy(update={"tier": "low"})  # as plan_sweep does: for the quota
     sweep = plan_sweep(
         spec,
-        context.site,
+        context.site_config,
         submission_id=sweep_id or new_submission_id(),
         home=context.home,
         cwd=cwd if cwd is not None else None if context.is_remote else os.getcwd(),
@@ -399,7 +399,7 @@ def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
     return SweepRecord(
         sweep_id=sweep.sweep_id,
         name=plan.job_name,
-        site=context.site.name,
+        site=context.site_config.name,
         job_dir=plan.job_dir,
         log_dir=plan.log_dir,
         params_file=sweep.params_file,

@@ -44,7 +44,7 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
     from hpclaunch.ops.queue import tier_of
     from hpclaunch.planning.retier import check_allowed, plan_retier
 
-    site = context.site
+    site = context.site_config
     if new_tier not in site.tiers:
         raise PlanError(
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",
@@ -104,7 +104,7 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     from hpclaunch.planning.quota import read_usage
     from hpclaunch.planning.retier import counted_gpus
 
-    site = context.site
+    site = context.site_config
     project = site.project_of(row.account)
     if project not in site.quotas or site.tiers[new_tier].preemptible:  # type: ignore[index]
         return None

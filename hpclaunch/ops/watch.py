@@ -86,7 +86,7 @@ class JobWatch:
 
     @property
     def interval(self) -> float:
-        return float(self.session.site.poll_min_interval)
+        return float(self.session.site_config.poll_min_interval)
 
     def poll(self) -> None:
         """One round for every pending job, unless the last one is younger than the

@@ -295,7 +295,7 @@ def test_a_job_directory_others_can_write_is_refused_and_nothing_planted_runs(
 ) -> None:
     """Issue 45: with a submission id known in advance, another user's 0777 directory got
     the call and the result, and a planted ``result.pkl`` ran code as the submitter."""
-    job_root = Path(session.site.job_root.replace("~", os.environ["HOME"], 1))
+    job_root = Path(session.site_config.job_root.replace("~", os.environ["HOME"], 1))
     planted = job_root / "known-ahead"
     planted.mkdir(parents=True)
     planted.chmod(0o777)

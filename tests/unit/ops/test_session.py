@@ -361,4 +361,4 @@ def test_the_module_level_submit_reads_the_settings_at_each_call(
     first = hpclaunch.submit(spec, check=False)
     monkeypatch.setenv("HPCLAUNCH_SITE", str(tmp_path / "other.yaml"))
     second = hpclaunch.submit(spec, check=False)
-    assert (first.session.site.name, second.session.site.name) == ("hpclaunch", "other")
+    assert (first.session.site_config.name, second.session.site_config.name) == ("hpclaunch", "other")
