@@ -10,7 +10,7 @@ repetition. Measured, from the call to the last job id:
 
 * ``hpclaunch CLI``: ``hpclaunch sweep spec.yaml`` as a user types it (a fresh process:
   imports, plan, render, params file, one sbatch per array);
-* ``hpclaunch lib``: ``hpclaunch.Session(site="local").sweep(spec)`` in this process (like
+* ``hpclaunch lib``: ``hpclaunch.Session(site="local").sweeps.submit(spec)`` in this process (like
   submitit, which runs in the caller's process): the same work as the CLI (quota read,
   check against the cached capabilities, sweep record, history rows; until 2026-11-25 this
   row was plan_sweep + submit_sweep alone). Both libraries are imported before any timing
@@ -136,11 +136,13 @@ def hpclaunch_cli(spec: Path, env: dict[str, str]) -> list[str]:
 
 
 def hpclaunch_lib(spec_path: Path) -> list[str]:
-    """``hpclaunch.Session(site="local").sweep(spec)``: the same work as the CLI (the quota
+    """``hpclaunch.Session(site="local").sweeps.submit(spec)``: the same work as the CLI (the quota
     read, the check against the cached capabilities, the sweep record and history rows)."""
     import hpclaunch
 
-    return [ref.job_id for ref in hpclaunch.Session(site="local").sweep(str(spec_path)).arrays]
+    return [
+        ref.job_id for ref in hpclaunch.Session(site="local").sweeps.submit(str(spec_path)).arrays
+    ]
 
 
 def cli_dry_run(spec: Path, env: dict[str, str], *, drop_cache: bool = False) -> list[str]:

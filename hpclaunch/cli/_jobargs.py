@@ -45,9 +45,9 @@ def complete_job_ids(
 ) -> list[CompletionItem]:
     """Shell completion: the job ids of the submission history, newest first (no Slurm
     call: completion must be instant)."""
-    from hpclaunch.ops.session import Session
+    from hpclaunch.ops.helpers import recent_submissions
 
-    records = reversed(Session.recent_submissions(limit=200))
+    records = reversed(recent_submissions(limit=200))
     seen: dict[str, str] = {}
     for record in records:
         if record.job_id.startswith(incomplete) and record.job_id not in seen:

@@ -42,7 +42,7 @@ def submit_pipeline(
             "'hpclaunch logs -f ID' for a job's log"
         )
     if dry_run:
-        planned = app.pipeline_dryrun(
+        planned = app.pipelines.dryrun(
             path, submission_id=submission_id, check=not no_check, sync=sync
         )
         for number, step in enumerate(planned.steps, 1):
@@ -60,7 +60,7 @@ def submit_pipeline(
         click.echo(ref.job_id)
         refs[step.name] = ref
 
-    app.pipeline(
+    app.pipelines.submit(
         path,
         submission_id=submission_id,
         check=not no_check,
@@ -79,7 +79,7 @@ def _wait_all(app: Session, refs: dict[str, JobRef], timeout: float | None) -> N
         reason = f" ({info.reason})" if info.reason else ""
         click.echo(f"{name} {info.ref.job_id}: {info.state}{reason}", err=True)
 
-    end = app.wait_pipeline(refs, timeout=timeout, on_change=show)
+    end = app.pipelines.wait(refs, timeout=timeout, on_change=show)
     if end.not_completed:
         click.echo(f"not completed: {', '.join(end.not_completed)}", err=True)
         raise click.exceptions.Exit(1)

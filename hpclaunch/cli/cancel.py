@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def cancel_command(
         raise click.UsageError("name the jobs: IDS, --name NAME or --all")
     refs: list[str | JobRef] = list(job_ids)
     for name in names:
-        found = app.jobs_named(name)
+        found = helpers.jobs_named(app, name)
         if not found:
             click.echo(f"no unfinished job of yours is named {name!r}", err=True)
         refs.extend(found)
@@ -63,7 +64,7 @@ def cancel_command(
 
 def _all_unfinished(app: Session, yes: bool) -> list[JobRef]:
     """The unfinished jobs of the history (this site), after confirmation."""
-    live = app.unfinished_jobs()
+    live = helpers.unfinished_jobs(app)
     if live is None:
         click.echo("no hpclaunch jobs recorded for this site", err=True)
         return []

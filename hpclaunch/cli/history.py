@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def parse_time_option(
     if value is None:
         return None
     try:
-        return Session.when(value)
+        return helpers.when(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 
@@ -72,7 +73,7 @@ def history_command(
     if as_json:
         click.echo(json.dumps([asdict(r) for r in records], indent=2))
     elif not records:
-        click.echo(f"No matching submissions in {app.history_path()}.")
+        click.echo(f"No matching submissions in {helpers.history_path()}.")
     else:
         print_table(records)
 

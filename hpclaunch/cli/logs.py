@@ -10,6 +10,7 @@ import click
 
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
 from hpclaunch.errors import JobNotFound
+from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def logs_command(
     go to stdout, and a "==> attempt N <==" header to stderr whenever the attempt changes.
     With -f, the exit code is 0 only if the job COMPLETED (like submit --follow).
     """
-    job = app.job_with_logs(job_id)
+    job = helpers.job_with_logs(app, job_id)
     if not follow:
         printed = _print_lines(job.log_lines(attempt))
         if attempt is None and print_slurm_lines(job_id, job.slurm_messages()):

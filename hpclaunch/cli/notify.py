@@ -16,14 +16,15 @@ def notify_group() -> None:
 
 @notify_group.command("add")
 @click.argument("name")
-def add_command(name: str) -> None:
+@click.pass_obj
+def add_command(app: Session, name: str) -> None:
     """Save webhook NAME; its URL is read from standard input (hidden when typed), never
     from the command line, where the shell's history and ps would keep it."""
     if sys.stdin.isatty():
         url = click.prompt(f"URL of webhook {name}", hide_input=True)
     else:
         url = sys.stdin.readline()
-    path = Session.save_webhook(name, url)
+    path = app.notify.add(name, url)
     click.echo(
         f"webhook {name} saved in {path} (private); name it in a spec: notify: {{webhook: {name}}}"
     )
@@ -31,16 +32,18 @@ def add_command(name: str) -> None:
 
 @notify_group.command("remove")
 @click.argument("name")
-def remove_command(name: str) -> None:
+@click.pass_obj
+def remove_command(app: Session, name: str) -> None:
     """Forget webhook NAME (jobs already submitted keep their own copy of its URL)."""
-    path = Session.remove_webhook(name)
+    path = app.notify.remove(name)
     click.echo(f"webhook {name} removed ({path}); jobs already submitted still tell it")
 
 
 @notify_group.command("list")
-def list_command() -> None:
+@click.pass_obj
+def list_command(app: Session) -> None:
     """List the names of the saved webhooks (never their URLs)."""
-    names = Session.webhooks()
+    names = app.notify.names()
     click.echo(
         "\n".join(names)
         if names
@@ -50,9 +53,10 @@ def list_command() -> None:
 
 @notify_group.command("test")
 @click.argument("name")
-def test_command(name: str) -> None:
+@click.pass_obj
+def test_command(app: Session, name: str) -> None:
     """Send a test message to webhook NAME from here."""
-    why = Session.test_webhook(name)
+    why = app.notify.test(name)
     if why:
         raise click.ClickException(f"webhook {name} did not take the test message: {why}")
     click.echo(f"webhook {name} took the test message")

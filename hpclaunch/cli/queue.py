@@ -60,7 +60,7 @@ def queue_command(
     waits. One squeue call (or one job-list RPC with pyslurm) for the whole queue.
     """
     if why_job is not None:
-        explained = app.why_waiting(why_job)
+        explained = app.job(why_job).why_waiting()
         if as_json:
             click.echo(json.dumps(explained.to_dict(), indent=2))
         else:

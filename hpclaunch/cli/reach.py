@@ -19,7 +19,7 @@ from hpclaunch.ops.session import Session
 def shell_command(app: Session, job_id: str, node: str | None, command: tuple[str, ...]) -> None:
     """Open a shell on a node of running job JOB (or run COMMAND there, after --), as a
     step sharing the job's CPUs and GPUs (srun --overlap); it ends with the job."""
-    argv = app.shell_argv(job_id, node=node, command=command)
+    argv = app.job(job_id).shell_argv(node=node, command=command)
     click.echo(f"job {job_id}: {' '.join(argv[:6])} ...", err=True)
     try:
         code = subprocess.run(argv, check=False).returncode
@@ -42,8 +42,8 @@ def forward_command(
     """Forward 127.0.0.1:PORT here (or --local) to PORT on a node of running job JOB, through
     the login node when hpclaunch runs elsewhere, until Ctrl-C or the job ends; across a
     requeue it waits for the next attempt and forwards to its node."""
-    forward = app.forward(
-        job_id, port, local_port=port if local_port is None else local_port, node=node
+    forward = app.job(job_id).forward(
+        port, local_port=port if local_port is None else local_port, node=node
     )
     stop = stop_on_signals()
     click.echo(

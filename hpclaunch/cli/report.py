@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import complete_job_ids
+from hpclaunch.ops import helpers
 from hpclaunch.ops.job import is_job_id
 from hpclaunch.ops.session import Session
 
@@ -55,12 +56,12 @@ def report_command(
     """
     if open_page and html_path is None:
         raise click.UsageError("--open opens the page --html FILE writes: give --html too")
-    if is_job_id(target) and not app.names_a_sweep(target):
+    if is_job_id(target) and not helpers.names_a_sweep(target):
         if metric is not None:
             raise click.UsageError("--metric is for a sweep's report: JOB is a job id")
         report: JobReport | SweepReport = app.job(target).report()
     else:
-        report = app.sweep_run(target).report(metric=metric)
+        report = app.sweeps.find(target).report(metric=metric)
     if html_path is not None:
         written = report.write_html(html_path)
         click.echo(f"report: {written}", err=True)

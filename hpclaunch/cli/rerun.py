@@ -46,7 +46,7 @@ def rerun_command(
     if dry_run:
         import yaml
 
-        spec = app.rerun_spec(job_id, overrides, tier=tier)
+        spec = app.job(job_id).rerun_dryrun(*overrides, tier=tier)
         click.echo(f"# the spec of job {job_id}, changed as asked; nothing submitted")
         click.echo(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), nl=False)
         return

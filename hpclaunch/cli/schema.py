@@ -6,7 +6,7 @@ import json
 
 import click
 
-from hpclaunch.ops.session import Session
+from hpclaunch.ops import helpers
 
 
 @click.command("schema")
@@ -28,5 +28,5 @@ def schema_command(indent: int, pipeline: bool = False) -> None:
     or map a file pattern to it in the editor's settings (e.g. VS Code
     "yaml.schemas": {"/path/spec.schema.json": "jobs/*.yaml"}).
     """
-    schema = Session.spec_schema(pipeline=pipeline)
+    schema = helpers.spec_schema(pipeline=pipeline)
     click.echo(json.dumps(schema, indent=indent, ensure_ascii=False))

@@ -62,15 +62,15 @@ def simulate_command(
     do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs). See
     docs/simulator.md.
     """
-    from hpclaunch.ops.session import Session
+    from hpclaunch.ops import helpers
 
     if write_trace is not None:
-        Session.write_workload(
+        helpers.write_workload(
             write_trace, jobs=jobs, gpus=gpus, gpus_per_node=gpus_per_node, load=load
         )
         click.echo(f"wrote {jobs} jobs (seed 1, load {load}) to {write_trace}")
         return
-    exp = Session.simulate(
+    exp = helpers.simulate(
         policies,
         seeds=seeds,
         jobs=jobs,

@@ -47,7 +47,7 @@ def show_command(app: Session, refresh: bool, as_json: bool) -> None:
 @click.pass_obj
 def check_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
-    checked = app.site_check(refresh=refresh)
+    checked = app.site.check(refresh=refresh)
     caps, problems = checked.caps, checked.problems
     if checked.plan_not_checked is not None:
         click.echo(f"Note: site plan not checked ({checked.plan_not_checked})", err=True)
@@ -126,7 +126,7 @@ def print_changes(changes: Sequence[Change]) -> None:
 def plan_command(app: Session, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
     and accounts match the site config; nothing when they already do."""
-    planned = app.site_plan()
+    planned = app.site.plan()
     caps, changes = planned.caps, planned.changes
     if as_json:
         data = {
@@ -139,7 +139,9 @@ def plan_command(app: Session, as_json: bool) -> None:
     elif not changes:
         click.echo(_in_sync(app, caps))
     else:
-        click.echo(f"# site {app.site_config.name} -> cluster {caps.cluster}: {len(changes)} changes")
+        click.echo(
+            f"# site {app.site_config.name} -> cluster {caps.cluster}: {len(changes)} changes"
+        )
         print_changes(changes)
 
 
@@ -148,7 +150,7 @@ def plan_command(app: Session, as_json: bool) -> None:
 @click.pass_obj
 def apply_command(app: Session, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
-    planned = app.site_plan()
+    planned = app.site.plan()
     caps, changes = planned.caps, planned.changes
     if not changes:
         click.echo(_in_sync(app, caps))
@@ -166,10 +168,12 @@ def apply_command(app: Session, yes: bool) -> None:
         click.confirm(
             f"Run these {len(steps)} commands on cluster {caps.cluster}?", abort=True, err=True
         )
-    after = app.site_apply(planned, progress=lambda c: click.echo(f"+ {c.command}", err=True))
+    after = app.site.apply(planned, progress=lambda c: click.echo(f"+ {c.command}", err=True))
     caps, left = after.caps, after.changes
     if not left:
-        click.echo(f"site {app.site_config.name} matches cluster {caps.cluster}: {len(steps)} applied")
+        click.echo(
+            f"site {app.site_config.name} matches cluster {caps.cluster}: {len(steps)} applied"
+        )
         return
     if all(c.kind == "slurm.conf" for c in left):
         click.echo(

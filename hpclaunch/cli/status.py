@@ -60,20 +60,12 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
     if not rows:  # only without IDS: each id given gets a row
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
         return
-    etas = app.etas(rows)
-    unwatched = app.unwatched(rows)
-    retries = app.retries(rows)
+    notes = app.notes(rows)
     if as_json:
         shown = []
         for info in rows:
-            data = info.to_dict()
-            if info.ref.job_id in etas:
-                data["eta"] = etas[info.ref.job_id].to_dict()
-            if info.ref.job_id in retries:
-                data["retry"] = retries[info.ref.job_id].to_dict()
-            if info.ref.job_id in unwatched:
-                data["idle_guard_off"] = unwatched[info.ref.job_id]
-            shown.append(data)
+            note = notes.get(info.ref.job_id)
+            shown.append({**info.to_dict(), **(note.to_dict() if note else {})})
         click.echo(json.dumps(shown, indent=2))
     else:
         print_table(rows)
@@ -81,12 +73,16 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
             if info.expected_start_text:
                 expected = info.expected_start_text
                 click.echo(f"job {info.ref.job_id}: Slurm expects it to start at {expected}")
-        for job_id, eta in etas.items():
-            click.echo(f"job {job_id}: {eta.line()}")
-        for job_id, wait in retries.items():
-            click.echo(f"job {job_id}: {wait.line()}")
-        for job_id, why in unwatched.items():
-            click.echo(f"job {job_id}: the idle guard cannot stop it, no GPU is sampled ({why})")
+        for job_id, note in notes.items():
+            if note.eta is not None:
+                click.echo(f"job {job_id}: {note.eta.line()}")
+            if note.retry is not None:
+                click.echo(f"job {job_id}: {note.retry.line()}")
+            if note.idle_guard_off is not None:
+                why = note.idle_guard_off
+                click.echo(
+                    f"job {job_id}: the idle guard cannot stop it, no GPU is sampled ({why})"
+                )
     unknown = [i for i in rows if i.state == "UNKNOWN"]  # JobState is a str enum
     if unknown:  # like cancel, logs and events: an id Slurm does not know is an error
         by_reason: dict[str, list[str]] = {}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
+from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def submit_command(
     app.set_typed("quota", quota)
     if partition is not None:
         overrides = (*overrides, f"resources.partition={partition}")
-    if app.is_pipeline(spec):
+    if helpers.is_pipeline(spec):
         if overrides:
             raise click.UsageError(
                 "--set and --partition change a single-job spec; in a multi-job file, set the "

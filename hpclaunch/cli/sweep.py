@@ -86,10 +86,10 @@ def submit_command(
         overrides = (*overrides, f"resources.partition={partition}")
     if dry_run:
         _print_dry_run(
-            app.sweep_dryrun(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
+            app.sweeps.dryrun(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
         )
         return
-    run = app.sweep(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
+    run = app.sweeps.submit(spec, check=not no_check, sweep_id=sweep_id, overrides=overrides)
     click.echo(run.sweep_id)
     arrays = ", ".join(
         f"{r.job_id} (--array={spec})" for r, spec in zip(run.arrays, run.array_specs, strict=True)
@@ -156,7 +156,7 @@ def status_command(
 ) -> None:
     """Counts by state and a table of parameters vs final metrics for SWEEP_ID (the id
     'hpclaunch sweep' printed, a unique prefix of it, or one of its arrays' job ids)."""
-    run = app.sweep_run(sweep_id)
+    run = app.sweeps.find(sweep_id)
     try:
         status = run.status(metrics=not no_metrics, sort_by=sort_by)
     except KeyError as exc:
@@ -205,7 +205,7 @@ def _print_status(status: SweepStatus) -> None:
 @click.pass_obj
 def list_command(app: Session) -> None:
     """The sweeps submitted from here (no Slurm call)."""
-    sweeps = app.sweeps()
+    sweeps = app.sweeps.recorded()
     if not sweeps:
         click.echo("No sweeps recorded yet; submit one with 'hpclaunch sweep SPEC'.")
         return
@@ -230,7 +230,7 @@ def rerun_command(app: Session, sweep_id: str) -> None:
     """Submit again the points of SWEEP_ID that never ran (Slurm ended their tasks before
     the batch script started, e.g. after a slurmctld restart). Safe to repeat: a point
     runs once, and a rerun already in Slurm is not submitted again."""
-    rerun = app.sweep_run(sweep_id).rerun()
+    rerun = app.sweeps.find(sweep_id).rerun()
     sid = rerun.record.sweep_id
     if not rerun.points:
         click.echo(f"sweep {sid}: every point has run or is queued; nothing to rerun")
@@ -250,7 +250,7 @@ def rerun_command(app: Session, sweep_id: str) -> None:
 @click.pass_obj
 def cancel_command(app: Session, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
-    run = app.sweep_run(sweep_id)
+    run = app.sweeps.find(sweep_id)
     run.cancel()
     arrays = ", ".join(a.job_id for a in run.arrays) or "none"
     click.echo(

@@ -306,7 +306,7 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
         earlier_job = (
             f"session.job({record.job_id!r})"
             if record is not None
-            else f"session.sweep_run({submission_id!r})"
+            else f"session.sweeps.find({submission_id!r})"
         )
         raise CallError(
             f"submission id {submission_id} already names a job of another call (its "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import GpuSamples, JobEvents
     from hpclaunch.ops.logs import LogFollower
+    from hpclaunch.ops.queue_why import WaitExplanation
+    from hpclaunch.ops.reach import Forward
     from hpclaunch.ops.resize import ResizeResult
     from hpclaunch.ops.sweep_rerun import Rerun
     from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
@@ -414,6 +416,60 @@ class Job(Future[Any]):
             self.session, rerun_job(self.session, self.id, overrides=changes, tier=tier).job_id
         )
 
+    def rerun_dryrun(
+        self, *overrides: str, tier: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """The spec :meth:`rerun` would submit, submitting nothing (``hpclaunch rerun
+        --dry-run``).
+
+        Raises:
+            As :meth:`rerun`, but for Slurm's refusal.
+        """
+        from hpclaunch.ops.rerun import rerun_spec
+
+        changes = [*overrides, *_as_overrides(fields)]
+        return rerun_spec(self.session, self.id, changes, tier)[1]
+
+    def why_waiting(self) -> WaitExplanation:
+        """Why this pending job is behind the jobs ranked before it (``hpclaunch queue
+        --why``): their priority factors against its own (sprio) and the projects'
+        fair-share standing (sshare).
+
+        Raises:
+            JobNotFound: The job is not in the queue.
+            CommandFailed: sprio or sshare failed.
+        """
+        from hpclaunch.ops.queue_why import why_waiting
+
+        return why_waiting(self.session, self.id)
+
+    def shell_argv(self, *, node: str | None = None, command: Sequence[str] = ()) -> list[str]:
+        """The argv that opens a login shell (or runs ``command``) on a node of this running
+        job, as a step sharing its resources (``hpclaunch shell``): ``srun --overlap
+        --jobid ...`` here, through ``ssh -t`` to the login node when remote.
+
+        Raises:
+            BackendError: The job is not running, or ``node`` is not one of its nodes.
+        """
+        from hpclaunch.ops.reach import shell_argv
+
+        return shell_argv(self.session, self.id, node, command)
+
+    def forward(self, port: int, *, local_port: int = 0, node: str | None = None) -> Forward:
+        """Forward ``127.0.0.1:local_port`` here (0: a free port) to ``port`` on a node of
+        this running job (``hpclaunch forward``), through the login node when remote; call
+        ``.close()`` to stop, and ``.follow()`` now and then to keep to the job's node
+        across a requeue (``waiting`` until its next attempt runs, ``ended`` once it has
+        ended).
+
+        Raises:
+            BackendError: The job is not running, or ``node`` is not one of its nodes.
+            ConnectError: The local port is taken.
+        """
+        from hpclaunch.ops.reach import open_forward
+
+        return open_forward(self.session, self.id, port, local_port=local_port, node=node)
+
     def resize(
         self,
         nodes: int,
@@ -452,8 +508,8 @@ def job_of(session: Context, job_id: str) -> Job:
     if not is_job_id(job_id):
         raise JobNotFound(
             f"{job_id!r} is not a job id ({JOB_ID_FORMS})",
-            hint="sbatch and hpclaunch submit print the id; session.recent_submissions() "
-            "lists the jobs submitted from here",
+            hint="sbatch and hpclaunch submit print the id; session.jobs() lists the jobs "
+            "submitted from here",
         )
     _refuse_sweep_array(job_id)
     record = find_job_record(job_id)
@@ -480,7 +536,7 @@ def _refuse_sweep_array(job_id: str) -> None:
     raise JobNotFound(
         f"job {job_id} is the array of sweep {record.sweep_id} ({record.name}, "
         f"{record.points} points), not one job",
-        hint=f"session.sweep_run({record.sweep_id!r}) has its tasks, status and (a map's) "
+        hint=f"session.sweeps.find({record.sweep_id!r}) has its tasks, status and (a map's) "
         f"results; session.job('{job_id}_0') is its first task; on the command line: "
         f"hpclaunch sweep status {record.sweep_id}",
     )

@@ -1,5 +1,5 @@
 """Submit a multi-job file (``jobs:``, see :mod:`hpclaunch.planning.pipeline`): what ``hpclaunch
-submit FILE`` and ``Session.pipeline`` both do.
+submit FILE`` and ``session.pipelines.submit`` both do.
 
 Every job is planned, checked and rendered before the first is submitted, so a mistake in
 the last job submits nothing. Then each is submitted in dependency order with

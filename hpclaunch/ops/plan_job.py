@@ -100,7 +100,9 @@ def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source:
 
     runner = session.runner if session.is_remote else None
     where = runner.where if runner is not None else "this machine"
-    check_paths(spec, plan, session.site_config, session.home, source=source, runner=runner, where=where)
+    check_paths(
+        spec, plan, session.site_config, session.home, source=source, runner=runner, where=where
+    )
 
 
 @contextlib.contextmanager
@@ -192,9 +194,9 @@ def require_python(session: Context, spec: JobSpec) -> None:
 
         what = "sweep" if spec.sweep is not None else f"launcher {spec.launcher}"
         raise PlanError(
-            f"{what}: the job runs hpclaunch on the cluster, and site {session.site_config.name} does "
-            "not say which interpreter has it there (submitting over SSH, this machine's "
-            "python means nothing on the compute nodes)",
+            f"{what}: the job runs hpclaunch on the cluster, and site "
+            f"{session.site_config.name} does not say which interpreter has it there "
+            "(submitting over SSH, this machine's python means nothing on the compute nodes)",
             hint="set python: in the site config to an environment with hpclaunch on the "
             "cluster's shared filesystem, e.g. python: ~/venvs/hpclaunch/bin/python",
         )

@@ -7,63 +7,95 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import HistoryError
-from hpclaunch.ops.records import read_job_file
+from hpclaunch.ops.records import find_job_record, read_job_file
+from hpclaunch.ops.retries import RetryWait, retry_wait
 from hpclaunch.report.eta import Eta, eta_of
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.supervise.gpumon import GUARD_OFF_PATH
+from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["MAX_READS", "PROGRESS_PATH", "eta_of_record", "running_etas", "unwatched_guards"]
+__all__ = ["MAX_READS", "PROGRESS_PATH", "JobNotes", "eta_of_record", "job_notes"]
+
+#: The most files of one kind one command reads (one a job shown).
+MAX_READS = 20
 
 #: Where the trainer's reports are, in the job directory (HPCLAUNCH_CONTROL_DIR).
 PROGRESS_PATH = "control/progress.json"
-#: The most files one command reads (one per running job shown).
-MAX_READS = 20
 
 
-def running_etas(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, Eta]:
-    """Job id → ETA, for the running jobs of ``infos`` submitted from here whose trainer
-    reports a ``total`` (at most :data:`MAX_READS` files read)."""
-    found: dict[str, Eta] = {}
-    for record in _running_records(infos):
-        eta = eta_of_record(ctx, record)
-        if eta is not None:
-            found[record.job_id] = eta
+@dataclass(frozen=True)
+class JobNotes:
+    """What ``hpclaunch status`` adds to a job's row, from its files where it runs."""
+
+    #: When a running job should end (its trainer reports a ``total``).
+    eta: Eta | None = None
+    #: The retry a pending job waits for (its spec's ``retry:`` requeued it).
+    retry: RetryWait | None = None
+    #: Why a running job's idle guard can never stop it (``n1: pynvml is not installed``).
+    idle_guard_off: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The notes given, as ``status --json`` adds them to the job's object."""
+        shown: dict[str, Any] = {}
+        if self.eta is not None:
+            shown["eta"] = self.eta.to_dict()
+        if self.retry is not None:
+            shown["retry"] = self.retry.to_dict()
+        if self.idle_guard_off is not None:
+            shown["idle_guard_off"] = self.idle_guard_off
+        return shown
+
+
+def job_notes(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, JobNotes]:
+    """Job id → its notes, for the running jobs of ``infos`` and the pending ones Slurm
+    restarted (at most :data:`MAX_READS` of each): the history read once a job, then one
+    file read for each note it may have."""
+    found: dict[str, JobNotes] = {}
+    for info, record in _records(infos, running=True):
+        notes = JobNotes(eta=eta_of_record(ctx, record), idle_guard_off=_guard_off(ctx, record))
+        if notes != JobNotes():
+            found[info.ref.job_id] = notes
+    for info, record in _records(infos, running=False):
+        text = read_job_file(ctx, record, LEDGER_NAME)
+        wait = retry_wait(parse_ledger(text)) if text else None
+        if wait is not None:
+            found[info.ref.job_id] = JobNotes(retry=wait)
     return found
 
 
-def unwatched_guards(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, str]:
-    """Job id → why its idle guard cannot stop it (``n1: pynvml is not installed``), for
-    the running jobs of ``infos`` whose nodes said they sample no GPU (one file read each,
-    at most :data:`MAX_READS`)."""
-    found: dict[str, str] = {}
-    for record in _running_records(infos):
-        text = read_job_file(ctx, record, GUARD_OFF_PATH)
-        lines = list(dict.fromkeys(line for line in (text or "").splitlines() if line))
-        if lines:
-            found[record.job_id] = "; ".join(lines)
-    return found
+def _guard_off(ctx: Context, record: SubmissionRecord) -> str | None:
+    """Why the job's nodes sample no GPU, one line a reason (``None``: they all do)."""
+    text = read_job_file(ctx, record, GUARD_OFF_PATH)
+    lines = list(dict.fromkeys(line for line in (text or "").splitlines() if line))
+    return "; ".join(lines) or None
 
 
-def _running_records(infos: Sequence[JobInfo]) -> Iterator[SubmissionRecord]:
-    """The history's records of the running jobs of ``infos`` (the first
-    :data:`MAX_READS`); none once the history cannot be read."""
-    from hpclaunch.store.history import find_record
-
-    for info in [i for i in infos if i.state is JobState.RUNNING][:MAX_READS]:
+def _records(
+    infos: Sequence[JobInfo], *, running: bool
+) -> Iterator[tuple[JobInfo, SubmissionRecord]]:
+    """The history's records of the running jobs of ``infos`` (``running``), or of the
+    pending ones Slurm restarted: the first :data:`MAX_READS`; none once the history cannot
+    be read."""
+    if running:
+        chosen = [i for i in infos if i.state is JobState.RUNNING]
+    else:
+        chosen = [i for i in infos if i.state is JobState.PENDING and (i.restarts or 0) > 0]
+    for info in chosen[:MAX_READS]:
         try:
-            record = find_record(job_id=info.ref.job_id)
+            record = find_job_record(info.ref.job_id)
         except HistoryError:
             return
         if record is not None:
-            yield record
+            yield info, record
 
 
 def eta_of_record(ctx: Context, record: SubmissionRecord) -> Eta | None:

@@ -25,7 +25,7 @@ from hpclaunch.errors import BackendError, ConnectError
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
 
-__all__ = ["Forward", "job_node", "job_place", "shell_argv"]
+__all__ = ["Forward", "job_node", "job_place", "open_forward", "shell_argv"]
 
 
 def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, str]:
@@ -214,3 +214,20 @@ def _pipe(source: Any, sink: Any) -> None:
             sink.shutdown_write()
         else:
             sink.shutdown(socket.SHUT_WR)
+
+
+def open_forward(
+    ctx: Context, job_id: str, port: int, *, local_port: int = 0, node: str | None = None
+) -> Forward:
+    """A started :class:`Forward` from ``127.0.0.1:local_port`` here to ``port`` on a node of
+    the running job, kept to the job's node across a requeue (``Job.forward``)."""
+    _, where = job_node(ctx, job_id, node)
+    forward = Forward(
+        where,
+        port,
+        ctx.runner.open_tcp,
+        local_port=local_port,
+        locate=lambda: job_place(ctx, job_id, node),
+    )
+    forward.start()
+    return forward

@@ -1,25 +1,14 @@
 """Jobs waiting for a retry (the spec's ``retry:``): which retry, why, and when the job may
-start (``hpclaunch status``). Read from each pending job's ledger (``events.jsonl``), where
-the job runs, only for jobs Slurm restarted (at most :data:`MAX_READS` files)."""
+start (``hpclaunch status``), from the job's ledger (``events.jsonl``; read by
+:func:`hpclaunch.ops.progress.job_notes`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpclaunch.errors import HistoryError
-from hpclaunch.ops.records import find_job_record, read_job_file
-from hpclaunch.slurm.jobs import JobState
-
-if TYPE_CHECKING:
-    from hpclaunch.ops.context import Context
-    from hpclaunch.slurm.jobs import JobInfo
-
-__all__ = ["MAX_READS", "RetryWait", "pending_retries", "retry_wait"]
-
-#: The most ledgers one command reads.
-MAX_READS = 20
+__all__ = ["RetryWait", "retry_wait"]
 
 
 @dataclass(frozen=True)
@@ -67,22 +56,3 @@ def retry_wait(ledger: Sequence[Mapping[str, Any]]) -> RetryWait | None:
     end = ends[-1]
     at = end.get("retry_at")
     return RetryWait(int(end["retry"]), why, float(at) if isinstance(at, (int, float)) else 0.0)
-
-
-def pending_retries(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, RetryWait]:
-    """Job id → the retry it waits for, for the pending jobs of ``infos`` that Slurm
-    restarted before."""
-    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
-
-    found: dict[str, RetryWait] = {}
-    pending = [i for i in infos if i.state is JobState.PENDING and (i.restarts or 0) > 0]
-    for info in pending[:MAX_READS]:
-        try:
-            record = find_job_record(info.ref.job_id)
-        except HistoryError:
-            return found
-        text = read_job_file(ctx, record, LEDGER_NAME) if record is not None else None
-        wait = retry_wait(parse_ledger(text)) if text else None
-        if wait is not None:
-            found[info.ref.job_id] = wait
-    return found

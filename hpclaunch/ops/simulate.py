@@ -1,5 +1,5 @@
 """Comparing scheduling and preemption policies on a simulated cluster (``hpclaunch
-simulate``, ``Session.simulate``): the workload (synthetic, or a trace) and the cluster's
+simulate``, ``helpers.simulate``): the workload (synthetic, or a trace) and the cluster's
 shape checked, then every policy run on every seed (:mod:`hpclaunch.scheduling.simulate`).
 """
 

@@ -1,5 +1,5 @@
 """The site against the live cluster (``hpclaunch site check|plan|apply``,
-``Session.site_check``, ``Session.site_plan``, ``Session.site_apply``).
+``session.site.check``, ``.plan``, ``.apply``).
 
 ``check``: the site config against the cluster's capabilities (partitions, GRES, QOS,
 accounts), where accounting can be read the sacctmgr changes still pending, and when the

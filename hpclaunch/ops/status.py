@@ -159,7 +159,9 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     from hpclaunch.errors import HpclaunchError
     from hpclaunch.slurm.jobs import JobState
 
-    unfinished = [r for r in records if r.site == ctx.site_config.name and not _settled(r)][-REFRESH_MAX:]
+    unfinished = [r for r in records if r.site == ctx.site_config.name and not _settled(r)][
+        -REFRESH_MAX:
+    ]
     if not unfinished:
         return records
     try:

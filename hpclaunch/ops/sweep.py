@@ -1,5 +1,5 @@
-"""Submit a spec's sweep as job arrays: what ``hpclaunch sweep SPEC`` and ``Session.sweep``
-both do.
+"""Submit a spec's sweep as job arrays: what ``hpclaunch sweep SPEC`` and
+``session.sweeps.submit`` both do.
 
 Plan the points (tier ``low`` unless the spec names one; the arrays split at the cluster's
 ``MaxArraySize``; an over-quota part when the project's guarantee cannot hold them all),

@@ -95,7 +95,7 @@ def test_a_sweep_from_python_runs_every_point(hpclaunch: Run, tmp_path: Path) ->
     )
     code = (
         "import sys, hpclaunch\n"
-        "run = hpclaunch.Session(site='local').sweep(sys.argv[1])\n"
+        "run = hpclaunch.Session(site='local').sweeps.submit(sys.argv[1])\n"
         "done = run.wait(timeout=240)\n"
         "print(run.sweep_id, *sorted(t.state for t in done.tasks))\n"
     )

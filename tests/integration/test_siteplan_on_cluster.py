@@ -177,11 +177,11 @@ def test_plan_apply_and_check_from_python(test_site: SiteUnderTest) -> None:
     code = (
         "import sys, hpclaunch\n"
         "session = hpclaunch.Session(site=sys.argv[1])\n"
-        "plan = session.site_plan()\n"
+        "plan = session.site.plan()\n"
         "print('commands', len(plan.commands))\n"
-        "left = session.site_apply(plan)\n"
+        "left = session.site.apply(plan)\n"
         "print('left', len(left.changes))\n"
-        "print('problems', len(session.site_check(refresh=True).problems))\n"
+        "print('problems', len(session.site.check(refresh=True).problems))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(test_site.path)],

@@ -17,6 +17,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.local import LocalBackend
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import BackendUnavailable, JobNotFound
+from hpclaunch.ops import helpers
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.transport.local import LocalRunner
 from tests.unit.conftest import HELLO, run
@@ -110,7 +111,7 @@ def test_a_maps_items_are_futures_of_their_own(session: hpclaunch.Session, tmp_p
     Path(go).touch()
     assert set(as_completed(jobs, timeout=60)) == set(jobs)
     assert jobs[2].result(timeout=10) == 9
-    again = hpclaunch.Session(backend="local", warn=lambda _m: None).sweep_run(run.sweep_id)
+    again = hpclaunch.Session(backend="local", warn=lambda _m: None).sweeps.find(run.sweep_id)
     assert [job.id for job in again.jobs()] == [job.id for job in jobs]  # type: ignore[attr-defined]
     assert session.map(square, [1], dry_run=True).jobs() == []
 
@@ -316,7 +317,7 @@ def test_local_jobs_in_the_history_never_reach_slurm_and_break_nothing(
     infos = {info.ref.job_id: info for info in on_slurm.status()}
     assert infos[local.id].state is JobState.COMPLETED  # asked of the local backend
     assert infos[slurm_job.id].state is not JobState.UNKNOWN
-    assert [info.ref.job_id for info in on_slurm.unfinished_jobs() or []] == [slurm_job.id]
+    assert [info.ref.job_id for info in helpers.unfinished_jobs(on_slurm) or []] == [slurm_job.id]
     states = {r.job_id: r.state for r in on_slurm.history()}
     assert states[local.id] == "COMPLETED"
     assert on_slurm.job(local.id).result(timeout=30) == 9
@@ -351,7 +352,7 @@ def test_unknown_malformed_and_array_ids_are_refused_at_once(
     array = run.arrays[0].job_id
     with pytest.raises(JobNotFound, match=f"is the array of sweep {run.sweep_id}") as caught:
         on_slurm.job(array)
-    assert "sweep_run" in (caught.value.hint or "")
+    assert "sweeps.find" in (caught.value.hint or "")
     assert on_slurm.job(f"{array}_1").id == f"{array}_1"  # a task is one job
 
 

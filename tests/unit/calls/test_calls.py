@@ -459,7 +459,7 @@ def test_map_runs_one_sweep_and_gives_the_values_in_the_items_order(
     for index in range(3):
         assert run_task(run.job_dir, index).returncode == 0
     assert run.results(timeout=30) == [10, 12, 14]
-    record = session.sweep_run(run.sweep_id)
+    record = session.sweeps.find(run.sweep_id)
     assert record.points == 3
 
 
@@ -556,7 +556,7 @@ def test_a_maps_results_keep_every_value_and_read_from_a_new_session(
         run.results(timeout=30)
     if hasattr(caught.value, "__notes__"):
         assert "1 more items failed: [3]" in caught.value.__notes__
-    again = hpclaunch.Session(warn=lambda _message: None).sweep_run(run.sweep_id)
+    again = hpclaunch.Session(warn=lambda _message: None).sweeps.find(run.sweep_id)
     assert isinstance(again, MapRun)
     assert again.results(timeout=30, return_exceptions=True)[2] == 6
     pairs = session.map(add, [1, 2, 3], [10, 20, 30])

@@ -91,7 +91,7 @@ def test_the_url_goes_only_to_the_jobs_private_config(
 def test_status_sends_what_the_node_could_not_and_tells_an_end_no_sidecar_told(
     env: Env, slurm: FakeSlurm, session: hpclaunch.Session, hook: Webhook
 ) -> None:
-    hpclaunch.Session.save_webhook("lab", hook.url)
+    hpclaunch.Session().notify.add("lab", hook.url)
     slurm.new_job_states = ["RUNNING", "FAILED"]
     slurm.new_job_exit = "3:0"
     job = session.submit(_spec(), check=False)
@@ -122,7 +122,7 @@ def test_a_bad_webhook_url_is_refused_without_being_shown(env: Env) -> None:
 def test_the_user_configs_notify_is_the_default_of_specs_without_one(
     env: Env, slurm: FakeSlurm, session: hpclaunch.Session, hook: Webhook
 ) -> None:
-    hpclaunch.Session.save_webhook("lab", hook.url)
+    hpclaunch.Session().notify.add("lab", hook.url)
     config = Path(env["XDG_CONFIG_HOME"]) / "hpclaunch" / "config.yaml"
     config.write_text("notify: {webhook: lab, events: [failed]}\n")
     job = session.submit({"name": "d", "command": ["true"]}, check=False)
@@ -154,7 +154,7 @@ def test_what_a_job_without_a_sidecar_cannot_tell_is_said_at_submit(
     monkeypatch.chdir(tmp_path)
     warned: list[str] = []
     session = hpclaunch.Session(warn=warned.append)
-    hpclaunch.Session.save_webhook("lab", hook.url)
+    hpclaunch.Session().notify.add("lab", hook.url)
     session.dryrun({**_spec(), "launcher": "none"}, check=False)
     assert len(warned) == 1
     assert warned[0].startswith("notify: started, preempted, resumed, resized")

@@ -61,7 +61,7 @@ def test_the_shell_is_a_step_of_the_job_on_its_node(
         {"name": "s", "command": ["sleep", "60"], "resources": {"nodes": 2}}, check=False
     )
     slurm.jobs[job.id].nodes = "n[3-4]"
-    assert session.shell_argv(job.id) == [
+    assert session.job(job.id).shell_argv() == [
         "srun",
         "--overlap",
         f"--jobid={job.id}",
@@ -72,25 +72,25 @@ def test_the_shell_is_a_step_of_the_job_on_its_node(
         "bash",
         "-l",
     ]
-    assert session.shell_argv(job.id, node="n4", command=["nvidia-smi"])[-4:] == [
+    assert session.job(job.id).shell_argv(node="n4", command=["nvidia-smi"])[-4:] == [
         "--nodelist=n4",
         "-N1",
         "-n1",
         "nvidia-smi",
     ]
     with pytest.raises(BackendError, match="node n9 is not one of job"):
-        session.shell_argv(job.id, node="n9")
+        session.job(job.id).shell_argv(node="n9")
     slurm.jobs[job.id].states = ["PENDING"]
     with pytest.raises(BackendError, match="is PENDING, not running") as caught:
-        session.shell_argv(job.id)
+        session.job(job.id).shell_argv()
     assert "says when Slurm expects it to start" in (caught.value.hint or "")
     # Issue 45: an ended or unknown job was told to wait for its start.
     slurm.jobs[job.id].states = ["COMPLETED"]
     with pytest.raises(BackendError, match="has ended \\(COMPLETED\\)") as caught:
-        session.shell_argv(job.id)
+        session.job(job.id).shell_argv()
     assert "hpclaunch logs" in (caught.value.hint or "")
     with pytest.raises(BackendError, match="unknown to Slurm") as caught:
-        session.shell_argv("99999")
+        session.job("99999").shell_argv()
     assert "starts" not in (caught.value.hint or "")
 
 
@@ -129,7 +129,7 @@ def test_a_forward_keeps_to_the_job_across_a_requeue(
     slurm.new_job_states = ["RUNNING"]
     job = session.submit({"name": "f", "command": ["sleep", "60"]}, check=False)
     slurm.jobs[job.id].nodes = "n3"
-    forward = session.forward(job.id, 8888, local_port=0)
+    forward = session.job(job.id).forward(8888, local_port=0)
     try:
         assert (forward.node, forward.follow()) == ("n3", "running")
         slurm.jobs[job.id].states = ["PENDING"]  # requeued: its next attempt comes

@@ -159,13 +159,13 @@ def test_a_sweep_task_is_rerun_alone_as_a_sweep_of_its_point(
         "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
         "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
     )
-    swept = session.sweep(spec, check=False)
+    swept = session.sweeps.submit(spec, check=False)
     params = Path(find_sweep(swept.sweep_id).params_file).read_text().splitlines()
     assert json.loads(params[1]) == {"index": 1, "params": {"x": 2}}
     with pytest.raises(SubmissionError, match="sweep's array"):
         session.rerun(swept.arrays[0].job_id)
     task = f"{swept.arrays[0].job_id}_1"
-    shown = session.rerun_spec(task, ["resources.time=5"])
+    shown = session.job(task).rerun_dryrun("resources.time=5")
     assert shown["sweep"] == {"method": "list", "points": [{"x": 2}]}
     job = session.rerun(task)
     assert job.id.endswith("_0")

@@ -13,6 +13,7 @@ import pytest
 
 import hpclaunch
 from hpclaunch.errors import SpecError, SubmissionError
+from hpclaunch.ops import helpers
 from hpclaunch.store.history import find_record, history_path, recent_submissions
 from tests.unit.conftest import HELLO, run
 from tests.unit.fakes import FakeRunner, FakeSlurm
@@ -136,13 +137,13 @@ def test_a_sweep_from_python_is_the_clis_sweep(
         "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
         "sweep: {method: grid, parameters: {x: [1, 2, 3]}}\n"
     )
-    run_ = session.sweep(spec, check=False)  # a pathlib.Path, as str works
+    run_ = session.sweeps.submit(spec, check=False)  # a pathlib.Path, as str works
     assert (run_.points, [r.job_id for r in run_.arrays]) == (3, ["1000"])
     listed = run(env, "sweep", "list")
     assert run_.sweep_id in listed.stdout
     [record] = recent_submissions(path=history_path(env))
     assert (record.job_id, record.project, record.tier) == ("1000", "research", "low")
-    again = session.sweep_run(run_.sweep_id[:8])  # found again by a prefix of its id
+    again = session.sweeps.find(run_.sweep_id[:8])  # found again by a prefix of its id
     assert (again.sweep_id, again.arrays, again.points) == (run_.sweep_id, run_.arrays, 3)
     again.cancel()
     assert slurm.jobs["1000"].states == ["CANCELLED"]
@@ -166,18 +167,18 @@ def test_what_the_cli_prints_comes_from_session_methods(
         "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
         "sweep: {method: grid, parameters: {x: [3, 1, 2]}, max_concurrent: 2}\n"
     )
-    swept = session.sweep(spec, check=False)
+    swept = session.sweeps.submit(spec, check=False)
     assert swept.array_specs == ("0-2%2",)
     with pytest.raises(KeyError):  # (the fake Slurm writes no params file: none known)
         swept.status(sort_by="nope")
-    assert [r.sweep_id for r in session.sweeps()] == [swept.sweep_id]
+    assert [r.sweep_id for r in session.sweeps.recorded()] == [swept.sweep_id]
     # A rerun with nothing to do says so, and adds no array.
-    rerun = session.sweep_run(swept.sweep_id).rerun()
+    rerun = session.sweeps.find(swept.sweep_id).rerun()
     assert (rerun.points, rerun.arrays) == ((), ())
     # Jobs by name, and the history's unfinished ones, as `cancel --name`/`--all` see them.
     job = session.submit(HELLO)
-    assert [ref.job_id for ref in session.jobs_named("hello")] == [job.id]
-    assert job.id in {info.ref.job_id for info in session.unfinished_jobs() or []}
+    assert [ref.job_id for ref in helpers.jobs_named(session, "hello")] == [job.id]
+    assert job.id in {info.ref.job_id for info in helpers.unfinished_jobs(session) or []}
 
 
 def test_a_sweeps_dry_run_is_a_preview_not_a_run_without_arrays(
@@ -188,7 +189,7 @@ def test_a_sweeps_dry_run_is_a_preview_not_a_run_without_arrays(
         "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
         "sweep: {method: grid, parameters: {x: [1, 2, 3]}, max_concurrent: 2}\n"
     )
-    preview = session.sweep_dryrun(spec, check=False, overrides=["resources.time=7"])
+    preview = session.sweeps.dryrun(spec, check=False, overrides=["resources.time=7"])
     assert len(preview.sweep.points) == 3
     assert "#SBATCH --time=00:07:00\n" in preview.job.script
     assert preview.overquota is None
@@ -211,7 +212,7 @@ def test_a_pipeline_from_python_submits_in_dependency_order(
         "  - {name: prep, command: ['true']}\n"
         "  - {name: train, command: ['true'], after: [prep]}\n"
     )
-    prep, train = session.pipeline(str(path), check=False)
+    prep, train = session.pipelines.submit(str(path), check=False)
     assert (prep.id, train.id) == ("1000", "1001")
     record = find_record(job_id="1001")
     assert record is not None
@@ -361,4 +362,7 @@ def test_the_module_level_submit_reads_the_settings_at_each_call(
     first = hpclaunch.submit(spec, check=False)
     monkeypatch.setenv("HPCLAUNCH_SITE", str(tmp_path / "other.yaml"))
     second = hpclaunch.submit(spec, check=False)
-    assert (first.session.site_config.name, second.session.site_config.name) == ("hpclaunch", "other")
+    assert (first.session.site_config.name, second.session.site_config.name) == (
+        "hpclaunch",
+        "other",
+    )

@@ -11,7 +11,13 @@ import ast
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[3] / "hpclaunch" / "cli"
-ALLOWED = ("hpclaunch.cli", "hpclaunch.ops.session", "hpclaunch.ops.job", "hpclaunch.errors")
+ALLOWED = (
+    "hpclaunch.cli",
+    "hpclaunch.ops.session",
+    "hpclaunch.ops.job",
+    "hpclaunch.ops.helpers",
+    "hpclaunch.errors",
+)
 
 
 def _imports_of(tree: ast.Module) -> list[str]:
@@ -27,7 +33,9 @@ def _imports_of(tree: ast.Module) -> list[str]:
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.ImportFrom) and node.module == "hpclaunch.ops":
+            names.extend(f"hpclaunch.ops.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
             names.append(node.module or "")
         elif isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
