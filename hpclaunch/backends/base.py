@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
+from hpclaunch.errors import BackendUnavailable, HpclaunchError, SubmissionError
+from hpclaunch.slurm.capabilities import discover
 from hpclaunch.slurm.jobs import JobRef
 
 if TYPE_CHECKING:
@@ -55,7 +57,6 @@ class Backend(abc.ABC):
         Raises:
             HpclaunchError: Slurm could not be asked.
         """
-        from hpclaunch.slurm.capabilities import discover
 
         return discover(self.runner, now=now or time.time)
 
@@ -262,7 +263,6 @@ class Backend(abc.ABC):
         """After a submission whose reply was lost (``what`` says how): the job of
         ``submission_id`` if it exists, else a :class:`SubmissionError` saying how to retry
         without making a second job."""
-        from hpclaunch.errors import HpclaunchError, SubmissionError
 
         retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
         try:
@@ -283,8 +283,6 @@ class Backend(abc.ABC):
         ) from cause
 
     def _unsupported(self, what: str) -> Exception:
-        from hpclaunch.errors import BackendUnavailable
-
         return BackendUnavailable(
             f"the {self.name!r} backend cannot {what}", hint="use the 'cli' backend (--backend cli)"
         )

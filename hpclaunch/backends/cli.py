@@ -39,7 +39,18 @@ from hpclaunch.errors import (
     UpdateRefused,
     describe_result,
 )
+from hpclaunch.slurm.cluster import (
+    jobs_argv,
+    nodes_argv,
+    parse_jobs,
+    parse_nodes,
+    parse_restarts,
+    restarts_argv,
+)
+from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 from hpclaunch.slurm.jobs import Attempt, JobInfo, parse_state
+from hpclaunch.slurm.queue import QUEUE_STATES, job_argv, parse_queue, queue_argv
+from hpclaunch.slurm.usage import cost_argv, parse_usage
 from hpclaunch.transport.base import CommandResult
 
 if TYPE_CHECKING:
@@ -276,7 +287,6 @@ class CliBackend(Backend):
 
     def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
         """``sbatch --test-only`` with the job's script on standard input."""
-        from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 
         result = self._run(will_run_argv(), stdin=job.script)
         if not result.ok:
@@ -329,7 +339,6 @@ class CliBackend(Backend):
 
     def usage(self, since: datetime, until: datetime, user: str | None) -> list[AttemptUsage]:
         """One ``sacct -X -D`` (:func:`hpclaunch.slurm.usage.cost_argv`)."""
-        from hpclaunch.slurm.usage import cost_argv, parse_usage
 
         argv = cost_argv(since, until, all_users=user is None, user=user)
         result = self._run(argv, timeout=120)  # a month of a busy site's accounting
@@ -416,7 +425,6 @@ class CliBackend(Backend):
         states: str | None = None,
     ) -> list[QueueRow]:
         """One ``squeue`` (:func:`hpclaunch.slurm.queue.queue_argv`)."""
-        from hpclaunch.slurm.queue import QUEUE_STATES, parse_queue, queue_argv
 
         argv = queue_argv(
             me=me, partition=partition, account=account, states=states or QUEUE_STATES
@@ -425,19 +433,16 @@ class CliBackend(Backend):
 
     def queue_job(self, job_id: str) -> list[QueueRow]:
         """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.slurm.queue.job_argv`)."""
-        from hpclaunch.slurm.queue import job_argv, parse_queue
 
         return parse_queue(self._squeue_stdout(job_argv(job_id)), self.site.gres_name)
 
     def cluster_jobs(self) -> list[ClusterJob]:
         """One ``squeue`` (:func:`hpclaunch.slurm.cluster.jobs_argv`)."""
-        from hpclaunch.slurm.cluster import jobs_argv, parse_jobs
 
         return parse_jobs(self._squeue_stdout(jobs_argv()), self.site.gres_name)
 
     def node_gpus(self) -> list[NodeGpus]:
         """One ``scontrol show nodes --oneliner``."""
-        from hpclaunch.slurm.cluster import nodes_argv, parse_nodes
 
         result = self._run(nodes_argv())
         if not result.ok:
@@ -450,7 +455,6 @@ class CliBackend(Backend):
     def restart_counts(self) -> dict[str, int]:
         """One ``squeue -O RestartCnt``
         (:func:`hpclaunch.slurm.cluster.restarts_argv`)."""
-        from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
         return parse_restarts(self._squeue_stdout(restarts_argv()))
 

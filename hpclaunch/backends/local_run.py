@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.backends.local import local_info
+from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.store.files import write_private
 
 #: Dependency types of sbatch(1) run here, by what a dependency's final state must be.
@@ -124,8 +126,6 @@ class Submission:
     def wait_final(self, job_id: str) -> str | None:
         """The final state of local job ``job_id`` (an array's summed up, as status shows
         it); ``None`` when this submission is cancelled meanwhile."""
-        from hpclaunch.backends.local import local_info
-        from hpclaunch.slurm.jobs import JobRef
 
         while not (self.dir / "cancel").exists():
             info = local_info(self.dir.parent, JobRef(job_id))

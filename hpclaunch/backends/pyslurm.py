@@ -44,6 +44,7 @@ from hpclaunch.backends.jobdesc import (
     script_options,
 )
 from hpclaunch.backends.merge import merge_status
+from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
 from hpclaunch.backends.slurm_text import ended_by, field, is_held, wanted_ref
 from hpclaunch.errors import (
     ACCOUNTING_UNAVAILABLE,
@@ -55,18 +56,27 @@ from hpclaunch.errors import (
     SubmissionError,
     UpdateRefused,
 )
+from hpclaunch.slurm.capabilities import version_said
+from hpclaunch.slurm.cluster import (
+    JOB_STATES,
+    RUNNING_STATES,
+    ClusterJob,
+    NodeGpus,
+    expand_hosts,
+    usable,
+)
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
+from hpclaunch.slurm.queue import QUEUE_STATES, QueueRow
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.times import format_elapsed
+from hpclaunch.slurm.tres import gpus_per_node, gres_count, tres_value
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.capabilities import Capabilities
-    from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
     from hpclaunch.slurm.estimate import StartEstimate
-    from hpclaunch.slurm.queue import QueueRow
     from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
 
@@ -184,7 +194,6 @@ class PyslurmBackend(Backend):
 
     def _commands_version(self) -> str:
         """The release of the Slurm commands (``scontrol --version``), or ``unknown``."""
-        from hpclaunch.slurm.capabilities import version_said
 
         try:
             result = self.runner.run(["scontrol", "--version"], timeout=30)
@@ -198,7 +207,6 @@ class PyslurmBackend(Backend):
     def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
         """Config, partitions, nodes and the user's associations through pyslurm (three
         RPCs, one slurmdbd query), the QOS through sacctmgr (:mod:`.pyslurm_discover`)."""
-        from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
 
         return self._rpc(
             lambda: discover_with_pyslurm(
@@ -504,7 +512,6 @@ class PyslurmBackend(Backend):
     ) -> list[QueueRow]:
         """The rows squeue would print (:func:`hpclaunch.slurm.queue.queue_argv`), from one
         job-list RPC, filtered here as squeue filters them."""
-        from hpclaunch.slurm.queue import QUEUE_STATES
 
         wanted = frozenset((states or QUEUE_STATES).split(","))
         uid = os.getuid()
@@ -542,7 +549,6 @@ class PyslurmBackend(Backend):
     def cluster_jobs(self) -> list[ClusterJob]:
         """The jobs of :func:`hpclaunch.slurm.cluster.jobs_argv`, from one job-list
         RPC."""
-        from hpclaunch.slurm.cluster import JOB_STATES, ClusterJob, expand_hosts
 
         jobs = []
         for job in self._live_jobs():
@@ -575,8 +581,6 @@ class PyslurmBackend(Backend):
 
     def node_gpus(self) -> list[NodeGpus]:
         """Every node's GPUs from one node-list RPC (``slurm_load_node``)."""
-        from hpclaunch.slurm.cluster import NodeGpus, usable
-        from hpclaunch.slurm.tres import gres_count, tres_value
 
         gres = self.site.gres_name
         nodes = self._rpc(self.pyslurm.Nodes.load, "load the node list")
@@ -597,7 +601,6 @@ class PyslurmBackend(Backend):
 
     def restart_counts(self) -> dict[str, int]:
         """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
-        from hpclaunch.slurm.cluster import RUNNING_STATES
 
         return {
             _live_id(job): int(job.requeue_count or 0)
@@ -696,7 +699,6 @@ def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
 def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
     """squeue's line for a job-list record (:data:`hpclaunch.slurm.queue.QUEUE_FORMAT`): an
     array's tasks not yet started are one row, ``123_[4-9%2]``, as squeue folds them."""
-    from hpclaunch.slurm.queue import QueueRow
 
     if job_id is None:
         job_id = _live_id(job)
@@ -742,7 +744,6 @@ def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:
     """GPUs per node from pyslurm's ``gres_per_node`` (``{"gres/gpu": 4}``; with a type,
     ``{"gres/gpu:a100": 2}``): put back into squeue's %b text (``gres/gpu:4``, seen on
     25.11) and read by the same rule as squeue's."""
-    from hpclaunch.slurm.tres import gpus_per_node
 
     asked = (gres_per_node or {}).items()
     return gpus_per_node(",".join(f"{name}:{count}" for name, count in asked))

@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpclaunch.backends.base import Backend, JobRef
+from hpclaunch.backends.local import LocalBackend
 from hpclaunch.slurm.job_ids import is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo
+from hpclaunch.transport.local import LocalRunner
 
 __all__ = ["backend_of", "status_anywhere"]
 
@@ -34,7 +36,4 @@ def backend_of(backend: Backend, ref: JobRef) -> Backend:
 
 
 def _local(backend: Backend) -> Backend:
-    from hpclaunch.backends.local import LocalBackend
-    from hpclaunch.transport.local import LocalRunner
-
     return LocalBackend(LocalRunner(), backend.site)

@@ -22,14 +22,20 @@ cost twice that; it is still read).
 
 from __future__ import annotations
 
+import dis
 import functools
+import io
 import pickle
+import pickletools
 import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import IO, Any
+
+import cloudpickle
 
 from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
 
@@ -75,7 +81,6 @@ _STRINGS = frozenset(
 def fingerprint(distributions: Iterable[str] = ALWAYS) -> dict[str, Any]:
     """This interpreter's Python (implementation, major.minor) and the versions of
     ``distributions`` installed here (those missing are left out)."""
-    from importlib import metadata
 
     packages: dict[str, str] = {}
     for name in distributions:
@@ -106,7 +111,6 @@ def imported_modules(data: bytes) -> set[str]:
     strings pushed just before it, written anew or fetched from the memo), and the name
     given to cloudpickle's ``subimport``, which is how a by-value function's module-level
     ``import numpy as np`` travels. The standard library and ``__main__`` are left out."""
-    import pickletools
 
     memo: dict[int, str | None] = {}
     strings: deque[str] = deque(maxlen=2)  # a STACK_GLOBAL's module and name
@@ -187,8 +191,6 @@ def dump_map(fn: Callable[..., Any], items: Sequence[Any]) -> bytes:
 
 
 def _pickled(call: object) -> bytes:
-    import cloudpickle
-
     try:
         data: bytes = cloudpickle.dumps(call)
     except Exception as exc:  # cloudpickle raises whatever the object's reducer raises
@@ -218,7 +220,6 @@ def body_imports(fn: Callable[..., Any], most: int = 64) -> set[str]:
     importable module travels by reference, and a by-value one carries only its code. Read
     from the bytecode's IMPORT_NAME (of at most ``most`` code objects); a partial's or a
     method's function is followed."""
-    import dis
 
     while isinstance(fn, functools.partial):
         fn = star_target(fn)
@@ -251,7 +252,6 @@ def load_call(
         EnvironmentMismatch: It is not (``where``: this host, for the message).
         CallError: A map's file without an item, or an item it does not have.
     """
-    import cloudpickle
 
     envelope = pickle.loads(data)  # our own file, in the private job directory
     submitted = envelope["fingerprint"]
@@ -274,7 +274,6 @@ def write_value(out: IO[bytes], value: Any) -> None:
     Raises:
         CallError: The value cannot be pickled (``out`` then holds part of it: discard it).
     """
-    import cloudpickle
 
     pickle.dump({"format": 2, "ok": True, "type": "", "text": "", "traceback": ""}, out)
     try:
@@ -293,7 +292,6 @@ def dump_value(value: Any) -> bytes:
     Raises:
         CallError: The value cannot be pickled.
     """
-    import io
 
     out = io.BytesIO()
     write_value(out, value)
@@ -309,7 +307,6 @@ def dump_error(exc: BaseException, traceback_text: str) -> bytes:
     cause/context chain (:func:`_exception_state`), rebuilt at the submitter's without
     calling its ``__init__`` when that takes other arguments than ``args``; its text alone
     when even that cannot be pickled."""
-    import cloudpickle
 
     try:
         payload = cloudpickle.dumps(_exception_state(exc, _CHAIN_DEPTH))
@@ -332,7 +329,6 @@ def _exception_state(exc: BaseException, depth: int) -> dict[str, Any]:
     ``__dict__`` but drops ``__cause__``, ``__context__`` and ``__notes__``, and calls
     ``__init__(*args)``, which fails for ``def __init__(self, code, detail)`` that passes
     one message on."""
-    import cloudpickle
 
     attributes = {}
     for name, value in vars(exc).items():
@@ -404,7 +400,6 @@ class Outcome:
         Raises:
             CallError: The value cannot be unpickled here.
         """
-        import cloudpickle
 
         if self.ok:
             if self.has_value:
@@ -441,7 +436,6 @@ def read_outcome_from(source: IO[bytes]) -> Outcome:
     Raises:
         EOFError, pickle.UnpicklingError: The file is cut short or damaged.
     """
-    import cloudpickle
 
     raw = pickle.load(source)  # the job wrote it, into its private directory
     head = (raw["ok"], raw["type"], raw["text"], raw["traceback"])
@@ -460,6 +454,5 @@ def read_outcome_from(source: IO[bytes]) -> Outcome:
 
 def load_outcome(data: bytes) -> Outcome:
     """The :class:`Outcome` of ``result.pkl``'s bytes."""
-    import io
 
     return read_outcome_from(io.BytesIO(data))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._submitting import print_dry_run, send_tree
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-    from hpclaunch.cli._submitting import print_dry_run, send_tree
 
     if follow:
         raise click.UsageError(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import click
+from click.shell_completion import get_completion_class
+
+from hpclaunch.cli import cli
 
 #: The variable click's completion reads; ``hpclaunch`` → ``_HPCLAUNCH_COMPLETE``.
 COMPLETE_VAR = "_HPCLAUNCH_COMPLETE"
@@ -21,9 +24,6 @@ def completion_command(shell: str) -> None:
 
     Job ids complete from your hpclaunch history, without asking Slurm.
     """
-    from click.shell_completion import get_completion_class
-
-    from hpclaunch.cli import cli
 
     cls = get_completion_class(shell)
     assert cls is not None  # the Choice allows only shells click supports

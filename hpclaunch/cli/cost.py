@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli.history import parse_time_option
+from hpclaunch.errors import ConfigError
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ def cost_command(
     factor (half for preemptible and over-quota work by default; shown where it differs).
     The price column needs 'prices:' in the site config.
     """
-    from hpclaunch.errors import ConfigError
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")

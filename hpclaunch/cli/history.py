@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._table import print_table as print_rows
+from hpclaunch.cli._table import state_colour
 from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
@@ -81,8 +83,6 @@ def history_command(
 def print_table(records: Sequence[SubmissionRecord]) -> None:
     """The history table (the state coloured on a terminal; a RERUN OF column, the job each
     rerun came from, when there is one)."""
-    from hpclaunch.cli._table import print_table as print_rows
-    from hpclaunch.cli._table import state_colour
 
     cells: list[tuple[str, ...]] = [
         (

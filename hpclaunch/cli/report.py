@@ -4,6 +4,7 @@ tasks, parameters and metrics (:meth:`SweepRun.report`)."""
 from __future__ import annotations
 
 import json
+import webbrowser
 from typing import TYPE_CHECKING
 
 import click
@@ -65,11 +66,8 @@ def report_command(
     if html_path is not None:
         written = report.write_html(html_path)
         click.echo(f"report: {written}", err=True)
-        if open_page:
-            import webbrowser
-
-            if not webbrowser.open(written.as_uri()):
-                click.echo("no browser found here: open the file where one is", err=True)
+        if open_page and not webbrowser.open(written.as_uri()):
+            click.echo("no browser found here: open the file where one is", err=True)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli.submit import follow_job
 from hpclaunch.ops.session import Session
 
 
@@ -54,6 +55,4 @@ def rerun_command(
     click.echo(job.id)
     click.echo(f"rerun of job {job_id}; logs: {job.log_dir}/attempt-N.log", err=True)
     if wait or follow:
-        from hpclaunch.cli.submit import follow_job
-
         follow_job(job, timeout, logs=follow)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from hpclaunch.ops import helpers
+
 #: As hpclaunch.ops.simulate.DEFAULT_POLICIES (not imported: --help stays light).
 DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random", "ours")
 
@@ -62,7 +64,6 @@ def simulate_command(
     do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs). See
     docs/simulator.md.
     """
-    from hpclaunch.ops import helpers
 
     if write_trace is not None:
         helpers.write_workload(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._site_show import print_capabilities
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ def show_command(app: Session, refresh: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(caps.to_dict(), indent=2))
         return
-    from hpclaunch.cli._site_show import print_capabilities
 
     print_capabilities(caps)
 

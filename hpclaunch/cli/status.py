@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.cli._table import print_table as print_rows
+from hpclaunch.cli._table import state_colour
+from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -54,7 +57,6 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
-    from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
 
     rows = app.status(job_ids, limit=limit)
     if not rows:  # only without IDS: each id given gets a row
@@ -102,8 +104,6 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
 
 def print_table(rows: Sequence[JobInfo]) -> None:
     """The status table (the state coloured on a terminal)."""
-    from hpclaunch.cli._table import print_table as print_rows
-    from hpclaunch.cli._table import state_colour
 
     cells = [
         (

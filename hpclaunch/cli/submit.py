@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
+from hpclaunch.cli._pipeline import submit_pipeline
+from hpclaunch.cli._submitting import print_dry_run, send_tree
+from hpclaunch.cli.logs import print_slurm_lines
 from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
 
@@ -101,7 +104,6 @@ def submit_command(
                 "--set and --partition change a single-job spec; in a multi-job file, set the "
                 "field under defaults: or under the job"
             )
-        from hpclaunch.cli._pipeline import submit_pipeline
 
         submit_pipeline(
             app,
@@ -115,7 +117,6 @@ def submit_command(
             sync=sync,
         )
         return
-    from hpclaunch.cli._submitting import print_dry_run, send_tree
 
     if dry_run:
         job = app.dryrun(
@@ -158,7 +159,6 @@ def shlex_join(words: Iterable[str]) -> str:
 def follow_job(job: Job, timeout: float | None, *, logs: bool) -> None:
     """Wait for the job (``--wait``), printing its lines as they come (``--follow``: then
     Slurm's own lines at the end, as ``logs -f`` does)."""
-    from hpclaunch.cli.logs import print_slurm_lines
 
     def show(info: JobInfo) -> None:
         reason = f" ({info.reason})" if info.reason else ""

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._table import print_table
 from hpclaunch.ops.session import Session
 
 _COLUMNS = ("node", "attempt", "gpu", "util", "mem_used", "mem_total", "temp_c", "power_w")
@@ -32,7 +33,5 @@ def top_command(app: Session, job_id: str, as_json: bool) -> None:
 
 
 def _table(samples: list[dict[str, Any]]) -> None:
-    from hpclaunch.cli._table import print_table
-
     rows = [tuple("-" if s.get(c) is None else str(s.get(c)) for c in _COLUMNS) for s in samples]
     print_table(_HEADERS, rows)

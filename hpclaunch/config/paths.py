@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+import platformdirs
+
 __all__ = ["Kind", "user_dir"]
 
 Kind = Literal["config", "cache", "data", "state"]
@@ -34,7 +36,6 @@ def user_dir(kind: Kind, env: Mapping[str, str] | None = None) -> Path:
     xdg = env.get(f"XDG_{kind.upper()}_HOME")
     if xdg:
         return Path(xdg) / "hpclaunch"
-    import platformdirs
 
     # platformdirs reads os.environ; an environment of the caller's own has its own HOME.
     default = Path(getattr(platformdirs, f"user_{kind}_dir")("hpclaunch", appauthor=False))

@@ -13,6 +13,8 @@ import pydantic
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from hpclaunch.jobspec.job import JobSpec
+
 __all__ = ["spec_reference"]
 
 _HEADER = """\
@@ -28,7 +30,6 @@ same as a JSON schema for editors. Times are Slurm's formats: `30` (minutes), `3
 
 def spec_reference() -> str:
     """The Markdown reference of :class:`~hpclaunch.jobspec.job.JobSpec` and its nested models."""
-    from hpclaunch.jobspec.job import JobSpec
 
     sections: list[str] = [_HEADER]
     seen: list[type[pydantic.BaseModel]] = []

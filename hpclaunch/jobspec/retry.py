@@ -27,6 +27,7 @@ queue (Reason ``BeginTime``), holding no GPU. Time limits and preemptions are no
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -87,7 +88,6 @@ class Retry(BaseModel):
 
     def env_value(self) -> str:
         """``HPCLAUNCH_RETRY``: what the sidecar reads (:mod:`hpclaunch.supervise.retry`)."""
-        import json
 
         return json.dumps(
             {

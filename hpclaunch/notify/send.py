@@ -63,7 +63,6 @@ def send_notice(config: NotifyConfig, notice: Notice, sent_from: str) -> Sent:
 
 
 def _post(url: str, body: bytes) -> str:
-    import urllib.error
     import urllib.request
 
     request = urllib.request.Request(

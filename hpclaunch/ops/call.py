@@ -8,7 +8,9 @@ sidecar (``launcher: srun``, one process), so tiers, quotas, the history, ``stat
 
 from __future__ import annotations
 
+import difflib
 import functools
+import inspect
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,13 +21,20 @@ from hpclaunch.calls.payload import (
     CALL_FILE,
     RESULT_FILE,
     Outcome,
+    dump_call,
+    dump_map,
     read_outcome_from,
     star_target,
 )
 from hpclaunch.errors import CallError, JobFailed, TransportError
+from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
-from hpclaunch.ops.submit import PRIVATE_DIR_HINT, untrusted
+from hpclaunch.ops.logs import read_logs
+from hpclaunch.ops.submit import PRIVATE_DIR_HINT, submit_spec, untrusted
+from hpclaunch.ops.sweep import submit_sweep_spec
+from hpclaunch.planning.plan import job_python
+from hpclaunch.store.history import find_record
 from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
@@ -59,7 +68,6 @@ def job_options(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
     Raises:
         CallError: A field that a function's job cannot take.
     """
-    from hpclaunch.jobspec.job import JobSpec
 
     if isinstance(kwargs.get("job"), Mapping):
         options = dict(kwargs["job"])
@@ -100,10 +108,6 @@ def bind_call(
         TypeError: The call does not fit the function's signature (an unknown keyword close
             to a spec field: "did you mean resources?"), or a keyword both could take.
     """
-    import difflib
-    import inspect
-
-    from hpclaunch.jobspec.job import JobSpec
 
     try:
         signature = inspect.signature(fn)
@@ -161,8 +165,6 @@ def call_spec(
     if options.get("venv") or options.get("conda"):
         python = "python"  # the environment the script activates
     else:
-        from hpclaunch.planning.plan import job_python
-
         python = job_python(session.site_config, session.home)
     return {
         "name": _name_of(fn),
@@ -205,8 +207,6 @@ def submit_call(
         CallError: The call cannot be pickled, is too large, or the options do not fit.
         SpecError, PlanError, SubmissionError: As for a spec.
     """
-    from hpclaunch.calls.payload import dump_call
-    from hpclaunch.ops.submit import submit_spec
 
     if not callable(fn):
         raise CallError(f"{fn!r} is not callable")
@@ -252,8 +252,6 @@ def submit_map(
         CallError: No items, or as :func:`submit_call`.
         SpecError, PlanError, SubmissionError: As for a sweep.
     """
-    from hpclaunch.calls.payload import dump_map
-    from hpclaunch.ops.sweep import submit_sweep_spec
 
     if not callable(fn):
         raise CallError(f"{fn!r} is not callable")
@@ -300,8 +298,6 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
     if earlier is None:
         session.runner.put_bytes(path, data, 0o600)
     elif earlier != data:
-        from hpclaunch.store.history import find_record
-
         record = find_record(submission_id=submission_id)
         earlier_job = (
             f"session.job({record.job_id!r})"
@@ -358,7 +354,6 @@ def _refuse_foreign(session: Context, paths: Sequence[str], doing: str) -> None:
 def without_result(session: Context, info: JobInfo, log_dir: str | None) -> JobFailed:
     """The error for a job that ended with no ``result.pkl``: its state, exit code and the
     end of its last attempt's log."""
-    from hpclaunch.ops.logs import read_logs
 
     tail = ""
     if log_dir is not None:

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
+from hpclaunch.store.history import recent_submissions
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.context import Context
     from hpclaunch.slurm.jobs import JobInfo
 
@@ -45,8 +46,6 @@ def jobs_named(ctx: Context, name: str) -> list[JobRef]:
 def unfinished_jobs(ctx: Context) -> list[JobInfo] | None:
     """The jobs of the history submitted to this site that have not ended (and that Slurm
     still knows), in one status call; ``None`` when the history has no job of this site."""
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.history import recent_submissions
 
     records = [r for r in recent_submissions(limit=10_000) if r.site == ctx.site_config.name]
     refs = list(dict.fromkeys(JobRef(r.job_id) for r in records))

@@ -19,11 +19,14 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from hpclaunch._private import make_private_dirs
+from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.slurm.job_ids import is_local_job_id
+from hpclaunch.slurm.jobs import JobState, parse_state
+from hpclaunch.store.history import query_submissions
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -64,9 +67,6 @@ def clean_calls(
     Raises:
         HpclaunchError: The history, Slurm or the job directories could not be read.
     """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.slurm.jobs import JobState, parse_state
-    from hpclaunch.store.history import query_submissions
 
     cutoff = (now or datetime.now(timezone.utc)) - older_than
     old = [r for r in query_submissions(until=cutoff) if r.job_dir and _ours(context, r)]

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING
 from hpclaunch.config.settings import (
     Settings,
     load_user_config,
+    load_user_notify,
     resolve_settings,
     user_config_path,
 )
 from hpclaunch.config.site_path import resolve_site_path
 from hpclaunch.errors import ConfigError
+from hpclaunch.store.capabilities import load_capabilities, max_age_from_env
+from hpclaunch.transport.local import LocalRunner
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
@@ -112,8 +115,6 @@ class Context:
             ConfigError: It is wrong (the file and the field named).
         """
         from hpclaunch._validation import load_model
-        from hpclaunch.config.settings import load_user_notify
-        from hpclaunch.errors import ConfigError
         from hpclaunch.jobspec.notify import Notify
 
         path = user_config_path(self.env)
@@ -156,8 +157,6 @@ class Context:
         remote = self.settings.remote.value
         runner: Runner
         if not remote:
-            from hpclaunch.transport.local import LocalRunner
-
             runner = LocalRunner()
         else:
             from hpclaunch.transport.ssh import SSHRunner
@@ -181,7 +180,6 @@ class Context:
         Raises:
             HpclaunchError: The cluster could not be asked.
         """
-        from hpclaunch.store.capabilities import load_capabilities, max_age_from_env
 
         return load_capabilities(
             self.backend, self.site_config.name, max_age=max_age_from_env(self.env), refresh=refresh

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hpclaunch.config.site import SiteConfig
+from hpclaunch.errors import ConfigError
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.slurm.usage import SACCT_TIME, AttemptUsage
 
@@ -88,7 +89,6 @@ def gpu_cost(
     Raises:
         ConfigError: The period is empty.
     """
-    from hpclaunch.errors import ConfigError
 
     now = datetime.now().replace(microsecond=0)
     until = until or now

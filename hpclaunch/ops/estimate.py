@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from hpclaunch.errors import BackendError, HistoryError, SubmissionError, TransportError
 from hpclaunch.slurm.jobs import JobRef, JobState
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed, parse_time_limit
+from hpclaunch.store.history import query_submissions
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -149,7 +150,6 @@ def suggest_time(limit: int | None, runs: list[int]) -> int | None:
 
 def _past_runs(ctx: Context, spec_hash: str | None, name: str) -> list[PastRun]:
     """The newest completed runs of ``spec_hash`` (else of ``name``), their run times."""
-    from hpclaunch.store.history import query_submissions
 
     try:
         matched, records = "spec", []

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
-from hpclaunch.errors import BackendError
+from hpclaunch.errors import BackendError, JobNotFound
 from hpclaunch.ops.records import (
     ANOTHER_JOB,
     another_job_reason,
@@ -24,6 +25,8 @@ from hpclaunch.ops.records import (
     runs_sidecar,
     submission_record,
 )
+from hpclaunch.supervise.gpumon import METRICS_NAME, latest_samples, read_metrics
+from hpclaunch.supervise.ledger import LEDGER_NAME, describe_event, parse_ledger
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -86,7 +89,6 @@ class JobEvents:
     def ledger_lines(self) -> dict[int, list[str]]:
         """The ledger's events as lines of text (``checkpoint_committed step 120 in 0.4
         s``), by attempt (``-1``: an event without one), in the ledger's order."""
-        from hpclaunch.supervise.ledger import describe_event
 
         lines: dict[int, list[str]] = {}
         for event in self.ledger or []:
@@ -103,8 +105,6 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
     Raises:
         JobNotFound: Neither the history nor Slurm's accounting knows it.
     """
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import JobNotFound
 
     record = find_job_record(job_id)
     problem = None
@@ -131,7 +131,6 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
 def _another_job(ctx: Context, record: SubmissionRecord) -> str | None:
     """Why Slurm's accounting of the record's id is another job's (``None``: it is this
     job's, or Slurm cannot say). The attempts carry no name: one status call asks."""
-    from hpclaunch.backends.base import JobRef
 
     ref = JobRef(record.job_id)
     try:
@@ -145,7 +144,6 @@ def _ledger(ctx: Context, record: SubmissionRecord | None) -> list[dict[str, Any
     """The sidecar's events, read where the job directory is (``None``: no ledger)."""
     if record is None:
         return None
-    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
     text = read_job_file(ctx, record, LEDGER_NAME)
     return None if text is None else parse_ledger(text)
@@ -176,8 +174,6 @@ def gpu_samples(ctx: Context, job_id: str) -> GpuSamples:
     Raises:
         JobNotFound: The job is not in the history.
     """
-    from hpclaunch.supervise.gpumon import METRICS_NAME, latest_samples, read_metrics
-    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
     record = submission_record(job_id, "top")
     samples = latest_samples(read_metrics(read_job_file(ctx, record, METRICS_NAME) or ""))

@@ -16,6 +16,8 @@ from hpclaunch.ops.job import job_of_record
 from hpclaunch.ops.logs import log_record
 from hpclaunch.ops.records import find_job_record
 from hpclaunch.ops.simulate import simulate, write_workload
+from hpclaunch.planning.schema import pipeline_schema
+from hpclaunch.planning.schema import spec_schema as job_schema
 from hpclaunch.slurm.usage import parse_when
 from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.store.sweeps import list_sweeps
@@ -55,8 +57,6 @@ def when(text: str, now: datetime | None = None) -> datetime:
 def spec_schema(*, pipeline: bool = False) -> dict[str, object]:
     """The JSON schema (draft 2020-12) of a job spec, or of a multi-job file
     (``pipeline``), as ``hpclaunch schema`` prints it."""
-    from hpclaunch.planning.schema import pipeline_schema  # noqa: PLC0415 (pydantic)
-    from hpclaunch.planning.schema import spec_schema as job_schema  # noqa: PLC0415
 
     return pipeline_schema() if pipeline else job_schema()
 

@@ -13,20 +13,30 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from hpclaunch.errors import HpclaunchError, JobNotFound
-from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
+from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
+from hpclaunch.errors import CallError, HpclaunchError, JobNotFound, WatchTimeout
+from hpclaunch.ops.logs import LogFollower, attempts_written, read_logs, slurm_lines
+from hpclaunch.ops.reach import open_forward, shell_argv
+from hpclaunch.ops.records import find_job_record
+from hpclaunch.ops.rerun import rerun_job, rerun_spec
+from hpclaunch.ops.resize import resize_job
+from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
+from hpclaunch.report.sweep import SweepReport
+from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
+from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
+from hpclaunch.store.sweeps import find_sweep
+from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import WatchTimeout
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import GpuSamples, JobEvents
-    from hpclaunch.ops.logs import LogFollower
     from hpclaunch.ops.queue_why import WaitExplanation
     from hpclaunch.ops.reach import Forward
     from hpclaunch.ops.resize import ResizeResult
@@ -36,8 +46,6 @@ if TYPE_CHECKING:
     from hpclaunch.ops.watch import JobWatch
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.report.job import JobReport
-    from hpclaunch.report.sweep import SweepReport
-    from hpclaunch.slurm.jobs import JobInfo, JobState
     from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["JOB_ID_FORMS", "Job", "MapRun", "SweepRun", "is_job_id"]
@@ -150,7 +158,6 @@ class Job(Future[Any]):
 
     def resolve(self, info: JobInfo) -> None:
         """Settle the future with the job's end ``info`` (the watcher calls this)."""
-        from concurrent.futures import InvalidStateError
 
         try:
             self.set_result(self._outcome(info))
@@ -176,7 +183,6 @@ class Job(Future[Any]):
         """Whether the sidecar's ledger says the last attempt ended ``success``: Slurm
         records a job PREEMPTED when its preemption came as it finished and the sidecar
         forbade the requeue (the work was done; see :mod:`hpclaunch.supervise.requeue`)."""
-        from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
         if self.job_dir is None:
             return False
@@ -193,8 +199,6 @@ class Job(Future[Any]):
         return self.job_dir is not None and _holds_call(self.session, self.job_dir)
 
     def _follow(self) -> None:
-        from hpclaunch.errors import CallError
-
         if not self.id:
             raise CallError("a dry run submitted nothing: it has no result")
         self._verify()
@@ -203,9 +207,6 @@ class Job(Future[Any]):
     def _verify(self) -> None:
         """Raise :class:`JobNotFound` for a job that the history lacks and Slurm does not
         know (one status call, once): nothing would ever end it."""
-        from hpclaunch.errors import JobNotFound
-        from hpclaunch.slurm.job_ids import is_local_job_id
-        from hpclaunch.slurm.jobs import JobState
 
         if not self.unverified:
             return
@@ -233,8 +234,6 @@ class Job(Future[Any]):
         return super().done()
 
     def _timed_out(self, timeout: float | None) -> WatchTimeout:
-        from hpclaunch.errors import WatchTimeout
-
         return WatchTimeout(f"job {self.id} had not ended after {timeout} s")
 
     # -- the job ------------------------------------------------------------------------
@@ -265,7 +264,6 @@ class Job(Future[Any]):
             WatchTimeout: ``timeout`` seconds passed first.
         """
         from hpclaunch.backends.route import backend_of
-        from hpclaunch.slurm.jobs import wait_for
 
         self._verify()
         wait_for(backend_of(self.session.backend, self.ref), [self.ref], timeout=timeout)
@@ -288,7 +286,6 @@ class Job(Future[Any]):
         ``on_change`` is called with its info when its state or reason changes; ``.final``
         is its end, stored in the history. ``timeout`` seconds at most (then
         :class:`WatchTimeout`)."""
-        from hpclaunch.ops.logs import LogFollower
 
         log_dir = self.log_dir if logs else None
         return LogFollower(
@@ -298,20 +295,17 @@ class Job(Future[Any]):
     def log_lines(self, attempt: int | None = None) -> list[tuple[int, str]]:
         """Every line written so far as ``(attempt, line)``, oldest attempt first
         (``attempt``: that attempt's only); none without a log directory."""
-        from hpclaunch.ops.logs import read_logs
 
         return [] if self.log_dir is None else read_logs(self.session, self.log_dir, attempt)
 
     def attempts_logged(self) -> list[int]:
         """The attempts that have a log file (0 is the first)."""
-        from hpclaunch.ops.logs import attempts_written
 
         return [] if self.log_dir is None else attempts_written(self.session, self.log_dir)
 
     def slurm_messages(self) -> list[str]:
         """What Slurm itself wrote for the job (``slurm-<id>.out`` in its job directory: a
         chdir that failed, the time limit, an OOM kill); none if nothing."""
-        from hpclaunch.ops.logs import slurm_lines
 
         return [] if self.job_dir is None else slurm_lines(self.session, self.job_dir, self.id)
 
@@ -384,7 +378,6 @@ class Job(Future[Any]):
             PlanError: No such tier here, or the cluster does not allow it.
             BackendError: The job has started or ended.
         """
-        from hpclaunch.ops.tier import plan_tier_move
 
         return plan_tier_move(self.session, self.id, new_tier)
 
@@ -397,7 +390,6 @@ class Job(Future[Any]):
             PlanError: No such tier here, or the cluster does not allow it.
             BackendError: The job has started or ended, or Slurm refused.
         """
-        from hpclaunch.ops.tier import apply_tier_move
 
         apply_tier_move(self.session, plan or self.plan_tier(new_tier))
 
@@ -409,7 +401,6 @@ class Job(Future[Any]):
         Raises:
             As :meth:`~hpclaunch.ops.session.Session.rerun`.
         """
-        from hpclaunch.ops.rerun import rerun_job
 
         changes = [*overrides, *_as_overrides(fields)]
         return job_of(
@@ -425,7 +416,6 @@ class Job(Future[Any]):
         Raises:
             As :meth:`rerun`, but for Slurm's refusal.
         """
-        from hpclaunch.ops.rerun import rerun_spec
 
         changes = [*overrides, *_as_overrides(fields)]
         return rerun_spec(self.session, self.id, changes, tier)[1]
@@ -451,7 +441,6 @@ class Job(Future[Any]):
         Raises:
             BackendError: The job is not running, or ``node`` is not one of its nodes.
         """
-        from hpclaunch.ops.reach import shell_argv
 
         return shell_argv(self.session, self.id, node, command)
 
@@ -466,7 +455,6 @@ class Job(Future[Any]):
             BackendError: The job is not running, or ``node`` is not one of its nodes.
             ConnectError: The local port is taken.
         """
-        from hpclaunch.ops.reach import open_forward
 
         return open_forward(self.session, self.id, port, local_port=local_port, node=node)
 
@@ -487,7 +475,6 @@ class Job(Future[Any]):
         Raises:
             ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
         """
-        from hpclaunch.ops.resize import resize_job
 
         return resize_job(self.session, self.id, nodes, why=why, force=force, wait=wait)
 
@@ -502,8 +489,6 @@ def job_of(session: Context, job_id: str) -> Job:
             first call that would wait for its end (``result``, ``wait``, ...).
     """
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.ops.records import find_job_record
 
     if not is_job_id(job_id):
         raise JobNotFound(
@@ -522,8 +507,6 @@ def job_of(session: Context, job_id: str) -> Job:
 
 def _refuse_sweep_array(job_id: str) -> None:
     """Raise if ``job_id`` is the array job of a sweep or map recorded here."""
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.store.sweeps import find_sweep
 
     if not job_id.isdigit():
         return
@@ -607,7 +590,6 @@ class SweepRun:
             JobNotFound: No such sweep in this machine's records.
         """
         from hpclaunch.backends.base import JobRef
-        from hpclaunch.store.sweeps import find_sweep
 
         record = find_sweep(sweep_id)
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
@@ -631,7 +613,6 @@ class SweepRun:
             KeyError: No task has a metric or parameter ``sort_by`` (the known names).
         """
         from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
-        from hpclaunch.store.sweeps import find_sweep
 
         found = sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
         if not sort_by:
@@ -644,7 +625,6 @@ class SweepRun:
         """The sweep now (``hpclaunch report SWEEP``): tasks by state, parameters against
         final metrics, and ``metric`` (default: the first reported) against each parameter
         (``.lines()``, ``.html()``, ``.to_dict()``)."""
-        from hpclaunch.report.sweep import SweepReport
 
         return SweepReport(self.status(), metric)
 
@@ -654,7 +634,6 @@ class SweepRun:
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.slurm.jobs import wait_for
 
         wait_for(self.session.backend, list(self.arrays), timeout=timeout)
         return self.status()
@@ -747,8 +726,6 @@ class MapRun(SweepRun):
             JobNotFound: The map is not recorded on this machine.
         """
         from hpclaunch.backends.base import JobRef
-        from hpclaunch.store.sweeps import find_sweep
-        from hpclaunch.supervise.sweep_task import task_dir
 
         if not self.arrays:
             return []
@@ -775,7 +752,6 @@ class MapRun(SweepRun):
     def _item(self, index: int, states: dict[int, TaskStatus]) -> Any:
         """Item ``index``'s value, or raise its exception (noted with the item)."""
         from hpclaunch.ops.call import read_outcome
-        from hpclaunch.supervise.sweep_task import task_dir
 
         outcome = read_outcome(self.session, task_dir(self.job_dir, index))
         try:
@@ -791,8 +767,6 @@ class MapRun(SweepRun):
     def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
         from hpclaunch.backends.base import JobRef
         from hpclaunch.ops.call import without_result
-        from hpclaunch.slurm.jobs import JobInfo, JobState
-        from hpclaunch.supervise.sweep_task import task_dir
 
         job_id = task.job_id if task is not None else f"{self.sweep_id}[{index}]"
         try:
@@ -813,7 +787,6 @@ def _note(exc: BaseException, text: str) -> None:
 def _holds_call(session: Context, job_dir: str) -> bool:
     """Whether ``job_dir`` holds a function's call: the job is ``session.submit(fn)``'s, or
     the sweep a ``session.map``."""
-    from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
 
     try:
         return CALL_FILE in session.runner.listdir(f"{job_dir}/{CALL_DIR}")

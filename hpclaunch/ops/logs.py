@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from hpclaunch.errors import HpclaunchError
 from hpclaunch.ops.context import remote_files
-from hpclaunch.ops.records import submission_record
+from hpclaunch.ops.logtail import LogTail, attempt_logs, attempt_of, slurm_messages
+from hpclaunch.ops.records import remember_end, submission_record
+from hpclaunch.slurm.jobs import watch
+from hpclaunch.store.sweeps import list_sweeps
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.context import Context
-    from hpclaunch.ops.logtail import LogTail
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
@@ -40,8 +43,6 @@ def _refuse_array(job_id: str) -> None:
     """A sweep's array id has no log of its own: each task has its own."""
     if "_" in job_id:
         return
-    from hpclaunch.errors import HpclaunchError
-    from hpclaunch.store.sweeps import list_sweeps
 
     for sweep in list_sweeps():
         for array in sweep.arrays:
@@ -56,7 +57,6 @@ def _refuse_array(job_id: str) -> None:
 
 def tail_of(ctx: Context, log_dir: str, attempt: int | None = None) -> LogTail:
     """A reader of the attempt logs in ``log_dir`` (over SSH when Slurm is remote)."""
-    from hpclaunch.ops.logtail import LogTail
 
     return LogTail(log_dir, attempt=attempt, files=remote_files(ctx))
 
@@ -70,7 +70,6 @@ def read_logs(ctx: Context, log_dir: str, attempt: int | None = None) -> list[tu
 
 def attempts_written(ctx: Context, log_dir: str) -> list[int]:
     """The attempts that have a log in ``log_dir``."""
-    from hpclaunch.ops.logtail import attempt_logs, attempt_of
 
     return [attempt_of(p) for p in attempt_logs(log_dir, remote_files(ctx))]
 
@@ -78,7 +77,6 @@ def attempts_written(ctx: Context, log_dir: str) -> list[int]:
 def slurm_lines(ctx: Context, job_dir: str, job_id: str) -> list[str]:
     """What Slurm itself wrote for the job (``<job dir>/slurm-<id>.out``: a chdir that
     failed, the time limit, an OOM kill): none if nothing."""
-    from hpclaunch.ops.logtail import slurm_messages
 
     return slurm_messages(job_dir, job_id, remote_files(ctx))
 
@@ -116,16 +114,12 @@ class LogFollower:
         self.final: JobInfo | None = None
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        from hpclaunch.slurm.jobs import watch
-
         rounds = watch(self.ctx.backend, [self.ref], timeout=self.timeout, on_change=self.on_change)
         for infos in rounds:
             yield from self._new_lines(final=False)
             self.final = infos[self.ref]
         yield from self._new_lines(final=True)
         if self.final is not None and self.final.state.is_finished:
-            from hpclaunch.ops.records import remember_end
-
             remember_end(self.ctx, [self.final])  # what the watch saw: no extra call
 
     def _new_lines(self, *, final: bool) -> Iterator[tuple[int, str]]:

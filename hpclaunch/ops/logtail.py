@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from hpclaunch.errors import TransportError
+
 __all__ = ["LogTail", "RemoteFiles", "attempt_logs", "attempt_of", "slurm_messages"]
 
 
@@ -55,7 +57,6 @@ def slurm_messages(job_dir: str, job_id: str, files: RemoteFiles | None = None) 
     script's ``--output``; the job's own output goes to the attempt logs). It holds what
     slurmstepd says when it ends a job: ``*** JOB 65 ON n1 CANCELLED AT ... DUE TO TIME
     LIMIT ***``, ``oom-kill`` events, a requeue. Missing or unreadable: no lines."""
-    from hpclaunch.errors import TransportError
 
     path = str(Path(job_dir) / f"slurm-{job_id}.out")
     try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from hpclaunch.notify.message import Notice
 from hpclaunch.notify.outbox import Outbox
 from hpclaunch.planning.plan import NOTIFY_CONFIG
+from hpclaunch.store.webhooks import load_webhook
 
 if TYPE_CHECKING:
     from hpclaunch.jobspec.notify import Notify
@@ -52,7 +53,6 @@ def notify_config(plan: SubmissionPlan) -> dict[str, object] | None:
     notify = plan.notify
     if notify is None:
         return None
-    from hpclaunch.store.webhooks import load_webhook
 
     return {
         "webhook": load_webhook(notify.webhook) if notify.webhook else None,

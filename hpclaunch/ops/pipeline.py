@@ -22,7 +22,11 @@ from hpclaunch.ops.plan_job import (
     require_paths,
     warn_over_quota,
 )
+from hpclaunch.ops.records import remember_end
 from hpclaunch.ops.submit import check_before_submit, existing_job
+from hpclaunch.planning.pipeline import load_pipeline, step_submission_ids, with_dependencies
+from hpclaunch.planning.plan import new_submission_id
+from hpclaunch.slurm.jobs import wait_for
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -66,8 +70,6 @@ def plan_pipeline(
     Raises:
         SpecError, PlanError: A job is wrong, or this site or cluster cannot run it.
     """
-    from hpclaunch.planning.pipeline import load_pipeline, step_submission_ids, with_dependencies
-    from hpclaunch.planning.plan import new_submission_id
 
     steps = load_pipeline(path)
     base = submission_id or new_submission_id()
@@ -102,7 +104,6 @@ def submit_pipeline(
     Raises:
         SubmissionError: A job was refused; the message lists those already submitted.
     """
-    from hpclaunch.planning.pipeline import with_dependencies
 
     refs: dict[str, JobRef] = {}
     path, base = planned.path, planned.base
@@ -153,8 +154,6 @@ def wait_pipeline(
     Raises:
         WatchTimeout: ``timeout`` seconds passed first.
     """
-    from hpclaunch.ops.records import remember_end
-    from hpclaunch.slurm.jobs import wait_for
 
     names = {ref.job_id: name for name, ref in refs.items()}
 

@@ -11,10 +11,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.errors import HistoryError
-from hpclaunch.jobspec.job import JobSpec, load_spec
+from hpclaunch.errors import BackendError, HistoryError, PlanError, SpecError, TransportError
+from hpclaunch.jobspec.job import JobSpec, apply_overrides, load_spec
 from hpclaunch.ops.context import Context, slurm_user
-from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
+from hpclaunch.ops.notify import describe_notify
+from hpclaunch.planning.paths import check_paths
+from hpclaunch.planning.plan import SubmissionPlan, build_plan, needs_python, new_submission_id
+from hpclaunch.planning.points import expand
+from hpclaunch.planning.quota import read_usage
+from hpclaunch.store.history import SubmissionRecord, record_submission
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -50,8 +55,6 @@ def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     """``spec`` validated, with ``overrides`` applied, as a spec file is (errors name the
     fields and :func:`spec_source`)."""
     from hpclaunch._validation import load_model
-    from hpclaunch.errors import SpecError
-    from hpclaunch.jobspec.job import apply_overrides
 
     spec = as_spec_input(spec)
     if isinstance(spec, str):
@@ -96,7 +99,6 @@ def plan_spec(
 def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source: str) -> None:
     """The paths ``spec`` needs exist where Slurm runs (:mod:`hpclaunch.planning.paths`): this
     machine, or the login node over SSH (one command)."""
-    from hpclaunch.planning.paths import check_paths
 
     runner = session.runner if session.is_remote else None
     where = runner.where if runner is not None else "this machine"
@@ -109,7 +111,6 @@ def require_paths(session: Context, spec: JobSpec, plan: SubmissionPlan, source:
 def naming(source: str) -> Iterator[None]:
     """Plan-time errors (:class:`~hpclaunch.errors.PlanError`: the site or the cluster
     cannot run the job) raised inside name ``source``, the spec file (and job)."""
-    from hpclaunch.errors import PlanError
 
     try:
         yield
@@ -124,8 +125,6 @@ def refuse_sweep(spec: JobSpec, spec_path: str) -> None:
     the ``{param}`` placeholders unfilled."""
     if spec.sweep is None:
         return
-    from hpclaunch.errors import SpecError
-    from hpclaunch.planning.points import expand
 
     count = sum(1 for _ in expand(spec.sweep))
     names = ", ".join(sorted(spec.sweep.parameters)) or "-"
@@ -187,11 +186,8 @@ def warn_over_quota(session: Context, plan: SubmissionPlan, source: str) -> None
 def require_python(session: Context, spec: JobSpec) -> None:
     """Over SSH, a job that runs hpclaunch inside needs the site's ``python``: this
     machine's interpreter path means nothing on the cluster."""
-    from hpclaunch.planning.plan import needs_python
 
     if session.is_remote and session.site_config.python is None and needs_python(spec):
-        from hpclaunch.errors import PlanError
-
         what = "sweep" if spec.sweep is not None else f"launcher {spec.launcher}"
         raise PlanError(
             f"{what}: the job runs hpclaunch on the cluster, and site "
@@ -209,8 +205,6 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
     policy = site.tiers.get(spec.tier)
     if project not in site.quotas or policy is None or policy.preemptible:
         return None
-    from hpclaunch.errors import BackendError, TransportError
-    from hpclaunch.planning.quota import read_usage
 
     try:
         return read_usage(session.backend, site, project)
@@ -234,8 +228,6 @@ def spec_data(spec: SpecInput, overrides: Sequence[str] = ()) -> dict[str, Any] 
     import yaml
 
     from hpclaunch._validation import load_yaml
-    from hpclaunch.errors import SpecError
-    from hpclaunch.jobspec.job import apply_overrides
 
     spec = as_spec_input(spec)
     try:
@@ -306,8 +298,6 @@ def remember_submission(
     (default: the plan's, now). ``kept``: the spec and what ``hpclaunch rerun`` needs with
     it. A failure to write only warns: the
     job is submitted, failing now would invite a resubmit."""
-    from hpclaunch.ops.notify import describe_notify
-    from hpclaunch.store.history import SubmissionRecord, record_submission
 
     record = SubmissionRecord(
         job_id=ref.job_id,

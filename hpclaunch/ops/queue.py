@@ -15,10 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from hpclaunch.config.site import SiteConfig
+from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.ops.context import Context
 from hpclaunch.planning.quota import TIER_ORDER, classify
 from hpclaunch.slurm.queue import QueueRow, order
 from hpclaunch.slurm.times import expected_start_text, format_elapsed
+from hpclaunch.store.history import recent_submissions
 
 __all__ = [
     "REASONS",
@@ -340,7 +342,6 @@ def queue_entries(
     """The queue now (``hpclaunch queue``): one look at Slurm's queue (everyone's, or ``me``:
     yours; of one ``partition``), in the scheduler's order, each job explained; your jobs'
     tiers come from the history."""
-    from hpclaunch.store.history import recent_submissions
 
     if partition is not None:
         _check_partition(ctx, partition)
@@ -356,7 +357,6 @@ def _check_partition(ctx: Context, name: str) -> None:
     Raises:
         ConfigError: No such partition.
     """
-    from hpclaunch.errors import ConfigError, HpclaunchError
 
     known = {p.name for p in ctx.site_config.partitions}
     if name in known:

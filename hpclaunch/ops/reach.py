@@ -13,6 +13,7 @@ connection, opens one from where Slurm's commands run (the login node: locally, 
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import socket
 import threading
@@ -21,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import BackendError, ConnectError
+from hpclaunch.slurm.cluster import expand_hosts
+from hpclaunch.slurm.jobs import JobState
+from hpclaunch.transport.sshconfig import CONFIG_ENV
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -36,8 +40,6 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
         BackendError: The job is not running, or ``node`` is not one of its nodes.
     """
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.slurm.cluster import expand_hosts
-    from hpclaunch.slurm.jobs import JobState
 
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is not JobState.RUNNING or not info.nodes:
@@ -71,8 +73,6 @@ def job_place(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, 
     """``("running", node)`` (``node`` if it is one of the job's, else its first),
     ``("waiting", None)`` while it pends (a requeue's next attempt) or ``("ended", None)``."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.slurm.cluster import expand_hosts
-    from hpclaunch.slurm.jobs import JobState
 
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is JobState.RUNNING and info.nodes:
@@ -97,9 +97,6 @@ def shell_argv(
     step += list(command) if command else ["--pty", "bash", "-l"]
     if not ctx.is_remote:
         return ctx.runner.resolve(step)
-    import os
-
-    from hpclaunch.transport.sshconfig import CONFIG_ENV
 
     remote = ctx.settings.remote.value or ""
     config = os.environ.get(CONFIG_ENV)  # the ssh config hpclaunch itself reads

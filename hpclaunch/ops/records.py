@@ -8,7 +8,9 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from hpclaunch.errors import HistoryError
+from hpclaunch.errors import HistoryError, JobNotFound, TransportError
+from hpclaunch.store.history import find_record, history_path, record_state
+from hpclaunch.store.sweeps import task_submission
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -34,8 +36,6 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
     Raises:
         JobNotFound: Not in the history; the hint names ``hpclaunch <command>``.
     """
-    from hpclaunch.errors import JobNotFound
-    from hpclaunch.store.history import history_path
 
     record = find_job_record(job_id)
     if record is None:
@@ -49,7 +49,6 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
 
 def find_job_record(job_id: str) -> SubmissionRecord | None:
     """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
-    from hpclaunch.store.history import find_record
 
     return find_record(job_id=job_id) or _sweep_task(job_id)
 
@@ -58,14 +57,12 @@ def _sweep_task(job_id: str) -> SubmissionRecord | None:
     """A sweep's array task (``123_4``), pointed at its own directories."""
     if "_" not in job_id:
         return None
-    from hpclaunch.store.sweeps import task_submission
 
     return task_submission(job_id)
 
 
 def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | None:
     """``name`` in the job's directory, read where the job runs; ``None`` if it cannot be."""
-    from hpclaunch.errors import TransportError
 
     try:
         return ctx.runner.read_file(posixpath.join(record.job_dir, name))
@@ -76,7 +73,6 @@ def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | No
 def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
     """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
-    from hpclaunch.errors import TransportError
     from hpclaunch.planning.plan import SCRIPT_NAME
 
     try:
@@ -114,7 +110,6 @@ def another_job_reason(info: JobInfo) -> str:
 def remember_end(ctx: Context, infos: Iterable[JobInfo]) -> None:
     """Store the end of jobs one followed to it (``submit --wait``, a pipeline's wait), each
     found in the history by its id; a history that cannot be read only leaves it unsaid."""
-    from hpclaunch.store.history import find_record
 
     ended = list(infos)
     records: dict[str, SubmissionRecord] = {}
@@ -133,7 +128,6 @@ def remember_finished(
 ) -> None:
     """Store the final state, attempts and exit code of the recorded jobs that Slurm's
     answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
-    from hpclaunch.store.history import record_state
 
     infos = list(infos)
     ended: set[str] = set()

@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpclaunch.errors import JobNotFound, SubmissionError
+from hpclaunch.errors import JobNotFound, SubmissionError, TransportError
+from hpclaunch.store.history import find_record, find_spec
+from hpclaunch.store.sweeps import find_task
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -69,8 +71,6 @@ def rerun_spec(
         SubmissionError: A function's job, or the spec cannot be changed as asked.
     """
     from hpclaunch.jobspec.job import apply_overrides
-    from hpclaunch.store.history import find_record, find_spec
-    from hpclaunch.store.sweeps import find_task
 
     task = find_task(job_id) if "_" in job_id else None
     array_id = job_id.partition("_")[0] if task is not None else job_id
@@ -142,7 +142,6 @@ def rerun_job(
 def _point(context: Context, record: Any, point: int) -> dict[str, Any]:
     """The params of sweep point ``point`` (line ``point`` of the sweep's params file, read
     where the sweep's files are: here, or over SSH)."""
-    from hpclaunch.errors import TransportError
 
     try:
         text = context.runner.read_file(record.params_file)

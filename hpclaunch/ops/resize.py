@@ -16,7 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hpclaunch.errors import ResizeRefused
+from hpclaunch.errors import ResizeRefused, TransportError, WatchTimeout
+from hpclaunch.ops.records import read_job_file, submission_record
+from hpclaunch.slurm.nodecount import node_count_update
+from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+from hpclaunch.supervise.resize import REQUEST, elastic_of_script, request_data
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -54,9 +58,7 @@ class ResizeResult:
 
 def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | None:
     """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
-    from hpclaunch.ops.records import read_job_file
     from hpclaunch.planning.plan import SCRIPT_NAME
-    from hpclaunch.supervise.resize import elastic_of_script
 
     return elastic_of_script(read_job_file(ctx, record, SCRIPT_NAME) or "")
 
@@ -85,8 +87,6 @@ def resize_job(
         UpdateRefused: Slurm refused the update of a pending job.
     """
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.ops.records import submission_record
-    from hpclaunch.slurm.nodecount import node_count_update
 
     record = submission_record(job_id, "resize")
     block = elastic_block(ctx, record)
@@ -121,7 +121,6 @@ def resize_job(
         return _wait_for_start(ctx, job_id, current, nodes, time.monotonic() + wait)
     if current == nodes:
         return ResizeResult(job_id, current, nodes, "unchanged")
-    from hpclaunch.supervise.resize import REQUEST, request_data
 
     wait = DEFAULT_WAIT if wait is None else wait
     request = request_data(nodes, why=why, by=ctx.runner.user(), force=force)
@@ -138,8 +137,6 @@ def _log_pending_resize(
     """Say a pending job's resize in its ledger, as the sidecar says a running one's
     (``hpclaunch events``): one line appended where the job directory is. A ledger that
     cannot be written only costs the line."""
-    from hpclaunch.errors import TransportError
-    from hpclaunch.supervise.ledger import LEDGER_NAME
 
     line = {
         "event": "resize_pending",
@@ -190,9 +187,6 @@ def _follow(
 ) -> ResizeResult:
     """Follow the ledger until the sidecar took the request, then the job until it is
     released at its new size; finish a hold or update the sidecar could not."""
-    from hpclaunch.errors import WatchTimeout
-    from hpclaunch.ops.records import read_job_file
-    from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
 
     job_id = record.job_id
     while time.monotonic() < deadline:
@@ -246,7 +240,6 @@ def _answer_to(ledger: list[dict[str, Any]], request: dict[str, Any]) -> list[di
 def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> str | None:
     """Update and release here what the sidecar's commands left undone (SIGKILLed after
     the requeue, or slurmctld busy); what was done, or ``None``."""
-    from hpclaunch.slurm.nodecount import node_count_update
 
     did = []
     if not issued.get("resized"):

@@ -4,9 +4,12 @@ start (``hpclaunch status``), from the job's ledger (``events.jsonl``; read by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from hpclaunch.slurm.times import clock_text
 
 __all__ = ["RetryWait", "retry_wait"]
 
@@ -29,9 +32,6 @@ class RetryWait:
         """``retried: user_error (exit code 3): retry 1 of 3 in 60 s; may start from 14:05``
         (within the hour, to the second: ``may start at 00:14:20``, not ``00:14`` for a
         backoff of 20 s; ``now``: the clock to compare with, default the wall clock)."""
-        import time
-
-        from hpclaunch.slurm.times import clock_text
 
         now = time.time() if now is None else now
         if self.at <= now:

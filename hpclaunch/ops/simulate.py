@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hpclaunch.errors import ConfigError
+from hpclaunch.scheduling.simulate import workload
+from hpclaunch.scheduling.simulate.engine import SimConfig
+from hpclaunch.scheduling.simulate.policies import POLICIES
+from hpclaunch.scheduling.simulate.report import run_experiment
+from hpclaunch.scheduling.simulate.workload import WorkloadParams
 
 if TYPE_CHECKING:
     from hpclaunch.scheduling.simulate.report import Experiment
-    from hpclaunch.scheduling.simulate.workload import WorkloadParams
 
 __all__ = ["DEFAULT_POLICIES", "SAMPLE_TRACE", "simulate", "write_workload"]
 
@@ -29,7 +33,6 @@ def _workload(jobs: int, gpus: int, gpus_per_node: int, load: float) -> Workload
     Raises:
         ConfigError: ``gpus`` is not whole nodes, or a number is out of range.
     """
-    from hpclaunch.scheduling.simulate.workload import WorkloadParams
 
     if gpus_per_node < 1 or gpus < gpus_per_node or gpus % gpus_per_node:
         raise ConfigError(
@@ -61,10 +64,6 @@ def simulate(
         ConfigError: An unknown policy, a trace that cannot be read, or a number out of
             range.
     """
-    from hpclaunch.scheduling.simulate import workload
-    from hpclaunch.scheduling.simulate.engine import SimConfig
-    from hpclaunch.scheduling.simulate.policies import POLICIES
-    from hpclaunch.scheduling.simulate.report import run_experiment
 
     unknown = [name for name in policies if name not in POLICIES]
     if unknown:
@@ -104,7 +103,6 @@ def write_workload(
     Raises:
         ConfigError: A number out of range.
     """
-    from hpclaunch.scheduling.simulate import workload
 
     params = _workload(jobs, gpus, gpus_per_node, load)
     workload.write_trace(workload.generate(params, 1), Path(path))

@@ -14,9 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hpclaunch.errors import TransportError
+from hpclaunch.planning.checks import Problem, check_site, pending_problems
+from hpclaunch.planning.siteplan import apply, plan_site
+from hpclaunch.slurm.accounting import read_live
+from hpclaunch.slurm.runtime_probe import probe_runtimes
+
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
-    from hpclaunch.planning.checks import Problem
     from hpclaunch.planning.siteplan import Change
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.slurm.runtime_probe import RuntimeProbe
@@ -56,8 +61,6 @@ class SitePlan:
 
 def check_site_live(ctx: Context, *, refresh: bool = False) -> SiteCheck:
     """The site config against the cluster (``refresh``: ask it now, not the cache)."""
-    from hpclaunch.errors import TransportError
-    from hpclaunch.planning.checks import check_site, pending_problems
 
     caps = ctx.capabilities(refresh=refresh)
     problems = check_site(ctx.site_config, caps)
@@ -80,7 +83,6 @@ def _probe_runtimes(ctx: Context) -> RuntimeProbe | None:
     site = ctx.site_config
     if site.containers is None:
         return None
-    from hpclaunch.slurm.runtime_probe import probe_runtimes
 
     default = next((p.name for p in site.partitions if p.default), None)
     medium = site.tiers.get("medium")
@@ -95,7 +97,6 @@ def _probe_runtimes(ctx: Context) -> RuntimeProbe | None:
 
 def runtime_problems(probe: RuntimeProbe) -> list[Problem]:
     """Each runtime the probe did not find, as a problem of ``containers.runtimes``."""
-    from hpclaunch.planning.checks import Problem
 
     return [
         Problem(
@@ -122,7 +123,6 @@ def apply_site(
     Raises:
         CommandFailed: A command failed (those before it stay applied).
     """
-    from hpclaunch.planning.siteplan import apply
 
     try:
         apply(plan.changes, ctx.runner, progress=progress)
@@ -132,7 +132,4 @@ def apply_site(
 
 
 def _changes(ctx: Context, caps: Capabilities) -> list[Change]:
-    from hpclaunch.planning.siteplan import plan_site
-    from hpclaunch.slurm.accounting import read_live
-
     return plan_site(ctx.site_config, read_live(ctx.runner, caps.cluster), caps)

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hpclaunch.errors import TransportError
+from hpclaunch.transport.sync import find_root, scan, snapshot_dir, store_dir, upload
+
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.transport.sync import SyncStats, Tree
@@ -39,7 +42,6 @@ class Snapshot:
     @classmethod
     def of_cwd(cls, ctx: Context) -> Snapshot:
         """Scan the tree around the current directory (nothing is sent yet)."""
-        from hpclaunch.transport.sync import find_root, scan, snapshot_dir, store_dir
 
         tree = scan(find_root(Path.cwd()))
         snapshot = snapshot_dir(store_dir(ctx.site_config.job_root, ctx.home), tree)
@@ -55,8 +57,6 @@ class Snapshot:
         Raises:
             TransportError: It could not be finished (nothing is submitted then).
         """
-        from hpclaunch.errors import TransportError
-        from hpclaunch.transport.sync import store_dir, upload
 
         store = store_dir(self.ctx.site_config.job_root, self.ctx.home)
         try:

@@ -13,14 +13,17 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
+from hpclaunch.errors import HpclaunchError, TransportError
 from hpclaunch.ops.records import another_job_reason, names_another_job, remember_finished
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
+from hpclaunch.store.history import recent_submissions
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.ops.context import Context
-    from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
 __all__ = ["REFRESH_MAX", "job_statuses", "refresh_records"]
@@ -36,8 +39,6 @@ def job_statuses(
     ``limit`` jobs of the history, oldest first (none recorded: ``[]``). A job Slurm does
     not know is ``UNKNOWN``, with the reason; the final states seen are stored in the
     history, which is read once."""
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.history import recent_submissions
 
     records = {r.job_id: r for r in recent_submissions(limit=10_000)}
     if job_ids is None:
@@ -68,7 +69,6 @@ def _ours(
     """``infos``, where Slurm's job of a recorded id is another job (its name differs: a
     reset controller, a wrapped MaxJobId or another cluster gave the id again) replaced by
     what hpclaunch recorded, saying so: another job's state is never this one's."""
-    from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
 
     mine: dict[JobRef, JobInfo] = {}
     for ref, info in infos.items():
@@ -136,12 +136,9 @@ def _explain_start_failure(ctx: Context, info: JobInfo, record: SubmissionRecord
     """``info`` with the batch script's own line as its reason when it stopped before the
     command started (the node lacked the workdir: :mod:`hpclaunch.planning.script_start`).
     Only a failed job with that exit code costs a file read."""
-    from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
-    from hpclaunch.slurm.jobs import JobState
 
     if record is None or info.state is not JobState.FAILED or info.exit_code != EXIT_NO_WORKDIR:
         return info
-    from hpclaunch.errors import TransportError
 
     try:
         text = ctx.runner.read_file(posixpath.join(record.logs, START_FAILURE_NAME))
@@ -155,9 +152,6 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     """``records`` with Slurm's state now for this site's unfinished jobs (the newest
     :data:`REFRESH_MAX`, in one status call); the final ones are stored. When Slurm cannot
     be asked, the records as they are, with a warning."""
-    from hpclaunch.backends.base import JobRef
-    from hpclaunch.errors import HpclaunchError
-    from hpclaunch.slurm.jobs import JobState
 
     unfinished = [r for r in records if r.site == ctx.site_config.name and not _settled(r)][
         -REFRESH_MAX:
@@ -193,7 +187,6 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
 def _settled(record: SubmissionRecord) -> bool:
     """Whether the record has its job's final state and exit code (squeue can see a job
     finished before sacct has its exit code: such a record is asked about again)."""
-    from hpclaunch.slurm.jobs import parse_state
 
     if record.state is None or not parse_state(record.state).is_finished:
         return False

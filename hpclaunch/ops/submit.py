@@ -8,12 +8,14 @@ capabilities), then, unless a dry run: take the job that already carries the sub
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpclaunch.errors import BackendError, SubmissionError, TransportError
+from hpclaunch.errors import BackendError, PlanError, SubmissionError, TransportError
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.notify import notify_config, warn_unsendable, write_notify_config
 from hpclaunch.ops.plan_job import (
@@ -27,6 +29,9 @@ from hpclaunch.ops.plan_job import (
     spec_source,
     warn_over_quota,
 )
+from hpclaunch.planning.checks import check_plan, raise_for_problems
+from hpclaunch.planning.plan import job_python
+from hpclaunch.store.history import find_record
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -147,10 +152,6 @@ def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
     """Warn, once at submit (and in the dry run), when the job has an idle guard but its
     Python lacks pynvml: no GPU is sampled, so the guard never stops it. Known only when
     the job runs this interpreter (no venv, conda or container of its own)."""
-    import importlib.util
-    import sys
-
-    from hpclaunch.planning.plan import job_python
 
     if "HPCLAUNCH_GPU_IDLE_SECONDS" not in dict(plan.runtime_env):
         return
@@ -179,7 +180,6 @@ def check_before_submit(session: Context, plan: SubmissionPlan, *, enabled: bool
     _refuse_other_backends_jobs(session, plan)
     if not enabled or not session.backend.has_cluster:
         return
-    from hpclaunch.planning.checks import check_plan, raise_for_problems
 
     try:
         caps = session.capabilities()
@@ -196,7 +196,6 @@ def _refuse_other_backends_jobs(session: Context, plan: SubmissionPlan) -> None:
     Raises:
         PlanError: Such a dependency.
     """
-    from hpclaunch.errors import PlanError
 
     value = next((v for f, v in plan.sbatch_options if f == "--dependency"), None) or ""
     ids = [part for part in re.split(r"[:,?]", value) if part and part[0].isdigit()]
@@ -225,7 +224,6 @@ def _refuse_changed_spec(
 ) -> None:
     """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
     silently keep the old job. Refuse it, unless ``force``."""
-    from hpclaunch.store.history import find_record
 
     record = find_record(submission_id=submission_id)
     if record is None or not record.spec_hash or now is None or record.spec_hash == now:
@@ -249,7 +247,6 @@ def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.history import find_record
 
     record = find_record(submission_id=submission_id)
     if record is not None:

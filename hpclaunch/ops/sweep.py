@@ -41,15 +41,18 @@ from hpclaunch.ops.plan_job import (
     with_user_notify,
 )
 from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
+from hpclaunch.planning.plan import new_submission_id
 from hpclaunch.planning.points import params_lines
+from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE, plan_sweep, unused_note
 from hpclaunch.slurm.limits import parse_submit_limits, submit_limits_argv
+from hpclaunch.store.history import find_record
+from hpclaunch.store.sweeps import SweepArray, SweepRecord, list_sweeps, save_sweep
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend, JobRef
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.sweep import SweepPlan
-    from hpclaunch.store.sweeps import SweepRecord
     from hpclaunch.transport.base import Runner
 
 __all__ = [
@@ -138,7 +141,6 @@ def submit_sweep_spec(
         SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
             ``sweep_id`` names a sweep of other points.
     """
-    from hpclaunch.planning.sweep import unused_note
 
     spec_path = spec_source(spec)
     with naming(spec_path):
@@ -286,7 +288,6 @@ def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:
     Raises:
         SubmissionError: That sweep has other points (another spec, or the spec changed).
     """
-    from hpclaunch.store.sweeps import list_sweeps
 
     found = [r for r in list_sweeps() if r.sweep_id == sweep.sweep_id]
     if not found:
@@ -314,7 +315,6 @@ def _taken_array(
     25.11). Such an array is submitted again.
     """
     from hpclaunch.backends.base import JobRef
-    from hpclaunch.store.history import find_record
 
     tag = sweep.array_submission_id(index)
     found = context.backend.find_submission(tag)
@@ -354,8 +354,6 @@ def plan_sweep_spec(
 ) -> SweepPlan:
     """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew;
     ``cwd``: where relative paths start, default here, or over SSH the job directory)."""
-    from hpclaunch.planning.plan import new_submission_id
-    from hpclaunch.planning.sweep import plan_sweep
 
     spec = with_user_notify(context, load_spec_input(spec_input, overrides))
     require_python(context, spec)
@@ -377,8 +375,6 @@ def plan_sweep_spec(
 
 
 def _max_array_size(context: Context, refresh: bool) -> int:
-    from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE
-
     if not context.backend.has_cluster:
         return DEFAULT_MAX_ARRAY_SIZE
     try:
@@ -393,8 +389,6 @@ def _max_array_size(context: Context, refresh: bool) -> int:
 
 
 def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
-    from hpclaunch.store.sweeps import SweepRecord
-
     plan = sweep.plan
     return SweepRecord(
         sweep_id=sweep.sweep_id,
@@ -421,7 +415,6 @@ def _add_array(
 ) -> SweepRecord:
     """Record one more submitted array, in the sweep record and the submission history
     (with the sweep's spec, ``kept``, for ``hpclaunch rerun`` of a task)."""
-    from hpclaunch.store.sweeps import SweepArray, save_sweep
 
     chunk = sweep.arrays[index]
     plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota

@@ -22,10 +22,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import HistoryError
 from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.plan import SCRIPT_NAME
+from hpclaunch.store.history import find_record, record_submission
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, save_sweep
 
 if TYPE_CHECKING:
@@ -45,7 +47,6 @@ class Rerun:
     @property
     def points_text(self) -> str:
         """The first five points and how many more, for a one-line message."""
-        from hpclaunch.backends.arrays import some_tasks
 
         return some_tasks([str(p) for p in self.points])
 
@@ -109,7 +110,6 @@ def _submit(
 def _remember(context: Context, array: SweepArray, ref: JobRef, tag: str) -> None:
     """A history row for the rerun, the array's own with the new job id and tag (so
     ``status``, ``logs`` and ``cancel`` know it)."""
-    from hpclaunch.store.history import find_record, record_submission
 
     first = find_record(job_id=array.job_id)
     if first is None:

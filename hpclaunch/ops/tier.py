@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpclaunch.errors import HistoryError
+from hpclaunch.errors import BackendError, HistoryError, JobNotFound, PlanError, UpdateRefused
 from hpclaunch.ops.context import Context
+from hpclaunch.store.history import find_record, record_amendment
 
 if TYPE_CHECKING:
     from hpclaunch.planning.retier import Retier
@@ -40,7 +41,6 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         PlanError: The site has no such tier, or the cluster does not allow it.
         JobNotFound, BackendError: The job is gone or has ended.
     """
-    from hpclaunch.errors import BackendError, JobNotFound, PlanError
     from hpclaunch.ops.queue import tier_of
     from hpclaunch.planning.retier import check_allowed, plan_retier
 
@@ -85,7 +85,6 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
         JobNotFound: The job ended meanwhile.
         BackendError: Slurm refused the change (its answer and a hint).
     """
-    from hpclaunch.store.history import record_amendment
 
     retier = move.retier
     _update(context, retier)
@@ -117,7 +116,6 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
 def _update(context: Context, retier: Retier) -> None:
     """The one update (``scontrol update`` or its RPC); its refusals become errors with
     hints."""
-    from hpclaunch.errors import BackendError, JobNotFound, UpdateRefused
     from hpclaunch.planning.retier import scontrol_hint
 
     try:
@@ -135,6 +133,4 @@ def _update(context: Context, retier: Retier) -> None:
 
 
 def _record(job_id: str) -> SubmissionRecord | None:
-    from hpclaunch.store.history import find_record
-
     return find_record(job_id=job_id) or find_record(job_id=job_id.split("_")[0])

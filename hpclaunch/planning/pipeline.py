@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validat
 
 from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.job import JobSpec, Sweep
+from hpclaunch.slurm.jobs import JobState
 
 if TYPE_CHECKING:
     from hpclaunch.planning.plan import SubmissionPlan
@@ -396,7 +397,6 @@ def explain_wait(
         left pending) because a dependency can never hold; ``waits for: train (job 123)
         RUNNING`` while it waits; else ``None``.
     """
-    from hpclaunch.slurm.jobs import JobState
 
     deps = [(kind, job_id, states.get(job_id)) for kind, job_id in parse_dependency(dependency)]
     if info.state is JobState.CANCELLED and _never_started(info):

@@ -30,7 +30,7 @@ from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.notify import Notify
-from hpclaunch.planning.container import ContainerPlan
+from hpclaunch.planning.container import ContainerPlan, plan_container
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
@@ -244,8 +244,6 @@ def build_plan(
     )
     container = None
     if spec.container is not None:
-        from hpclaunch.planning.container import plan_container
-
         ckpt_dir = dict(runtime_env)["HPCLAUNCH_CHECKPOINT_DIR"]
         container = plan_container(
             spec.container,

@@ -33,6 +33,7 @@ import jinja2
 
 from hpclaunch._private import make_private_dirs
 from hpclaunch._resources import shipped_dir
+from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import RenderError
 from hpclaunch.jobspec.words import ENV_NAME
 from hpclaunch.planning.plan import SubmissionPlan
@@ -145,7 +146,6 @@ class _TemplateCache(jinja2.FileSystemBytecodeCache):
 def _template_cache() -> jinja2.BytecodeCache | None:
     """``$XDG_CACHE_HOME/hpclaunch/templates`` (``~/.cache``), private; ``None`` when it
     cannot be made private (then templates are compiled in memory, as before)."""
-    from hpclaunch.config.paths import user_dir
 
     directory = user_dir("cache") / "templates"
     try:

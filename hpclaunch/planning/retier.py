@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpclaunch.planning.quota import in_quota_usage
+from hpclaunch.errors import BackendError, ConfigError
+from hpclaunch.jobspec.job import JobSpec, Resources
+from hpclaunch.planning.quota import in_quota_usage, place
 from hpclaunch.slurm.queue import QueueRow
 
 if TYPE_CHECKING:
@@ -131,9 +133,6 @@ def plan_retier(
         PlanError: The site has quotas and the job's account is none of its projects.
         BackendError: The job is not pending (a running job's tier cannot change).
     """
-    from hpclaunch.errors import BackendError, ConfigError
-    from hpclaunch.jobspec.job import JobSpec, Resources
-    from hpclaunch.planning.quota import place
 
     policy = site.tiers.get(new_tier)  # type: ignore[call-overload]
     if policy is None:
@@ -179,7 +178,6 @@ def check_allowed(retier: Retier, caps: Capabilities) -> None:
     Raises:
         BackendError: No association with the new account, or its QOS list lacks the new QOS.
     """
-    from hpclaunch.errors import BackendError
 
     if caps.associations is None or retier.row.user != caps.user:
         return

@@ -31,6 +31,7 @@ ratio. The parts run side by side; ``max_concurrent`` still holds over the whole
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -359,7 +360,6 @@ def check_placeholders(spec: JobSpec, points: Sequence[Mapping[str, object]]) ->
     Raises:
         PlanError: Naming the placeholder, the closest parameter and the escape.
     """
-    import difflib
 
     names = _parameter_names(points)
     field = "command" if spec.command is not None else "args"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.report.attempts import AttemptSummary
+from hpclaunch.report.charts import metric_chart, timeline
 from hpclaunch.report.eta import Eta
 from hpclaunch.report.gpus import GpuStats
 from hpclaunch.report.usage import JobUsage
@@ -131,7 +132,6 @@ class JobReport:
         """The report as one self-contained HTML page (``templates/report.html.j2``): a
         timeline of the job's life, each GPU's utilisation, memory and power over time, the
         figures and the advice (``now``: where a running job's bars end; default now)."""
-        from hpclaunch.report.charts import metric_chart, timeline
         from hpclaunch.report.page import render_page
 
         now = time.time() if now is None else now

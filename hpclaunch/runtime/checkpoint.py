@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from hpclaunch import __version__
+from hpclaunch.errors import SupervisorError
 from hpclaunch.runtime import _dist
 from hpclaunch.runtime._fs import fsync_dir, fsync_file, read_json
 from hpclaunch.runtime.control import (
@@ -86,8 +88,6 @@ def _files(root: Path) -> list[Path]:
 
 
 def _write_manifest(tmp: Path, step: int, digest: bool) -> None:
-    from hpclaunch import __version__
-
     files: dict[str, dict[str, Any]] = {}
     for path in _files(tmp):
         fsync_file(path)
@@ -348,8 +348,6 @@ def checkpoint(
             "nothing was committed",
         )
     if failed:
-        from hpclaunch.errors import SupervisorError
-
         raise SupervisorError(
             f"checkpoint of step {step} was not committed: it failed on another rank",
             hint="see that rank's traceback in the job log",

@@ -8,6 +8,7 @@ over SSH too; :func:`parse_live` turns their output into a :class:`LiveState`, w
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hpclaunch.errors import CommandFailed
@@ -110,7 +111,6 @@ def read_live(runner: Runner, cluster: str) -> LiveState:
         CommandFailed: sacctmgr failed (no slurmdbd?).
         TransportError: sacctmgr cannot be run.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     show = ("sacctmgr", "-n", "-P", "show")
     commands = {

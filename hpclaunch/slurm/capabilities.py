@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -489,7 +490,6 @@ def discover(runner: Runner, *, now: Callable[[], float] = time.time) -> Capabil
         TransportError: ``scontrol``, ``sinfo`` or ``id`` is missing or failed (a missing
             ``sacctmgr`` only makes accounting unknown).
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     user = _run(runner, ["id", "-un"]).stdout.strip()
     commands = {

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
+
 from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.times import slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
@@ -236,7 +238,6 @@ def usable(state: str) -> bool:
 
 def expand_hosts(compressed: str) -> tuple[str, ...]:
     """``n[1-3],n5`` → ``("n1", "n2", "n3", "n5")`` (python-hostlist, never by hand)."""
-    import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
     return tuple(hostlist.expand_hostlist(compressed))
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import JobNotFound
 from hpclaunch.store.files import write_private
+from hpclaunch.store.history import find_record
+from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
     from hpclaunch.store.history import SubmissionRecord
@@ -184,8 +186,6 @@ def task_submission(job_id: str) -> SubmissionRecord | None:
     """The history's record of the array that runs ``<array job id>_<task id>``, pointed
     at the task's own directories (``tasks/<point>/``: ledger, attempt logs), or ``None``
     when ``job_id`` is not a task of a recorded sweep."""
-    from hpclaunch.store.history import find_record
-    from hpclaunch.supervise.sweep_task import task_dir
 
     found = find_task(job_id)
     if found is None:

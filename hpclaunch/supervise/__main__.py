@@ -17,6 +17,10 @@ import sys
 from collections.abc import Sequence
 
 from hpclaunch.supervise.launchers import LAUNCHERS
+from hpclaunch.supervise.node import exec_node, node_command
+from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
+from hpclaunch.supervise.signals import SignalCatcher
+from hpclaunch.transport.local import LocalRunner
 
 __all__ = ["main"]
 
@@ -49,8 +53,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hpclaunch-sidecar: no command given after --", file=sys.stderr)
         return 2
     if args.cmd == "node-exec":
-        from hpclaunch.supervise.node import exec_node, node_command
-
         node_argv, env = node_command(
             args.launcher,
             nnodes=args.nnodes,
@@ -66,12 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The batch script ignores USR1/USR2 from its exec until here (templates/command.sh.j2):
     # Slurm's warning in that moment is lost. Catch before the sidecar's imports and set-up,
     # so the moment is this interpreter's start only.
-    from hpclaunch.supervise.signals import SignalCatcher
 
     with SignalCatcher() as signals:
-        from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
-        from hpclaunch.transport.local import LocalRunner
-
         config = SidecarConfig.from_env(
             args.launcher,
             command,

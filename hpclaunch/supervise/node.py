@@ -11,6 +11,7 @@ from pathlib import Path
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
+from hpclaunch.supervise.gpumon import start_detached
 from hpclaunch.supervise.launchers import (
     LauncherName,
     container_exec,
@@ -88,7 +89,6 @@ def exec_node(argv: list[str], env: dict[str, str]) -> None:
     The node's GPU sampler (:mod:`hpclaunch.supervise.gpumon`) is forked first: a thread
     would not survive the ``exec``.
     """
-    from hpclaunch.supervise.gpumon import start_detached
 
     start_detached(env)
     try:

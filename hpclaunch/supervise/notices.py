@@ -18,7 +18,9 @@ from typing import Any
 
 from hpclaunch.notify.message import Notice, log_tail_text
 from hpclaunch.notify.outbox import Outbox
+from hpclaunch.supervise.ledger import read_ledger
 from hpclaunch.supervise.requeue import requeue_target
+from hpclaunch.transport.local import LocalRunner
 
 __all__ = ["NOTIFY_ENV", "Notifier", "notice_of"]
 
@@ -54,7 +56,6 @@ class Notifier:
         path = env.get(NOTIFY_ENV)
         if not path:
             return None
-        from hpclaunch.transport.local import LocalRunner
 
         with contextlib.suppress(Exception):
             outbox = Outbox.of_job(LocalRunner(), path)
@@ -71,8 +72,6 @@ class Notifier:
             return
 
     def _history(self) -> list[dict[str, Any]]:
-        from hpclaunch.supervise.ledger import read_ledger
-
         return read_ledger(self.job_dir)
 
     def _tail(self) -> Sequence[str]:

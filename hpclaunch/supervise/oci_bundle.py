@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch._private import make_private_dirs
+from hpclaunch.runtime._fs import write_json_atomic
 
 __all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 
@@ -117,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     config = bundle_config(image_config, args.image, [_mount(m) for m in args.mount], args.venv)
     # Here, not at the top: planning imports this module for mounted_at_same_path, and the
     # runtime package's import (~15 ms: its checkpoint module) would be in every render.
-    from hpclaunch.runtime._fs import write_json_atomic
 
     bundle = Path(args.bundle)
     make_private_dirs(bundle)

@@ -50,6 +50,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.slurm.capabilities import (
+    DEFAULT_CRED_EXPIRE,
+    parse_config,
+    requeue_delay,
+    slurm_release,
+    version_said,
+)
 from hpclaunch.transport.base import Runner
 
 __all__ = [
@@ -183,7 +190,6 @@ def slurm_requeue_delay(runner: Runner, *, timeout: float = 10) -> int:
     """The seconds slurmctld itself keeps a requeued job waiting (its credential must expire
     first: :func:`hpclaunch.slurm.capabilities.requeue_delay`); Slurm's default when the
     configuration cannot be read. Never raises."""
-    from hpclaunch.slurm.capabilities import DEFAULT_CRED_EXPIRE, parse_config, requeue_delay
 
     try:
         shown = runner.run(["scontrol", "show", "config"], timeout=timeout)
@@ -282,7 +288,6 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
     """Whether Slurm will requeue the job itself when it exits now: Slurm is preempting
     it (``PreemptTime`` set) and the release is one that requeues a job exiting in its
     grace time (see the module docstring). ``False`` when unsure (then scontrol requeue)."""
-    from hpclaunch.slurm.capabilities import slurm_release, version_said
 
     try:
         version = runner.run(["scontrol", "--version"], timeout=timeout)

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.runtime import _fs
+from hpclaunch.slurm.nodecount import node_count_fields
 from hpclaunch.supervise.control import RESIZE
 from hpclaunch.transport.base import Runner
 
@@ -82,7 +84,6 @@ def resize_at_requeue(
     """Requeue ``target`` held, give it ``nodes`` nodes (and the tasks and CPUs that go
     with them: :func:`~hpclaunch.slurm.nodecount.node_count_fields`), release it. Never
     raises."""
-    from hpclaunch.slurm.nodecount import node_count_fields
 
     scontrol = runner.resolve(["scontrol"])[0]
     try:
@@ -176,6 +177,5 @@ def request_data(nodes: int, *, why: str, by: str, force: bool) -> dict[str, Any
 def write_request(control: Path, nodes: int, *, why: str, by: str, force: bool) -> None:
     """Ask the sidecar of the job whose control directory is ``control`` for ``nodes``
     nodes (where the job directory is on this machine's filesystem: the arbiter's case)."""
-    from hpclaunch.runtime import _fs
 
     _fs.write_json_atomic(control / REQUEST, request_data(nodes, why=why, by=by, force=force))

@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpclaunch.errors import TransportError
+from hpclaunch.runtime.checkpoint import resume_point
+from hpclaunch.slurm.times import parse_time
 from hpclaunch.supervise import control
 from hpclaunch.supervise.idle import clear_idle_state, idle_for
 from hpclaunch.supervise.launchers import LauncherName, container_step, exec_argv, step_argv
@@ -439,7 +442,6 @@ class Sidecar:
 
     def _resume_said(self, requeued: bool) -> str:
         """Where the job would go on from: the newest complete checkpoint, or none."""
-        from hpclaunch.runtime.checkpoint import resume_point
 
         where = self._child_env()["HPCLAUNCH_CHECKPOINT_DIR"]
         found = resume_point(where, verify="size", clean=False)
@@ -804,8 +806,6 @@ class Sidecar:
         job = self.env.get("SLURM_JOB_ID")
         if not job:
             return None
-        from hpclaunch.errors import TransportError
-        from hpclaunch.slurm.times import parse_time
 
         try:
             result = self.runner.run(["squeue", "-h", "-j", job, "-o", "%L"], timeout=10)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import getpass
+import io
 import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
@@ -136,7 +137,6 @@ class Runner(abc.ABC):
             TransportError: The file does not exist or cannot be opened.
             Exception: What ``read`` raised.
         """
-        import io
 
         return read(io.BytesIO(self.read_bytes(path)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from hpclaunch._private import foreign_or_open, make_private_dirs
-from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.errors import CommandTimeout, ConnectError, ProgramNotFound, TransportError
 from hpclaunch.transport.base import CommandResult, Runner
 
 T = TypeVar("T")
@@ -113,9 +114,6 @@ class LocalRunner(Runner):
 
     def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> Any:
         """See :meth:`Runner.open_tcp`: a socket from this machine."""
-        import socket
-
-        from hpclaunch.errors import ConnectError
 
         try:
             sock = socket.create_connection((host, port), timeout=timeout)

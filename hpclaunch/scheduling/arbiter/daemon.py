@@ -37,6 +37,7 @@ from typing import Any
 
 from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.base import Backend
+from hpclaunch.config.paths import user_dir
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import BackendError, TransportError
 from hpclaunch.scheduling.arbiter.decide import (
@@ -56,6 +57,7 @@ from hpclaunch.scheduling.arbiter.decide import (
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.nodecount import node_count_update
+from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.resize import write_request
 
 __all__ = ["Arbiter", "ArbiterOptions", "default_log_path", "describe", "read_log"]
@@ -85,7 +87,6 @@ class ArbiterOptions:
 
 def default_log_path() -> Path:
     """``$XDG_STATE_HOME/hpclaunch/arbiter.jsonl`` (``~/.local/state``)."""
-    from hpclaunch.config.paths import user_dir
 
     return user_dir("state") / "arbiter.jsonl"
 
@@ -367,7 +368,6 @@ class Arbiter:
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     """The decision log's events (torn lines skipped)."""
-    from hpclaunch.supervise.ledger import parse_ledger
 
     try:
         return parse_ledger(path.read_text())

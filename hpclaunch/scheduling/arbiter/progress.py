@@ -28,7 +28,9 @@ from typing import Any
 
 from hpclaunch.planning.plan import SCRIPT_NAME
 from hpclaunch.runtime.control import DONE_FILE
+from hpclaunch.slurm.times import parse_time_limit
 from hpclaunch.supervise.ledger import read_ledger
+from hpclaunch.supervise.resize import elastic_of_script
 from hpclaunch.supervise.sweep_task import task_dir
 
 __all__ = ["JobProgress", "job_dir_of", "read_progress"]
@@ -160,8 +162,6 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
 def _elastic(directory: Path) -> dict[str, Any]:
     """The sizes the job's script allows, its min_interval and its time limit (``{}``:
     not elastic, or no script)."""
-    from hpclaunch.slurm.times import parse_time_limit
-    from hpclaunch.supervise.resize import elastic_of_script
 
     try:
         script = (directory / SCRIPT_NAME).read_text()
