@@ -62,7 +62,7 @@ class Backend(abc.ABC):
 
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan`` without submitting anything (``submit --dry-run``)."""
-        from hpclaunch.planning.render import render
+        from hpclaunch.planning.render import render  # noqa: PLC0415 (pydantic, jinja2)
 
         return render(plan)
 

@@ -193,7 +193,7 @@ class CliBackend(Backend):
         the script path, ``<job_root>/<submission_id>/job.sbatch``. A site without sacct can
         only find jobs still in squeue (MinJobAge, 300 s by default).
         """
-        from hpclaunch.planning.plan import SCRIPT_NAME
+        from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
         tag = f"hpclaunch:{submission_id}"
         argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%i|%k"]

@@ -38,6 +38,7 @@ from typing import IO, Any
 import cloudpickle
 
 from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
+from hpclaunch.store.module_owners import module_owners
 
 __all__ = [
     "ALWAYS",
@@ -96,8 +97,6 @@ def needed_distributions(call: bytes, also: Iterable[str] = ()) -> list[str]:
     """The installed distributions that provide the modules the pickle ``call`` imports
     when loaded (:func:`imported_modules`) and the modules ``also`` (those the function's
     body imports: :func:`body_imports`), with :data:`ALWAYS`; sorted."""
-    from hpclaunch.store.module_owners import module_owners
-
     provided = module_owners()
     names = set(ALWAYS)
     for module in imported_modules(call) | set(also):

@@ -192,7 +192,7 @@ def cli(
     Settings come from, lowest first: built-in defaults, the site's defaults, the user
     config (~/.config/hpclaunch/config.yaml), HPCLAUNCH_* variables, and these flags.
     """
-    from hpclaunch.ops.session import Session
+    from hpclaunch.ops.session import Session  # noqa: PLC0415 (each command loads its own)
 
     # A caller may hand in where Slurm's commands run (CliRunner.invoke(..., obj={"runner":
     # ...}): the unit tests' fake Slurm); the flags are the settings' top layer.

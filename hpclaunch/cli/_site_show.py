@@ -17,8 +17,8 @@ def _gres(items: tuple[Gres, ...]) -> str:
 
 def print_capabilities(caps: Capabilities) -> None:
     """Print ``caps`` as a few tables."""
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console  # noqa: PLC0415 (rich)
+    from rich.table import Table  # noqa: PLC0415 (rich)
 
     console = Console()
     age = max(0.0, time.time() - caps.discovered_at)

@@ -28,8 +28,8 @@ def send_tree(snapshot: Snapshot) -> None:
     if not sys.stderr.isatty():
         stats = snapshot.send()
     else:
-        from rich.console import Console
-        from rich.progress import Progress
+        from rich.console import Console  # noqa: PLC0415 (rich)
+        from rich.progress import Progress  # noqa: PLC0415 (rich)
 
         with Progress(console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("sync", total=snapshot.tree.size)

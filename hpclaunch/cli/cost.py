@@ -79,8 +79,8 @@ def _print_csv(cost: CostReport) -> None:
 
 
 def _print_table(cost: CostReport, whose: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console  # noqa: PLC0415 (rich)
+    from rich.table import Table  # noqa: PLC0415 (rich)
 
     console = Console(width=None if sys.stdout.isatty() else 250)
     console.print(

@@ -81,9 +81,9 @@ def queue_command(
 
 def print_table(entries: Sequence[QueueEntry]) -> None:
     """The queue table (rich; wide enough not to fold when piped)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.console import Console  # noqa: PLC0415 (rich)
+    from rich.markup import escape  # noqa: PLC0415 (rich)
+    from rich.table import Table  # noqa: PLC0415 (rich)
 
     table = Table(box=None, header_style="bold")
     for column in COLUMNS:

@@ -45,7 +45,7 @@ def rerun_command(
     alone, as a sweep of its one point. 'hpclaunch history' shows which job a rerun came from.
     """
     if dry_run:
-        import yaml
+        import yaml  # noqa: PLC0415 (yaml)
 
         spec = app.job(job_id).rerun_dryrun(*overrides, tier=tier)
         click.echo(f"# the spec of job {job_id}, changed as asked; nothing submitted")

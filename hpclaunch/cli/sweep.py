@@ -172,9 +172,9 @@ def status_command(
 
 
 def _print_status(status: SweepStatus) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.console import Console  # noqa: PLC0415 (rich)
+    from rich.markup import escape  # noqa: PLC0415 (rich)
+    from rich.table import Table  # noqa: PLC0415 (rich)
 
     rec = status.record
     console = Console()

@@ -110,7 +110,7 @@ def load_user_config(path: Path) -> dict[str, str]:
     """Read the user YAML (missing file: no settings). Unknown keys are a ConfigError."""
     if not path.is_file():
         return {}
-    from hpclaunch._validation import read_yaml_mapping
+    from hpclaunch._validation import read_yaml_mapping  # noqa: PLC0415 (pydantic, yaml)
 
     data = read_yaml_mapping(path, ConfigError, "user config")
     unknown = sorted(set(data) - set(SETTING_NAMES) - set(USER_SECTIONS))
@@ -135,7 +135,7 @@ def load_user_notify(path: Path) -> dict[str, object] | None:
     ``None``; :meth:`hpclaunch.ops.context.Context.user_notify` validates it."""
     if not path.is_file():
         return None
-    from hpclaunch._validation import read_yaml_mapping
+    from hpclaunch._validation import read_yaml_mapping  # noqa: PLC0415 (pydantic, yaml)
 
     value = read_yaml_mapping(path, ConfigError, "user config").get("notify")
     if value is not None and not isinstance(value, dict):

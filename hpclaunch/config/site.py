@@ -469,7 +469,7 @@ def load_site(name_or_path: str | Path) -> SiteConfig:
         ConfigError: The site is unknown (the message lists the known ones), the file is
             not YAML, or a field is wrong (file, field path and fix).
     """
-    from hpclaunch._validation import load_model, read_yaml_mapping
+    from hpclaunch._validation import load_model, read_yaml_mapping  # noqa: PLC0415 (yaml)
 
     path = resolve_site_path(name_or_path)
     data = read_yaml_mapping(path, ConfigError, "site config")

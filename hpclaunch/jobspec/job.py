@@ -738,7 +738,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
             the file, each field path (``resources.gpus_per_node``) and what is wrong;
             unknown keys list the valid keys at their level.
     """
-    from hpclaunch._validation import load_model, read_yaml_mapping
+    from hpclaunch._validation import load_model, read_yaml_mapping  # noqa: PLC0415 (yaml)
 
     path = Path(path)
     data = read_yaml_mapping(path, SpecError, "job spec")
@@ -768,9 +768,9 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         SpecError: An override is not ``KEY=VALUE``, its value is not YAML, or a key on its
             path holds a value that is not a mapping.
     """
-    import yaml
+    import yaml  # noqa: PLC0415 (yaml)
 
-    from hpclaunch._validation import load_yaml
+    from hpclaunch._validation import load_yaml  # noqa: PLC0415 (yaml)
 
     out = copy.deepcopy(data)
     for item in overrides:

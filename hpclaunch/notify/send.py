@@ -63,7 +63,7 @@ def send_notice(config: NotifyConfig, notice: Notice, sent_from: str) -> Sent:
 
 
 def _post(url: str, body: bytes) -> str:
-    import urllib.request
+    import urllib.request  # noqa: PLC0415 (urllib)
 
     request = urllib.request.Request(
         url,
@@ -83,8 +83,8 @@ def _post(url: str, body: bytes) -> str:
 
 
 def _mail(config: NotifyConfig, notice: Notice) -> str:
-    import smtplib
-    from email.message import EmailMessage
+    import smtplib  # noqa: PLC0415 (ssl: only to send mail)
+    from email.message import EmailMessage  # noqa: PLC0415 (only to send mail)
 
     assert config.email is not None
     message = EmailMessage()

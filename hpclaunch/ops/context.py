@@ -114,8 +114,8 @@ class Context:
         Raises:
             ConfigError: It is wrong (the file and the field named).
         """
-        from hpclaunch._validation import load_model
-        from hpclaunch.jobspec.notify import Notify
+        from hpclaunch._validation import load_model  # noqa: PLC0415 (pydantic, yaml)
+        from hpclaunch.jobspec.notify import Notify  # noqa: PLC0415 (pydantic)
 
         path = user_config_path(self.env)
         data = load_user_notify(path)
@@ -133,7 +133,7 @@ class Context:
 
     def _load_site(self, name: str) -> SiteConfig:
         if name not in self._sites:
-            from hpclaunch.store.site_cache import load_site_cached
+            from hpclaunch.store.site_cache import load_site_cached  # noqa: PLC0415 (pydantic)
 
             self._sites[name] = load_site_cached(name, self.env)
         return self._sites[name]
@@ -159,7 +159,7 @@ class Context:
         if not remote:
             runner = LocalRunner()
         else:
-            from hpclaunch.transport.ssh import SSHRunner
+            from hpclaunch.transport.ssh import SSHRunner  # noqa: PLC0415 (SSH)
 
             runner = SSHRunner(remote, accept_new_host_key=self.accept_new_host_key)
             atexit.register(runner.close)
@@ -210,7 +210,7 @@ class Context:
 
     @functools.cached_property
     def _backend_choice(self) -> tuple[Backend, str]:
-        from hpclaunch.backends import choose_backend
+        from hpclaunch.backends import choose_backend  # noqa: PLC0415 (a backend)
 
         name = self.settings.backend.value
         assert name is not None  # the built-in default names one

@@ -170,7 +170,7 @@ class Job(Future[Any]):
                 return
 
     def _outcome(self, info: JobInfo) -> Any:
-        from hpclaunch.ops.call import read_outcome, without_result
+        from hpclaunch.ops.call import read_outcome, without_result  # noqa: PLC0415 (pydantic, a backend)
 
         outcome = read_outcome(self.session, self.job_dir) if self.job_dir else None
         if outcome is not None:
@@ -224,7 +224,7 @@ class Job(Future[Any]):
         self.unverified = False
 
     def _watch(self) -> JobWatch:
-        from hpclaunch.ops.watch import watch_of
+        from hpclaunch.ops.watch import watch_of  # noqa: PLC0415 (a backend)
 
         return watch_of(self.session)
 
@@ -247,7 +247,7 @@ class Job(Future[Any]):
         """The job now, as ``hpclaunch status`` shows it: one look at Slurm's queue and,
         once it ended, its accounting; its tier, quota and why it waits for the jobs it
         depends on from the history (which learns its final state)."""
-        from hpclaunch.ops.status import job_statuses
+        from hpclaunch.ops.status import job_statuses  # noqa: PLC0415 (a backend)
 
         return job_statuses(self.session, [self.id])[0]
 
@@ -263,7 +263,7 @@ class Job(Future[Any]):
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.backends.route import backend_of
+        from hpclaunch.backends.route import backend_of  # noqa: PLC0415 (a backend)
 
         self._verify()
         wait_for(backend_of(self.session.backend, self.ref), [self.ref], timeout=timeout)
@@ -341,7 +341,7 @@ class Job(Future[Any]):
         """What is known about the job's life (``hpclaunch events``): its submission,
         Slurm's accounting of each attempt, and the sidecar's ledger (signals, checkpoints,
         requeues, why each attempt ended)."""
-        from hpclaunch.ops.events import job_events
+        from hpclaunch.ops.events import job_events  # noqa: PLC0415 (a backend)
 
         return job_events(self.session, self.id)
 
@@ -354,7 +354,7 @@ class Job(Future[Any]):
         Raises:
             JobNotFound: Neither the history nor Slurm's accounting knows it.
         """
-        from hpclaunch.ops.report import job_report
+        from hpclaunch.ops.report import job_report  # noqa: PLC0415 (a backend)
 
         return job_report(self.session, self.id)
 
@@ -365,7 +365,7 @@ class Job(Future[Any]):
         Raises:
             JobNotFound: The job is not in the history.
         """
-        from hpclaunch.ops.events import gpu_samples
+        from hpclaunch.ops.events import gpu_samples  # noqa: PLC0415 (a backend)
 
         return gpu_samples(self.session, self.id)
 
@@ -429,7 +429,7 @@ class Job(Future[Any]):
             JobNotFound: The job is not in the queue.
             CommandFailed: sprio or sshare failed.
         """
-        from hpclaunch.ops.queue_why import why_waiting
+        from hpclaunch.ops.queue_why import why_waiting  # noqa: PLC0415 (pydantic)
 
         return why_waiting(self.session, self.id)
 
@@ -488,7 +488,7 @@ def job_of(session: Context, job_id: str) -> Job:
             than one job. A job that neither the history nor Slurm knows raises it from the
             first call that would wait for its end (``result``, ``wait``, ...).
     """
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     if not is_job_id(job_id):
         raise JobNotFound(
@@ -527,7 +527,7 @@ def _refuse_sweep_array(job_id: str) -> None:
 
 def job_of_record(session: Context, record: SubmissionRecord) -> Job:
     """The job of a history record, with its directories."""
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     return Job(
         session,
@@ -589,7 +589,7 @@ class SweepRun:
         Raises:
             JobNotFound: No such sweep in this machine's records.
         """
-        from hpclaunch.backends.base import JobRef
+        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
         record = find_sweep(sweep_id)
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
@@ -612,7 +612,7 @@ class SweepRun:
         Raises:
             KeyError: No task has a metric or parameter ``sort_by`` (the known names).
         """
-        from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
+        from hpclaunch.ops.sweep_status import sort_tasks, sweep_status  # noqa: PLC0415 (a backend)
 
         found = sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
         if not sort_by:
@@ -647,8 +647,8 @@ class SweepRun:
         Raises:
             SubmissionError: Slurm refused a rerun (the ones before it stay, recorded).
         """
-        from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.sweep_rerun import rerun_sweep
+        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
+        from hpclaunch.ops.sweep_rerun import rerun_sweep  # noqa: PLC0415 (pydantic, a backend)
 
         rerun = rerun_sweep(self.session, self.sweep_id)
         cluster = rerun.record.cluster
@@ -725,7 +725,7 @@ class MapRun(SweepRun):
         Raises:
             JobNotFound: The map is not recorded on this machine.
         """
-        from hpclaunch.backends.base import JobRef
+        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
         if not self.arrays:
             return []
@@ -751,7 +751,7 @@ class MapRun(SweepRun):
 
     def _item(self, index: int, states: dict[int, TaskStatus]) -> Any:
         """Item ``index``'s value, or raise its exception (noted with the item)."""
-        from hpclaunch.ops.call import read_outcome
+        from hpclaunch.ops.call import read_outcome  # noqa: PLC0415 (pydantic, a backend)
 
         outcome = read_outcome(self.session, task_dir(self.job_dir, index))
         try:
@@ -765,8 +765,8 @@ class MapRun(SweepRun):
             raise
 
     def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
-        from hpclaunch.backends.base import JobRef
-        from hpclaunch.ops.call import without_result
+        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
+        from hpclaunch.ops.call import without_result  # noqa: PLC0415 (pydantic, a backend)
 
         job_id = task.job_id if task is not None else f"{self.sweep_id}[{index}]"
         try:

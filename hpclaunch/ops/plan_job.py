@@ -54,7 +54,7 @@ def spec_source(spec: SpecInput) -> str:
 def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     """``spec`` validated, with ``overrides`` applied, as a spec file is (errors name the
     fields and :func:`spec_source`)."""
-    from hpclaunch._validation import load_model
+    from hpclaunch._validation import load_model  # noqa: PLC0415 (yaml)
 
     spec = as_spec_input(spec)
     if isinstance(spec, str):
@@ -225,9 +225,9 @@ def spec_data(spec: SpecInput, overrides: Sequence[str] = ()) -> dict[str, Any] 
     """The spec as the mapping it was written as (a file's YAML; a JobSpec's set fields),
     with ``overrides`` applied, JSON-ready: what the history keeps for ``hpclaunch rerun``;
     ``None`` if it cannot be read."""
-    import yaml
+    import yaml  # noqa: PLC0415 (yaml)
 
-    from hpclaunch._validation import load_yaml
+    from hpclaunch._validation import load_yaml  # noqa: PLC0415 (yaml)
 
     spec = as_spec_input(spec)
     try:

@@ -73,7 +73,7 @@ def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | No
 def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
     """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
-    from hpclaunch.planning.plan import SCRIPT_NAME
+    from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
     try:
         script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
@@ -151,6 +151,6 @@ def remember_finished(
             ctx.warn(f"could not update the history: {exc}")
             break
     if any(r.notify for r in records.values()):
-        from hpclaunch.ops.notify import notify_from_here
+        from hpclaunch.ops.notify import notify_from_here  # noqa: PLC0415 (pydantic)
 
         notify_from_here(ctx, infos, records, ended)

@@ -70,7 +70,7 @@ def rerun_spec(
         JobNotFound: The history does not know the job, or kept no spec of it.
         SubmissionError: A function's job, or the spec cannot be changed as asked.
     """
-    from hpclaunch.jobspec.job import apply_overrides
+    from hpclaunch.jobspec.job import apply_overrides  # noqa: PLC0415 (pydantic)
 
     task = find_task(job_id) if "_" in job_id else None
     array_id = job_id.partition("_")[0] if task is not None else job_id
@@ -124,16 +124,16 @@ def rerun_job(
         SpecError, PlanError: The changed spec is wrong, or the site cannot run it.
         SubmissionError: Slurm refused it.
     """
-    from hpclaunch.ops.plan_job import NamedSpec
+    from hpclaunch.ops.plan_job import NamedSpec  # noqa: PLC0415 (pydantic)
 
     record, data, point = rerun_spec(context, job_id, overrides, tier)
     spec = NamedSpec(data, f"rerun of job {job_id}")
     if point is None:
-        from hpclaunch.ops.submit import submit_spec
+        from hpclaunch.ops.submit import submit_spec  # noqa: PLC0415 (pydantic)
 
         done = submit_spec(context, spec, check=check, cwd=record.submit_dir, rerun_of=job_id)
         return Rerun(job_id, data, submitted=done)
-    from hpclaunch.ops.sweep import submit_sweep_spec
+    from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
 
     swept = submit_sweep_spec(context, spec, check=check, cwd=record.submit_dir, rerun_of=job_id)
     return Rerun(job_id, data, swept=swept)

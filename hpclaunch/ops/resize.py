@@ -58,7 +58,7 @@ class ResizeResult:
 
 def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | None:
     """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
-    from hpclaunch.planning.plan import SCRIPT_NAME
+    from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
     return elastic_of_script(read_job_file(ctx, record, SCRIPT_NAME) or "")
 
@@ -86,7 +86,7 @@ def resize_job(
         ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
         UpdateRefused: Slurm refused the update of a pending job.
     """
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     record = submission_record(job_id, "resize")
     block = elastic_block(ctx, record)
@@ -159,7 +159,7 @@ def _wait_for_start(
 ) -> ResizeResult:
     """After a pending job's resize, wait until it starts (or ends): ``resize --wait``
     returns once the job runs at its new size, not while it still pends."""
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     ref = JobRef(job_id)
     while time.monotonic() < deadline:

@@ -91,7 +91,7 @@ def _ours(
 def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
     """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
     job Slurm forgot)."""
-    from hpclaunch.planning.quota import classify
+    from hpclaunch.planning.quota import classify  # noqa: PLC0415 (pydantic)
 
     tier = record.tier if record is not None else None
     quota = record.quota if record is not None and record.quota != "none" else None
@@ -109,7 +109,7 @@ def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionReco
     for ref in refs:
         record = records.get(ref.job_id)
         if record is not None and record.dependency:
-            from hpclaunch.planning.pipeline import parse_dependency  # pydantic: only when needed
+            from hpclaunch.planning.pipeline import parse_dependency  # noqa: PLC0415 (pydantic: pydantic: only when needed)
 
             found += [job_id for _, job_id in parse_dependency(record.dependency)]
     return list(dict.fromkeys(found))
@@ -124,7 +124,7 @@ def _explain_dependency(
     record = records.get(info.ref.job_id)
     if record is None or not record.dependency:
         return info
-    from hpclaunch.planning.pipeline import explain_wait
+    from hpclaunch.planning.pipeline import explain_wait  # noqa: PLC0415 (pydantic)
 
     states = {ref.job_id: found for ref, found in infos.items()}
     names = {job_id: rec.name for job_id, rec in records.items()}

@@ -246,7 +246,7 @@ def _refuse_changed_spec(
 def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     record = find_record(submission_id=submission_id)
     if record is not None:

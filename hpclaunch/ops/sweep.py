@@ -314,7 +314,7 @@ def _taken_array(
     its id to the next one, and slurmdbd keeps the lost job PENDING for ever (measured on
     25.11). Such an array is submitted again.
     """
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     tag = sweep.array_submission_id(index)
     found = context.backend.find_submission(tag)

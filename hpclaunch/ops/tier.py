@@ -41,8 +41,8 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         PlanError: The site has no such tier, or the cluster does not allow it.
         JobNotFound, BackendError: The job is gone or has ended.
     """
-    from hpclaunch.ops.queue import tier_of
-    from hpclaunch.planning.retier import check_allowed, plan_retier
+    from hpclaunch.ops.queue import tier_of  # noqa: PLC0415 (pydantic)
+    from hpclaunch.planning.retier import check_allowed, plan_retier  # noqa: PLC0415 (pydantic)
 
     site = context.site_config
     if new_tier not in site.tiers:
@@ -100,8 +100,8 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
 def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     """The project's in-quota GPUs without this job's own (one look at the queue), when the new
     tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.planning.quota import read_usage
-    from hpclaunch.planning.retier import counted_gpus
+    from hpclaunch.planning.quota import read_usage  # noqa: PLC0415 (pydantic)
+    from hpclaunch.planning.retier import counted_gpus  # noqa: PLC0415 (pydantic)
 
     site = context.site_config
     project = site.project_of(row.account)
@@ -116,7 +116,7 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
 def _update(context: Context, retier: Retier) -> None:
     """The one update (``scontrol update`` or its RPC); its refusals become errors with
     hints."""
-    from hpclaunch.planning.retier import scontrol_hint
+    from hpclaunch.planning.retier import scontrol_hint  # noqa: PLC0415 (pydantic)
 
     try:
         context.backend.update_job(retier.job_id, retier.slurm_changes)

@@ -159,7 +159,7 @@ def is_pipeline_file(path: str | Path) -> bool:
 
     Any failure to read it says ``False``: loading it as a single spec then reports it.
     """
-    from hpclaunch._validation import read_yaml_mapping
+    from hpclaunch._validation import read_yaml_mapping  # noqa: PLC0415 (yaml)
 
     try:
         data = read_yaml_mapping(Path(path), SpecError, "job spec")
@@ -176,7 +176,7 @@ def load_pipeline(path: str | Path) -> tuple[Step, ...]:
             resources.mem``), or ``after`` names an unknown job, the job itself, or jobs
             that wait for each other; names repeat. The message names the file and field.
     """
-    from hpclaunch._validation import read_yaml_mapping
+    from hpclaunch._validation import read_yaml_mapping  # noqa: PLC0415 (yaml)
 
     path = Path(path)
     return parse_pipeline(read_yaml_mapping(path, SpecError, "multi-job"), source=str(path))
@@ -184,7 +184,7 @@ def load_pipeline(path: str | Path) -> tuple[Step, ...]:
 
 def parse_pipeline(data: Mapping[str, Any], *, source: str) -> tuple[Step, ...]:
     """Validate a multi-job file's content (see :func:`load_pipeline`)."""
-    from hpclaunch._validation import load_model
+    from hpclaunch._validation import load_model  # noqa: PLC0415 (yaml)
 
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):

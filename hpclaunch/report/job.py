@@ -124,7 +124,7 @@ class JobReport:
 
     def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
         """Write :meth:`html` to ``path`` (atomically, mode 0600); its absolute path."""
-        from hpclaunch.report.page import write_page
+        from hpclaunch.report.page import write_page  # noqa: PLC0415 (jinja2)
 
         return write_page(Path(path), self.html(now=now))
 
@@ -132,7 +132,7 @@ class JobReport:
         """The report as one self-contained HTML page (``templates/report.html.j2``): a
         timeline of the job's life, each GPU's utilisation, memory and power over time, the
         figures and the advice (``now``: where a running job's bars end; default now)."""
-        from hpclaunch.report.page import render_page
+        from hpclaunch.report.page import render_page  # noqa: PLC0415 (jinja2)
 
         now = time.time() if now is None else now
         line = timeline(self.attempts, self.checkpoints, now)

@@ -103,14 +103,14 @@ class SweepReport:
 
     def write_html(self, path: str | os.PathLike[str], *, now: float | None = None) -> Path:
         """Write :meth:`html` to ``path`` (atomically, mode 0600); its absolute path."""
-        from hpclaunch.report.page import write_page
+        from hpclaunch.report.page import write_page  # noqa: PLC0415 (jinja2)
 
         return write_page(Path(path), self.html(now=now))
 
     def html(self, *, now: float | None = None) -> str:
         """The report as one self-contained HTML page: the counts, the table (sorted by a
         click on a column: a few lines of inline script) and the scatters."""
-        from hpclaunch.report.page import render_page
+        from hpclaunch.report.page import render_page  # noqa: PLC0415 (jinja2)
 
         made = datetime.fromtimestamp(time.time() if now is None else now, timezone.utc)
         return render_page(

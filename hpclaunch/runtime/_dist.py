@@ -51,7 +51,7 @@ def world_size() -> int:
 
 
 def _device(dist: Any) -> Any:
-    import torch
+    import torch  # noqa: PLC0415 (torch)
 
     # NCCL reduces only CUDA tensors; gloo (and "cpu:gloo,cuda:nccl") takes CPU tensors.
     if dist.get_backend() == "nccl":
@@ -64,7 +64,7 @@ def all_reduce_max(values: Sequence[int]) -> list[int]:
     dist = _initialized_dist()
     if dist is None:
         return list(values)
-    import torch
+    import torch  # noqa: PLC0415 (torch)
 
     tensor = torch.tensor(list(values), dtype=torch.int64, device=_device(dist))
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)

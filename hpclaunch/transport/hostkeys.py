@@ -63,7 +63,7 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 def _load(files: Sequence[str]) -> paramiko.HostKeys:
-    import paramiko
+    import paramiko  # noqa: PLC0415 (paramiko)
 
     keys = paramiko.HostKeys()
     for name in files:
@@ -108,7 +108,7 @@ def accept_host_key(host: str, key: paramiko.PKey, path: str, *, hashed: bool) -
         hashed: Write the name hashed (``|1|salt|hash``), as OpenSSH with
             ``HashKnownHosts yes`` (Debian's default in /etc/ssh/ssh_config).
     """
-    import paramiko
+    import paramiko  # noqa: PLC0415 (paramiko)
 
     name = paramiko.HostKeys.hash_host(host) if hashed else host
     line = f"{name} {key.get_name()} {key.get_base64()}\n"

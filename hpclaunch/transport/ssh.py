@@ -64,7 +64,7 @@ _SILENT = logging.NullHandler()
 
 def _paramiko() -> Any:
     try:
-        import paramiko
+        import paramiko  # noqa: PLC0415 (optional)
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigError(
             "remote access needs paramiko, which is not installed",

@@ -160,7 +160,7 @@ def resolve_target(destination: str, *, config_files: Sequence[Path] | None = No
 
 def _lookup(host: str, config_files: Sequence[Path]) -> dict[str, Any]:
     """Merge each file's answer for ``host``; an earlier file wins, as with ``ssh -F``."""
-    import paramiko
+    import paramiko  # noqa: PLC0415 (paramiko)
 
     merged: dict[str, Any] = {}
     for path in config_files:

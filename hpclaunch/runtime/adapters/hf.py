@@ -114,7 +114,7 @@ def resume_checkpoint(output_dir: Path | str) -> str | None:
 
 def _make_callback() -> type:
     try:
-        from transformers import TrainerCallback  # type: ignore[import-not-found, unused-ignore]
+        from transformers import TrainerCallback  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415 (optional)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("HpclaunchCallback needs transformers: pip install transformers") from exc
 
@@ -126,8 +126,8 @@ def _make_callback() -> type:
 
 def _make_trainer() -> type:
     try:
-        from torch.utils.data import DataLoader
-        from transformers import Trainer  # type: ignore[import-not-found, unused-ignore]
+        from torch.utils.data import DataLoader  # noqa: PLC0415 (optional)
+        from transformers import Trainer  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415 (optional)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("ElasticTrainer needs transformers: pip install transformers") from exc
 

@@ -42,7 +42,7 @@ def save_torch(
     Returns:
         The committed checkpoint directory.
     """
-    import torch
+    import torch  # noqa: PLC0415 (torch)
 
     def save(tmp: Path) -> None:
         torch.save(dict(state() if callable(state) else state), tmp / filename)
@@ -66,7 +66,7 @@ def load_torch(
     ckpt = resume_point(ckpt_dir, verify=verify)
     if ckpt is None:
         return None
-    import torch
+    import torch  # noqa: PLC0415 (torch)
 
     state = torch.load(ckpt.path / filename, map_location=map_location, weights_only=weights_only)
     return ckpt, state

@@ -180,10 +180,10 @@ def plot_cdfs(exp: Experiment, path: Path) -> None:
         ConfigError: matplotlib is not installed.
     """
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415 (optional)
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415 (optional)
     except ImportError as exc:
         raise ConfigError(
             "--plot needs matplotlib, which is not installed",
