@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from hpclaunch.supervise.launchers import LAUNCHERS
 from hpclaunch.supervise.node import exec_node, node_command
-from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig, end_by
+from hpclaunch.supervise.process_group import end_by
+from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig
 from hpclaunch.supervise.signals import SignalCatcher
 from hpclaunch.transport.local import LocalRunner
 

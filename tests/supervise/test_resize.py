@@ -74,7 +74,7 @@ def test_the_request_is_taken_once_and_the_sizes_come_from_the_job(tmp_path: Pat
 
 
 def test_the_attempt_after_a_resize_says_what_the_resize_cost() -> None:
-    from hpclaunch.supervise.sidecar import _resize_seconds
+    from hpclaunch.supervise.on_resize import resize_seconds
 
     now = time.time()
     resized = [
@@ -82,7 +82,7 @@ def test_the_attempt_after_a_resize_says_what_the_resize_cost() -> None:
         {"event": "resize_requested", "time": now - 12.5, "refused": None},
         {"event": "attempt_end", "time": now - 11, "reason": "resized"},
     ]
-    assert _resize_seconds(resized) == pytest.approx(12.5, abs=0.2)  # the request taken
+    assert resize_seconds(resized) == pytest.approx(12.5, abs=0.2)  # the request taken
     preempted = [*resized, {"event": "attempt_end", "time": now - 1, "reason": "preempted"}]
-    assert _resize_seconds(preempted) is None  # the last attempt was not resized
-    assert _resize_seconds([]) is None
+    assert resize_seconds(preempted) is None  # the last attempt was not resized
+    assert resize_seconds([]) is None

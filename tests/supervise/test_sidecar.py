@@ -822,7 +822,7 @@ def test_a_node_failure_past_the_cap_survives_a_missing_scancel(
 def test_the_error_line_of_a_torchrun_launch_is_the_failing_ranks() -> None:
     """Issue 27: it named what the surviving rank and torchrun said after rank 1 failed
     (recorded: torchrun 2.13, 2 CPU ranks on gloo, rank 1 raises)."""
-    from hpclaunch.supervise.sidecar import error_line
+    from hpclaunch.supervise.failures import error_line
 
     recorded = (REPO / "tests/supervise/data/torchrun-2.13-rank1-raises.txt").read_text()
     assert "ChildFailedError" in recorded

@@ -1,0 +1,102 @@
+"""What a launch's last lines say of how it failed: a node failure, srun that could not
+reach slurmctld (nothing ran), a job slurmctld lost, an out-of-memory kill, or the user's
+own error and the line that names it; and what a SIGTERM without a warning means."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hpclaunch.supervise.requeue import JobNow
+from hpclaunch.supervise.retry import OOM
+
+__all__ = [
+    "CONTROLLER_MISSED",
+    "JOB_LOST",
+    "LAUNCH_RETRY_WAITS",
+    "NODE_FAILURE",
+    "classify_exit",
+    "error_line",
+    "term_cause",
+]
+
+_ERROR_LINE = re.compile(
+    r"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
+)
+#: Exceptions that follow another rank's failure rather than cause it.
+_AFTERMATH = re.compile(
+    r"ChildFailedError|SignalException|KeyboardInterrupt|Connection closed by peer|"
+    r"Connection reset by peer|got signal: ?\d+|Signal \d+ \(SIG"
+)
+NODE_FAILURE = re.compile(r"node failure|NODE_FAIL|Node .* not responding", re.IGNORECASE)
+#: srun's words when slurmctld no longer knows the job it runs in: killed within its
+#: state-save delay (<= 5 s) after starting it, it restarts without that start (25.11).
+JOB_LOST = re.compile(r"Unable to confirm allocation for job \d+: Invalid job id")
+#: srun's words when it could not ask slurmctld about the job or create the step, because
+#: slurmctld did not answer (killed and restarting: seen on 25.11 in the fault tests). The
+#: step was never created, so nothing ran: the launch is tried again.
+CONTROLLER_MISSED = re.compile(
+    r"Unable to (?:confirm allocation|create step) for job \d+: (?:Unexpected missing "
+    r"socket error|Unable to contact slurm controller|Socket timed out|Zero Bytes were "
+    r"transmitted|Connection refused|Communication connection failure)"
+)
+#: Seconds before each new launch after :data:`_CONTROLLER_MISSED` (about 1.5 min in all:
+#: a controller restart or failover).
+LAUNCH_RETRY_WAITS = (2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
+
+
+def error_line(lines: Sequence[str]) -> str | None:
+    """The last line that names an exception (``ValueError: ...``) and is not what the
+    other ranks and the launcher said because of it (:data:`_AFTERMATH`), else the last
+    line that is not srun's own.
+
+    When one rank of a torchrun launch fails, the others then fail too ("Connection closed
+    by peer", or SIGTERM: ``SignalException``) and torchrun ends with ``ChildFailedError``;
+    those come last, but the first rank's exception is the cause
+    (tests/supervise/data/torchrun-2.13-rank1-raises.txt).
+    """
+    for line in reversed(lines):
+        match = _ERROR_LINE.match(line.strip())
+        if match and not _AFTERMATH.search(line):
+            return match.group(1)
+    for line in reversed(lines):
+        if not line.startswith("srun:"):
+            return line
+    return None
+
+
+def term_cause(now: JobNow | None) -> str:
+    """What a SIGTERM that is no requeue means: ``time_limit``, ``preempted`` or
+    ``cancelled`` (also when slurmctld could not be asked)."""
+    if now is None:
+        return "cancelled"
+    if now.at_time_limit:
+        return "time_limit"
+    return "preempted" if now.preempting else "cancelled"
+
+
+def classify_exit(tail: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """How a launch that exited non-zero failed, from its last lines: ``node_failure``,
+    ``controller_unreachable``, ``job_lost``, ``oom`` or ``user_error``, and what the
+    attempt's end records of it (why; for the user's own error, its line and the tail)."""
+    reason = "node_failure" if any(NODE_FAILURE.search(x) for x in tail) else "user_error"
+    extra: dict[str, Any] = {}
+    if any(CONTROLLER_MISSED.search(x) for x in tail):
+        reason = "controller_unreachable"
+        extra = {
+            "why": "srun could not reach slurmctld to start the step, "
+            f"{len(LAUNCH_RETRY_WAITS) + 1} times: nothing ran"
+        }
+    if any(JOB_LOST.search(x) for x in tail):
+        reason = "job_lost"
+        extra = {
+            "why": "slurmctld does not know this job any more (restarted and lost the "
+            "seconds before its last state save?), so srun could not start the step; "
+            "Slurm may start it again"
+        }
+    if reason == "user_error" and any(OOM.search(x) for x in tail):
+        reason = "oom"
+    if reason in ("user_error", "oom"):
+        extra = {"error_line": error_line(tail), "tail": list(tail[-20:])}
+    return reason, extra

@@ -1,0 +1,70 @@
+"""The launch of one attempt: its argv (srun steps inside Slurm, one local process
+outside), its rendezvous, and the environment it inherits."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+
+from hpclaunch.supervise.launchers import container_step, exec_argv, step_argv
+from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
+from hpclaunch.supervise.sidecar_config import SidecarConfig
+
+__all__ = ["EARLY_SIGNAL_ENV", "child_env", "launch_argv", "wandb_env"]
+
+#: The warning the batch script's trap caught before the sidecar ran (templates/sbatch.sh.j2).
+EARLY_SIGNAL_ENV = "HPCLAUNCH_EARLY_SIGNAL"
+
+
+def launch_argv(cfg: SidecarConfig, env: Mapping[str, str]) -> tuple[Rendezvous, list[str]]:
+    """The rendezvous and argv of the launch: srun steps inside a Slurm job, else one
+    process on this host."""
+    if "SLURM_JOB_ID" in env and "SLURM_JOB_NODELIST" in env:
+        rdzv = Rendezvous.from_env(env, nproc_per_node=cfg.nproc_per_node)
+        cpus = env.get("SLURM_CPUS_PER_TASK")
+        step = container_step(env)
+        argv = step_argv(
+            cfg.launcher,
+            rdzv,
+            cfg.command,
+            # In a step container node-exec runs inside, on the image's interpreter.
+            python=env.get("HPCLAUNCH_CONTAINER_PYTHON", cfg.python) if step else cfg.python,
+            cpus_per_node=int(cpus) if cpus and cpus.isdigit() else None,
+            container_options=step,
+        )
+        return rdzv, argv
+    # Outside Slurm: one node, this host, no srun.
+    host = socket.gethostname()
+    port = derive_port(str(os.getpid()), port_in_use)
+    rdzv = Rendezvous("local", "127.0.0.1", port, (host,), 0, cfg.nproc_per_node or 1)
+    return rdzv, exec_argv(cfg.launcher, rdzv, cfg.command, python=cfg.python)
+
+
+def child_env(cfg: SidecarConfig, env: Mapping[str, str]) -> dict[str, str]:
+    """The launch's environment: the job's, with its directories, the attempt and the W&B
+    run to continue."""
+    out = dict(env)
+    out.pop(EARLY_SIGNAL_ENV, None)
+    out["HPCLAUNCH_JOB_DIR"] = str(cfg.job_dir)
+    out["HPCLAUNCH_CONTROL_DIR"] = str(cfg.control_dir)
+    out["HPCLAUNCH_ATTEMPT"] = str(cfg.attempt)
+    out.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(cfg.job_dir / "checkpoints"))
+    out.update(wandb_env(out))
+    return out
+
+
+def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``WANDB_RUN_ID``/``WANDB_RESUME`` so that every attempt continues one W&B run.
+
+    The run id is the submission id (uuid4 hex: 32 of W&B's allowed ``[a-z0-9]``, at most
+    64), the same in every attempt; ``WANDB_RESUME=allow`` makes ``wandb.init`` resume it
+    when it exists. Variables the user already set (spec ``env`` or the submitting shell)
+    are never overridden; without a submission id (not submitted by hpclaunch), nothing.
+    """
+    run_id = re.sub(r"[^a-z0-9]", "", env.get("HPCLAUNCH_SUBMISSION_ID", "").lower())[:64]
+    if not run_id:
+        return {}
+    out = {"WANDB_RUN_ID": run_id, "WANDB_RESUME": "allow"}
+    return {key: value for key, value in out.items() if key not in env}
