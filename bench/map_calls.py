@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpclaunch import jobdir
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_submit import (
     BEGIN,
@@ -68,14 +70,14 @@ def hpclaunch_map(items: int) -> tuple[list[str], object]:
 
 def collect(run: object, items: int) -> float:
     """Seconds ``run.results()`` takes once every task wrote its result."""
-    from hpclaunch.calls.payload import RESULT_FILE, dump_value
+    from hpclaunch.calls.payload import dump_value
     from hpclaunch.ops.job import MapRun
     from hpclaunch.supervise.sweep_task import task_dir
 
     assert isinstance(run, MapRun)
     assert run.job_dir is not None
     for index in range(items):
-        path = Path(task_dir(run.job_dir, index)) / "call" / RESULT_FILE
+        path = Path(task_dir(run.job_dir, index)) / "call" / jobdir.RESULT
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(dump_value(index * index))
     t0 = time.perf_counter()

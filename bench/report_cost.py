@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hpclaunch import jobdir
+
 HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 JOB_ID = "987654321"
 
@@ -33,7 +35,6 @@ JOB_ID = "987654321"
 def make_job(root: Path, samples: int, gpus: int) -> dict[str, str]:
     """A history with one job whose directory holds the samples; the environment to use."""
     from hpclaunch.store.history import SubmissionRecord, history_path, record_submission
-    from hpclaunch.supervise.gpumon import METRICS_NAME
     from hpclaunch.supervise.ledger import Ledger
 
     env = dict(os.environ, XDG_DATA_HOME=str(root / "data"), XDG_STATE_HOME=str(root / "state"))
@@ -60,7 +61,7 @@ def make_job(root: Path, samples: int, gpus: int) -> dict[str, str]:
                     }
                 )
             )
-    (job_dir / METRICS_NAME).write_text("\n".join(lines) + "\n")
+    (job_dir / jobdir.GPU_METRICS).write_text("\n".join(lines) + "\n")
     Ledger(job_dir, 0).append("checkpoint_committed", step=100, seconds=1.0, path="c", reason="")
     Ledger(job_dir, 0).append("attempt_end", reason="preempted", exit_code=143, requeued=True)
     Ledger(job_dir, 1).append("attempt_end", reason="success", exit_code=0, requeued=False)
@@ -116,9 +117,9 @@ def main() -> None:
 
         os.environ.update(env)
         from hpclaunch.report.gpus import gpu_stats
-        from hpclaunch.supervise.gpumon import METRICS_NAME, read_metrics
+        from hpclaunch.supervise.gpumon import read_metrics
 
-        text = (root / "job" / METRICS_NAME).read_text()
+        text = (root / "job" / jobdir.GPU_METRICS).read_text()
         parts = {"read_metrics": lambda: read_metrics(text)}
         samples = read_metrics(text)
         parts["gpu_stats"] = lambda: gpu_stats(samples)

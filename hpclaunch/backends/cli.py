@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.merge import merge_status
@@ -193,7 +194,6 @@ class CliBackend(Backend):
         the script path, ``<job_root>/<submission_id>/job.sbatch``. A site without sacct can
         only find jobs still in squeue (MinJobAge, 300 s by default).
         """
-        from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
         tag = f"hpclaunch:{submission_id}"
         argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%i|%k"]
@@ -216,7 +216,7 @@ class CliBackend(Backend):
             result = self.runner.run(argv, timeout=COMMAND_TIMEOUT)
         except TransportError:
             return None  # no accounting on this site: squeue was all we could ask
-        script = f"/{submission_id}/{SCRIPT_NAME}"
+        script = f"/{submission_id}/{jobdir.SCRIPT}"
         for line in result.stdout.splitlines() if result.ok else []:
             job_id, _, rest = line.partition("|")
             comment, _, submit_line = rest.partition("|")

@@ -20,16 +20,15 @@ import sys
 import traceback
 from pathlib import Path
 
+from hpclaunch import jobdir
 from hpclaunch._private import foreign_or_open
 from hpclaunch.calls.payload import (
-    CALL_DIR,
-    CALL_FILE,
-    RESULT_FILE,
     dump_error,
     load_call,
     write_value,
 )
 from hpclaunch.errors import CallError
+from hpclaunch.jobdir import JobDir
 from hpclaunch.store.files import write_private, write_private_with
 
 
@@ -41,11 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if not job_dir:
         print("hpclaunch.calls: HPCLAUNCH_JOB_DIR is not set (run inside an hpclaunch job)")
         return 2
-    call_dir = os.path.join(os.environ.get("HPCLAUNCH_SWEEP_DIR", job_dir), CALL_DIR)
+    call_dir = os.path.join(os.environ.get("HPCLAUNCH_SWEEP_DIR", job_dir), jobdir.CALL_DIR)
     # Written atomically, 0600, its directory made 0700 (a map's task has none yet).
-    result = Path(job_dir, CALL_DIR, RESULT_FILE)
+    result = Path(JobDir(job_dir).result)
     where = f"{socket.gethostname()}, {sys.executable}"
-    call_file = os.path.join(call_dir, CALL_FILE)
+    call_file = os.path.join(call_dir, jobdir.CALL)
     try:
         for path in (call_dir, call_file):
             why = foreign_or_open(path)  # the call is code: only the submitter's own

@@ -42,10 +42,7 @@ from hpclaunch.store.module_owners import module_owners
 
 __all__ = [
     "ALWAYS",
-    "CALL_DIR",
-    "CALL_FILE",
     "MAX_CALL_BYTES",
-    "RESULT_FILE",
     "Outcome",
     "body_imports",
     "differences",
@@ -63,10 +60,6 @@ __all__ = [
     "write_value",
 ]
 
-#: The call's directory inside the job directory, and its two files.
-CALL_DIR = "call"
-CALL_FILE = "call.pkl"
-RESULT_FILE = "result.pkl"
 #: A larger pickle (data captured by the function, a big argument) is refused at submit.
 MAX_CALL_BYTES = 64 * 2**20
 

@@ -36,9 +36,8 @@ from hpclaunch.notify.message import Notice
 from hpclaunch.notify.send import NotifyConfig, Sent, send_notice
 from hpclaunch.transport.base import Runner
 
-__all__ = ["NOTIFY_DIR", "Outbox", "read_config"]
+__all__ = ["Outbox", "read_config"]
 
-NOTIFY_DIR = "notify"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 #: The folders of a notice's states (see the module docstring); ``tried``: failed sends.
 _FOLDERS = ("keys", "outbox", "sending", "sent", "tried")

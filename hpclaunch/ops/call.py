@@ -17,9 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from hpclaunch.calls.payload import (
-    CALL_DIR,
-    CALL_FILE,
-    RESULT_FILE,
     Outcome,
     dump_call,
     dump_map,
@@ -27,6 +24,7 @@ from hpclaunch.calls.payload import (
     star_target,
 )
 from hpclaunch.errors import CallError, JobFailed, TransportError
+from hpclaunch.jobdir import JobDir
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
@@ -289,7 +287,7 @@ def _put_call(session: Context, job_dir: str, data: bytes, submission_id: str) -
     Raises:
         CallError: The job directory holds another call.
     """
-    path = posixpath.join(job_dir, CALL_DIR, CALL_FILE)
+    path = JobDir(job_dir).call
     _refuse_foreign(session, [job_dir, posixpath.dirname(path), path], "write the call into it")
     try:
         earlier = session.runner.read_bytes(path)
@@ -320,7 +318,7 @@ def read_outcome(session: Context, job_dir: str) -> Outcome | None:
         CallError: The result, or a directory holding it, is not the user's own and
             private: it is not unpickled (a planted ``result.pkl`` would run its code here).
     """
-    path = posixpath.join(job_dir, CALL_DIR, RESULT_FILE)
+    path = JobDir(job_dir).result
 
     def load(source: IO[bytes]) -> Outcome:
         # Once it exists (a poll of a running job costs one open), and before a byte of

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
-from hpclaunch.calls.payload import CALL_DIR
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import HpclaunchError
 from hpclaunch.slurm.job_ids import is_local_job_id
@@ -121,7 +121,7 @@ def _pickles(context: Context, dirs: list[str], *, delete: bool) -> list[str]:
     unless not ``delete``: one ``find`` for all of them."""
     if not dirs:
         return []
-    argv = ["find", *dirs, "-maxdepth", "4", "-path", f"*/{CALL_DIR}/*.pkl", "-type", "f"]
+    argv = ["find", *dirs, "-maxdepth", "4", "-path", f"*/{jobdir.CALL_DIR}/*.pkl", "-type", "f"]
     argv += ["-print", "-delete"] if delete else ["-print"]
     result = context.runner.run(argv, timeout=120)
     # find exits 1 when a directory is gone (removed by hand): what it printed still counts.

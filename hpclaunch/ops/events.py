@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import jobdir
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.errors import BackendError, JobNotFound
@@ -25,8 +26,8 @@ from hpclaunch.ops.records import (
     runs_sidecar,
     submission_record,
 )
-from hpclaunch.supervise.gpumon import METRICS_NAME, latest_samples, read_metrics
-from hpclaunch.supervise.ledger import LEDGER_NAME, describe_event, parse_ledger
+from hpclaunch.supervise.gpumon import latest_samples, read_metrics
+from hpclaunch.supervise.ledger import describe_event, parse_ledger
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -145,7 +146,7 @@ def _ledger(ctx: Context, record: SubmissionRecord | None) -> list[dict[str, Any
     if record is None:
         return None
 
-    text = read_job_file(ctx, record, LEDGER_NAME)
+    text = read_job_file(ctx, record, jobdir.LEDGER)
     return None if text is None else parse_ledger(text)
 
 
@@ -176,10 +177,10 @@ def gpu_samples(ctx: Context, job_id: str) -> GpuSamples:
     """
 
     record = submission_record(job_id, "top")
-    samples = latest_samples(read_metrics(read_job_file(ctx, record, METRICS_NAME) or ""))
+    samples = latest_samples(read_metrics(read_job_file(ctx, record, jobdir.GPU_METRICS) or ""))
     if samples:
         return GpuSamples(job_id, samples, [], None)
-    ledger = parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or "")
+    ledger = parse_ledger(read_job_file(ctx, record, jobdir.LEDGER) or "")
     off, why = why_no_samples(ctx, record, ledger)
     return GpuSamples(job_id, [], off, why)
 

@@ -18,8 +18,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from hpclaunch.calls.payload import CALL_DIR, CALL_FILE
+from hpclaunch import jobdir
 from hpclaunch.errors import CallError, HpclaunchError, JobNotFound, WatchTimeout
+from hpclaunch.jobdir import JobDir
 from hpclaunch.ops.logs import LogFollower, attempts_written, read_logs, slurm_lines
 from hpclaunch.ops.reach import open_forward, shell_argv
 from hpclaunch.ops.records import find_job_record
@@ -30,7 +31,7 @@ from hpclaunch.report.sweep import SweepReport
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
-from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ class Job(Future[Any]):
         if self.job_dir is None:
             return False
         try:
-            events = parse_ledger(self.session.runner.read_file(f"{self.job_dir}/{LEDGER_NAME}"))
+            events = parse_ledger(self.session.runner.read_file(f"{self.job_dir}/{jobdir.LEDGER}"))
         except (OSError, HpclaunchError):
             return False
         ends = [e for e in events if e.get("event") == "attempt_end"]
@@ -789,6 +790,6 @@ def _holds_call(session: Context, job_dir: str) -> bool:
     the sweep a ``session.map``."""
 
     try:
-        return CALL_FILE in session.runner.listdir(f"{job_dir}/{CALL_DIR}")
+        return jobdir.CALL in session.runner.listdir(JobDir(job_dir).call_dir)
     except (OSError, HpclaunchError):
         return False

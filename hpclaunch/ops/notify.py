@@ -13,9 +13,9 @@ import socket
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch.notify.message import Notice
 from hpclaunch.notify.outbox import Outbox
-from hpclaunch.planning.plan import NOTIFY_CONFIG
 from hpclaunch.store.webhooks import load_webhook
 
 if TYPE_CHECKING:
@@ -88,7 +88,9 @@ def write_notify_config(ctx: Context, plan: SubmissionPlan, config: Mapping[str,
     Raises:
         TransportError: The file cannot be written.
     """
-    ctx.runner.put_file(posixpath.join(plan.job_dir, NOTIFY_CONFIG), json.dumps(config), 0o600)
+    ctx.runner.put_file(
+        posixpath.join(plan.job_dir, jobdir.NOTIFY_CONFIG), json.dumps(config), 0o600
+    )
 
 
 def notify_from_here(
@@ -105,7 +107,7 @@ def notify_from_here(
         if record is None or not record.notify:
             continue
         try:
-            box = Outbox.of_job(ctx.runner, posixpath.join(record.job_dir, NOTIFY_CONFIG))
+            box = Outbox.of_job(ctx.runner, posixpath.join(record.job_dir, jobdir.NOTIFY_CONFIG))
             if box is None:
                 continue
             if info.ref.job_id in ended:

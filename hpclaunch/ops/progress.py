@@ -10,26 +10,28 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import jobdir
 from hpclaunch.errors import HistoryError
 from hpclaunch.ops.records import find_job_record, read_job_file
 from hpclaunch.ops.retries import RetryWait, retry_wait
 from hpclaunch.report.eta import Eta, eta_of
 from hpclaunch.slurm.jobs import JobState
-from hpclaunch.supervise.gpumon import GUARD_OFF_PATH
-from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
+from hpclaunch.supervise.ledger import parse_ledger
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
-__all__ = ["MAX_READS", "PROGRESS_PATH", "JobNotes", "eta_of_record", "job_notes"]
+__all__ = [
+    "MAX_READS",
+    "JobNotes",
+    "eta_of_record",
+    "job_notes",
+]
 
 #: The most files of one kind one command reads (one a job shown).
 MAX_READS = 20
-
-#: Where the trainer's reports are, in the job directory (HPCLAUNCH_CONTROL_DIR).
-PROGRESS_PATH = "control/progress.json"
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def job_notes(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, JobNotes]:
         if notes != JobNotes():
             found[info.ref.job_id] = notes
     for info, record in _records(infos, running=False):
-        text = read_job_file(ctx, record, LEDGER_NAME)
+        text = read_job_file(ctx, record, jobdir.LEDGER)
         wait = retry_wait(parse_ledger(text)) if text else None
         if wait is not None:
             found[info.ref.job_id] = JobNotes(retry=wait)
@@ -74,7 +76,7 @@ def job_notes(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, JobNotes]:
 
 def _guard_off(ctx: Context, record: SubmissionRecord) -> str | None:
     """Why the job's nodes sample no GPU, one line a reason (``None``: they all do)."""
-    text = read_job_file(ctx, record, GUARD_OFF_PATH)
+    text = read_job_file(ctx, record, jobdir.in_control(jobdir.GUARD_OFF))
     lines = list(dict.fromkeys(line for line in (text or "").splitlines() if line))
     return "; ".join(lines) or None
 
@@ -100,7 +102,7 @@ def _records(
 
 def eta_of_record(ctx: Context, record: SubmissionRecord) -> Eta | None:
     """The ETA of a recorded job from its ``progress.json`` (``None``: none to tell)."""
-    text = read_job_file(ctx, record, PROGRESS_PATH)
+    text = read_job_file(ctx, record, jobdir.in_control(jobdir.PROGRESS))
     if not text:
         return None
     try:

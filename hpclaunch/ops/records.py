@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch.errors import HistoryError, JobNotFound, TransportError
 from hpclaunch.store.history import find_record, history_path, record_state
 from hpclaunch.store.sweeps import task_submission
@@ -73,10 +74,9 @@ def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | No
 def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
     """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
-    from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
     try:
-        script = read(posixpath.join(record.job_dir, SCRIPT_NAME))
+        script = read(posixpath.join(record.job_dir, jobdir.SCRIPT))
     except (TransportError, OSError):
         return None
     # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import jobdir
 from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.progress import eta_of_record
 from hpclaunch.ops.records import read_job_file
@@ -18,7 +19,7 @@ from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
 from hpclaunch.report.usage import advise_usage, summarise_usage
-from hpclaunch.supervise.gpumon import METRICS_NAME, read_metrics
+from hpclaunch.supervise.gpumon import read_metrics
 from hpclaunch.supervise.ledger import COMMIT_EVENTS
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     events = job_events(ctx, job_id)
     record = events.submission
     attempts = summarise_attempts(events.attempts, events.ledger or [])
-    samples = read_metrics(read_job_file(ctx, record, METRICS_NAME) or "") if record else []
+    samples = read_metrics(read_job_file(ctx, record, jobdir.GPU_METRICS) or "") if record else []
     gpus = gpu_stats(samples)
     usage = summarise_usage(events.attempts, ctx.site_config.gres_name)
     gone = events.another_job  # what hpclaunch recorded stands in for Slurm's accounting

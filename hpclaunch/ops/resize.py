@@ -16,11 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hpclaunch import jobdir
 from hpclaunch.errors import ResizeRefused, TransportError, WatchTimeout
+from hpclaunch.jobdir import JobDir
 from hpclaunch.ops.records import read_job_file, submission_record
 from hpclaunch.slurm.nodecount import node_count_update
-from hpclaunch.supervise.ledger import LEDGER_NAME, parse_ledger
-from hpclaunch.supervise.resize import REQUEST, elastic_of_script, request_data
+from hpclaunch.supervise.ledger import parse_ledger
+from hpclaunch.supervise.resize import elastic_of_script, request_data
 
 if TYPE_CHECKING:
     from hpclaunch.ops.context import Context
@@ -58,9 +60,8 @@ class ResizeResult:
 
 def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | None:
     """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
-    from hpclaunch.planning.plan import SCRIPT_NAME  # noqa: PLC0415 (pydantic)
 
-    return elastic_of_script(read_job_file(ctx, record, SCRIPT_NAME) or "")
+    return elastic_of_script(read_job_file(ctx, record, jobdir.SCRIPT) or "")
 
 
 def resize_job(
@@ -124,7 +125,7 @@ def resize_job(
 
     wait = DEFAULT_WAIT if wait is None else wait
     request = request_data(nodes, why=why, by=ctx.runner.user(), force=force)
-    path = posixpath.join(record.job_dir, "control", REQUEST)
+    path = JobDir(record.job_dir).file(jobdir.in_control(jobdir.RESIZE))
     ctx.runner.put_file(path, json.dumps(request), 0o600)
     if wait <= 0:
         return ResizeResult(job_id, current, nodes, "asked")
@@ -147,7 +148,7 @@ def _log_pending_resize(
         "why": why,
         "by": by,
     }
-    path = posixpath.join(record.job_dir, LEDGER_NAME)
+    path = posixpath.join(record.job_dir, jobdir.LEDGER)
     try:
         ctx.runner.run(["sh", "-c", 'cat >> "$1"', "sh", path], stdin=json.dumps(line) + "\n")
     except TransportError:
@@ -190,7 +191,7 @@ def _follow(
 
     job_id = record.job_id
     while time.monotonic() < deadline:
-        ledger = parse_ledger(read_job_file(ctx, record, LEDGER_NAME) or "")
+        ledger = parse_ledger(read_job_file(ctx, record, jobdir.LEDGER) or "")
         mine = _answer_to(ledger, request)
         asked = mine[0] if mine else None
         if asked is not None and asked.get("refused"):

@@ -13,11 +13,12 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.errors import HpclaunchError, TransportError
 from hpclaunch.ops.records import another_job_reason, names_another_job, remember_finished
-from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
 from hpclaunch.store.history import recent_submissions
 
@@ -141,7 +142,7 @@ def _explain_start_failure(ctx: Context, info: JobInfo, record: SubmissionRecord
         return info
 
     try:
-        text = ctx.runner.read_file(posixpath.join(record.logs, START_FAILURE_NAME))
+        text = ctx.runner.read_file(posixpath.join(record.logs, jobdir.START_FAILURE))
     except TransportError:
         return info
     line = text.strip().splitlines()[0] if text.strip() else ""

@@ -22,11 +22,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from hpclaunch import jobdir
 from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import HistoryError
 from hpclaunch.ops.sweep_status import sweep_status
-from hpclaunch.planning.plan import SCRIPT_NAME
 from hpclaunch.store.history import find_record, record_submission
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, save_sweep
 
@@ -93,7 +93,7 @@ def _by_array(record: SweepRecord, points: list[int]) -> dict[SweepArray, list[i
 def _submit(
     context: Context, record: SweepRecord, array: SweepArray, tasks: tuple[int, ...], tag: str
 ) -> JobRef:
-    script = array.script or f"{record.job_dir.rstrip('/')}/{SCRIPT_NAME}"
+    script = array.script or f"{record.job_dir.rstrip('/')}/{jobdir.SCRIPT}"
     limit = f"%{record.max_concurrent}" if record.max_concurrent else ""
     argv = (
         "sbatch",

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch import jobdir
 from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
-from hpclaunch.supervise.ledger import LEDGER_NAME, SUCCESS_LINE
-from hpclaunch.supervise.sweep_task import METRICS_NAME, format_value, task_dir
+from hpclaunch.supervise.ledger import SUCCESS_LINE
+from hpclaunch.supervise.sweep_task import format_value, task_dir
 from hpclaunch.transport.base import Runner
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ def _started_points(runner: Runner, record: SweepRecord, problems: list[str]) ->
     ``<log dir>/tasks/<point>/`` (the script's first act) or a sidecar ledger in
     ``<job dir>/tasks/<point>/``; one ``find`` for all."""
     roots = dict.fromkeys(posixpath.join(d, "tasks") for d in (record.log_dir, record.job_dir))
-    names = ["(", "-name", "attempt-*.log", "-o", "-name", LEDGER_NAME, ")"]
+    names = ["(", "-name", "attempt-*.log", "-o", "-name", jobdir.LEDGER, ")"]
     argv = ["find", *roots, "-mindepth", "2", "-maxdepth", "2", *names]
     try:
         found = runner.run(argv, timeout=60)
@@ -225,7 +226,7 @@ def _started_points(runner: Runner, record: SweepRecord, problems: list[str]) ->
 def _succeeded_points(runner: Runner, record: SweepRecord, problems: list[str]) -> set[int]:
     """The points whose task ledger has an attempt that ended ``success``."""
     tasks = posixpath.join(record.job_dir, "tasks")
-    argv = ["grep", "-rlE", "--include", LEDGER_NAME, "--", SUCCESS_LINE, tasks]
+    argv = ["grep", "-rlE", "--include", jobdir.LEDGER, "--", SUCCESS_LINE, tasks]
     try:
         found = runner.run(argv, timeout=60)
     except TransportError as exc:
@@ -258,7 +259,7 @@ def _read_params(
 
 
 def _read_metrics(runner: Runner, record: SweepRecord, point: int) -> dict[str, Any] | None:
-    path = posixpath.join(task_dir(record.job_dir, point), METRICS_NAME)
+    path = posixpath.join(task_dir(record.job_dir, point), jobdir.FINAL_METRICS)
     try:
         data = json.loads(runner.read_file(path))
     except (TransportError, ValueError):

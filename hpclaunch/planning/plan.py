@@ -25,8 +25,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from hpclaunch import jobdir
 from hpclaunch.config.site import Partition, SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
+from hpclaunch.jobdir import JobDir
 from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.notify import Notify
@@ -34,11 +36,8 @@ from hpclaunch.planning.container import ContainerPlan, plan_container
 from hpclaunch.planning.quota import place
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
-__all__ = ["SCRIPT_NAME", "SubmissionPlan", "build_plan", "new_submission_id"]
+__all__ = ["SubmissionPlan", "build_plan", "new_submission_id"]
 
-#: The job's notification settings, in its directory (hpclaunch/notify/outbox.py).
-NOTIFY_CONFIG = "notify/config.json"
-SCRIPT_NAME = "job.sbatch"
 _SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Launchers started through the sidecar (hpclaunch.supervise): rendezvous, ranks, signals.
 _SIDECAR_LAUNCHERS = frozenset({"srun", "torchrun", "deepspeed", "accelerate"})
@@ -68,7 +67,7 @@ class SubmissionPlan:
         launcher: ``none``, ``srun``, ``torchrun``, ``deepspeed`` or ``accelerate``.
         container: The spec's container as argv (:mod:`hpclaunch.planning.container`).
         notify: The spec's ``notify:`` (a webhook's name, never its URL): the submit writes
-            the job's private ``notify/config.json`` (:data:`NOTIFY_CONFIG`) from it.
+            the job's private ``notify/config.json`` (``jobdir.NOTIFY_CONFIG``) from it.
         modules: Environment modules to load first (the site's, then the spec's).
         module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
@@ -265,7 +264,7 @@ def build_plan(
         sbatch_options=tuple(opts),
         job_dir=job_dir,
         log_dir=log_dir,
-        script_path=posixpath.join(job_dir, SCRIPT_NAME),
+        script_path=posixpath.join(job_dir, jobdir.SCRIPT),
         workdir=workdir,
         command=_command(spec, home, workdir),
         launch_prefix=_launch_prefix(spec, python, container),
@@ -781,7 +780,7 @@ def _runtime_env(
         ("HPCLAUNCH_CHECKPOINT_SIGNAL", spec.checkpoint.signal),
         ("HPCLAUNCH_SIGNAL_LEAD", str(lead)),
         # The sidecar/trainer control channel (hpclaunch/supervise/control.py).
-        ("HPCLAUNCH_CONTROL_DIR", posixpath.join(job_dir, "control")),
+        ("HPCLAUNCH_CONTROL_DIR", JobDir(job_dir).control),
     ]
     if spec.elastic is not None:
         env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
@@ -793,11 +792,11 @@ def _runtime_env(
     if spec.notify is not None:
         # Where the notices go: a private file the submit writes (the URL is a secret and
         # stays out of the script and of the environment Slurm records).
-        env.append(("HPCLAUNCH_NOTIFY", posixpath.join(job_dir, NOTIFY_CONFIG)))
+        env.append(("HPCLAUNCH_NOTIFY", posixpath.join(job_dir, jobdir.NOTIFY_CONFIG)))
     if spec.checkpoint.dir:
         ckpt_dir = _expand(spec.checkpoint.dir, home, cwd or job_dir, "checkpoint.dir")
     else:
-        ckpt_dir = posixpath.join(job_dir, "checkpoints")
+        ckpt_dir = JobDir(job_dir).checkpoints
     env.append(("HPCLAUNCH_CHECKPOINT_DIR", ckpt_dir))
     if policy.preemptible and policy.grace:
         # The QOS GraceTime: how long the sidecar lets the trainer checkpoint at preemption.

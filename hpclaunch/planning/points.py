@@ -15,10 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hpclaunch.jobspec.job import Sweep, SweepRange, SweepValue
-from hpclaunch.supervise.sweep_task import PARAMS_NAME, format_value, placeholders, substitute
+from hpclaunch.supervise.sweep_task import format_value, placeholders, substitute
 
 __all__ = [
-    "PARAMS_NAME",
     "ArrayChunk",
     "expand",
     "format_value",

@@ -31,13 +31,14 @@ from pathlib import Path
 
 import jinja2
 
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch._resources import shipped_dir
 from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import RenderError
 from hpclaunch.jobspec.words import ENV_NAME
 from hpclaunch.planning.plan import SubmissionPlan
-from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 
 __all__ = [
     "SCRIPT_TEMPLATE",
@@ -175,7 +176,7 @@ def _environment(dirs: tuple[Path, ...]) -> jinja2.Environment:
     env.filters["sbatch_quote"] = sbatch_quote
     env.filters["envname"] = _envname
     env.globals["EXIT_NO_WORKDIR"] = EXIT_NO_WORKDIR
-    env.globals["START_FAILURE_NAME"] = START_FAILURE_NAME
+    env.globals["START_FAILURE_NAME"] = jobdir.START_FAILURE
     return env
 
 

@@ -6,16 +6,14 @@ it starts it in ``/tmp`` instead and runs it anyway, with only a line in ``slurm
 checks paths on the submitting host, which does not see what the nodes lack (a login node's
 ``/tmp`` or local disk): so the script checks that it runs where it asked, and otherwise
 writes one line naming the directory, the node and the fix to ``<log dir>/``
-:data:`START_FAILURE_NAME` and its log, and exits :data:`EXIT_NO_WORKDIR` before anything
+``jobdir.START_FAILURE`` and its log, and exits :data:`EXIT_NO_WORKDIR` before anything
 runs. ``hpclaunch status`` shows that line as the job's reason.
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_NO_WORKDIR", "START_FAILURE_NAME"]
+__all__ = ["EXIT_NO_WORKDIR"]
 
 #: The batch script's exit code when the node lacks the job's workdir (78: EX_CONFIG in
 #: sysexits.h, a configuration error).
 EXIT_NO_WORKDIR = 78
-#: The file, in the job's log directory (a sweep task's own), that says why.
-START_FAILURE_NAME = "start-failure.txt"

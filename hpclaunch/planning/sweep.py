@@ -37,12 +37,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from hpclaunch import jobdir
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec, SweepValue
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
-from hpclaunch.supervise.sweep_task import PARAMS_NAME, placeholders
+from hpclaunch.supervise.sweep_task import placeholders
 
 __all__ = ["SweepPlan", "plan_sweep"]
 
@@ -187,7 +188,7 @@ def plan_sweep(
     else:
         parts = [_Part(whole, arrays, None, 0)]
     chained = any(len(p.arrays) > 1 and p.arrays[0].limit for p in parts)
-    params_file = posixpath.join(whole.job_dir, PARAMS_NAME)
+    params_file = posixpath.join(whole.job_dir, jobdir.SWEEP_PARAMS)
     task_step = (
         python,
         "-m",
@@ -231,10 +232,6 @@ def plan_sweep(
     )
 
 
-#: The over-quota part's script, beside the in-quota part's ``job.sbatch``.
-OVERQUOTA_SCRIPT = "job-overquota.sbatch"
-
-
 @dataclass(frozen=True)
 class _Part:
     """One part of a sweep: its plan, arrays (offsets from ``first``) and script name."""
@@ -269,7 +266,7 @@ def _split(
     over_arrays = _arrays(count - inside, max_array_size, at_once - fits, inside)
     return [
         _Part(in_plan, _arrays(inside, max_array_size, fits, 0), None, 0),
-        _Part(over_plan, over_arrays, OVERQUOTA_SCRIPT, inside),
+        _Part(over_plan, over_arrays, jobdir.OVERQUOTA_SCRIPT, inside),
     ]
 
 
@@ -284,7 +281,7 @@ def _split_note(
         f"GPUs; project {project} has {(cap_in or 0) * per_task} guaranteed GPUs free: split "
         f"in two, points 0-{over.first - 1} in-quota ({cap_in} at a time, never preempted), "
         f"points {over.first}-{count - 1} over-quota ({cap_over} at a time, on idle GPUs, "
-        f"preemptible; script {OVERQUOTA_SCRIPT})"
+        f"preemptible; script {jobdir.OVERQUOTA_SCRIPT})"
     )
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.runtime import _dist
 from hpclaunch.runtime._fs import read_json, write_json_atomic
 from hpclaunch.supervise.ledger import Ledger
@@ -49,14 +50,6 @@ __all__ = [
     "report_progress",
     "should_checkpoint",
 ]
-
-REQUEST_FILE = "checkpoint-request.json"
-DONE_FILE = "checkpoint-done.json"
-PROGRESS_FILE = "progress.json"
-FAILED_FILE = "checkpoint-failed.json"
-#: Written once the trainer has seen the request: an exit 0 after it is a stop for the
-#: request, not the end of the work (the sidecar requeues it).
-SEEN_FILE = "checkpoint-seen.json"
 
 
 #: Outside an hpclaunch job, each run's files go under this directory of the current one.
@@ -103,13 +96,13 @@ def local_run_dir() -> Path:
 def control_dir() -> Path:
     """``$HPCLAUNCH_CONTROL_DIR``, default ``<job dir>/control``."""
     value = os.environ.get("HPCLAUNCH_CONTROL_DIR")
-    return Path(value) if value else job_dir() / "control"
+    return Path(value) if value else job_dir() / jobdir.CONTROL
 
 
 def checkpoint_dir() -> Path:
     """``$HPCLAUNCH_CHECKPOINT_DIR``, default ``<job dir>/checkpoints``."""
     value = os.environ.get("HPCLAUNCH_CHECKPOINT_DIR")
-    return Path(value) if value else job_dir() / "checkpoints"
+    return Path(value) if value else job_dir() / jobdir.CHECKPOINTS
 
 
 def attempt() -> int:
@@ -162,7 +155,7 @@ class _RequestWatcher:
         if now - self._checked_at < min_interval:
             return None
         self._checked_at = now
-        path = control_dir() / REQUEST_FILE
+        path = control_dir() / jobdir.REQUEST
         if not path.exists():
             return None
         self.request = _parse_request(read_json(path))
@@ -180,7 +173,7 @@ def _mark_seen(request: CheckpointRequest) -> None:
     """Tell the sidecar the trainer knows of the request (best effort: never fails a step)."""
     data = {"seen_at": time.time(), "reason": request.reason, "pid": os.getpid()}
     with contextlib.suppress(OSError):
-        write_json_atomic(control_dir() / SEEN_FILE, data)
+        write_json_atomic(control_dir() / jobdir.SEEN, data)
 
 
 def _parse_request(data: Any) -> CheckpointRequest:
@@ -327,7 +320,7 @@ def report_progress(
         data |= {"samples": int(samples), "world_size": _dist.world_size()}
         if since > 0:
             data["samples_per_s"] = round(done / since, 3)
-    write_json_atomic(control_dir() / PROGRESS_FILE, data)
+    write_json_atomic(control_dir() / jobdir.PROGRESS, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
 
 
@@ -361,7 +354,7 @@ def mark_checkpoint_done(step: int, path: Path, *, seconds: float) -> None:
         "attempt": attempt(),
         "reason": request.reason if request is not None else "periodic",
     }
-    write_json_atomic(control_dir() / DONE_FILE, data)
+    write_json_atomic(control_dir() / jobdir.DONE, data)
     job = os.environ.get("HPCLAUNCH_JOB_DIR")
     if request is None and job:
         # The sidecar logs the checkpoints it asked for; the trainer's own schedule is
@@ -397,4 +390,4 @@ def mark_checkpoint_failed(
         "reason": request.reason if request is not None else "periodic",
     }
     with contextlib.suppress(OSError):
-        write_json_atomic(control_dir() / FAILED_FILE, data)
+        write_json_atomic(control_dir() / jobdir.FAILED, data)

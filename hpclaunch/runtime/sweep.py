@@ -10,14 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.runtime import _dist
 from hpclaunch.runtime._fs import write_json_atomic
 from hpclaunch.runtime.control import attempt, job_dir
 
-__all__ = ["METRICS_FILE", "report_metrics", "sweep_params"]
-
-#: In the task's own directory (``$HPCLAUNCH_JOB_DIR``, ``<job dir>/tasks/<point>``).
-METRICS_FILE = "final-metrics.json"
+__all__ = ["report_metrics", "sweep_params"]
 
 
 def sweep_params() -> dict[str, Any] | None:
@@ -53,7 +51,7 @@ def report_metrics(metrics: Mapping[str, Any]) -> Path | None:
         if not isinstance(key, str):
             raise TypeError(f"metric names must be text, got {key!r}")
         clean[key] = _scalar(key, value)
-    path = job_dir() / METRICS_FILE
+    path = job_dir() / jobdir.FINAL_METRICS
     data = {"metrics": clean, "reported_at": time.time(), "attempt": attempt()}
     write_json_atomic(path, data)
     return path

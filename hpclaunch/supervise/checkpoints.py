@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.supervise import control
 from hpclaunch.supervise.attempt import POLL, Attempt
 from hpclaunch.supervise.ledger import Ledger
@@ -39,7 +40,7 @@ class CheckpointWatch:
         known of the time limit at the warning (for the ledger)."""
         requested_at = time.time()
         control.write_json_atomic(
-            self.control / control.REQUEST,
+            self.control / jobdir.REQUEST,
             {"reason": reason, "requested_at": requested_at, "deadline": deadline},
         )
         self.ledger.append(
@@ -48,7 +49,7 @@ class CheckpointWatch:
         periodic: dict[str, Any] | None = None
         while time.time() < deadline:
             exited = attempt.proc.poll() is not None  # before the read: a last commit is kept
-            done = control.read_json(self.control / control.DONE)
+            done = control.read_json(self.control / jobdir.DONE)
             if done is not None and float(done.get("committed_at", 0)) >= requested_at:
                 # A periodic commit that ends after the request was started before the
                 # trainer saw it: the trainer goes on and writes the requested checkpoint
@@ -81,7 +82,7 @@ class CheckpointWatch:
 
     def note_failed(self) -> None:
         """Record a new ``checkpoint-failed.json`` of the trainer as ``checkpoint_failed``."""
-        path = self.control / control.FAILED
+        path = self.control / jobdir.FAILED
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
@@ -103,9 +104,9 @@ class CheckpointWatch:
 
     def last_step(self) -> int | None:
         """The newest step the trainer reported (``progress.json``) or committed."""
-        steps = [control.read_step(self.control / control.PROGRESS)]
+        steps = [control.read_step(self.control / jobdir.PROGRESS)]
         if self.committed is not None:
-            steps.append(control.read_step(self.control / control.DONE))
+            steps.append(control.read_step(self.control / jobdir.DONE))
         known = [s for s in steps if s is not None]
         return max(known) if known else None
 

@@ -35,24 +35,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch.runtime import _fs
-from hpclaunch.runtime.control import (
-    DONE_FILE,
-    FAILED_FILE,
-    PROGRESS_FILE,
-    REQUEST_FILE,
-    SEEN_FILE,
-)
 
 __all__ = [
-    "DONE",
-    "FAILED",
     "PERIODIC",
-    "PROGRESS",
-    "REQUEST",
-    "RESIZE",
-    "SEEN",
     "clear_stale",
     "prepare",
     "read_json",
@@ -60,14 +48,6 @@ __all__ = [
     "write_json_atomic",
 ]
 
-REQUEST = REQUEST_FILE
-DONE = DONE_FILE
-FAILED = FAILED_FILE
-PROGRESS = PROGRESS_FILE
-#: The trainer saw this attempt's request (:mod:`hpclaunch.runtime.control`).
-SEEN = SEEN_FILE
-#: ``hpclaunch resize``'s request (:mod:`hpclaunch.supervise.resize`).
-RESIZE = "resize-request.json"
 #: The done file's ``reason`` for a commit made without knowing of a request
 #: (:func:`hpclaunch.runtime.control.mark_checkpoint_done`).
 PERIODIC = "periodic"
@@ -103,7 +83,7 @@ def clear_stale(control_dir: str | Path) -> list[tuple[str, dict[str, Any] | Non
     what they held."""
     removed = []
     # A resize asked of an earlier attempt is stale too: the job may be at that size now.
-    for name in (REQUEST, DONE, FAILED, SEEN, RESIZE):
+    for name in (jobdir.REQUEST, jobdir.DONE, jobdir.FAILED, jobdir.SEEN, jobdir.RESIZE):
         path = Path(control_dir) / name
         if path.exists():
             removed.append((name, read_json(path)))

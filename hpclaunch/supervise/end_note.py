@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.runtime.checkpoint import resume_point
 from hpclaunch.supervise import control
 from hpclaunch.supervise.checkpoints import CheckpointWatch
@@ -33,7 +34,7 @@ def end_fields(
     last = watch.last_step()
     committed = watch.committed_step
     if committed is None:  # none asked for: the trainer's own schedule may have committed
-        done = control.read_json(control_dir / control.DONE) or {}
+        done = control.read_json(control_dir / jobdir.DONE) or {}
         if done.get("attempt") == attempt:  # cleared at each attempt's start
             committed = done.get("step")
     # Without a commit, a failed checkpoint named the resume point (checkpoint-failed.json).
@@ -41,7 +42,7 @@ def end_fields(
     lost = None
     if isinstance(last, int) and isinstance(resume, int) and reason != "success":
         lost = max(0, last - resume)  # what the next attempt redoes (none after success)
-    progress = control.read_json(control_dir / control.PROGRESS) or {}
+    progress = control.read_json(control_dir / jobdir.PROGRESS) or {}
     if progress.get("attempt") == attempt and "samples_per_s" in progress:
         # The throughput at this size (runtime.report_progress(samples=...)).
         extra.setdefault("samples_per_s", progress["samples_per_s"])

@@ -34,7 +34,7 @@ stops; nothing it does can affect the job. When every GPU of the node stays belo
 Each sample also leaves the node's state for the sidecar's idle guard: ``control/idle/<node>.json``
 (``since``: when this idle stretch began, ``null`` while busy; ``at``: the sample's time).
 With the idle guard on but no sampling, the node also appends ``node: reason`` to
-``control/idle-guard-off`` (:data:`GUARD_OFF_PATH`), which ``hpclaunch status`` reads beside
+``control/idle-guard-off`` (``jobdir.GUARD_OFF``), which ``hpclaunch status`` reads beside
 the progress: a guard that can never stop the job is said where the job is looked at.
 """
 
@@ -53,14 +53,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 
 __all__ = [
-    "GUARD_OFF_PATH",
     "IDLE_UTIL",
-    "METRICS_NAME",
     "GpuSampler",
     "latest_samples",
     "load_nvml",
@@ -69,13 +68,10 @@ __all__ = [
     "start_detached",
 ]
 
-METRICS_NAME = "metrics.jsonl"
 #: Utilisation (%) under which a GPU counts as idle.
 IDLE_UTIL = 5
 DEFAULT_INTERVAL = 30.0
 IDLE_SECONDS = 600.0
-#: Where a node without sampling says so while the idle guard is on (job dir relative).
-GUARD_OFF_PATH = "control/idle-guard-off"
 _PIPE_BUF = 4096
 
 
@@ -199,7 +195,7 @@ class GpuSampler:
         self.stopped = True
         self.ledger.append("gpu_monitor_off", node=self.node, reason=reason)
         if self.guarded:
-            path = self.job_dir / GUARD_OFF_PATH
+            path = self.job_dir / jobdir.in_control(jobdir.GUARD_OFF)
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with path.open("a") as out:  # one short line per node: O_APPEND keeps them whole
                 out.write(f"{self.node}: {reason}\n")
@@ -258,7 +254,9 @@ class GpuSampler:
         return records
 
     def _write(self, records: list[dict[str, Any]]) -> None:
-        fd = os.open(self.job_dir / METRICS_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(
+            self.job_dir / jobdir.GPU_METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+        )
         try:
             for record in records:
                 line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
@@ -288,7 +286,7 @@ class GpuSampler:
         """``control/idle/<node>.json`` for the sidecar's idle guard (hpclaunch/supervise/
         idle.py): since when every GPU of this node is idle (``null``: busy), as of ``now``."""
         state = {"since": self.idle_since, "at": now, "interval": self.interval}
-        folder = self.job_dir / "control" / "idle"
+        folder = self.job_dir / jobdir.CONTROL / jobdir.IDLE
         with contextlib.suppress(OSError):
             make_private_dirs(folder)
             tmp = folder / f".{self.node}.json.tmp"

@@ -14,14 +14,14 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["IDLE_DIR", "clear_idle_state", "idle_for"]
+from hpclaunch import jobdir
 
-IDLE_DIR = "idle"
+__all__ = ["clear_idle_state", "idle_for"]
 
 
 def clear_idle_state(control_dir: Path) -> None:
     """Forget the nodes' idle states of an earlier attempt."""
-    shutil.rmtree(control_dir / IDLE_DIR, ignore_errors=True)
+    shutil.rmtree(control_dir / jobdir.IDLE, ignore_errors=True)
 
 
 def idle_for(control_dir: Path, nodes: Sequence[str], now: float, since: float) -> float | None:
@@ -30,7 +30,7 @@ def idle_for(control_dir: Path, nodes: Sequence[str], now: float, since: float) 
     longest: float | None = None
     for node in nodes:
         try:
-            state = json.loads((control_dir / IDLE_DIR / f"{node}.json").read_text())
+            state = json.loads((control_dir / jobdir.IDLE / f"{node}.json").read_text())
             began, at = state.get("since"), float(state["at"])
             interval = float(state.get("interval") or 30)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):

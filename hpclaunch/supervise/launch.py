@@ -8,6 +8,7 @@ import re
 import socket
 from collections.abc import Mapping
 
+from hpclaunch import jobdir
 from hpclaunch.supervise.launchers import container_step, exec_argv, step_argv
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.sidecar_config import SidecarConfig
@@ -50,7 +51,7 @@ def child_env(cfg: SidecarConfig, env: Mapping[str, str]) -> dict[str, str]:
     out["HPCLAUNCH_JOB_DIR"] = str(cfg.job_dir)
     out["HPCLAUNCH_CONTROL_DIR"] = str(cfg.control_dir)
     out["HPCLAUNCH_ATTEMPT"] = str(cfg.attempt)
-    out.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(cfg.job_dir / "checkpoints"))
+    out.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(cfg.job_dir / jobdir.CHECKPOINTS))
     out.update(wandb_env(out))
     return out
 

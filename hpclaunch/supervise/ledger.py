@@ -77,8 +77,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
+
 __all__ = [
-    "LEDGER_NAME",
     "SUCCESS_LINE",
     "Ledger",
     "describe_event",
@@ -86,7 +87,6 @@ __all__ = [
     "read_ledger",
 ]
 
-LEDGER_NAME = "events.jsonl"
 #: An extended regular expression (``grep -E``) for the line :meth:`Ledger.append` writes
 #: when an attempt ends ``success`` (json.dumps: event, attempt and time first).
 SUCCESS_LINE = r'^\{"event": "attempt_end", .*"reason": "success"'
@@ -113,7 +113,7 @@ class Ledger:
         attempt: int,
         observer: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.path = Path(job_dir) / LEDGER_NAME
+        self.path = Path(job_dir) / jobdir.LEDGER
         self.attempt = attempt
         self.observer = observer
 
@@ -142,7 +142,7 @@ def read_ledger(job_dir: str | Path) -> list[dict[str, Any]]:
 
     A torn last line (the node died mid-write) is skipped, not an error.
     """
-    path = Path(job_dir) / LEDGER_NAME
+    path = Path(job_dir) / jobdir.LEDGER
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
 from hpclaunch.runtime import _fs
 from hpclaunch.slurm.nodecount import node_count_fields
-from hpclaunch.supervise.control import RESIZE
 from hpclaunch.transport.base import Runner
 
 __all__ = [
-    "REQUEST",
     "ResizeOutcome",
     "elastic_interval",
     "elastic_of_script",
@@ -43,9 +42,6 @@ __all__ = [
     "write_request",
 ]
 
-#: ``<control dir>/resize-request.json`` (:mod:`hpclaunch.supervise.control`), written by
-#: ``hpclaunch resize`` (or the arbiter), taken (removed) by the sidecar.
-REQUEST = RESIZE
 
 # $1 scontrol, $2 job, then the update's fields. A failed hold stops there: the job runs
 # on, unchanged.
@@ -106,7 +102,7 @@ def resize_at_requeue(
 
 def read_request(control: Path) -> dict[str, Any] | None:
     """The pending resize request, taken (removed); ``None`` when there is none."""
-    path = control / REQUEST
+    path = control / jobdir.RESIZE
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
@@ -178,4 +174,4 @@ def write_request(control: Path, nodes: int, *, why: str, by: str, force: bool) 
     """Ask the sidecar of the job whose control directory is ``control`` for ``nodes``
     nodes (where the job directory is on this machine's filesystem: the arbiter's case)."""
 
-    _fs.write_json_atomic(control / REQUEST, request_data(nodes, why=why, by=by, force=force))
+    _fs.write_json_atomic(control / jobdir.RESIZE, request_data(nodes, why=why, by=by, force=force))

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch.supervise import control
 from hpclaunch.supervise.attempt import (
     EXIT_NOT_REQUEUED,
@@ -146,7 +147,7 @@ class Sidecar:
         clear_idle_state(self.control)
         if stale:  # one event per attempt: a resume finds the request and the commit
             self.ledger.append("stale_control_files", files=stale)
-        self.checkpoints.start_step = control.read_step(self.control / control.PROGRESS)
+        self.checkpoints.start_step = control.read_step(self.control / jobdir.PROGRESS)
         rdzv, argv = launch_argv(cfg, self.env)
         self.ledger.append(
             "attempt_start",
@@ -384,7 +385,7 @@ class Sidecar:
         checkpoint it writes for it; clean-clone run 23: a disk-full job whose requested
         checkpoint failed, and which stopped so, was taken as finished and ended COMPLETED
         with its steps undone)."""
-        return (self.control / control.SEEN).exists()
+        return (self.control / jobdir.SEEN).exists()
 
     # -- what the handlers do to the attempt (AttemptControl) ---------------------------
     def checkpoint(

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpclaunch import jobdir
 from hpclaunch.supervise.launchers import LauncherName
 
 __all__ = ["SidecarConfig"]
@@ -55,7 +56,7 @@ class SidecarConfig:
     @property
     def control_dir(self) -> Path:
         """``HPCLAUNCH_CONTROL_DIR``."""
-        return self.job_dir / "control"
+        return self.job_dir / jobdir.CONTROL
 
     @classmethod
     def from_env(

@@ -24,7 +24,8 @@ with ``HPCLAUNCH_SWEEP_INDEX`` = the array's offset (the script's first argument
 4. replaces ``{name}`` in ARGV (after its first ``N`` words, the launcher prefix) with the
    point's values, each word staying one argv word (no shell), and execs it.
 
-It imports only the standard library: it runs before every task.
+It imports only the standard library and :mod:`hpclaunch.jobdir` (which imports nothing): it
+runs before every task.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ import sys
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
+from hpclaunch import jobdir
+
 __all__ = [
-    "PARAMS_NAME",
     "completed_at",
     "format_value",
     "hold_point",
@@ -53,10 +55,6 @@ __all__ = [
     "task_env",
 ]
 
-#: The params file in the job directory: line i is ``{"index": i, "params": {...}}``.
-PARAMS_NAME = "sweep-params.jsonl"
-#: A task's final metrics (:func:`hpclaunch.runtime.report_metrics`), in its directory.
-METRICS_NAME = "final-metrics.json"
 #: ``{name}``: the point's value; ``{{name}}``: a literal ``{name}`` (group 1).
 _PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -130,8 +128,8 @@ def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> d
     own = task_dir(job_dir, index)
     log_dir = env.get("HPCLAUNCH_LOG_DIR") or job_dir
     ckpt = env.get("HPCLAUNCH_CHECKPOINT_DIR")
-    if not ckpt or os.path.normpath(ckpt) == os.path.join(job_dir, "checkpoints"):
-        ckpt = os.path.join(own, "checkpoints")
+    if not ckpt or os.path.normpath(ckpt) == os.path.join(job_dir, jobdir.CHECKPOINTS):
+        ckpt = os.path.join(own, jobdir.CHECKPOINTS)
     else:
         ckpt = task_dir(ckpt, index)
     out = {
@@ -139,7 +137,7 @@ def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> d
         "HPCLAUNCH_SWEEP_INDEX": str(index),
         "HPCLAUNCH_SWEEP_PARAMS": json.dumps(dict(params), ensure_ascii=False, sort_keys=True),
         "HPCLAUNCH_JOB_DIR": own,
-        "HPCLAUNCH_CONTROL_DIR": os.path.join(own, "control"),
+        "HPCLAUNCH_CONTROL_DIR": os.path.join(own, jobdir.CONTROL),
         "HPCLAUNCH_CHECKPOINT_DIR": ckpt,
         "HPCLAUNCH_LOG_DIR": task_dir(log_dir, index),
     }

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hpclaunch.supervise.gpumon import METRICS_NAME, load_nvml, read_metrics, start_detached
+from hpclaunch import jobdir
+from hpclaunch.supervise.gpumon import load_nvml, read_metrics, start_detached
 from hpclaunch.supervise.ledger import read_ledger
 from hpclaunch.supervise.sidecar import Sidecar, SidecarConfig
 
@@ -69,7 +70,7 @@ def test_monitoring_off_is_recorded_once_and_the_exit_code_is_the_trainers(
     (off,) = _monitor_off(tmp_path)
     assert off["attempt"] == 0
     assert off["reason"] == OFF
-    assert not (tmp_path / METRICS_NAME).exists()
+    assert not (tmp_path / jobdir.GPU_METRICS).exists()
 
 
 def test_success_is_unaffected_and_wandb_continues_one_run(tmp_path: Path) -> None:
@@ -99,7 +100,7 @@ def test_a_gpu_of_the_job_is_sampled_where_nvml_works(tmp_path: Path) -> None:
     cfg = replace(cfg, env=dict(cfg.env or {}, CUDA_VISIBLE_DEVICES="0"))
     assert Sidecar(_monitoring(cfg, "0.2"), slurm_answers()).run() == 0
     assert _monitor_off(tmp_path) == []
-    samples = read_metrics((tmp_path / METRICS_NAME).read_text())
+    samples = read_metrics((tmp_path / jobdir.GPU_METRICS).read_text())
     assert len(samples) >= 3, samples
     assert {s["gpu"] for s in samples} == {samples[0]["gpu"]}  # only the job's one GPU
     assert str(samples[0]["gpu"]).startswith(("GPU-", "MIG-"))

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from hpclaunch import jobdir
 from hpclaunch.supervise import control
 from hpclaunch.supervise.ledger import Ledger, read_ledger
 
@@ -28,12 +29,12 @@ def test_ledger_appends_one_object_per_line(tmp_path: Path) -> None:
 def test_control_files(tmp_path: Path) -> None:
     ctl = control.prepare(tmp_path / "control")
     assert oct(ctl.stat().st_mode & 0o777) == "0o700"
-    control.write_json_atomic(ctl / control.REQUEST, {"reason": "manual"})
-    control.write_json_atomic(ctl / control.PROGRESS, {"step": 7})
-    assert json.loads((ctl / control.REQUEST).read_text()) == {"reason": "manual"}
-    assert control.read_step(ctl / control.PROGRESS) == 7
+    control.write_json_atomic(ctl / jobdir.REQUEST, {"reason": "manual"})
+    control.write_json_atomic(ctl / jobdir.PROGRESS, {"step": 7})
+    assert json.loads((ctl / jobdir.REQUEST).read_text()) == {"reason": "manual"}
+    assert control.read_step(ctl / jobdir.PROGRESS) == 7
     assert [p for p in os.listdir(ctl) if p.startswith(".")] == []  # no temp file left
     removed = control.clear_stale(ctl)
-    assert removed == [(control.REQUEST, {"reason": "manual"})]
-    assert not (ctl / control.REQUEST).exists()
-    assert (ctl / control.PROGRESS).exists()  # progress survives attempts
+    assert removed == [(jobdir.REQUEST, {"reason": "manual"})]
+    assert not (ctl / jobdir.REQUEST).exists()
+    assert (ctl / jobdir.PROGRESS).exists()  # progress survives attempts

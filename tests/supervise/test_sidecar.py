@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from hpclaunch import jobdir
 from hpclaunch.errors import CommandTimeout, ProgramNotFound
 from hpclaunch.supervise import control
 from hpclaunch.supervise.ledger import Ledger, read_ledger
@@ -69,7 +70,7 @@ def signal_at_step(tmp_path: Path) -> Iterator[Any]:
         def wait_then_kill() -> None:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                if (control.read_step(tmp_path / "control" / control.PROGRESS) or 0) >= step:
+                if (control.read_step(tmp_path / "control" / jobdir.PROGRESS) or 0) >= step:
                     os.kill(os.getpid(), sig)
                     return
                 time.sleep(0.02)
@@ -111,7 +112,7 @@ def test_preemption_signal_checkpoints_then_requeues(tmp_path: Path, signal_at_s
     assert code == EXIT_REQUEUED
     assert time.monotonic() - started < 10  # the trainer's 30 s sleep was cut short
     assert ("scontrol", "requeue", "4242") in runner.calls
-    request = json.loads((tmp_path / "control" / control.REQUEST).read_text())
+    request = json.loads((tmp_path / "control" / jobdir.REQUEST).read_text())
     assert request["reason"] == "preemption"
     assert request["deadline"] - request["requested_at"] <= 3
     ev = events(tmp_path)
@@ -169,9 +170,7 @@ def test_warning_near_the_end_is_the_time_limit(tmp_path: Path, signal_at_step: 
     code = Sidecar(config(tmp_path, "--steps", "1000", lead=30), slurm_answers("0:30")).run()
     assert code == EXIT_REQUEUED
     assert events(tmp_path)["attempt_end"]["reason"] == "time_limit"
-    assert (
-        json.loads((tmp_path / "control" / control.REQUEST).read_text())["reason"] == "time_limit"
-    )
+    assert json.loads((tmp_path / "control" / jobdir.REQUEST).read_text())["reason"] == "time_limit"
 
 
 def test_a_time_limit_warning_leaves_the_trainer_all_the_time_there_is(
@@ -185,7 +184,7 @@ def test_a_time_limit_warning_leaves_the_trainer_all_the_time_there_is(
     code = Sidecar(config(tmp_path, "--steps", "1000", lead=20), slurm_answers("0:46")).run()
     assert code == EXIT_REQUEUED
     assert time.monotonic() - started < 15
-    request = json.loads((tmp_path / "control" / control.REQUEST).read_text())
+    request = json.loads((tmp_path / "control" / jobdir.REQUEST).read_text())
     assert request["reason"] == "time_limit"
     assert 34 <= request["deadline"] - request["requested_at"] <= 37
 
@@ -261,7 +260,7 @@ def test_crash_loop_breaker_stops_requeuing_but_never_a_preemption(
     trainer gets no further before the warning. Near the time limit (30 s left) the breaker
     trips; far from it the warning is a preemption, which is requeued whatever the steps."""
     control.prepare(tmp_path / "control")
-    control.write_json_atomic(tmp_path / "control" / control.PROGRESS, {"step": 5})
+    control.write_json_atomic(tmp_path / "control" / jobdir.PROGRESS, {"step": 5})
     Ledger(tmp_path, 0).append("attempt_end", reason="time_limit", requeued=True, no_progress=True)
     runner = slurm_answers(time_left)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
@@ -281,17 +280,17 @@ def test_crash_loop_breaker_stops_requeuing_but_never_a_preemption(
 
 def test_stale_control_files_are_recorded_and_removed(tmp_path: Path) -> None:
     ctl = control.prepare(tmp_path / "control")
-    control.write_json_atomic(ctl / control.REQUEST, {"reason": "preemption", "requested_at": 1})
-    control.write_json_atomic(ctl / control.DONE, {"step": 9, "committed_at": 2})
+    control.write_json_atomic(ctl / jobdir.REQUEST, {"reason": "preemption", "requested_at": 1})
+    control.write_json_atomic(ctl / jobdir.DONE, {"step": 9, "committed_at": 2})
     assert Sidecar(config(tmp_path, "--steps", "1"), slurm_answers()).run() == 0
     # One event for both (issue 27: every resume logged two).
     (stale,) = [e for e in read_ledger(tmp_path) if e["event"].startswith("stale_control")]
     assert stale["event"] == "stale_control_files"
     assert stale["files"] == {
-        control.REQUEST: {"reason": "preemption", "requested_at": 1},
-        control.DONE: {"step": 9, "committed_at": 2},
+        jobdir.REQUEST: {"reason": "preemption", "requested_at": 1},
+        jobdir.DONE: {"step": 9, "committed_at": 2},
     }
-    assert not (ctl / control.REQUEST).exists()
+    assert not (ctl / jobdir.REQUEST).exists()
 
 
 @pytest.mark.parametrize(("reason", "code"), [("success", 0), ("user_error", 3)])
@@ -476,7 +475,7 @@ def test_a_bare_sigterm_names_its_real_cause(
     assert code == 143
     ev = events(tmp_path)
     assert ev["checkpoint_requested"]["reason"] == asked
-    assert json.loads((tmp_path / "control" / control.REQUEST).read_text())["reason"] == asked
+    assert json.loads((tmp_path / "control" / jobdir.REQUEST).read_text())["reason"] == asked
     end = ev["attempt_end"]
     assert (end["reason"], end["requeued"]) == (reason, False)
     out = capfd.readouterr().out
@@ -849,7 +848,7 @@ def test_a_cancelled_sidecar_ends_by_the_signal_as_a_plain_job(tmp_path: Path) -
     )
     try:
         deadline = time.monotonic() + 20
-        while (control.read_step(tmp_path / "control" / control.PROGRESS) or 0) < 3:
+        while (control.read_step(tmp_path / "control" / jobdir.PROGRESS) or 0) < 3:
             assert time.monotonic() < deadline, "the trainer never started"
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch.backends.base import Backend
 from hpclaunch.config.paths import user_dir
@@ -246,7 +247,7 @@ class Arbiter:
         if p.resize_to is not None and directory is not None:
             # The sidecar checkpoints, requeues it held, sets the size and releases it.
             write_request(
-                Path(directory) / "control",
+                Path(directory) / jobdir.CONTROL,
                 p.resize_to,
                 why=f"arbiter: room for job {p.for_job}",
                 by="arbiter",
@@ -274,7 +275,7 @@ class Arbiter:
         if self.options.dry_run:
             return
         write_request(
-            Path(directory) / "control",
+            Path(directory) / jobdir.CONTROL,
             g.to_nodes,
             why="arbiter: grow into idle GPUs",
             by="arbiter",

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpclaunch.planning.plan import SCRIPT_NAME
-from hpclaunch.runtime.control import DONE_FILE
+from hpclaunch import jobdir
 from hpclaunch.slurm.times import parse_time_limit
 from hpclaunch.supervise.ledger import read_ledger
 from hpclaunch.supervise.resize import elastic_of_script
@@ -100,7 +99,7 @@ def job_dir_of(command: str | None, job_id: str) -> Path | None:
     """
     if not command or not command.startswith("/"):
         return None
-    marker = "/" + SCRIPT_NAME
+    marker = "/" + jobdir.SCRIPT
     cut = command.find(marker + " ")
     if cut < 0:
         if not command.endswith(marker):
@@ -125,7 +124,7 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         return JobProgress()
     try:
         events = read_ledger(directory)
-        done = _read_json(directory / "control" / DONE_FILE)
+        done = _read_json(directory / jobdir.CONTROL / jobdir.DONE)
     except OSError:
         return JobProgress()
     starts = [e for e in events if e.get("event") == "attempt_start"]
@@ -164,7 +163,7 @@ def _elastic(directory: Path) -> dict[str, Any]:
     not elastic, or no script)."""
 
     try:
-        script = (directory / SCRIPT_NAME).read_text()
+        script = (directory / jobdir.SCRIPT).read_text()
         block = elastic_of_script(script)
         if block is None:
             return {}
@@ -203,7 +202,7 @@ def _last_commit_in(events: list[dict[str, Any]]) -> dict[str, Any] | None:
         if kind in ("stale_control_files", "stale_control_file"):
             # one event with every file; before 2026-11-27, one event per file
             files = event.get("files") or {event.get("file"): event.get("content")}
-            content = files.get(DONE_FILE) if isinstance(files, dict) else None
+            content = files.get(jobdir.DONE) if isinstance(files, dict) else None
             if isinstance(content, dict) and "seconds" in content:
                 return content
         elif kind == "checkpoint_committed" and event.get("seconds") is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import hpclaunch
+from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
 from hpclaunch.calls import payload
 from hpclaunch.config.paths import user_dir
@@ -64,14 +65,14 @@ def run_job(job_dir: Path | str, *args: str, **env: str) -> subprocess.Completed
 
 
 def prepared(tmp_path: Path, fn: Any, *args: Any, **kwargs: Any) -> Path:
-    call = tmp_path / payload.CALL_DIR
+    call = tmp_path / jobdir.CALL_DIR
     call.mkdir(parents=True)
-    (call / payload.CALL_FILE).write_bytes(payload.dump_call(fn, args, kwargs))
+    (call / jobdir.CALL).write_bytes(payload.dump_call(fn, args, kwargs))
     return tmp_path
 
 
 def outcome(job_dir: Path) -> payload.Outcome:
-    return payload.load_outcome((job_dir / payload.CALL_DIR / payload.RESULT_FILE).read_bytes())
+    return payload.load_outcome((job_dir / jobdir.CALL_DIR / jobdir.RESULT).read_bytes())
 
 
 def test_a_closure_and_an_importable_function_run_in_the_job_process(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_a_closure_and_an_importable_function_run_in_the_job_process(tmp_path: P
     job = prepared(tmp_path / "b", scale, [1.5], factor=3)  # by reference: tests.unit...
     assert run_job(job).returncode == 0
     assert outcome(job).get("2") == [4.5]
-    mode = (job / payload.CALL_DIR / payload.RESULT_FILE).stat().st_mode & 0o777
+    mode = (job / jobdir.CALL_DIR / jobdir.RESULT).stat().st_mode & 0o777
     assert mode == 0o600
 
 
@@ -139,7 +140,7 @@ def test_an_exception_that_cannot_travel_back_is_a_remote_error_with_the_same_no
 
 def test_a_job_in_another_environment_names_the_packages_and_runs_nothing(tmp_path: Path) -> None:
     job = prepared(tmp_path, scale, [1.0])
-    path = job / payload.CALL_DIR / payload.CALL_FILE
+    path = job / jobdir.CALL_DIR / jobdir.CALL
     envelope = pickle.loads(path.read_bytes())
     envelope["fingerprint"]["packages"]["pyyaml"] = "0.0.1"
     envelope["fingerprint"]["packages"]["left-on-my-laptop"] = "1.0"
@@ -311,7 +312,7 @@ def test_a_job_directory_others_can_write_is_refused_and_nothing_planted_runs(
     marker = tmp_path / "ran"
     evil = pickle.dumps(Evil(str(marker)))
     call_dir.chmod(0o777)  # someone opened it; a result was planted
-    (call_dir / payload.RESULT_FILE).write_bytes(evil)
+    (call_dir / jobdir.RESULT).write_bytes(evil)
     with pytest.raises(CallError, match=r"writable by others.*does not load the result"):
         job.result(timeout=30)
     assert not marker.exists()
@@ -586,7 +587,7 @@ def test_exits_signals_damaged_results_and_non_specs_are_named(
         session.submit(42)  # type: ignore[arg-type]
     cut = session.submit(scale, [1.0])
     assert cut.job_dir is not None
-    result = Path(cut.job_dir) / "call" / payload.RESULT_FILE
+    result = Path(cut.job_dir) / "call" / jobdir.RESULT
     result.write_bytes(payload.dump_value([2.0])[:20])
     with pytest.raises(CallError, match=r"cut short or damaged") as caught:
         cut.result(timeout=30)

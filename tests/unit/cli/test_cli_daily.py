@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hpclaunch import jobdir
 from hpclaunch.cli import cli
-from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 from hpclaunch.store.history import history_path
 from hpclaunch.transport.base import CommandResult
 from tests.unit.conftest import HELLO, Env, assert_clean_error, remember, run
@@ -371,7 +372,7 @@ def test_status_gives_the_scripts_own_reason_when_the_node_lacked_the_workdir(
     logs = tmp_path / "job" / "logs"
     logs.mkdir(parents=True)
     why = "the node n3 has no directory /tmp/mine (the job's workdir; ...)"
-    (logs / START_FAILURE_NAME).write_text(why + "\n")
+    (logs / jobdir.START_FAILURE).write_text(why + "\n")
     remember(env, "77", logs)
     slurm.jobs["77"] = FakeJob("job", ["FAILED"], exit_code=f"{EXIT_NO_WORKDIR}:0")
     data = json.loads(run(env, "status", "77", "--json").stdout)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from hpclaunch import jobdir
 from hpclaunch.errors import RenderError
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.planning.render import RenderedJob, render, render_command_section, sbatch_quote
-from hpclaunch.planning.script_start import EXIT_NO_WORKDIR, START_FAILURE_NAME
+from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 from tests.unit.conftest import CONTAINER_SITE, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
@@ -450,7 +451,7 @@ def test_a_node_without_the_workdir_stops_before_anything_runs(
     assert not (tmp_path / "pwned").exists()
     assert not (elsewhere / "pwned").exists()
     log_dir = Path(job.plan.log_dir)
-    (why,) = (log_dir / START_FAILURE_NAME).read_text().splitlines()
+    (why,) = (log_dir / jobdir.START_FAILURE).read_text().splitlines()
     assert why.startswith(f"the node {socket.gethostname()} has no directory {workdir} ")
     assert f"Slurm started the job in {elsewhere} instead" in why
     assert "a filesystem the compute nodes share" in why

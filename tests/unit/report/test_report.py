@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 import hpclaunch
+from hpclaunch import jobdir
 from hpclaunch.ops.sweep_status import SweepStatus, TaskStatus
 from hpclaunch.report.attempts import AttemptSummary
 from hpclaunch.report.gpus import gpu_stats, percentile
 from hpclaunch.report.job import advise
 from hpclaunch.report.sweep import SweepReport
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, find_sweep, sweeps_dir
-from hpclaunch.supervise.gpumon import METRICS_NAME
 from hpclaunch.supervise.ledger import Ledger
 from tests.unit.conftest import Env, assert_clean_error, remember, run
 from tests.unit.fakes import FakeSlurm
@@ -119,7 +119,7 @@ def test_report_of_a_preempted_and_resumed_job(
     lines = [sample(t, util=95) for t in range(0, 120, 30)] + [
         sample(t, util=1, gpu="GPU-b") for t in range(0, 120, 30)
     ]
-    (tmp_path / METRICS_NAME).write_text(
+    (tmp_path / jobdir.GPU_METRICS).write_text(
         "".join(json.dumps(line) + "\n" for line in lines) + "{torn"
     )
 
@@ -189,7 +189,7 @@ def test_the_html_page_draws_every_attempt_and_gpu_and_escapes_what_it_shows(
     )
     gpus = (("GPU-a", "0:3B"), ("GPU-b", "0:5E"))
     lines = [sample(start + t, gpu=g, pci=p) for g, p in gpus for t in range(0, 600, 30)]
-    (tmp_path / METRICS_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / jobdir.GPU_METRICS).write_text("".join(json.dumps(line) + "\n" for line in lines))
     page = tmp_path / "out" / "report.html"
     page.parent.mkdir()
     page.write_text("an older page, readable by all")

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
+from hpclaunch import jobdir
 from hpclaunch.supervise.gpumon import (
-    GUARD_OFF_PATH,
-    METRICS_NAME,
     GpuSampler,
     latest_samples,
     read_metrics,
@@ -167,7 +166,7 @@ def test_samples_are_json_lines_for_the_jobs_own_gpus(tmp_path: Path) -> None:
     assert s.start()
     s.sample()
     s.sample()
-    lines = (tmp_path / METRICS_NAME).read_text().splitlines()
+    lines = (tmp_path / jobdir.GPU_METRICS).read_text().splitlines()
     assert len(lines) == 2
     first = json.loads(lines[0])
     assert first == {
@@ -258,7 +257,7 @@ def test_nvml_init_error_is_recorded_once_and_the_sampler_stops(tmp_path: Path) 
     assert [e["event"] for e in events] == ["gpu_monitor_off"]
     assert "Driver Not Loaded" in events[0]["reason"]
     assert events[0]["node"] == "n3"
-    assert not (tmp_path / METRICS_NAME).exists()
+    assert not (tmp_path / jobdir.GPU_METRICS).exists()
 
 
 def test_missing_pynvml_is_recorded_once(tmp_path: Path) -> None:
@@ -273,7 +272,9 @@ def test_missing_pynvml_is_recorded_once(tmp_path: Path) -> None:
     assert event["attempt"] == 1
     assert event["reason"] == "pynvml is not installed"
     assert event["node"] == "n1"
-    assert not (tmp_path / GUARD_OFF_PATH).exists()  # no idle guard: nothing it cannot do
+    assert not (
+        tmp_path / jobdir.in_control(jobdir.GUARD_OFF)
+    ).exists()  # no idle guard: nothing it cannot do
 
 
 def test_a_node_without_sampling_says_so_where_status_looks_when_the_idle_guard_is_on(
@@ -285,7 +286,7 @@ def test_a_node_without_sampling_says_so_where_status_looks_when_the_idle_guard_
         GpuSampler.from_env(
             {**env, "HPCLAUNCH_GPU_IDLE_SECONDS": "600"}, None, "pynvml is not installed"
         ).run(lambda: True)
-    assert (tmp_path / GUARD_OFF_PATH).read_text() == (
+    assert (tmp_path / jobdir.in_control(jobdir.GUARD_OFF)).read_text() == (
         "n1: pynvml is not installed\nn2: pynvml is not installed\n"
     )
 
@@ -301,7 +302,7 @@ def test_interval_and_idle_default_from_the_environment(tmp_path: Path) -> None:
 def test_run_samples_until_told_to_stop(tmp_path: Path) -> None:
     s = sampler(tmp_path, three_gpus(), visible="GPU-bbbb")
     s.run(Rounds(3), sleep=lambda _: None)
-    assert len((tmp_path / METRICS_NAME).read_text().splitlines()) == 3
+    assert len((tmp_path / jobdir.GPU_METRICS).read_text().splitlines()) == 3
 
 
 # -- hpclaunch top --------------------------------------------------------------------------

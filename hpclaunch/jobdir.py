@@ -1,0 +1,136 @@
+"""Every file of a job's directory, named in one place (as submitit's ``JobPaths``): the
+planner writes them, the sidecar and the trainer's runtime use them inside the job, and
+the commands read them back (status, logs, events, report, results, clean, the arbiter).
+
+The names are relative: a job directory may be on this machine or on a login node reached
+over SSH, so :class:`JobDir` joins them with ``/`` and returns text. This module imports
+nothing of hpclaunch's: it is read inside the job before anything else.
+
+::
+
+    <job_root>/<submission id>/         JobDir(root)
+        job.sbatch                      SCRIPT (job-overquota.sbatch: a split sweep's part)
+        events.jsonl                    LEDGER: the sidecar's record of every attempt
+        metrics.jsonl                   GPU_METRICS: the nodes' GPU samples
+        start-failure.txt               START_FAILURE: why the batch script could not start
+        sweep-params.jsonl              SWEEP_PARAMS: one line of parameters a sweep task
+        final-metrics.json              FINAL_METRICS: a sweep task's last metrics
+        checkpoints/                    CHECKPOINTS: step-N/ directories
+        call/call.pkl, call/result.pkl  CALL, RESULT: a function's call and its outcome
+        notify/config.json              NOTIFY_CONFIG: where the job's events are told
+        control/                        CONTROL: the sidecar and the trainer talk here
+            checkpoint-request.json     REQUEST   (the sidecar asks for a checkpoint)
+            checkpoint-seen.json        SEEN      (the trainer saw the request)
+            checkpoint-done.json        DONE      (the trainer committed one)
+            checkpoint-failed.json      FAILED    (the trainer's checkpoint failed, and why)
+            progress.json               PROGRESS  (the trainer's step, total, throughput)
+            resize-request.json         RESIZE    (hpclaunch resize asks for another size)
+            idle-guard-off              GUARD_OFF (nodes that sample no GPU say why)
+            idle/                       IDLE      (each node's idle state)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "CALL",
+    "CALL_DIR",
+    "CHECKPOINTS",
+    "CONTROL",
+    "DONE",
+    "FAILED",
+    "FINAL_METRICS",
+    "GPU_METRICS",
+    "GUARD_OFF",
+    "IDLE",
+    "LEDGER",
+    "NOTIFY_CONFIG",
+    "NOTIFY_DIR",
+    "OVERQUOTA_SCRIPT",
+    "PROGRESS",
+    "REQUEST",
+    "RESIZE",
+    "RESULT",
+    "SCRIPT",
+    "SEEN",
+    "START_FAILURE",
+    "SWEEP_PARAMS",
+    "JobDir",
+    "in_control",
+]
+
+SCRIPT = "job.sbatch"
+OVERQUOTA_SCRIPT = "job-overquota.sbatch"
+LEDGER = "events.jsonl"
+GPU_METRICS = "metrics.jsonl"
+START_FAILURE = "start-failure.txt"
+SWEEP_PARAMS = "sweep-params.jsonl"
+FINAL_METRICS = "final-metrics.json"
+CHECKPOINTS = "checkpoints"
+CALL_DIR = "call"
+#: In :data:`CALL_DIR`.
+CALL = "call.pkl"
+#: In :data:`CALL_DIR`.
+RESULT = "result.pkl"
+NOTIFY_DIR = "notify"
+NOTIFY_CONFIG = f"{NOTIFY_DIR}/config.json"
+CONTROL = "control"
+# In CONTROL:
+REQUEST = "checkpoint-request.json"
+#: Written once the trainer has seen the request: an exit 0 after it is a stop for the
+#: request, not the end of the work (the sidecar requeues it).
+SEEN = "checkpoint-seen.json"
+DONE = "checkpoint-done.json"
+FAILED = "checkpoint-failed.json"
+PROGRESS = "progress.json"
+RESIZE = "resize-request.json"
+GUARD_OFF = "idle-guard-off"
+IDLE = "idle"
+
+
+def in_control(name: str) -> str:
+    """``name`` of the control directory, relative to the job directory."""
+    return f"{CONTROL}/{name}"
+
+
+@dataclass(frozen=True)
+class JobDir:
+    """One job's directory (``HPCLAUNCH_JOB_DIR``), here or on the login node: each path
+    as text, joined with ``/``."""
+
+    root: str
+
+    def file(self, name: str) -> str:
+        """``name`` (relative, e.g. :data:`LEDGER` or ``in_control(PROGRESS)``) in it."""
+        return f"{self.root.rstrip('/')}/{name}"
+
+    @property
+    def script(self) -> str:
+        return self.file(SCRIPT)
+
+    @property
+    def ledger(self) -> str:
+        return self.file(LEDGER)
+
+    @property
+    def control(self) -> str:
+        return self.file(CONTROL)
+
+    @property
+    def checkpoints(self) -> str:
+        return self.file(CHECKPOINTS)
+
+    @property
+    def call_dir(self) -> str:
+        return self.file(CALL_DIR)
+
+    @property
+    def call(self) -> str:
+        """The pickled call of a function's job."""
+        return self.file(f"{CALL_DIR}/{CALL}")
+
+    @property
+    def result(self) -> str:
+        """What the function returned or raised (``calls/payload.py``'s format)."""
+        return self.file(f"{CALL_DIR}/{RESULT}")
