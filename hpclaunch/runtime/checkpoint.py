@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hpclaunch import __version__
+from hpclaunch._fs import fsync_dir, fsync_file, read_json
 from hpclaunch.errors import SupervisorError
 from hpclaunch.runtime import _dist
-from hpclaunch.runtime._fs import fsync_dir, fsync_file, read_json
 from hpclaunch.runtime.control import (
     attempt,
     checkpoint_dir,

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch import jobdir
+from hpclaunch._fs import read_json, write_json_atomic
 from hpclaunch.runtime import _dist
-from hpclaunch.runtime._fs import read_json, write_json_atomic
 from hpclaunch.supervise.ledger import Ledger
 
 __all__ = [

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch import jobdir
+from hpclaunch._fs import write_json_atomic
 from hpclaunch.runtime import _dist
-from hpclaunch.runtime._fs import write_json_atomic
 from hpclaunch.runtime.control import attempt, job_dir
 
 __all__ = ["report_metrics", "sweep_params"]

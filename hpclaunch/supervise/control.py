@@ -24,7 +24,7 @@ JSON files, each written atomically (temp file + fsync + rename):
     ``{"step": N, "updated_at": ts, ...}``: the crash-loop breaker and "steps lost" read it.
 
 The file names and the atomic write are the runtime's (:mod:`hpclaunch.runtime.control`,
-:mod:`hpclaunch.runtime._fs`): one definition of the contract for both sides.
+:mod:`hpclaunch._fs`): one definition of the contract for both sides.
 
 Request, done and failed files of an earlier attempt are stale: the sidecar records and removes them
 before an attempt starts.
@@ -35,9 +35,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hpclaunch import jobdir
+from hpclaunch import _fs, jobdir
 from hpclaunch._private import make_private_dirs
-from hpclaunch.runtime import _fs
 
 __all__ = [
     "PERIODIC",

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from hpclaunch._fs import write_json_atomic
 from hpclaunch._private import make_private_dirs
-from hpclaunch.runtime._fs import write_json_atomic
 
 __all__ = ["bundle_config", "main", "mounted_at_same_path", "venv_paths"]
 

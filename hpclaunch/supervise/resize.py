@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpclaunch import jobdir
+from hpclaunch import _fs, jobdir
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
-from hpclaunch.runtime import _fs
 from hpclaunch.slurm.nodecount import node_count_fields
 from hpclaunch.transport.base import Runner
 
