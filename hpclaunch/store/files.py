@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from hpclaunch._private import make_private_dirs
+from hpclaunch._fs import write_atomic
 
 __all__ = ["write_private", "write_private_with"]
 
@@ -34,15 +32,4 @@ def write_private_with(path: Path, write: Callable[[IO[bytes]], object]) -> None
         OSError: The directory or file cannot be written.
         Exception: What ``write`` raised.
     """
-    make_private_dirs(path.parent)
-    # mkstemp: a name no other process or thread writes to, created 0600.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, write, private_dirs=True)

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch import jobdir
-from hpclaunch._private import make_private_dirs
+from hpclaunch._fs import write_atomic
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 
@@ -288,10 +288,11 @@ class GpuSampler:
         state = {"since": self.idle_since, "at": now, "interval": self.interval}
         folder = self.job_dir / jobdir.CONTROL / jobdir.IDLE
         with contextlib.suppress(OSError):
-            make_private_dirs(folder)
-            tmp = folder / f".{self.node}.json.tmp"
-            tmp.write_text(json.dumps(state))
-            os.replace(tmp, folder / f"{self.node}.json")
+            write_atomic(
+                folder / f"{self.node}.json",
+                lambda fh: fh.write(json.dumps(state).encode()),
+                private_dirs=True,
+            )
 
     def run(
         self,

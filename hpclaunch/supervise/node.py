@@ -11,6 +11,7 @@ from pathlib import Path
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
+from hpclaunch._fs import write_atomic
 from hpclaunch.supervise.gpumon import start_detached
 from hpclaunch.supervise.launchers import (
     LauncherName,
@@ -77,9 +78,8 @@ def write_hostfile(rdzv: Rendezvous, env: Mapping[str, str]) -> str:
     """
     directory = Path(env.get("TMPDIR") or tempfile.gettempdir())
     path = directory / f"hpclaunch-{rdzv.job_id}-{rdzv.node_rank}.deepspeed-hostfile"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(deepspeed_hostfile(rdzv))
-    os.replace(tmp, path)
+    text = deepspeed_hostfile(rdzv)
+    write_atomic(path, lambda fh: fh.write(text.encode()), mode=0o644)
     return str(path)
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from hpclaunch._private import foreign_or_open, make_private_dirs
+from hpclaunch._fs import write_atomic
+from hpclaunch._private import foreign_or_open
 from hpclaunch.errors import CommandTimeout, ConnectError, ProgramNotFound, TransportError
 from hpclaunch.transport.base import CommandResult, Runner
 
@@ -80,17 +81,7 @@ class LocalRunner(Runner):
         """See :meth:`Runner.put_bytes`. Writes a temporary file, then renames it."""
         target = Path(path)
         try:
-            make_private_dirs(target.parent)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, mode)  # os.open's mode is filtered by the umask
-                os.replace(tmp, target)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+            write_atomic(target, lambda fh: fh.write(data), mode=mode, private_dirs=True)
         except OSError as exc:
             raise TransportError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
