@@ -32,13 +32,11 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import IO, Any
 
 import cloudpickle
 
 from hpclaunch.errors import CallError, EnvironmentMismatch, RemoteError
-from hpclaunch.store.module_owners import module_owners
 
 __all__ = [
     "ALWAYS",
@@ -75,6 +73,7 @@ _STRINGS = frozenset(
 def fingerprint(distributions: Iterable[str] = ALWAYS) -> dict[str, Any]:
     """This interpreter's Python (implementation, major.minor) and the versions of
     ``distributions`` installed here (those missing are left out)."""
+    from importlib import metadata  # noqa: PLC0415 (importlib.metadata)
 
     packages: dict[str, str] = {}
     for name in distributions:
@@ -90,6 +89,8 @@ def needed_distributions(call: bytes, also: Iterable[str] = ()) -> list[str]:
     """The installed distributions that provide the modules the pickle ``call`` imports
     when loaded (:func:`imported_modules`) and the modules ``also`` (those the function's
     body imports: :func:`body_imports`), with :data:`ALWAYS`; sorted."""
+    from hpclaunch.store.module_owners import module_owners  # noqa: PLC0415 (importlib.metadata)
+
     provided = module_owners()
     names = set(ALWAYS)
     for module in imported_modules(call) | set(also):
