@@ -110,7 +110,7 @@ def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionReco
     for ref in refs:
         record = records.get(ref.job_id)
         if record is not None and record.dependency:
-            from hpclaunch.planning.pipeline import parse_dependency  # noqa: PLC0415 (pydantic: pydantic: only when needed)
+            from hpclaunch.planning.pipeline import parse_dependency  # noqa: PLC0415 (pydantic: only when needed)
 
             found += [job_id for _, job_id in parse_dependency(record.dependency)]
     return list(dict.fromkeys(found))
