@@ -45,7 +45,7 @@ from hpclaunch.backends.jobdesc import (
 )
 from hpclaunch.backends.merge import merge_status
 from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
-from hpclaunch.backends.slurm_text import ended_by, field, is_held, wanted_ref
+from hpclaunch.backends.slurm_text import ended_by, is_held, wanted_ref
 from hpclaunch.errors import (
     ACCOUNTING_UNAVAILABLE,
     CONTROLLER_UNREACHABLE,
@@ -68,6 +68,7 @@ from hpclaunch.slurm.cluster import (
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import QUEUE_STATES, QueueRow
 from hpclaunch.slurm.task_ids import task_ids
+from hpclaunch.slurm.text import field
 from hpclaunch.slurm.times import format_elapsed
 from hpclaunch.slurm.tres import gpus_per_node, gres_count, tres_value
 

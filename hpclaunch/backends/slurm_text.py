@@ -14,6 +14,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import long_format
 from hpclaunch.slurm.task_ids import task_ids
+from hpclaunch.slurm.text import field
 from hpclaunch.slurm.times import format_elapsed, parse_cpu_time, parse_elapsed, read_time_limit
 from hpclaunch.slurm.tres import parse_size, to_int, tres_text, tres_value
 from hpclaunch.transport.base import CommandResult
@@ -91,7 +92,6 @@ ATTEMPT_FIELDS = (
 )
 
 # "None assigned": sacct's NodeList of a job that never ran (22.05).
-_EMPTY = frozenset({"", "(null)", "None", "Unknown", "N/A", "None assigned"})
 # sacct's folded pending tasks of an array: "123_[0-4,7%2]" (the %N is the task limit).
 _FOLDED = re.compile(r"^(\d+)_\[(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)(?:%\d+)?\]$")
 
@@ -353,12 +353,6 @@ def _elapsed(text: str) -> str | None:
     ``00:01:13``): squeue's, ``[D-][H:]M:SS``."""
     seconds = parse_elapsed(field(text))
     return None if seconds is None else format_elapsed(seconds)
-
-
-def field(text: str) -> str | None:
-    """A column's value, or ``None`` for Slurm's ways of saying "nothing"."""
-    text = text.strip()
-    return None if text in _EMPTY else text
 
 
 def exit_status(text: str) -> tuple[int | None, int | None]:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from hpclaunch.errors import CommandFailed
+from hpclaunch.slurm.text import is_empty
 from hpclaunch.slurm.times import read_time_limit
 from hpclaunch.slurm.tres import to_int
 from hpclaunch.transport.base import Runner
@@ -38,7 +39,6 @@ QOS_FORMAT = (
 )
 ASSOC_FORMAT = "Cluster,Account,User,Partition,ParentName,QOS,DefaultQOS,GrpTRES"
 ACCOUNT_FORMAT = "Account,Description"
-_NULL = frozenset({"", "(null)", "N/A", "NONE", "None"})
 
 
 @dataclass(frozen=True)
@@ -185,13 +185,13 @@ def _factor(value: str) -> float:
 
 
 def _names(value: str) -> tuple[str, ...]:
-    if value.strip() in _NULL:
+    if is_empty(value):
         return ()
     return tuple(sorted(v.strip() for v in value.split(",") if v.strip()))
 
 
 def _seconds(value: str) -> int | None:
     """sacctmgr prints GraceTime and MaxWall as ``[D-]HH:MM:SS``; empty: unset."""
-    if value.strip() in _NULL:
+    if is_empty(value):
         return None
     return read_time_limit(value.strip())

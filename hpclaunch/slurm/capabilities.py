@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import CommandFailed, TransportError
+from hpclaunch.slurm.text import is_empty, key_values
 from hpclaunch.slurm.times import format_time, read_time_limit
 from hpclaunch.transport.base import CommandResult, Runner
 
@@ -68,7 +69,6 @@ COMMAND_TIMEOUT = 30.0
 SINFO_FORMAT = "%N|%R|%G|%c|%T"
 QOS_FORMAT = "Name,Priority,Preempt,PreemptMode,GraceTime,MaxWall,GrpTRES"
 ASSOC_FORMAT = "User,DefaultAccount,Cluster,Account,Partition,QOS"
-_NULL = frozenset({"", "(null)", "N/A", "NONE", "None"})
 
 
 @dataclass(frozen=True)
@@ -308,7 +308,7 @@ def parse_partitions(text: str) -> tuple[PartitionInfo, ...]:
     """``scontrol show partition --oneliner`` → partitions."""
     parts = []
     for line in text.splitlines():
-        kv = _key_values(line)
+        kv = key_values(line)
         if "PartitionName" not in kv:
             continue
         parts.append(
@@ -329,19 +329,6 @@ def parse_partitions(text: str) -> tuple[PartitionInfo, ...]:
     return tuple(parts)
 
 
-def _key_values(line: str) -> dict[str, str]:
-    kv: dict[str, str] = {}
-    last = None
-    for token in line.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            kv[key] = value
-            last = key
-        elif last is not None:  # a value with a space in it
-            kv[last] += " " + token
-    return kv
-
-
 _GRES = re.compile(
     r"^(?P<name>[^:()]+)(?::(?P<type>[^:()]+))??(?::(?P<count>\d+)[KMG]?)?(?:\(.*\))?$"
 )
@@ -350,7 +337,7 @@ _GRES = re.compile(
 def parse_gres(text: str) -> tuple[Gres, ...]:
     """sinfo ``%G`` → GRES: ``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:a100:2,gpu:v100:2``,
     ``(null)``. Socket annotations ``(S:...)`` (shown since 20.11) are dropped."""
-    if text.strip() in _NULL:
+    if is_empty(text):
         return ()
     items = []
     for token in _split_outside_parens(text):
@@ -450,7 +437,7 @@ def version_said(stdout: str) -> str:
 
 
 def _list(value: str | None) -> tuple[str, ...]:
-    if value is None or value.strip() in _NULL:
+    if value is None or is_empty(value):
         return ()
     return tuple(v for v in (x.strip() for x in value.split(",")) if v)
 
@@ -467,7 +454,7 @@ def _int_or_none(value: str | None) -> int | None:
 def _time_or_none(value: str | None, *, bare: str = "minutes") -> int | None:
     """A Slurm time (``UNLIMITED``/empty → ``None``). sacctmgr prints GraceTime as
     ``HH:MM:SS``; a bare number there would be seconds, as sacctmgr takes it."""
-    if value is None or value.strip() in _NULL:
+    if value is None or is_empty(value):
         return None
     value = value.strip()
     if bare == "seconds" and value.isdigit():

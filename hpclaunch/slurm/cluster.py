@@ -16,12 +16,12 @@ cluster. ``squeue`` prints times in the cluster's local time (ISO 8601, no zone)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
 from hpclaunch.slurm.queue import long_format
+from hpclaunch.slurm.text import field, key_values
 from hpclaunch.slurm.times import slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
 
@@ -67,7 +67,6 @@ JOB_FIELDS = (
 #: The states the arbiter reads (pending and running work), and those of running jobs.
 JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 RUNNING_STATES = ("RUNNING", "CONFIGURING")
-_EMPTY = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
 _DOWN = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "MAINT", "RESERVED")
 
 
@@ -194,17 +193,17 @@ def parse_jobs(stdout: str, gres: str = "gpu") -> list[ClusterJob]:
                 job_id=job_id,
                 unique_id=unique,
                 user=user,
-                account=_field(account),
-                qos=_field(qos),
+                account=field(account),
+                qos=field(qos),
                 state=state,
-                reason=_field(reason),
+                reason=field(reason),
                 priority=to_int(prio) or 0,
                 nodes=node_count,
                 gpus=gpus_of_fields(gpu_fields, nodes=node_count, gres=gres),
-                hosts=expand_hosts(hosts) if running and _field(hosts) else (),
-                start=slurm_epoch(_field(start)) if running else None,
-                partition=_field(partition),
-                command=_field(command),
+                hosts=expand_hosts(hosts) if running and field(hosts) else (),
+                start=slurm_epoch(field(start)) if running else None,
+                partition=field(partition),
+                command=field(command),
             )
         )
     return jobs
@@ -214,7 +213,7 @@ def parse_nodes(stdout: str, gres: str = "gpu") -> list[NodeGpus]:
     """Parse ``scontrol show nodes --oneliner``: one node per line, ``Key=Value`` words."""
     nodes = []
     for line in stdout.splitlines():
-        fields = _key_values(line)
+        fields = key_values(line)
         name = fields.get("NodeName")
         if not name:
             continue
@@ -240,25 +239,3 @@ def expand_hosts(compressed: str) -> tuple[str, ...]:
     """``n[1-3],n5`` → ``("n1", "n2", "n3", "n5")`` (python-hostlist, never by hand)."""
 
     return tuple(hostlist.expand_hostlist(compressed))
-
-
-# Values may hold spaces only in fields we do not read (Reason=..., OS=...): a word that
-# starts with Key= opens a field, any other word continues the one before.
-_KEY = re.compile(r"^([A-Za-z][A-Za-z0-9_/]*)=(.*)$")
-
-
-def _key_values(line: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    last = None
-    for word in line.split():
-        match = _KEY.match(word)
-        if match:
-            last = match.group(1)
-            out[last] = match.group(2)
-        elif last is not None:
-            out[last] += " " + word
-    return out
-
-
-def _field(text: str) -> str | None:
-    return None if text in _EMPTY else text

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hpclaunch.slurm.task_ids import task_ids
+from hpclaunch.slurm.text import field
 from hpclaunch.slurm.times import parse_elapsed, slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, to_int
 
@@ -78,7 +79,6 @@ QUEUE_FORMAT = long_format(QUEUE_FIELDS)
 #: The states shown: waiting or holding resources (finished jobs are not work ahead).
 QUEUE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"
 
-_EMPTY = frozenset({"", "(null)", "None", "N/A", "n/a", "Unknown"})
 _LEADING_INT = re.compile(r"^(\d+)")
 
 
@@ -219,19 +219,19 @@ def parse_queue(stdout: str, gres: str = "gpu") -> list[QueueRow]:
             QueueRow(
                 job_id=job_id,
                 user=user,
-                account=_field(account),
-                qos=_field(qos),
+                account=field(account),
+                qos=field(qos),
                 state=state.split()[0].upper() if state.strip() else "UNKNOWN",
-                reason=_field(reason),
+                reason=field(reason),
                 priority=to_int(prio),
-                submit=_field(submit),
+                submit=field(submit),
                 nodes=node_count,
                 gpus=gpus_of_fields(gpu_fields, nodes=node_count, gres=gres),
                 nice=to_int(nice) or 0,
-                partition=_field(part),
-                elapsed=_field(elapsed),
+                partition=field(part),
+                elapsed=field(elapsed),
                 name=cols[-1],
-                start=_field(start),
+                start=field(start),
             )
         )
     return rows
@@ -261,8 +261,3 @@ def order(rows: Iterable[QueueRow]) -> list[QueueRow]:
 def _started_key(row: QueueRow) -> tuple[int, int]:
     job = _LEADING_INT.match(row.job_id)
     return (-row.elapsed_seconds, int(job.group(1)) if job else 0)
-
-
-def _field(text: str) -> str | None:
-    text = text.strip()
-    return None if text in _EMPTY else text
