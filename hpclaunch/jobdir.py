@@ -31,6 +31,7 @@ nothing of hpclaunch's: it is read inside the job before anything else.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 __all__ = [
@@ -103,7 +104,7 @@ class JobDir:
 
     def file(self, name: str) -> str:
         """``name`` (relative, e.g. :data:`LEDGER` or ``in_control(PROGRESS)``) in it."""
-        return f"{self.root.rstrip('/')}/{name}"
+        return posixpath.join(self.root, name)
 
     @property
     def script(self) -> str:

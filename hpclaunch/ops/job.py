@@ -184,11 +184,10 @@ class Job(Future[Any]):
         """Whether the sidecar's ledger says the last attempt ended ``success``: Slurm
         records a job PREEMPTED when its preemption came as it finished and the sidecar
         forbade the requeue (the work was done; see :mod:`hpclaunch.supervise.requeue`)."""
-
         if self.job_dir is None:
             return False
         try:
-            events = parse_ledger(self.session.runner.read_file(f"{self.job_dir}/{jobdir.LEDGER}"))
+            events = parse_ledger(self.session.runner.read_file(JobDir(self.job_dir).ledger))
         except (OSError, HpclaunchError):
             return False
         ends = [e for e in events if e.get("event") == "attempt_end"]

@@ -8,8 +8,8 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from hpclaunch import jobdir
 from hpclaunch.errors import HistoryError, JobNotFound, TransportError
+from hpclaunch.jobdir import JobDir
 from hpclaunch.store.history import find_record, history_path, record_state
 from hpclaunch.store.sweeps import task_submission
 
@@ -76,7 +76,7 @@ def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool |
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
 
     try:
-        script = read(posixpath.join(record.job_dir, jobdir.SCRIPT))
+        script = read(JobDir(record.job_dir).script)
     except (TransportError, OSError):
         return None
     # The script execs "<python> -m hpclaunch.supervise run ..." (templates/command.sh.j2).

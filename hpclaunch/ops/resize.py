@@ -11,7 +11,6 @@ sidecar could not (a job left held at its requeue is updated and released here).
 from __future__ import annotations
 
 import json
-import posixpath
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -148,7 +147,7 @@ def _log_pending_resize(
         "why": why,
         "by": by,
     }
-    path = posixpath.join(record.job_dir, jobdir.LEDGER)
+    path = JobDir(record.job_dir).ledger
     try:
         ctx.runner.run(["sh", "-c", 'cat >> "$1"', "sh", path], stdin=json.dumps(line) + "\n")
     except TransportError:

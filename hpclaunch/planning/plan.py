@@ -264,7 +264,7 @@ def build_plan(
         sbatch_options=tuple(opts),
         job_dir=job_dir,
         log_dir=log_dir,
-        script_path=posixpath.join(job_dir, jobdir.SCRIPT),
+        script_path=JobDir(job_dir).script,
         workdir=workdir,
         command=_command(spec, home, workdir),
         launch_prefix=_launch_prefix(spec, python, container),
