@@ -1,4 +1,4 @@
-"""What the sidecar's handlers share: the running launch (:class:`Attempt`), how an attempt
+"""What the sidecar's handlers share: the running launch (:class:`Launch`), how an attempt
 ends (:class:`Ending`, the exit codes), and what a handler may do to the attempt
 (:class:`AttemptControl`, which :class:`~hpclaunch.supervise.sidecar.Sidecar` is).
 
@@ -28,9 +28,9 @@ __all__ = [
     "EXIT_STOPPED_IDLE",
     "MARGIN",
     "POLL",
-    "Attempt",
     "AttemptControl",
     "Ending",
+    "Launch",
 ]
 
 EXIT_REQUEUED = 0
@@ -47,9 +47,10 @@ POLL = 0.1
 
 
 @dataclass
-class Attempt:
+class Launch:
     """The launch running now, the signals caught while it runs, and the ledger's history of
-    the attempts before this one."""
+    the attempts before this one (an attempt as accounting saw it is
+    :class:`hpclaunch.slurm.jobs.Attempt`)."""
 
     proc: subprocess.Popen[bytes]
     signals: SignalCatcher
@@ -92,12 +93,12 @@ class AttemptControl(Protocol):
         ...
 
     def checkpoint(
-        self, reason: str, deadline: float, attempt: Attempt, *, time_left: float | None = None
+        self, reason: str, deadline: float, launch: Launch, *, time_left: float | None = None
     ) -> None:
         """Ask the trainer for a checkpoint and wait for it until ``deadline``."""
         ...
 
-    def stop(self, attempt: Attempt, timeout: float | None = None) -> None:
+    def stop(self, launch: Launch, timeout: float | None = None) -> None:
         """Stop the launch's process group."""
         ...
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hpclaunch import jobdir
 from hpclaunch.supervise import control
-from hpclaunch.supervise.attempt import POLL, Attempt
+from hpclaunch.supervise.attempt import POLL, Launch
 from hpclaunch.supervise.ledger import Ledger
 
 __all__ = ["CheckpointWatch"]
@@ -34,7 +34,7 @@ class CheckpointWatch:
         self._failed_seen: int | None = None  # mtime of the checkpoint-failed.json recorded
 
     def request_and_wait(
-        self, reason: str, deadline: float, attempt: Attempt, *, time_left: float | None = None
+        self, reason: str, deadline: float, launch: Launch, *, time_left: float | None = None
     ) -> None:
         """Ask for a checkpoint and wait for it until ``deadline``; ``time_left``: what was
         known of the time limit at the warning (for the ledger)."""
@@ -48,7 +48,7 @@ class CheckpointWatch:
         )
         periodic: dict[str, Any] | None = None
         while time.time() < deadline:
-            exited = attempt.proc.poll() is not None  # before the read: a last commit is kept
+            exited = launch.proc.poll() is not None  # before the read: a last commit is kept
             done = control.read_json(self.control / jobdir.DONE)
             if done is not None and float(done.get("committed_at", 0)) >= requested_at:
                 # A periodic commit that ends after the request was started before the
@@ -69,7 +69,7 @@ class CheckpointWatch:
             self.note_failed()
             if exited:
                 break
-            got = attempt.signals.wait(POLL)
+            got = launch.signals.wait(POLL)
             if got is not None:
                 self.ledger.append("signal_received", signal=got.name, when=got.at)
                 if got.name in ("TERM", "INT"):

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from hpclaunch.supervise.attempt import EXIT_STOPPED_IDLE, MARGIN, Attempt, AttemptControl
+from hpclaunch.supervise.attempt import EXIT_STOPPED_IDLE, MARGIN, AttemptControl, Launch
 from hpclaunch.supervise.idle import idle_for
 
 __all__ = ["IDLE_CHECK", "IdleGuard", "stop_idle"]
@@ -45,13 +45,13 @@ class IdleGuard:
         )
 
 
-def stop_idle(sc: AttemptControl, attempt: Attempt, why: str) -> int:
+def stop_idle(sc: AttemptControl, launch: Launch, why: str) -> int:
     """Checkpoint (as at a preemption, with the warning's lead time), stop the launch and
     end the job, not requeued: ``stopped_idle``, exit :data:`EXIT_STOPPED_IDLE`."""
     sc.ledger.append("idle_stop", why=why)
     deadline = time.time() + max(1.0, sc.config.lead - MARGIN)
-    sc.checkpoint("idle", deadline, attempt)
-    sc.stop(attempt)
+    sc.checkpoint("idle", deadline, launch)
+    sc.stop(launch)
     sc.end("stopped_idle", exit_code=EXIT_STOPPED_IDLE, requeued=False, why=why)
     sc.say_end("stopped_idle", requeued=False, why=why)
     return EXIT_STOPPED_IDLE

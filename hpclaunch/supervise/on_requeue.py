@@ -12,9 +12,9 @@ from hpclaunch.supervise.attempt import (
     EXIT_REQUEUE_FAILED,
     EXIT_REQUEUED,
     EXIT_STOPPED,
-    Attempt,
     AttemptControl,
     Ending,
+    Launch,
 )
 from hpclaunch.supervise.requeue import (
     cancel_requeued,
@@ -65,12 +65,12 @@ def requeue(sc: AttemptControl, reason: str, history: list[dict[str, Any]]) -> E
     return Ending(EXIT_REQUEUE_FAILED, outcome.why)
 
 
-def node_failed(sc: AttemptControl, attempt: Attempt, node: str, restarts: int) -> int:
+def node_failed(sc: AttemptControl, launch: Launch, node: str, restarts: int) -> int:
     """A node of the job failed: Slurm already requeued it (NODE_FAIL). The requeue
     counts against ``max_requeues``; past the cap the requeued job is cancelled."""
     decision = decide(
         "node_failure",
-        attempt.history,
+        launch.history,
         max_requeues=sc.config.max_requeues,
         no_progress=sc.no_progress(),
         preemptible=sc.config.preemptible,
@@ -88,7 +88,7 @@ def node_failed(sc: AttemptControl, attempt: Attempt, node: str, restarts: int) 
         why = decision.why
     sc.end(
         "node_failure",
-        exit_code=attempt.proc.returncode,
+        exit_code=launch.proc.returncode,
         requeued=decision.requeue,
         signal="TERM",
         restarts=restarts,

@@ -11,8 +11,8 @@ from typing import Any
 from hpclaunch.supervise.attempt import (
     EXIT_REQUEUE_FAILED,
     EXIT_REQUEUED,
-    Attempt,
     AttemptControl,
+    Launch,
 )
 from hpclaunch.supervise.requeue import issue_requeue, requeue_target
 from hpclaunch.supervise.resize import elastic_interval, resize_at_requeue
@@ -21,13 +21,13 @@ __all__ = ["nodes_now", "on_resize", "resize_refusal", "resize_seconds"]
 
 
 def on_resize(
-    sc: AttemptControl, request: dict[str, Any], attempt: Attempt, sizes: tuple[int, ...]
+    sc: AttemptControl, request: dict[str, Any], launch: Launch, sizes: tuple[int, ...]
 ) -> int | None:
     """Resize as ``request`` asks and return the sidecar's exit code; ``None``: the request
     was refused (said in the ledger) and the attempt goes on."""
     current = nodes_now(sc.env)
     to = request.get("nodes")
-    refused = resize_refusal(to, current, request, attempt.history, sizes, sc.env)
+    refused = resize_refusal(to, current, request, launch.history, sizes, sc.env)
     sc.ledger.append(
         "resize_requested",
         from_nodes=current,
@@ -40,7 +40,7 @@ def on_resize(
     if refused is not None or not isinstance(to, int):
         return None
     deadline = time.time() + max(1.0, sc.config.resize_wait)
-    sc.checkpoint("resize", deadline, attempt)
+    sc.checkpoint("resize", deadline, launch)
     sc.output.divert(sc.stop_log)  # the requeue stops the steps, and they say so
     target = requeue_target(sc.env)
     outcome = resize_at_requeue(sc.runner, target, to)
@@ -56,10 +56,10 @@ def on_resize(
     )
     if not outcome.held:  # the trainer stopped for the checkpoint: go on at this size
         plain = issue_requeue(sc.runner, target, attempt=sc.config.attempt)
-        sc.stop(attempt)
+        sc.stop(launch)
         sc.end(
             "resize_failed",
-            exit_code=attempt.proc.returncode,
+            exit_code=launch.proc.returncode,
             requeued=plain.ok,
             from_nodes=current,
             to_nodes=to,
@@ -68,10 +68,10 @@ def on_resize(
         )
         sc.say_end("resize_failed", requeued=plain.ok, why=outcome.why)
         return EXIT_REQUEUED if plain.ok else EXIT_REQUEUE_FAILED
-    sc.stop(attempt)
+    sc.stop(launch)
     sc.end(
         "resized",
-        exit_code=attempt.proc.returncode,
+        exit_code=launch.proc.returncode,
         requeued=True,
         from_nodes=current,
         to_nodes=to if outcome.resized else current,

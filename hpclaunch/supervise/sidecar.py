@@ -57,7 +57,7 @@ from hpclaunch.supervise.attempt import (
     EXIT_STOPPED_IDLE,
     MARGIN,
     POLL,
-    Attempt,
+    Launch,
 )
 from hpclaunch.supervise.checkpoints import CheckpointWatch
 from hpclaunch.supervise.end_note import end_fields, end_line
@@ -175,23 +175,23 @@ class Sidecar:
                 self.end("launch_failed", exit_code=127, requeued=False, why=str(exc))
                 return 127
             self.output.child_started()
-            attempt = Attempt(proc, signals, history)
+            launch = Launch(proc, signals, history)
             if retry == 0:
                 self._replay_early_signal()
             while proc.poll() is None:
                 got = signals.wait(POLL)
                 self.checkpoints.note_failed()
                 if got is not None:
-                    code = self._on_signal(got, attempt)
+                    code = self._on_signal(got, launch)
                     if code == EXIT_STOPPED:
                         self.stopped_by = got.name
                     return code
                 if self.sizes and (request := read_request(self.control)) is not None:
-                    resized = on_resize(self, request, attempt, self.sizes)
+                    resized = on_resize(self, request, launch, self.sizes)
                     if resized is not None:
                         return resized
                 if (why := self.idle.why_stop(rdzv.nodes)) is not None:
-                    return stop_idle(self, attempt, why)
+                    return stop_idle(self, launch, why)
             self.checkpoints.note_failed()
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
@@ -256,11 +256,11 @@ class Sidecar:
             self.ledger.append("early_signal", signal=early)
             signal.raise_signal(signal.Signals[f"SIG{early}"])
 
-    def stop(self, attempt: Attempt, timeout: float | None = None) -> None:
+    def stop(self, launch: Launch, timeout: float | None = None) -> None:
         """Stop the launch (SIGKILL after ``timeout``, default ``stop_timeout``), its
         shutdown noise (tracebacks of SIGTERM) to the side file."""
         self.output.divert(self.stop_log)
-        stop_group(attempt.proc, self.config.stop_timeout if timeout is None else timeout)
+        stop_group(launch.proc, self.config.stop_timeout if timeout is None else timeout)
         self.output.close()
 
     @property
@@ -308,38 +308,38 @@ class Sidecar:
         self.end(reason, exit_code=code, requeued=requeued, **extra)
         return EXIT_REQUEUED if requeued else code
 
-    def _on_signal(self, first: Received, attempt: Attempt) -> int:
-        proc = attempt.proc
+    def _on_signal(self, first: Received, launch: Launch) -> int:
+        proc = launch.proc
         self.ledger.append("signal_received", signal=first.name, when=first.at)
         if first.name == "INT":
-            self.stop(attempt)
+            self.stop(launch)
             self.end("cancelled", exit_code=proc.returncode, requeued=False, signal="INT")
             self.say_end("cancelled", requeued=False)
             return EXIT_STOPPED
         if first.name == "TERM":
-            return self._on_sigterm(first, attempt)
+            return self._on_sigterm(first, launch)
         left = time_left(self.runner, self.env)
         reason, seconds = classify_warning(left, lead=self.config.lead, grace=self.config.grace)
         request_reason = "time_limit" if reason == "time_limit" else "preemption"
         deadline = first.at + max(1.0, seconds - MARGIN)
-        self.checkpoint(request_reason, deadline, attempt, time_left=left)
+        self.checkpoint(request_reason, deadline, launch, time_left=left)
         committed = self.checkpoints.committed is not None
         if proc.poll() == 0 and not committed and not self._stopped_for_request():
             return finished_at_warning(self, reason)
         # Before the requeue: Slurm cancels the step at once, and srun and slurmstepd say so.
         self.output.divert(self.stop_log)
-        ending = requeue(self, reason, attempt.history)
-        self.stop(attempt)
+        ending = requeue(self, reason, launch.history)
+        self.stop(launch)
         self.end(reason, exit_code=proc.returncode, requeued=ending.requeued)
         self.say_end(reason, requeued=ending.requeued, why=ending.why)
         return ending.code
 
-    def _on_sigterm(self, first: Received, attempt: Attempt) -> int:
+    def _on_sigterm(self, first: Received, launch: Launch) -> int:
         """SIGTERM without a warning first: a requeue (by someone, or by Slurm after a node
         failure or a preemption), the time limit or a preemption without ``--signal``, or a
         cancel. ``scontrol show job`` tells which; the trainer gets the few seconds left."""
         cfg = self.config
-        proc = attempt.proc
+        proc = launch.proc
         deadline = first.at + max(1.0, cfg.kill_wait - MARGIN)
         job = self.env.get("SLURM_JOB_ID")
         now = job_now(self.runner, job) if job else None
@@ -347,14 +347,14 @@ class Sidecar:
         requeued = restarts is not None and restarts > cfg.attempt
         cause = "requeued" if requeued else term_cause(now)
         request = {"time_limit": "time_limit", "cancelled": "cancel"}.get(cause, "preemption")
-        self.checkpoint(request, deadline, attempt)
+        self.checkpoint(request, deadline, launch)
         # Slurm SIGKILLs this sidecar KillWait after its SIGTERM: the launch gets what is
         # left of it but the last second, in which the attempt's end is written (a trainer
         # that ignored both the request and SIGTERM once cost the ledger its end).
         left = first.at + cfg.kill_wait - END_RESERVE - time.time()
-        self.stop(attempt, max(0.2, min(cfg.stop_timeout, left)))
+        self.stop(launch, max(0.2, min(cfg.stop_timeout, left)))
         if now and now.failed_node and requeued and restarts is not None:
-            return node_failed(self, attempt, now.failed_node, restarts)
+            return node_failed(self, launch, now.failed_node, restarts)
         if requeued:
             self.end(
                 "requeued",
@@ -389,10 +389,10 @@ class Sidecar:
 
     # -- what the handlers do to the attempt (AttemptControl) ---------------------------
     def checkpoint(
-        self, reason: str, deadline: float, attempt: Attempt, *, time_left: float | None = None
+        self, reason: str, deadline: float, launch: Launch, *, time_left: float | None = None
     ) -> None:
         """Ask for a checkpoint and wait for it until ``deadline``."""
-        self.checkpoints.request_and_wait(reason, deadline, attempt, time_left=time_left)
+        self.checkpoints.request_and_wait(reason, deadline, launch, time_left=time_left)
 
     @property
     def committed_step(self) -> int | None:
