@@ -47,17 +47,21 @@ def merge_status(
         accounted, problem = accounting({r.job_id: r for r in ask_sacct})
         for ref in ask_sacct:
             known, found = infos.get(ref), accounted.get(ref)
+            tasks = [] if known else _merge_tasks(ref, infos, accounted)
             if known and found:  # squeue's view, with sacct's exit code
                 infos[ref] = _with_exit(known, found)
+            elif tasks:
+                # An array: its tasks, never a line of accounting's for the bare id. Slurm
+                # 22.05's slurmdbd briefly holds a record of the task whose raw id is the
+                # array's ("17|FAILED|78:0|...|allocation", no task id, QOS Unknown) while
+                # the other task runs: taken for the array, it ended a sweep's wait with a
+                # task still RUNNING (clean-clone CI on 22.05, 2026-11-29).
+                infos[ref] = summarise_array(ref, tasks, problem)
             elif found:
                 infos[ref] = found
             elif not known:
-                tasks = _merge_tasks(ref, infos, accounted)
-                if tasks:
-                    infos[ref] = summarise_array(ref, tasks, problem)
-                else:
-                    reason = problem or "unknown to Slurm's queue and accounting"
-                    infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
+                reason = problem or "unknown to Slurm's queue and accounting"
+                infos[ref] = JobInfo(ref, JobState.UNKNOWN, reason=reason)
     return {**foreign, **{ref: _finished_view(infos[ref]) for ref in refs}}
 
 

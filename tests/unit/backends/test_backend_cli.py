@@ -576,6 +576,33 @@ def test_array_tasks_squeue_forgot_come_from_sacct() -> None:
     )
 
 
+# Slurm 22.05's slurmdbd, a moment after a 2-task array's tasks started (recorded on the
+# test cluster, 2026-11-29): a record of the task whose raw id is the array's, without its
+# task id ("17", QOS Unknown, name "allocation"), before the tasks' own records.
+SACCT_PARTIAL_2205 = (
+    "17|FAILED|78:0|00:00:00|n1|None|Unknown|1|billing=1,cpu=1,mem=50M,node=1||allocation\n"
+    "17.batch|FAILED|78:0|00:00:00|n1|||1|cpu=1,mem=50M,node=1||batch\n"
+)
+# squeue at that moment, as in the clean-clone CI run it failed: task 0 ended, task 1 runs.
+SQUEUE_ONE_RUNNING = (
+    "17_1|RUNNING|None|n1|0:00|low|1|cpu=1,mem=50M,node=1,billing=1|0|0|2026-11-29T12:44:23|rp\n"
+    "17_0|COMPLETED|None|n1|0:00|low|1|cpu=1,mem=50M,node=1,billing=1|0|0|2026-11-29T12:44:23|rp\n"
+)
+
+
+def test_an_arrays_bare_id_in_accounting_is_not_the_array() -> None:
+    # Taken for the array, that record ended a sweep's --wait with a task still RUNNING.
+    backend, _ = make(recorded(SQUEUE_ONE_RUNNING, SACCT_PARTIAL_2205))
+    info = backend.status([JobRef("17")])[JobRef("17")]
+    assert (info.state, info.reason) == (JobState.RUNNING, "array: 1 running, 1 completed")
+    assert not info.state.is_finished
+    # squeue forgot the tasks: accounting's task lines still win over the bare record.
+    tasks = f"17_0|COMPLETED|0:0|00:00:02|n1|None|low|1|{_ACCT_TRES}|rp\n"
+    backend, _ = make(recorded(None, SACCT_PARTIAL_2205 + tasks))
+    info = backend.status([JobRef("17")])[JobRef("17")]
+    assert (info.state, info.reason) == (JobState.COMPLETED, "array: 1 completed")
+
+
 def test_a_task_id_is_answered_as_before_and_beside_its_array() -> None:
     backend, runner = make(recorded(SQUEUE_LAG, SACCT_LAG))
     infos = backend.status([JobRef("4493_3"), JobRef("4493_4"), JobRef("4493")])
