@@ -61,3 +61,9 @@ def exit_unless_completed(final: JobInfo) -> None:
         code = f", exit code {final.exit_code}" if final.exit_code is not None else ""
         click.echo(f"job {final.ref.job_id} ended {final.state}{code}", err=True)
         raise click.exceptions.Exit(1)
+
+
+#: The JOB argument of the commands about one job (``123``, ``123_4``, ``local-3``).
+job_argument = click.argument(
+    "job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids
+)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def config_group(ctx: click.Context) -> None:
 
 @config_group.command("show")
 @click.option("--sources", is_flag=True, help="Also say where each value came from.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@json_option("Print JSON (for scripts).")
 @click.pass_obj
 def show_command(app: Session, sources: bool, as_json: bool) -> None:
     """Print every setting and its value.

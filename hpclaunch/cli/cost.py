@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.cli.history import parse_time_option
 from hpclaunch.errors import ConfigError
 from hpclaunch.ops.session import Session
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     help="Group by this (repeat for several: --by project --by tier); default: project.",
 )
 @click.option("--all-users", is_flag=True, help="Everyone's jobs (sacct -a), not only yours.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (groups, total, attempts).")
+@json_option("Print JSON (groups, total, attempts).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one line per group).")
 @click.pass_obj
 def cost_command(

@@ -7,6 +7,7 @@ import json
 import click
 
 from hpclaunch.cli._jobargs import quota_option
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops.session import Session
 
 
@@ -19,7 +20,7 @@ from hpclaunch.ops.session import Session
     metavar="KEY=VALUE",
     help="Change a field of SPEC first, as submit --set does (repeatable).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+@json_option("Print the estimate as JSON.")
 @quota_option
 @click.pass_obj
 def estimate_command(

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 
 
 @click.command("events")
-@click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@job_argument
+@json_option()
 @click.pass_obj
 def events_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""

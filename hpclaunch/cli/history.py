@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
 from hpclaunch.ops import helpers
@@ -52,7 +53,7 @@ def parse_time_option(
     type=click.IntRange(min=0),
     help="The newest N (0: all).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.pass_obj
 def history_command(
     app: Session,

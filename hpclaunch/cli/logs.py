@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids, exit_unless_completed
+from hpclaunch.cli._jobargs import (
+    exit_unless_completed,
+    job_argument,
+)
 from hpclaunch.errors import JobNotFound
 from hpclaunch.ops import helpers
 from hpclaunch.ops.session import Session
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @click.command("logs")
-@click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.option(
     "--follow",
     "-f",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ _STATE_STYLE = {"RUNNING": "cyan", "PENDING": "yellow"}
 
 
 @click.command("queue")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (with Slurm's raw reasons).")
+@json_option("Print JSON (with Slurm's raw reasons).")
 @click.option(
     "--all-users/--me",
     "all_users",

@@ -6,13 +6,13 @@ import subprocess
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.cli._signals import stop_on_signals
 from hpclaunch.ops.session import Session
 
 
 @click.command("shell", context_settings={"ignore_unknown_options": True})
-@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.option("--node", metavar="NODE", help="One of the job's nodes (default: its first).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_obj
@@ -29,7 +29,7 @@ def shell_command(app: Session, job_id: str, node: str | None, command: tuple[st
 
 
 @click.command("forward")
-@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.argument("port", type=click.IntRange(1, 65535))
 @click.option(
     "--local", "local_port", type=click.IntRange(0, 65535), help="The port here (default: PORT)."

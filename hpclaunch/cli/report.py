@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import complete_job_ids
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops import helpers
 from hpclaunch.ops.job import is_job_id
 from hpclaunch.ops.session import Session
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 @click.command("report")
 @click.argument("target", metavar="JOB|SWEEP", shell_complete=complete_job_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.option(
     "--html",
     "html_path",

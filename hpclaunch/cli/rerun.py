@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.cli.submit import follow_job
 from hpclaunch.ops.session import Session
 
 
 @click.command("rerun")
-@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.option(
     "--set",
     "overrides",

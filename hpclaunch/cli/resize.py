@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.ops.session import Session
 
 
 @click.command("resize")
-@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.option("--nodes", type=click.IntRange(min=1), required=True, help="The new node count.")
 @click.option("--why", default="asked by the user", show_default=True, help="Said in the ledger.")
 @click.option("--force", is_flag=True, help="Resize even within the spec's elastic.min_interval.")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops import helpers
 
 #: As hpclaunch.ops.simulate.DEFAULT_POLICIES (not imported: --help stays light).
@@ -32,7 +33,7 @@ DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random
     help="Replay this CSV trace instead of generating workloads.",
 )
 @click.option("--sample", is_flag=True, help="Replay the shipped sample trace.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpclaunch.cli._options import json_option
 from hpclaunch.cli._site_show import print_capabilities
 from hpclaunch.ops.session import Session
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.capabilities import Capabilities
 
 _REFRESH = click.option("--refresh", is_flag=True, help="Ignore the cache; ask the cluster now.")
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 @click.group("site")
@@ -29,7 +29,7 @@ def site_command() -> None:
 
 @site_command.command("show")
 @_REFRESH
-@_JSON
+@json_option()
 @click.pass_obj
 def show_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Print what the cluster offers (cached for a few minutes)."""
@@ -43,7 +43,7 @@ def show_command(app: Session, refresh: bool, as_json: bool) -> None:
 
 @site_command.command("check")
 @_REFRESH
-@_JSON
+@json_option()
 @click.pass_obj
 def check_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
@@ -121,7 +121,7 @@ def print_changes(changes: Sequence[Change]) -> None:
 
 
 @site_command.command("plan")
-@_JSON
+@json_option()
 @click.pass_obj
 def plan_command(app: Session, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS

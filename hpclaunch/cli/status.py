@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.cli._options import json_option
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
 from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
@@ -42,7 +43,7 @@ COLUMNS = (
     metavar="[IDS]...",
     shell_complete=complete_job_ids,
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option("Print JSON instead of a table.")
 @click.option(
     "--limit",
     default=20,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import quota_option
+from hpclaunch.cli._options import json_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def _print_dry_run(preview: SweepPreview) -> None:
 
 @sweep_command.command("status")
 @click.argument("sweep_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.option("--no-metrics", is_flag=True, help="Do not read the tasks' final metrics.")
 @click.option(
     "--sort",

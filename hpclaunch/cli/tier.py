@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @click.command("tier")
-@click.argument("job_id", metavar="JOB", callback=check_job_id, shell_complete=complete_job_ids)
+@job_argument
 @click.argument("new_tier", metavar="NEWTIER")
 @click.option("--dry-run", is_flag=True, help="Print what would change and the scontrol argv.")
 @click.pass_obj

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from hpclaunch.cli._jobargs import check_job_id, complete_job_ids
+from hpclaunch.cli._jobargs import job_argument
+from hpclaunch.cli._options import json_option
 from hpclaunch.cli._table import print_table
 from hpclaunch.ops.session import Session
 
@@ -17,8 +18,8 @@ _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER
 
 
 @click.command("top")
-@click.argument("job_id", callback=check_job_id, shell_complete=complete_job_ids)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@job_argument
+@json_option()
 @click.pass_obj
 def top_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl)."""

@@ -1,0 +1,15 @@
+"""Options many commands share (click only: importing this costs a command nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def json_option(text: str = "Print JSON.") -> Callable[[F], F]:
+    """``--json`` (the parameter ``as_json``) of a command that prints a table or a report."""
+    return click.option("--json", "as_json", is_flag=True, help=text)
