@@ -300,8 +300,14 @@ def test_a_warning_during_set_up_reaches_the_sidecar(plan_for: PlanFor, tmp_path
     job = render(
         plan_for(spec, home=str(tmp_path / "home"), cwd=str(tmp_path), python=sys.executable)
     )
+    # An scontrol that refuses, first on PATH: Debian's 22.05 package puts a real one in
+    # /usr/bin, which requeued job 42 of a running test cluster.
+    nobin = tmp_path / "nobin"
+    nobin.mkdir()
+    (nobin / "scontrol").write_text("#!/bin/sh\necho 'scontrol: no cluster here' >&2\nexit 1\n")
+    (nobin / "scontrol").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(SLURM_JOB_ID="42", PATH=f"{tmp_path}/nobin:/usr/bin:/bin", PYTHONPATH=str(repo))
+    env.update(SLURM_JOB_ID="42", PATH=f"{nobin}:/usr/bin:/bin", PYTHONPATH=str(repo))
     proc = subprocess.run(
         ["bash", "-c", job.script, "job.sbatch"],
         cwd=job.plan.workdir,  # slurmd's --chdir
