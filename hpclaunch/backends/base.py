@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from hpclaunch.errors import BackendUnavailable, HpclaunchError, SubmissionError
 from hpclaunch.slurm.capabilities import discover
 from hpclaunch.slurm.jobs import JobRef
+from hpclaunch.slurm.queue import WHOLE_QUEUE, QueueQuery
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
@@ -143,18 +144,10 @@ class Backend(abc.ABC):
         status`` shows what it has)."""
         raise self._unsupported("list the states of array tasks")
 
-    def queue(
-        self,
-        *,
-        me: bool = False,
-        partition: str | None = None,
-        account: str | None = None,
-        states: str | None = None,
-    ) -> list[QueueRow]:
+    def queue(self, query: QueueQuery = WHOLE_QUEUE) -> list[QueueRow]:
         """The cluster's pending and running jobs as squeue lists them (pending tasks of an
-        array folded into one row, ``123_[4-9%2]``), asking Slurm once: yours only (``me``),
-        one partition's, one account's; ``states`` (comma-separated, squeue's names)
-        instead of :data:`hpclaunch.slurm.queue.QUEUE_STATES`.
+        array folded into one row, ``123_[4-9%2]``) that ``query`` asks for, asking Slurm
+        once.
 
         Raises:
             BackendUnavailable: Slurm could not be asked, or this backend cannot.

@@ -50,7 +50,7 @@ from hpclaunch.slurm.cluster import (
 )
 from hpclaunch.slurm.estimate import parse_test_only, will_run_argv
 from hpclaunch.slurm.jobs import Attempt, JobInfo, parse_state
-from hpclaunch.slurm.queue import QUEUE_STATES, job_argv, parse_queue, queue_argv
+from hpclaunch.slurm.queue import WHOLE_QUEUE, QueueQuery, job_argv, parse_queue, queue_argv
 from hpclaunch.slurm.usage import cost_argv, parse_usage
 from hpclaunch.transport.base import CommandResult
 
@@ -416,20 +416,10 @@ class CliBackend(Backend):
 
     # -- the queue ------------------------------------------------------------------------
 
-    def queue(
-        self,
-        *,
-        me: bool = False,
-        partition: str | None = None,
-        account: str | None = None,
-        states: str | None = None,
-    ) -> list[QueueRow]:
+    def queue(self, query: QueueQuery = WHOLE_QUEUE) -> list[QueueRow]:
         """One ``squeue`` (:func:`hpclaunch.slurm.queue.queue_argv`)."""
 
-        argv = queue_argv(
-            me=me, partition=partition, account=account, states=states or QUEUE_STATES
-        )
-        return parse_queue(self._squeue_stdout(argv), self.site.gres_name)
+        return parse_queue(self._squeue_stdout(queue_argv(query)), self.site.gres_name)
 
     def queue_job(self, job_id: str) -> list[QueueRow]:
         """One ``squeue --jobs=ID --states=all`` (:func:`hpclaunch.slurm.queue.job_argv`)."""

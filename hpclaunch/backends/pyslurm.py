@@ -66,7 +66,7 @@ from hpclaunch.slurm.cluster import (
     usable,
 )
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
-from hpclaunch.slurm.queue import QUEUE_STATES, QueueRow
+from hpclaunch.slurm.queue import WHOLE_QUEUE, QueueQuery, QueueRow
 from hpclaunch.slurm.task_ids import task_ids
 from hpclaunch.slurm.text import field
 from hpclaunch.slurm.times import format_elapsed
@@ -503,26 +503,21 @@ class PyslurmBackend(Backend):
 
     # -- the queue ------------------------------------------------------------------------
 
-    def queue(
-        self,
-        *,
-        me: bool = False,
-        partition: str | None = None,
-        account: str | None = None,
-        states: str | None = None,
-    ) -> list[QueueRow]:
+    def queue(self, query: QueueQuery = WHOLE_QUEUE) -> list[QueueRow]:
         """The rows squeue would print (:func:`hpclaunch.slurm.queue.queue_argv`), from one
         job-list RPC, filtered here as squeue filters them."""
 
-        wanted = frozenset((states or QUEUE_STATES).split(","))
+        wanted = frozenset(query.states.split(","))
         uid = os.getuid()
         rows = []
         for job in self._live_jobs():
-            if me and job.user_id != uid:
+            if query.me and job.user_id != uid:
                 continue
-            if partition is not None and partition not in (job.partition or "").split(","):
+            if query.partition is not None and query.partition not in (job.partition or "").split(
+                ","
+            ):
                 continue
-            if account is not None and job.account != account:
+            if query.account is not None and job.account != query.account:
                 continue
             if str(job.state) in wanted:
                 rows.append(_queue_row(job))

@@ -18,7 +18,7 @@ from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.ops.context import Context
 from hpclaunch.planning.quota import TIER_ORDER, classify
-from hpclaunch.slurm.queue import QueueRow, order
+from hpclaunch.slurm.queue import QueueQuery, QueueRow, order
 from hpclaunch.slurm.times import expected_start_text, format_elapsed
 from hpclaunch.store.history import recent_submissions
 
@@ -345,7 +345,7 @@ def queue_entries(
 
     if partition is not None:
         _check_partition(ctx, partition)
-    rows = ctx.backend.queue(me=me, partition=partition)
+    rows = ctx.backend.queue(QueueQuery(me=me, partition=partition))
     records = recent_submissions(limit=10_000)
     return build_queue(rows, ctx.site_config, history_tiers(records, ctx.site_config.name))
 

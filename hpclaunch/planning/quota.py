@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from hpclaunch.config.site import SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.slurm.queue import QueueQuery
 
 __all__ = [
     "QUOTA_MODES",
@@ -196,8 +197,8 @@ class ReadsQueue(Protocol):
     """What :func:`read_usage` needs of a backend (:meth:`hpclaunch.backends.base.Backend.
     queue`, whose rows are :class:`hpclaunch.slurm.queue.QueueRow`)."""
 
-    def queue(self, *, account: str | None = None, states: str | None = None) -> Sequence[Any]:
-        """The queue's rows of ``account`` in ``states``."""
+    def queue(self, query: QueueQuery = ...) -> Sequence[Any]:
+        """The queue's rows ``query`` asks for."""
         ...
 
 
@@ -208,7 +209,7 @@ def read_usage(backend: ReadsQueue, site: SiteConfig, project: str) -> int:
     Raises:
         HpclaunchError: Slurm could not be asked.
     """
-    rows = backend.queue(account=project, states=USAGE_STATES)
+    rows = backend.queue(QueueQuery(account=project, states=USAGE_STATES))
     # An array's pending tasks are one folded row: each asks for its GPUs.
     return in_quota_usage(site, ((row.qos, row.gpus_of_all_tasks) for row in rows))
 

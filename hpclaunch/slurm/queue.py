@@ -33,6 +33,8 @@ from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, to_int
 __all__ = [
     "QUEUE_FORMAT",
     "QUEUE_STATES",
+    "WHOLE_QUEUE",
+    "QueueQuery",
     "QueueRow",
     "job_argv",
     "long_format",
@@ -176,22 +178,31 @@ class QueueRow:
         return "_" in self.job_id
 
 
-def queue_argv(
-    *,
-    me: bool = False,
-    partition: str | None = None,
-    account: str | None = None,
-    states: str = QUEUE_STATES,
-) -> list[str]:
-    """The one squeue call for the queue: the whole cluster, or (``me``) your jobs only, or
-    one partition's, or one account's; in ``states`` (comma-separated)."""
-    argv = ["squeue", "--noheader", f"--states={states}", f"--Format={QUEUE_FORMAT}"]
-    if me:
+@dataclass(frozen=True)
+class QueueQuery:
+    """Which of the queue's jobs to list: the whole cluster's, or (``me``) yours only, or
+    one partition's, or one account's; in ``states`` (comma-separated, squeue's names).
+    Both backends read it: squeue's options, or the same filters over one job-list RPC."""
+
+    me: bool = False
+    partition: str | None = None
+    account: str | None = None
+    states: str = QUEUE_STATES
+
+
+#: The whole cluster's queue, pending and running jobs.
+WHOLE_QUEUE = QueueQuery()
+
+
+def queue_argv(query: QueueQuery = WHOLE_QUEUE) -> list[str]:
+    """The one squeue call for the queue ``query`` asks for."""
+    argv = ["squeue", "--noheader", f"--states={query.states}", f"--Format={QUEUE_FORMAT}"]
+    if query.me:
         argv.append("--me")
-    if partition is not None:
-        argv.append(f"--partition={partition}")
-    if account is not None:
-        argv.append(f"--account={account}")
+    if query.partition is not None:
+        argv.append(f"--partition={query.partition}")
+    if query.account is not None:
+        argv.append(f"--account={query.account}")
     return argv
 
 

@@ -28,6 +28,7 @@ from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
 from hpclaunch.planning.quota import USAGE_STATES, read_usage
 from hpclaunch.slurm.jobs import JobInfo
+from hpclaunch.slurm.queue import QueueQuery
 from hpclaunch.transport.local import LocalRunner
 
 from .cluster import SlurmCluster
@@ -137,9 +138,11 @@ def test_both_backends_read_the_queue_alike(
     quota = next(r for r in queue if r.job_id == mix["quota"])
     assert (quota.nodes, quota.gpus_per_node, quota.nice) == (2, 4, 10)
 
-    assert agree(lambda b: rows(b.queue(partition="debug")), backends) == [held]
-    agree(lambda b: rows(b.queue(me=True)), backends)
-    usage = agree(lambda b: rows(b.queue(account="research", states=USAGE_STATES)), backends)
+    assert agree(lambda b: rows(b.queue(QueueQuery(partition="debug"))), backends) == [held]
+    agree(lambda b: rows(b.queue(QueueQuery(me=True))), backends)
+    usage = agree(
+        lambda b: rows(b.queue(QueueQuery(account="research", states=USAGE_STATES))), backends
+    )
     assert mix["held"] not in {r.job_id for r in usage}
     # critical's 8 asked + 1 GPU each of the 2 running tasks, the plain and the 2 trap jobs
     # (normal is in-quota); the array's 4 pending tasks ask for theirs too.

@@ -16,7 +16,7 @@ from hpclaunch.planning.quota import (
     in_quota_usage,
     read_usage,
 )
-from hpclaunch.slurm.queue import parse_queue, queue_argv
+from hpclaunch.slurm.queue import QueueQuery, parse_queue, queue_argv
 from tests.unit.fakes import FakeRunner, result
 
 PlanFor = Any
@@ -133,7 +133,7 @@ def test_usage_counts_only_non_preemptible_qos(site: SiteConfig) -> None:
 
 
 def usage_argv(project: str) -> list[str]:
-    return queue_argv(account=project, states=USAGE_STATES)
+    return queue_argv(QueueQuery(account=project, states=USAGE_STATES))
 
 
 def test_read_usage_is_one_squeue_of_the_project(site: SiteConfig) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.ops.queue import build_queue, explain, format_seconds, tier_of
-from hpclaunch.slurm.queue import QUEUE_FORMAT, QueueRow, order, parse_queue, queue_argv
+from hpclaunch.slurm.queue import QUEUE_FORMAT, QueueQuery, QueueRow, order, parse_queue, queue_argv
 from hpclaunch.store.history import (
     SubmissionRecord,
     find_record,
@@ -69,7 +69,7 @@ def test_queue_argv_is_one_squeue_call() -> None:
         "--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED",
         f"--Format={QUEUE_FORMAT}",
     ]
-    assert queue_argv(me=True, partition="debug")[-2:] == ["--me", "--partition=debug"]
+    assert queue_argv(QueueQuery(me=True, partition="debug"))[-2:] == ["--me", "--partition=debug"]
     assert QUEUE_FORMAT.endswith("|,Name:0")  # the free-text name last
 
 
