@@ -30,6 +30,7 @@ from hpclaunch.ops.clean import clean_daily
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.logs import read_logs
 from hpclaunch.ops.submit import PRIVATE_DIR_HINT, submit_spec, untrusted
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.ops.sweep import submit_sweep_spec
 from hpclaunch.planning.plan import job_python
 from hpclaunch.store.history import find_record
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.submit import Submitted
     from hpclaunch.ops.sweep import Swept
     from hpclaunch.planning.plan import SubmissionPlan
+    from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.slurm.jobs import JobInfo
 
 __all__ = [
@@ -189,17 +191,11 @@ def submit_call(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     options: Mapping[str, Any],
-    *,
-    submission_id: str | None = None,
-    check: bool = True,
-    dry_run: bool = False,
-    force: bool = False,
-    cwd: str | None = None,
-    before_submit: Callable[[SubmissionPlan], object] | None = None,
+    opts: SubmitOptions[SubmissionPlan],
 ) -> Submitted:
     """Submit ``fn(*args, **kwargs)`` as a job with the spec ``options``
-    (:func:`call_spec`); the call is written into its job directory just before sbatch
-    (after ``before_submit``, e.g. a ``sync`` upload; ``cwd``: where the job starts).
+    (:func:`call_spec`), as ``opts`` say; the call is written into its job directory just
+    before sbatch (after ``opts.before_submit``, e.g. a ``sync`` upload).
 
     Raises:
         CallError: The call cannot be pickled, is too large, or the options do not fit.
@@ -210,22 +206,11 @@ def submit_call(
         raise CallError(f"{fn!r} is not callable")
     data = dump_call(fn, args, kwargs)
 
-    def send(plan: SubmissionPlan) -> None:
-        if before_submit is not None:
-            before_submit(plan)
+    def put_call(plan: SubmissionPlan) -> None:
         _put_call(session, plan.job_dir, data, plan.submission_id)
 
-    submitted = submit_spec(
-        session,
-        call_spec(session, fn, options),
-        submission_id=submission_id,
-        check=check,
-        dry_run=dry_run,
-        force=force,
-        cwd=cwd,
-        before_submit=send,
-    )
-    if not dry_run:
+    submitted = submit_spec(session, call_spec(session, fn, options), opts.then(put_call))
+    if not opts.dry_run:
         clean_daily(session)
     return submitted
 
@@ -235,11 +220,9 @@ def submit_map(
     fn: Callable[..., Any],
     items: Sequence[Any],
     options: Mapping[str, Any],
+    opts: SubmitOptions[SweepPlan],
     *,
     max_concurrent: int | None = None,
-    sweep_id: str | None = None,
-    check: bool = True,
-    dry_run: bool = False,
 ) -> Swept:
     """Submit ``fn(item)`` for each of ``items`` as one sweep (``i`` over the items'
     indexes): job arrays split at MaxArraySize, each point run once, recorded as any
@@ -263,17 +246,11 @@ def submit_map(
         sweep["max_concurrent"] = max_concurrent
     spec["sweep"] = sweep
 
-    swept = submit_sweep_spec(
-        session,
-        spec,
-        check=check,
-        dry_run=dry_run,
-        sweep_id=sweep_id,
-        before_submit=lambda sweep_plan: _put_call(
-            session, sweep_plan.plan.job_dir, data, sweep_plan.sweep_id
-        ),
-    )
-    if not dry_run:
+    def put_items(sweep: SweepPlan) -> None:
+        _put_call(session, sweep.plan.job_dir, data, sweep.sweep_id)
+
+    swept = submit_sweep_spec(session, spec, opts.then(put_items))
+    if not opts.dry_run:
         clean_daily(session)
     return swept
 

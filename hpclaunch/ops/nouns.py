@@ -19,6 +19,7 @@ from hpclaunch.notify.send import NotifyConfig, send_notice
 from hpclaunch.ops.job import Job, SweepRun
 from hpclaunch.ops.site import SiteCheck, SitePlan, apply_site, check_site_live, plan_site_live
 from hpclaunch.ops.snapshot import Snapshot
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.store.sweeps import list_sweeps
 from hpclaunch.store.webhooks import load_webhook, remove_webhook, save_webhook, webhook_names
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from hpclaunch.ops.sweep import SweepPreview
     from hpclaunch.planning.pipeline import Step
     from hpclaunch.planning.siteplan import Change
+    from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.sweeps import SweepRecord
 
@@ -65,9 +67,8 @@ class Sweeps:
         """
         from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
 
-        swept = submit_sweep_spec(
-            self._session, os.fspath(spec), check=check, sweep_id=sweep_id, overrides=overrides
-        )
+        opts: SubmitOptions[SweepPlan] = SubmitOptions(overrides, sweep_id, check)
+        swept = submit_sweep_spec(self._session, os.fspath(spec), opts)
         specs = tuple(array.array_spec for array in swept.sweep.arrays)
         return SweepRun(
             self._session, swept.sweep.sweep_id, swept.refs, len(swept.sweep.points), specs
@@ -90,9 +91,8 @@ class Sweeps:
         """
         from hpclaunch.ops.sweep import preview_sweep  # noqa: PLC0415 (pydantic)
 
-        return preview_sweep(
-            self._session, os.fspath(spec), check=check, sweep_id=sweep_id, overrides=overrides
-        )
+        opts: SubmitOptions[SweepPlan] = SubmitOptions(overrides, sweep_id, check)
+        return preview_sweep(self._session, os.fspath(spec), opts)
 
     def find(self, sweep_id: str) -> SweepRun:
         """A sweep submitted from this machine, by its id (a unique prefix, or one of its

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import JobNotFound, SubmissionError, TransportError
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.store.history import find_record, find_spec
 from hpclaunch.store.sweeps import find_task
 
@@ -128,14 +129,15 @@ def rerun_job(
 
     record, data, point = rerun_spec(context, job_id, overrides, tier)
     spec = NamedSpec(data, f"rerun of job {job_id}")
+    cwd = record.submit_dir
     if point is None:
         from hpclaunch.ops.submit import submit_spec  # noqa: PLC0415 (pydantic)
 
-        done = submit_spec(context, spec, check=check, cwd=record.submit_dir, rerun_of=job_id)
+        done = submit_spec(context, spec, SubmitOptions(check=check, cwd=cwd, rerun_of=job_id))
         return Rerun(job_id, data, submitted=done)
     from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
 
-    swept = submit_sweep_spec(context, spec, check=check, cwd=record.submit_dir, rerun_of=job_id)
+    swept = submit_sweep_spec(context, spec, SubmitOptions(check=check, cwd=cwd, rerun_of=job_id))
     return Rerun(job_id, data, swept=swept)
 
 

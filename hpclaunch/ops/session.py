@@ -31,6 +31,7 @@ from hpclaunch.ops.nouns import Pipelines, SiteSetup, Sweeps, Webhooks
 from hpclaunch.ops.progress import JobNotes, job_notes
 from hpclaunch.ops.rerun import rerun_job
 from hpclaunch.ops.snapshot import Snapshot
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.slurm.usage import parse_age
 from hpclaunch.store.history import query_submissions
@@ -43,7 +44,9 @@ if TYPE_CHECKING:
     from hpclaunch.ops.plan_job import SpecInput
     from hpclaunch.ops.queue import QueueEntry
     from hpclaunch.ops.submit import Submitted
+    from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
+    from hpclaunch.planning.sweep import SweepPlan
     from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
@@ -231,6 +234,9 @@ class Session(Context):
         cwd = tree.cwd if tree is not None else None
         sender = send or Snapshot.send
         upload = (lambda _plan: sender(tree)) if tree is not None else None
+        opts: SubmitOptions[SubmissionPlan] = SubmitOptions(
+            overrides, submission_id, check, dry_run, force, cwd, before_submit=upload
+        )
         if callable(spec):
             from hpclaunch.ops.call import bind_call, job_options, submit_call  # noqa: PLC0415 (pydantic)
 
@@ -241,37 +247,13 @@ class Session(Context):
             options, fn_kwargs = job_options(kwargs)
             given = {"submission_id": submission_id, "check": check, "sync": sync, "force": force}
             bind_call(spec, args, fn_kwargs, options, given, explicit="job" in kwargs)
-            done = submit_call(
-                self,
-                spec,
-                args,
-                fn_kwargs,
-                options,
-                submission_id=submission_id,
-                check=check,
-                dry_run=dry_run,
-                force=force,
-                cwd=cwd,
-                before_submit=upload,
+            return submit_call(self, spec, args, fn_kwargs, options, opts)
+        if args or kwargs:
+            raise TypeError(
+                "arguments are for a function (session.submit(fn, *args, **kwargs)); a spec "
+                f"takes none: got {len(args)} positional and {sorted(kwargs)}"
             )
-        else:
-            if args or kwargs:
-                raise TypeError(
-                    "arguments are for a function (session.submit(fn, *args, **kwargs)); a spec "
-                    f"takes none: got {len(args)} positional and {sorted(kwargs)}"
-                )
-            done = submit_spec(
-                self,
-                spec,
-                overrides=overrides,
-                submission_id=submission_id,
-                check=check,
-                dry_run=dry_run,
-                force=force,
-                cwd=cwd,
-                before_submit=upload,
-            )
-        return done
+        return submit_spec(self, spec, opts)
 
     def map(
         self,
@@ -303,16 +285,10 @@ class Session(Context):
             call, items = fn, list(iterables[0])
         else:  # fn(*item) of zip(...): a partial of an importable helper, pickled as such
             call, items = functools.partial(star_call, fn), list(zip(*iterables, strict=False))
-        swept = submit_map(
-            self,
-            call,
-            items,
-            given,
-            max_concurrent=max_concurrent,
-            sweep_id=sweep_id,
-            check=check,
-            dry_run=dry_run,
+        opts: SubmitOptions[SweepPlan] = SubmitOptions(
+            submission_id=sweep_id, check=check, dry_run=dry_run
         )
+        swept = submit_map(self, call, items, given, opts, max_concurrent=max_concurrent)
         plan = swept.sweep.plan
         return MapRun(
             self,

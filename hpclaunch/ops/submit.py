@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ from hpclaunch.ops.plan_job import (
     spec_source,
     warn_over_quota,
 )
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.planning.checks import check_plan, raise_for_problems
 from hpclaunch.planning.plan import job_python
 from hpclaunch.store.history import find_record
@@ -70,39 +71,17 @@ class Submitted:
 
 
 def submit_spec(
-    session: Context,
-    spec: SpecInput,
-    *,
-    overrides: Sequence[str] = (),
-    submission_id: str | None = None,
-    check: bool = True,
-    dry_run: bool = False,
-    force: bool = False,
-    cwd: str | None = None,
-    before_submit: Callable[[SubmissionPlan], object] | None = None,
-    rerun_of: str | None = None,
+    session: Context, spec: SpecInput, opts: SubmitOptions[SubmissionPlan]
 ) -> Submitted:
-    """Plan ``spec`` and submit it once (see the module docstring).
-
-    Args:
-        overrides: ``KEY=VALUE`` changes (``submit --set``), validated as the file is.
-        submission_id: Your own id: a job that already carries it is taken, not doubled.
-        check: Refuse before sbatch what the cluster would refuse, and missing paths.
-        dry_run: Plan and render only.
-        force: Take the job of ``submission_id`` even if it came from another spec.
-        cwd: Where the job starts when the spec names no workdir (default: here; over
-            SSH, the job directory); a ``--sync`` snapshot's directory.
-        before_submit: Called with the plan just before Slurm is asked (``--sync`` uploads
-            then; a function's call is written into the job directory).
-        rerun_of: The job this one reruns (``hpclaunch rerun``): its submit directory is
-            ``cwd``, where the paths are checked as at its own submission.
+    """Plan ``spec`` and submit it once, as ``opts`` say (see the module docstring).
 
     Raises:
         SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
         SubmissionError: Slurm refused it, or ``submission_id`` names a job of another spec.
     """
     source = spec_source(spec)
-    kept = SpecKept.of(session, spec, overrides, cwd=cwd, rerun_of=rerun_of)
+    submission_id, cwd = opts.submission_id, opts.cwd
+    kept = SpecKept.of(session, spec, opts.overrides, cwd=cwd, rerun_of=opts.rerun_of)
     with naming(source):
         plan = plan_spec(
             session,
@@ -111,26 +90,26 @@ def submit_spec(
             cwd=cwd,
             live_usage=True,
             # A snapshot's paths are not on the cluster yet; a rerun's are where they were.
-            check_paths=check and (cwd is None or rerun_of is not None),
-            overrides=overrides,
+            check_paths=opts.check and (cwd is None or opts.rerun_of is not None),
+            overrides=opts.overrides,
         )
         warn_over_quota(session, plan, source)
         warn_idle_unwatched(session, plan)
-        check_before_submit(session, plan, enabled=check)
+        check_before_submit(session, plan, enabled=opts.check)
     job = session.backend.dryrun(plan)
     notices = notify_config(plan)  # a missing webhook is refused by a dry run too
     warn_unsendable(session, plan)
-    if dry_run:
+    if opts.dry_run:
         return Submitted(plan, job, None, False, source)
     if submission_id:
-        _refuse_changed_spec(session, submission_id, kept.spec_hash, force)
+        _refuse_changed_spec(session, submission_id, kept.spec_hash, opts.force)
     why = untrusted(session, [plan.job_dir])
     if why is not None:  # a directory another user made, with a submission id known ahead
         raise SubmissionError(
             f"{why}: the job's script is not written there", hint=PRIVATE_DIR_HINT
         )
-    if before_submit is not None:
-        before_submit(plan)
+    if opts.before_submit is not None:
+        opts.before_submit(plan)
     existing = existing_job(session, submission_id) if submission_id else None
     if existing is not None:
         return Submitted(plan, job, existing, True, source)

@@ -41,6 +41,7 @@ from hpclaunch.ops.plan_job import (
     with_user_notify,
 )
 from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
+from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.planning.plan import new_submission_id
 from hpclaunch.planning.points import params_lines
 from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE, plan_sweep, unused_note
@@ -86,12 +87,7 @@ class SweepPreview:
 
 
 def preview_sweep(
-    context: Context,
-    spec: SpecInput,
-    *,
-    check: bool = True,
-    sweep_id: str | None = None,
-    overrides: Sequence[str] = (),
+    context: Context, spec: SpecInput, opts: SubmitOptions[SweepPlan]
 ) -> SweepPreview:
     """Plan, check and render the sweep of ``spec`` as :func:`submit_sweep_spec` would,
     submitting nothing.
@@ -99,9 +95,7 @@ def preview_sweep(
     Raises:
         SpecError, PlanError: As :func:`submit_sweep_spec`.
     """
-    sweep = submit_sweep_spec(
-        context, spec, check=check, dry_run=True, sweep_id=sweep_id, overrides=overrides
-    ).sweep
+    sweep = submit_sweep_spec(context, spec, replace(opts, dry_run=True)).sweep
     over = sweep.overquota
     return SweepPreview(
         sweep,
@@ -110,39 +104,25 @@ def preview_sweep(
     )
 
 
-def submit_sweep_spec(
-    context: Context,
-    spec: SpecInput,
-    *,
-    check: bool = True,
-    dry_run: bool = False,
-    sweep_id: str | None = None,
-    overrides: Sequence[str] = (),
-    before_submit: Callable[[SweepPlan], object] | None = None,
-    cwd: str | None = None,
-    rerun_of: str | None = None,
-) -> Swept:
+def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[SweepPlan]) -> Swept:
     """Plan the sweep of ``spec`` (a file's path, a mapping or a JobSpec) and submit its
-    arrays (see the module docstring).
+    arrays, as ``opts`` say (see the module docstring). ``opts.before_submit`` is called
+    before the first array is submitted (a map's call is written into the job directory
+    then); ``opts.rerun_of`` is the sweep task this sweep of one point reruns.
 
-    Args:
-        overrides: ``KEY=VALUE`` changes (``sweep --set``), validated as the file is.
-        before_submit: Called with the plan before the first array is submitted (a
-            map's call is written into the job directory then).
-        cwd: Where relative paths start (default: here; over SSH, the job directory).
-        rerun_of: The sweep task this sweep of one point reruns (``hpclaunch rerun``).
-        sweep_id: Your own id for the sweep. A sweep that already has it is completed, not
-            doubled: each array that a job already carries (its ``<id>-a<index>`` tag, in
-            the history or in Slurm) is taken, only the others are submitted: the retry
-            of a sweep that an outage or a lost link interrupted.
+    ``opts.submission_id`` is your own id for the sweep. A sweep that already has it is
+    completed, not doubled: each array that a job already carries (its ``<id>-a<index>``
+    tag, in the history or in Slurm) is taken, only the others are submitted: the retry of
+    a sweep that an outage or a lost link interrupted.
 
     Raises:
         SpecError, PlanError: The spec is wrong, or this site or cluster cannot run it.
         SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
-            ``sweep_id`` names a sweep of other points.
+            ``opts.submission_id`` names a sweep of other points.
     """
 
     spec_path = spec_source(spec)
+    check, sweep_id, overrides, cwd = opts.check, opts.submission_id, opts.overrides, opts.cwd
     with naming(spec_path):
         sweep = plan_sweep_spec(
             context,
@@ -164,16 +144,16 @@ def submit_sweep_spec(
         check_submit_limits(context, sweep.plan, len(sweep.points), enabled=check)
     notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
     warn_unsendable(context, sweep.plan)
-    if dry_run:
+    if opts.dry_run:
         return Swept(sweep, None, ())
-    if before_submit is not None:
-        before_submit(sweep)
+    if opts.before_submit is not None:
+        opts.before_submit(sweep)
     if notices is not None:
         write_notify_config(context, sweep.plan, notices)
     record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
     # Kept in the history: a task can be rerun alone.
-    kept = SpecKept.of(context, spec, overrides, cwd=cwd, rerun_of=rerun_of)
+    kept = SpecKept.of(context, spec, overrides, cwd=cwd, rerun_of=opts.rerun_of)
 
     def remember(index: int, ref: JobRef) -> None:
         nonlocal record
