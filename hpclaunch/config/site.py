@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, overload
+from typing import Annotated, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,6 +43,18 @@ def _time_limit(value: object) -> object:
         return value
     seconds = parse_time_limit(value)
     return None if seconds is None else format_time(seconds)
+
+
+_Number = TypeVar("_Number", int, float)
+
+
+def _none_negative(value: dict[str, _Number], message: str) -> dict[str, _Number]:
+    """``value`` if none of its numbers is negative; else ValueError(``message`` with the
+    names of those that are)."""
+    bad = [name for name, number in value.items() if number < 0]
+    if bad:
+        raise ValueError(message.format(", ".join(bad)))
+    return value
 
 
 class _Model(BaseModel):
@@ -227,10 +239,7 @@ class Prices(_Model):
     @field_validator("gpu_types")
     @classmethod
     def _valid_types(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [name for name, price in value.items() if price < 0]
-        if bad:
-            raise ValueError(f"prices must be >= 0 (GPU types: {', '.join(bad)})")
-        return value
+        return _none_negative(value, "prices must be >= 0 (GPU types: {})")
 
     def cost(self, gpus: int, typed: Mapping[str, int], hours: float) -> float:
         """The price of ``gpus`` GPUs (``typed``: how many of each type) for ``hours``."""
@@ -365,10 +374,7 @@ class SiteConfig(_Model):
     @field_validator("quotas")
     @classmethod
     def _non_negative_quotas(cls, value: dict[str, int]) -> dict[str, int]:
-        bad = [project for project, gpus in value.items() if gpus < 0]
-        if bad:
-            raise ValueError(f"guaranteed GPUs must be >= 0 (projects: {', '.join(bad)})")
-        return value
+        return _none_negative(value, "guaranteed GPUs must be >= 0 (projects: {})")
 
     @model_validator(mode="after")
     def _consistent(self) -> SiteConfig:

@@ -101,7 +101,11 @@ def test_unknown_key_in_a_tier_lists_tier_keys(tmp_path: Path) -> None:
         ),
         ({"tiers": {"low": {"qos": "low", "partition": "nope"}}}, "not among the partitions"),
         ({"gres_style": "gpus"}, "gres_style"),
-        ({"quotas": {"vision": -1}}, ">= 0"),
+        ({"quotas": {"vision": -1, "nlp": 2}}, r"GPUs must be >= 0 \(projects: vision\)"),
+        (
+            {"prices": {"gpu_hour": 1, "gpu_types": {"a100": -2.0, "h100": 3.0}}},
+            r"prices must be >= 0 \(GPU types: a100\)",
+        ),
         ({"partitions": []}, "partitions"),
         ({"tiers": {"low": {"qos": "low", "usage_factor": -0.5}}}, "tiers.low.usage_factor"),
         ({"overquota": {"usage_factor": -1}}, "overquota.usage_factor"),
