@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
+from hpclaunch.cli._options import no_check_option, partition_option
 from hpclaunch.cli._pipeline import submit_pipeline
 from hpclaunch.cli._submitting import print_dry_run, send_tree
 from hpclaunch.cli.logs import print_slurm_lines
@@ -24,9 +25,7 @@ if TYPE_CHECKING:
 @click.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Print the sbatch argv and script; submit nothing.")
-@click.option(
-    "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
-)
+@no_check_option
 @click.option("--wait", is_flag=True, help="Follow the job to its end; exit 0 only if COMPLETED.")
 @click.option(
     "--follow",
@@ -56,11 +55,7 @@ if TYPE_CHECKING:
     help="Change a field of SPEC for this submission, e.g. --set resources.nodes=2 --set "
     "tier=high (the value is YAML; validated as the file is; repeatable).",
 )
-@click.option(
-    "--partition",
-    metavar="NAME",
-    help="Run in this partition of the site (the same as --set resources.partition=NAME).",
-)
+@partition_option
 @click.option(
     "--force",
     is_flag=True,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import quota_option
-from hpclaunch.cli._options import json_option
+from hpclaunch.cli._options import json_option, no_check_option, partition_option
 from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
@@ -39,9 +39,7 @@ def sweep_command() -> None:
 @sweep_command.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Print the points, sbatch argv and script only.")
-@click.option(
-    "--no-check", is_flag=True, help="Do not check the plan against the live cluster first."
-)
+@no_check_option
 @click.option(
     "--sweep-id",
     metavar="ID",
@@ -57,11 +55,7 @@ def sweep_command() -> None:
     help="Change a field of SPEC for this sweep, e.g. --set resources.gpus_per_node=2 "
     "--set sweep.max_concurrent=8 (the value is YAML; validated as the file is; repeatable).",
 )
-@click.option(
-    "--partition",
-    metavar="NAME",
-    help="Run in this partition of the site (the same as --set resources.partition=NAME).",
-)
+@partition_option
 @click.option(
     "--wait",
     is_flag=True,
