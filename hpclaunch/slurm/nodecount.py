@@ -11,27 +11,24 @@ three, scaled from what the job holds now, and the node count as ``K-K`` (22.05 
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
+
+from hpclaunch.slurm.live_job import ShownJob, parse_show_job, show_job_argv
 
 if TYPE_CHECKING:
     from hpclaunch.transport.base import Runner
 
 __all__ = ["node_count_fields", "node_count_update"]
 
-_FIELD = re.compile(r"\b(NumNodes|NumTasks|NumCPUs)=(\d+)")
 
-
-def node_count_fields(show_job: str, nodes: int) -> dict[str, str]:
-    """``scontrol update`` fields that give the job of ``show_job`` (``scontrol show job``'s
-    text) ``nodes`` nodes, tasks and CPUs scaled with the node count."""
+def node_count_fields(shown: ShownJob, nodes: int) -> dict[str, str]:
+    """``scontrol update`` fields that give the job ``shown`` (its ``scontrol show job``)
+    ``nodes`` nodes, tasks and CPUs scaled with the node count."""
     fields = {"NumNodes": f"{nodes}-{nodes}"}
-    now = {name: int(value) for name, value in _FIELD.findall(show_job)}
-    current = now.get("NumNodes")
+    current = shown.nodes
     if not current:
         return fields
-    for name in ("NumTasks", "NumCPUs"):
-        count = now.get(name)
+    for name, count in (("NumTasks", shown.tasks), ("NumCPUs", shown.cpus)):
         if count and count % current == 0:  # per node, as the launchers ask
             fields[name] = str(count // current * nodes)
     return fields
@@ -40,5 +37,5 @@ def node_count_fields(show_job: str, nodes: int) -> dict[str, str]:
 def node_count_update(runner: Runner, job_id: str, nodes: int) -> dict[str, str]:
     """The update that gives job ``job_id`` ``nodes`` nodes, from its ``scontrol show job``
     where ``runner`` runs Slurm's commands (without it: the node count alone)."""
-    shown = runner.run(["scontrol", "show", "job", job_id], timeout=30)
-    return node_count_fields(shown.stdout if shown.ok else "", nodes)
+    shown = runner.run(show_job_argv(job_id), timeout=30)
+    return node_count_fields(parse_show_job(shown.stdout if shown.ok else ""), nodes)

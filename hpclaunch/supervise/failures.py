@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hpclaunch.supervise.requeue import JobNow
+from hpclaunch.slurm.live_job import ShownJob
 from hpclaunch.supervise.retry import OOM
 
 __all__ = [
@@ -66,7 +66,7 @@ def error_line(lines: Sequence[str]) -> str | None:
     return None
 
 
-def term_cause(now: JobNow | None) -> str:
+def term_cause(now: ShownJob | None) -> str:
     """What a SIGTERM that is no requeue means: ``time_limit``, ``preempted`` or
     ``cancelled`` (also when slurmctld could not be asked)."""
     if now is None:

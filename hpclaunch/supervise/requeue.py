@@ -44,7 +44,6 @@ that completes inside a preemption's grace is requeued the same way, on purpose.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,13 +56,13 @@ from hpclaunch.slurm.capabilities import (
     slurm_release,
     version_said,
 )
+from hpclaunch.slurm.live_job import ShownJob, parse_show_job, show_job_argv
 from hpclaunch.transport.base import Runner
 
 __all__ = [
     "CAPPED_REASONS",
     "NO_PROGRESS_LIMIT",
     "Decision",
-    "JobNow",
     "RequeueOutcome",
     "cancel_requeued",
     "decide",
@@ -82,10 +81,6 @@ __all__ = [
 NO_PROGRESS_LIMIT = 2
 #: Reasons whose requeues count against ``max_requeues``.
 CAPPED_REASONS = frozenset({"time_limit", "node_failure"})
-_RESTARTS = re.compile(r"\bRestarts=(\d+)")
-_FAILED_NODE = re.compile(r"\bFailedNode=(\S+)")
-_PREEMPT_TIME = re.compile(r"\bPreemptTime=(\S+)")
-_REASON = re.compile(r"\bReason=(\S+)")
 #: How attempts end that say nothing of a crash loop: the breaker looks past them.
 _NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 #: The first release known to requeue a preempted batch job that exits in its grace time.
@@ -220,62 +215,15 @@ def _run_slurm(runner: Runner, target: str, argv: list[str], timeout: float) -> 
     return RequeueOutcome(True, target)
 
 
-@dataclass(frozen=True)
-class JobNow:
-    """What ``scontrol show job`` says of the job while its batch shell is being stopped.
-
-    Attributes:
-        restarts: ``Restarts=N``, or ``None`` when unknown.
-        failed_node: ``FailedNode=NODE``: a node of the job failed (or was set DOWN) and
-            Slurm ends the attempt as NODE_FAIL (seen on 25.11 while the job is COMPLETING,
-            ``tests/unit/data/cluster-25.11/scontrol_show_job_failed_node.txt``).
-        reason: ``Reason=``: ``TimeLimit`` when the SIGTERM is the time limit's (25.11:
-            ``JobState=COMPLETING Reason=TimeLimit``; a scancel leaves ``Reason=None``,
-            ``scontrol_show_job_sigterm_*.txt`` next to it).
-        preempting: ``PreemptTime`` is set: Slurm is preempting the job.
-    """
-
-    restarts: int | None = None
-    failed_node: str | None = None
-    reason: str | None = None
-    preempting: bool = False
-
-    @property
-    def at_time_limit(self) -> bool:
-        """Slurm is ending the job because its time limit came."""
-        return self.reason == "TimeLimit"
-
-
-def job_now(runner: Runner, job_id: str, *, timeout: float = 5) -> JobNow:
-    """The job as slurmctld has it now (:class:`JobNow`; all ``None`` when unknown).
-
-    ``Restarts`` is raised when the job is requeued, *before* Slurm SIGTERMs the running
-    attempt (measured on 22.05: ``scontrol requeue`` gives the batch shell SIGTERM with
-    ``Restarts`` already one above ``SLURM_RESTART_COUNT``; ``scancel`` leaves it unchanged).
-    So a SIGTERM that comes with a higher count is a requeue, not a cancel; with a
-    ``FailedNode`` it is Slurm's requeue after a node failure.
-    """
+def job_now(runner: Runner, job_id: str, *, timeout: float = 5) -> ShownJob:
+    """The job as slurmctld has it now (all ``None`` when unknown). A SIGTERM that comes
+    with ``Restarts`` above ``SLURM_RESTART_COUNT`` is a requeue, not a cancel; with a
+    ``FailedNode`` it is Slurm's requeue after a node failure (:class:`ShownJob`)."""
     try:
-        result = runner.run(["scontrol", "show", "job", job_id], timeout=timeout)
+        result = runner.run(show_job_argv(job_id), timeout=timeout)
     except TransportError:
-        return JobNow()
-    if result.returncode != 0:
-        return JobNow()
-    restarts = _RESTARTS.search(result.stdout)
-    failed = _FAILED_NODE.search(result.stdout)
-    node = failed.group(1) if failed else None
-    reason = _REASON.search(result.stdout)
-    return JobNow(
-        int(restarts.group(1)) if restarts else None,
-        node if node and node != "(null)" else None,
-        reason.group(1) if reason else None,
-        _preempt_time_set(result.stdout),
-    )
-
-
-def _preempt_time_set(text: str) -> bool:
-    match = _PREEMPT_TIME.search(text)
-    return match is not None and match.group(1) not in ("None", "Unknown", "(null)")
+        return ShownJob()
+    return parse_show_job(result.stdout) if result.returncode == 0 else ShownJob()
 
 
 def slurm_restarts(runner: Runner, job_id: str, *, timeout: float = 5) -> int | None:
@@ -293,10 +241,10 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
         version = runner.run(["scontrol", "--version"], timeout=timeout)
         if not version.ok or slurm_release(version_said(version.stdout)) < REQUEUES_ON_GRACE_EXIT:
             return False
-        job = runner.run(["scontrol", "show", "job", target], timeout=timeout)
+        job = runner.run(show_job_argv(target), timeout=timeout)
     except TransportError:
         return False
-    return job.ok and _preempt_time_set(job.stdout)
+    return job.ok and parse_show_job(job.stdout).preempting
 
 
 @dataclass(frozen=True)

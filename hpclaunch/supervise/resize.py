@@ -27,6 +27,7 @@ from typing import Any
 
 from hpclaunch import _fs, jobdir
 from hpclaunch.errors import CommandTimeout, ProgramNotFound, TransportError
+from hpclaunch.slurm.live_job import parse_show_job, show_job_argv
 from hpclaunch.slurm.nodecount import node_count_fields
 from hpclaunch.transport.base import Runner
 
@@ -82,8 +83,8 @@ def resize_at_requeue(
 
     scontrol = runner.resolve(["scontrol"])[0]
     try:
-        shown = runner.run([scontrol, "show", "job", target], timeout=timeout).stdout
-        fields = node_count_fields(shown, nodes)
+        shown = runner.run(show_job_argv(target), timeout=timeout).stdout
+        fields = node_count_fields(parse_show_job(shown), nodes)
         update = [f"{name}={value}" for name, value in fields.items()]
         argv = ["sh", "-c", _SCRIPT, "hpclaunch-resize", scontrol, target, *update]
         result = runner.run(argv, timeout=timeout)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 
 from hpclaunch.errors import TransportError
-from hpclaunch.slurm.times import parse_time
+from hpclaunch.slurm.live_job import parse_time_left, time_left_argv
 from hpclaunch.transport.base import Runner
 
 __all__ = ["TIME_LIMIT_SLACK", "classify_warning", "time_left"]
@@ -45,8 +45,7 @@ def time_left(runner: Runner, env: Mapping[str, str]) -> float | None:
     if not job:
         return None
     try:
-        result = runner.run(["squeue", "-h", "-j", job, "-o", "%L"], timeout=10)
-        return float(parse_time(result.stdout.strip().splitlines()[0]))
+        return parse_time_left(runner.run(time_left_argv(job), timeout=10).stdout)
     except (TransportError, ValueError, IndexError):
         pass
     try:

@@ -285,14 +285,21 @@ def test_accounting_read_for_site_plan(rec: Recording) -> None:
 
 
 def test_what_the_sidecar_reads_from_scontrol_show_job(rec: Recording) -> None:
-    from hpclaunch.supervise.requeue import _PREEMPT_TIME, slurm_restarts
+    from hpclaunch.slurm.live_job import parse_show_job, show_job_argv
+    from hpclaunch.supervise.requeue import slurm_restarts
 
     running = rec.jobs["running"]
     assert slurm_restarts(rec.runner(), running) == 0
-    shown = rec.stdout(["scontrol", "show", "job", running])
-    match = _PREEMPT_TIME.search(shown)
-    assert match is not None
-    assert match.group(1) == "None"  # not being preempted
+    shown = rec.stdout(show_job_argv(running))
+    assert re.search(r"\bPreemptTime=None\b", shown)  # printed, and not being preempted
+    job = parse_show_job(shown)
+    assert (job.restarts, job.preempting, job.failed_node, job.at_time_limit) == (
+        0,
+        False,
+        None,
+        False,
+    )
+    assert (job.nodes, job.tasks, job.cpus) == (2, 2, 2)  # rec-running: -N2, a task a node
 
 
 def test_the_requeue_delay_a_retry_waits_at_least(rec: Recording) -> None:
