@@ -12,6 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hpclaunch import jobdir
+from hpclaunch.backends.abilities import (
+    ArbiterView,
+    ControlsJobs,
+    EstimatesStart,
+    ReadsAccounting,
+    ReadsQueue,
+)
 from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.merge import merge_status
@@ -121,7 +128,7 @@ _SBATCH_HINTS = (
 )
 
 
-class CliBackend(Backend):
+class CliBackend(Backend, ReadsQueue, ControlsJobs, ReadsAccounting, EstimatesStart, ArbiterView):
     """Slurm through its command-line tools (sbatch, squeue, sacct, scancel)."""
 
     name = "cli"

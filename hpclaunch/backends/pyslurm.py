@@ -28,6 +28,13 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hpclaunch.backends.abilities import (
+    ArbiterView,
+    ControlsJobs,
+    EstimatesStart,
+    ReadsAccounting,
+    ReadsQueue,
+)
 from hpclaunch.backends.arrays import held_problem
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.cli import (
@@ -140,7 +147,9 @@ def pyslurm_release(pyslurm: ModuleType) -> str:
     return ".".join(str(pyslurm.__version__).split(".")[:2])
 
 
-class PyslurmBackend(Backend):
+class PyslurmBackend(
+    Backend, ReadsQueue, ControlsJobs, ReadsAccounting, EstimatesStart, ArbiterView
+):
     """Slurm through libslurm in this process (pyslurm), on the login node.
 
     Raises:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from hpclaunch.backends.abilities import accounting_of
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import ConfigError
 from hpclaunch.ops.context import Context, slurm_user
@@ -100,7 +101,13 @@ def gpu_cost(
             hint="give --since an earlier time than --until",
         )
     user = None if all_users else slurm_user(ctx)
-    usage = report(ctx.backend.usage(since, until, user), ctx.site_config, since, until, tuple(by))
+    usage = report(
+        accounting_of(ctx.backend).usage(since, until, user),
+        ctx.site_config,
+        since,
+        until,
+        tuple(by),
+    )
     return dataclasses.replace(usage, user=user)
 
 

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.abilities import estimates_of
 from hpclaunch.errors import BackendError, HistoryError, SubmissionError, TransportError
 from hpclaunch.slurm.jobs import JobRef, JobState
 from hpclaunch.slurm.times import format_elapsed, parse_elapsed, parse_time_limit
@@ -115,7 +116,7 @@ def estimate_job(ctx: Context, job: RenderedJob, spec_hash: str | None) -> Estim
     """
     slurm, why_not = None, None
     try:
-        slurm = ctx.backend.estimate_start(job)
+        slurm = estimates_of(ctx.backend).estimate_start(job)
         if slurm is None:
             why_not = "sbatch --test-only gave no time"
     except SubmissionError:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch import jobdir
+from hpclaunch.backends.abilities import accounting_of
 from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.errors import BackendError, JobNotFound
@@ -110,7 +111,7 @@ def job_events(ctx: Context, job_id: str) -> JobEvents:
     record = find_job_record(job_id)
     problem = None
     try:
-        attempts = ctx.backend.attempts(JobRef(job_id))
+        attempts = accounting_of(ctx.backend).attempts(JobRef(job_id))
     except BackendError as exc:
         attempts, problem = [], exc.message.splitlines()[0]
     if record is not None and attempts:

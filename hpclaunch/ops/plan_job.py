@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from hpclaunch.backends.abilities import queue_of
 from hpclaunch.errors import BackendError, HistoryError, PlanError, SpecError, TransportError
 from hpclaunch.jobspec.job import JobSpec, apply_overrides, load_spec
 from hpclaunch.ops.context import Context, slurm_user
@@ -207,7 +208,7 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
         return None
 
     try:
-        return read_usage(session.backend, site, project)
+        return read_usage(queue_of(session.backend), site, project)
     except (BackendError, TransportError) as exc:
         # The plan says "taken as 0"; Slurm's GrpTRES still holds the guarantee.
         first = exc.message.splitlines()[0]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from hpclaunch.backends.abilities import queue_of
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import ConfigError, HpclaunchError
 from hpclaunch.ops.context import Context
@@ -345,7 +346,7 @@ def queue_entries(
 
     if partition is not None:
         _check_partition(ctx, partition)
-    rows = ctx.backend.queue(QueueQuery(me=me, partition=partition))
+    rows = queue_of(ctx.backend).queue(QueueQuery(me=me, partition=partition))
     records = recent_submissions(limit=10_000)
     return build_queue(rows, ctx.site_config, history_tiers(records, ctx.site_config.name))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from hpclaunch import jobdir
+from hpclaunch.backends.abilities import control_of
 from hpclaunch.errors import ResizeRefused, TransportError, WatchTimeout
 from hpclaunch.jobdir import JobDir
 from hpclaunch.ops.records import read_job_file, submission_record
@@ -114,7 +115,7 @@ def resize_job(
         if current == nodes:
             return ResizeResult(job_id, current, nodes, "unchanged")
         # Pending: nothing runs, so no restart is paid and min_interval does not apply.
-        ctx.backend.update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
+        control_of(ctx.backend).update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
         _log_pending_resize(ctx, record, current, nodes, why, ctx.runner.user())
         if not wait:
             return ResizeResult(job_id, current, nodes, "updated")
@@ -243,9 +244,9 @@ def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> st
 
     did = []
     if not issued.get("resized"):
-        ctx.backend.update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
+        control_of(ctx.backend).update_job(job_id, node_count_update(ctx.runner, job_id, nodes))
         did.append("updated the node count")
     if not issued.get("released"):
-        ctx.backend.release(job_id)
+        control_of(ctx.backend).release(job_id)
         did.append("released the job")
     return "; ".join(did) + " (the sidecar could not)" if did else None

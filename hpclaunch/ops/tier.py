@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends.abilities import control_of, queue_of
 from hpclaunch.errors import BackendError, HistoryError, JobNotFound, PlanError, UpdateRefused
 from hpclaunch.ops.context import Context
 from hpclaunch.store.history import find_record, record_amendment
@@ -50,7 +51,7 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
             f"site {site.name} has no tier {new_tier!r}; tiers: {', '.join(site.tiers)}",
             hint="name one of the site's tiers",
         )
-    rows = context.backend.queue_job(job_id)
+    rows = queue_of(context.backend).queue_job(job_id)
     if not rows:
         raise JobNotFound(
             f"job {job_id} is not in Slurm's queue (it ended, or never existed)",
@@ -109,7 +110,7 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
         return None
     assert project is not None
     # The usage counts this job too while it is in-quota: moving it must not count it twice.
-    used = read_usage(context.backend, site, project)
+    used = read_usage(queue_of(context.backend), site, project)
     return max(0, used - counted_gpus(site, row, project))
 
 
@@ -119,7 +120,7 @@ def _update(context: Context, retier: Retier) -> None:
     from hpclaunch.planning.retier import scontrol_hint  # noqa: PLC0415 (pydantic)
 
     try:
-        context.backend.update_job(retier.job_id, retier.slurm_changes)
+        control_of(context.backend).update_job(retier.job_id, retier.slurm_changes)
     except UpdateRefused as exc:
         said = exc.said
         if "Invalid job id" in said:

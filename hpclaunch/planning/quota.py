@@ -194,8 +194,8 @@ USAGE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEU
 
 
 class ReadsQueue(Protocol):
-    """What :func:`read_usage` needs of a backend (:meth:`hpclaunch.backends.base.Backend.
-    queue`, whose rows are :class:`hpclaunch.slurm.queue.QueueRow`)."""
+    """What :func:`read_usage` needs of a backend (:class:`hpclaunch.backends.abilities.
+    ReadsQueue`, whose rows are :class:`hpclaunch.slurm.queue.QueueRow`)."""
 
     def queue(self, query: QueueQuery = ...) -> Sequence[Any]:
         """The queue's rows ``query`` asks for."""

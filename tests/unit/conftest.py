@@ -207,8 +207,15 @@ def sweep_spec(
     return JobSpec.model_validate(data)
 
 
+#: Every backend module: all of hpclaunch/backends/ but its light package and the protocols
+#: of what a backend can do (backends/abilities.py: no backend, no Slurm call).
+BACKEND_MODULES = tuple(
+    f"hpclaunch.backends.{path.stem}"
+    for path in sorted((Path(__file__).parents[2] / "hpclaunch" / "backends").glob("*.py"))
+    if path.stem not in ("__init__", "abilities")
+)
 #: Modules too heavy for start-up (``--help``, ``import hpclaunch``).
-HEAVY = ("jinja2", "rich", "pydantic", "yaml", "hpclaunch.backends", "hpclaunch.planning.render")
+HEAVY = ("jinja2", "rich", "pydantic", "yaml", *BACKEND_MODULES, "hpclaunch.planning.render")
 
 PROBE = """
 import json, sys

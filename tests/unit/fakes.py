@@ -293,6 +293,22 @@ class ScriptedBackend(Backend):
     def cancel(self, ref: JobRef) -> None:
         raise NotImplementedError
 
+    def submit_script(
+        self, script_path: str, sbatch_argv: Sequence[str], submission_id: str, name: str
+    ) -> JobRef:
+        raise NotImplementedError
+
+    def find_submission(self, submission_id: str) -> JobRef | None:
+        raise NotImplementedError
+
+    def find_jobs(self, name: str) -> list[JobInfo]:
+        raise NotImplementedError
+
+    def task_states(
+        self, array_ids: Sequence[str], wanted: Sequence[str], problems: list[str]
+    ) -> dict[str, str]:
+        raise NotImplementedError
+
 
 def _raw_status(exit_code: str) -> int:
     """sacct's "code:signal" as the raw wait status squeue prints (code << 8 | signal)."""

@@ -37,6 +37,7 @@ from typing import Any
 
 from hpclaunch import jobdir
 from hpclaunch._private import make_private_dirs
+from hpclaunch.backends.abilities import ArbiterView, ControlsJobs, arbiter_view_of, control_of
 from hpclaunch.backends.base import Backend
 from hpclaunch.config.paths import user_dir
 from hpclaunch.config.site import SiteConfig
@@ -121,6 +122,9 @@ class Arbiter:
 
     def __post_init__(self) -> None:
         self.roles: Roles = roles_of(self.site)
+        # Refused here, before the first round, by a backend without a cluster (local).
+        self.view: ArbiterView = arbiter_view_of(self.backend)
+        self.control: ControlsJobs = control_of(self.backend)
 
     # -- one pass ---------------------------------------------------------------------
 
@@ -155,8 +159,8 @@ class Arbiter:
     def snapshot(self) -> Snapshot:
         """The cluster now: one squeue and one scontrol call (two RPCs with pyslurm)."""
         return Snapshot(
-            jobs=tuple(self.backend.cluster_jobs()),
-            nodes=tuple(self.backend.node_gpus()),
+            jobs=tuple(self.view.cluster_jobs()),
+            nodes=tuple(self.view.node_gpus()),
             taken=self.clock(),
         )
 
@@ -207,7 +211,7 @@ class Arbiter:
         """Slurm's restart count per running job ({} if squeue fails: the pass goes on
         with the ledgers' and this daemon's counts)."""
         try:
-            return self.backend.restart_counts()
+            return self.view.restart_counts()
         except (BackendError, TransportError) as exc:
             self.log("restart_count_failed", why=str(exc))
             return {}
@@ -290,7 +294,7 @@ class Arbiter:
             return
         try:
             fields = node_count_update(self.backend.runner, small.job_id, small.to_nodes)
-            self.backend.update_job(small.job_id, fields)
+            self.control.update_job(small.job_id, fields)
         except (BackendError, TransportError) as exc:  # it may have started meanwhile
             self.log("action_failed", victim=small.job_id, action="resize", why=exc.message)
 
@@ -343,9 +347,9 @@ class Arbiter:
         logged, not raised (the victim may have ended meanwhile)."""
         try:
             if signal is not None:
-                self.backend.signal(victim, signal)
+                self.control.signal(victim, signal)
             else:
-                self.backend.requeue(victim)
+                self.control.requeue(victim)
         except (BackendError, TransportError) as exc:
             action = "requeue" if signal is None else f"signal {signal}"
             self.log("action_failed", victim=victim, action=action, why=exc.message)
