@@ -3,7 +3,7 @@ plain words: their priority factors against its own (``sprio``), and the fair-sh
 standing of the projects involved (``sshare``).
 
 :func:`why_waiting` asks Slurm (the queue, ``sprio``, ``sprio -w``, ``sshare``: four
-calls); :func:`explain_wait` is pure.
+calls); :func:`explain_queue_wait` is pure.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.ops.context import Context
 
-__all__ = ["Ahead", "WaitExplanation", "explain_wait", "why_waiting"]
+__all__ = ["Ahead", "WaitExplanation", "explain_queue_wait", "why_waiting"]
 
 #: How many of the jobs ranked before it are compared one by one.
 NEAREST = 5
@@ -107,7 +107,7 @@ def why_waiting(ctx: Context, job_id: str) -> WaitExplanation:
     runner = ctx.backend.runner
     found = _find(entries, job_id)
     if not found.row.pending:
-        return explain_wait(entries, found, [], None, [], ctx.site_config)
+        return explain_queue_wait(entries, found, [], None, [], ctx.site_config)
     texts = []
     for argv in (sprio_argv(), sprio_argv(weights=True)):
         result = runner.run(argv, timeout=60)
@@ -126,7 +126,7 @@ def why_waiting(ctx: Context, job_id: str) -> WaitExplanation:
         result = runner.run(sshare_argv(accounts), timeout=60)
         if result.ok:  # without it the factors still explain; the standing is left out
             shares = parse_sshare(result.stdout)
-    return explain_wait(entries, found, priorities, weights, shares, ctx.site_config)
+    return explain_queue_wait(entries, found, priorities, weights, shares, ctx.site_config)
 
 
 def _find(entries: Sequence[QueueEntry], job_id: str) -> QueueEntry:
@@ -139,7 +139,7 @@ def _find(entries: Sequence[QueueEntry], job_id: str) -> QueueEntry:
     )
 
 
-def explain_wait(
+def explain_queue_wait(
     entries: Sequence[QueueEntry],
     job: QueueEntry,
     priorities: Sequence[JobPriority],

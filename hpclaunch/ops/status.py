@@ -125,11 +125,11 @@ def _explain_dependency(
     record = records.get(info.ref.job_id)
     if record is None or not record.dependency:
         return info
-    from hpclaunch.planning.pipeline import explain_wait  # noqa: PLC0415 (pydantic)
+    from hpclaunch.planning.pipeline import explain_dependency_wait  # noqa: PLC0415 (pydantic)
 
     states = {ref.job_id: found for ref, found in infos.items()}
     names = {job_id: rec.name for job_id, rec in records.items()}
-    why = explain_wait(info, record.dependency, states, names)
+    why = explain_dependency_wait(info, record.dependency, states, names)
     return info if why is None else dataclasses.replace(info, reason=why)
 
 

@@ -27,7 +27,7 @@ the jobs after it in turn, instead of leaving them pending forever.
 Every step gets its own submission id, ``<pipeline id>-<name>`` (:func:`step_submission_ids`),
 so a retry with the same ``submit --submission-id`` submits only what is missing. Each
 step's record in :mod:`hpclaunch.store.history` keeps the ``--dependency`` it was submitted with;
-:func:`explain_wait` turns that and its dependencies' states into words for ``status``.
+:func:`explain_dependency_wait` turns that and its dependencies' states into words for ``status``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ __all__ = [
     "Pipeline",
     "PipelineJob",
     "Step",
-    "explain_wait",
+    "explain_dependency_wait",
     "is_pipeline_file",
     "load_pipeline",
     "parse_dependency",
@@ -378,7 +378,7 @@ def parse_dependency(value: str) -> list[tuple[str, str]]:
     return out
 
 
-def explain_wait(
+def explain_dependency_wait(
     info: JobInfo,
     dependency: str,
     states: Mapping[str, JobInfo],

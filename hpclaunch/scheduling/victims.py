@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 from hpclaunch.scheduling.placement import Placement
 
-__all__ = ["MIN_RUN", "Candidate", "Decision", "Request", "capped", "choose_victims", "too_young"]
+__all__ = [
+    "MIN_RUN",
+    "Candidate",
+    "Request",
+    "VictimChoice",
+    "capped",
+    "choose_victims",
+    "too_young",
+]
 
 #: Seconds a job preempted before runs again before ``ours`` may choose it again (the
 #: synthetic workload's restart costs 60 s: every later run makes 4 minutes of progress).
@@ -65,7 +73,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Decision:
+class VictimChoice:
     """Victims to preempt, and whether to ask them to checkpoint first."""
 
     victims: tuple[int, ...]

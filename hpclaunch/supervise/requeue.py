@@ -62,7 +62,7 @@ from hpclaunch.transport.base import Runner
 __all__ = [
     "CAPPED_REASONS",
     "NO_PROGRESS_LIMIT",
-    "Decision",
+    "RequeueDecision",
     "RequeueOutcome",
     "cancel_requeued",
     "decide",
@@ -248,7 +248,7 @@ def slurm_requeues_on_exit(runner: Runner, target: str, *, timeout: float = 5) -
 
 
 @dataclass(frozen=True)
-class Decision:
+class RequeueDecision:
     """Whether to requeue, and why (written to the ledger)."""
 
     requeue: bool
@@ -262,7 +262,7 @@ def decide(
     max_requeues: int,
     no_progress: bool,
     preemptible: bool = True,
-) -> Decision:
+) -> RequeueDecision:
     """Decide whether an attempt that ended for ``reason`` is requeued.
 
     Args:
@@ -273,16 +273,16 @@ def decide(
         preemptible: The job's tier may be preempted.
     """
     if reason not in ("preempted", *CAPPED_REASONS):
-        return Decision(False, f"{reason}: not requeued")
+        return RequeueDecision(False, f"{reason}: not requeued")
     if max_requeues <= 0:
-        return Decision(False, "max_requeues is 0: never requeued")
+        return RequeueDecision(False, "max_requeues is 0: never requeued")
     ends = [e for e in history if e.get("event") == "attempt_end"]
     used = sum(1 for e in ends if e.get("requeued") and e.get("reason") in CAPPED_REASONS)
     if reason in CAPPED_REASONS and used >= max_requeues:
         # First: the cap is the job's own rule; whether this attempt showed progress in
         # time depends on the machine's load (a clean-clone run's second attempt reported
         # none before its time limit, and was refused for that instead).
-        return Decision(
+        return RequeueDecision(
             False, f"{reason}: max_requeues ({max_requeues}) used up by earlier attempts"
         )
     if reason == "time_limit" and no_progress and not preemptible:
@@ -290,7 +290,7 @@ def decide(
         # same steps again, to the same time limit: a requeue only doubles what it costs.
         # Preemptible work keeps its one retry (the breaker stops the second): a sweep task
         # held up by a slurmctld outage finishes on it (tests/integration/faults.py).
-        return Decision(
+        return RequeueDecision(
             False,
             "time_limit: no progress reported in this attempt (runtime.report_progress or a "
             "committed checkpoint), so a requeue would run the same steps again",
@@ -304,10 +304,10 @@ def decide(
                 break
             streak += 1
         if streak >= NO_PROGRESS_LIMIT:
-            return Decision(
+            return RequeueDecision(
                 False,
                 f"crash-loop breaker: {streak} attempts in a row ended without progress",
             )
     if reason in CAPPED_REASONS:
-        return Decision(True, f"{reason}: requeue {used + 1} of {max_requeues}")
-    return Decision(True, "preempted: requeued without limit")
+        return RequeueDecision(True, f"{reason}: requeue {used + 1} of {max_requeues}")
+    return RequeueDecision(True, "preempted: requeued without limit")

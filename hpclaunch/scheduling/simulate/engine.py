@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from hpclaunch.scheduling.elastic import growth_saving
 from hpclaunch.scheduling.simulate.model import TE, Cluster, Job
 from hpclaunch.scheduling.simulate.policies import Policy
-from hpclaunch.scheduling.victims import Candidate, Decision, Request
+from hpclaunch.scheduling.victims import Candidate, Request, VictimChoice
 
 __all__ = ["SimConfig", "SimResult", "simulate"]
 
@@ -274,7 +274,7 @@ class _Sim:
                 best = (saving, r)
         if best is not None:
             self.resizes += 1
-            self._signal(best[1], now, Decision((best[1].id,), True), resize=True)
+            self._signal(best[1], now, VictimChoice((best[1].id,), True), resize=True)
 
     def _resize_cost(self, job: Job) -> float:
         """Seconds without work that a resize costs ``job``: a checkpoint on request,
@@ -328,7 +328,7 @@ class _Sim:
         return True
 
     def _signal(
-        self, victim: Job, now: float, decision: Decision, *, resize: bool = False
+        self, victim: Job, now: float, decision: VictimChoice, *, resize: bool = False
     ) -> float:
         """Preempt ``victim`` at ``now`` (or stop it to restart larger: ``resize``);
         returns when it releases its GPUs."""

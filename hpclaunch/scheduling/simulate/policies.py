@@ -19,8 +19,8 @@ from hpclaunch.scheduling.placement import best_fit
 from hpclaunch.scheduling.victims import (
     MIN_RUN,
     Candidate,
-    Decision,
     Request,
+    VictimChoice,
     capped,
     choose_victims,
     too_young,
@@ -105,7 +105,7 @@ class Policy:
 
     def victims(
         self, request: Request, candidates: Sequence[Candidate], free: Sequence[int]
-    ) -> Decision | None:
+    ) -> VictimChoice | None:
         """Whom to preempt so a waiting TE job of ``request`` can start (``None``: wait)."""
         return None
 
@@ -152,10 +152,10 @@ class SlurmNative(Policy):
 
     def victims(
         self, request: Request, candidates: Sequence[Candidate], free: Sequence[int]
-    ) -> Decision | None:
+    ) -> VictimChoice | None:
         ordered = slurm_order(candidates, youngest_first=self.youngest_first)
         found = walk_candidates(request, ordered, free)
-        return Decision(found, checkpoint_request=False) if found else None
+        return VictimChoice(found, checkpoint_request=False) if found else None
 
 
 class RandomVictim(Policy):
@@ -169,11 +169,11 @@ class RandomVictim(Policy):
 
     def victims(
         self, request: Request, candidates: Sequence[Candidate], free: Sequence[int]
-    ) -> Decision | None:
+    ) -> VictimChoice | None:
         ordered = list(candidates)
         self.rng.shuffle(ordered)
         found = walk_candidates(request, ordered, free)
-        return Decision(found, checkpoint_request=False) if found else None
+        return VictimChoice(found, checkpoint_request=False) if found else None
 
 
 class Ours(Policy):
@@ -194,7 +194,7 @@ class Ours(Policy):
 
     def victims(
         self, request: Request, candidates: Sequence[Candidate], free: Sequence[int]
-    ) -> Decision | None:
+    ) -> VictimChoice | None:
         found = choose_victims(
             request,
             candidates,
@@ -203,7 +203,7 @@ class Ours(Policy):
             max_preemptions=self.max_preemptions,
             inexact_factor=self.inexact_factor,
         )
-        return Decision(found, checkpoint_request=True) if found else None
+        return VictimChoice(found, checkpoint_request=True) if found else None
 
     def eligible_at(self, candidates: Sequence[Candidate], now: float) -> float | None:
         waits = [

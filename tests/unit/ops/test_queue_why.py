@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from hpclaunch.config.site import load_site
 from hpclaunch.ops.queue import build_queue
-from hpclaunch.ops.queue_why import explain_wait
+from hpclaunch.ops.queue_why import explain_queue_wait
 from hpclaunch.slurm.priority import FACTORS, JobPriority, ShareRow
 from hpclaunch.slurm.queue import QueueRow
 
@@ -67,7 +67,7 @@ def test_each_job_ahead_is_named_with_the_factors_it_gains_by() -> None:
         ShareRow("vision", "bob", 1, 600, 1.0, 0.75),
     ]
     weights = _prio("Weights", "", age=100, qos=100000)
-    why = explain_wait(entries, job, factors, weights, shares, SITE)
+    why = explain_queue_wait(entries, job, factors, weights, shares, SITE)
     assert [a.entry.row.job_id for a in why.ahead] == ["13", "12", "11"]  # nearest first
     assert why.ahead[0].reasons == ("same priority, submitted earlier",)
     assert why.ahead[2].reasons == ("fair share +40 (its fair-share factor 0.500 vs 0.100)",)
@@ -82,8 +82,8 @@ def test_each_job_ahead_is_named_with_the_factors_it_gains_by() -> None:
 def test_a_job_first_in_line_or_running_says_so() -> None:
     rows = [_row("21", "research", "high", 50000, "2026-11-26T10:00:00")]
     entries = build_queue(rows, SITE)
-    why = explain_wait(entries, entries[0], [_prio("21", "research")], None, [], SITE)
+    why = explain_queue_wait(entries, entries[0], [_prio("21", "research")], None, [], SITE)
     assert why.lines[0].endswith("no pending job is ranked before it")
     started = build_queue([replace(_row("22", "vision", "normal", 1, "x"), state="RUNNING")], SITE)
-    why = explain_wait(started, started[0], [], None, [], SITE)
+    why = explain_queue_wait(started, started[0], [], None, [], SITE)
     assert why.lines == ("job 22 is RUNNING: it is not waiting",)

@@ -14,7 +14,7 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.job import load_spec
 from hpclaunch.planning.pipeline import (
-    explain_wait,
+    explain_dependency_wait,
     is_pipeline_file,
     load_pipeline,
     parse_dependency,
@@ -267,21 +267,21 @@ def test_cancelled_never_started_names_the_failed_dependency() -> None:
     # sacct (22.05) for a job killed by --kill-on-invalid-dep: no nodes, Elapsed 00:00:00.
     evaluate = info("124", "CANCELLED", reason="Dependency", elapsed="00:00:00")
     train = info("123", "FAILED", exit_code=1, elapsed="00:00:02", nodes="n1")
-    why = explain_wait(evaluate, "afterok:123", {"123": train}, NAMES)
+    why = explain_dependency_wait(evaluate, "afterok:123", {"123": train}, NAMES)
     assert why == "never ran: train (job 123) FAILED, exit code 1"
 
 
 def test_a_cascade_says_the_step_before_never_ran() -> None:
     export = info("125", "CANCELLED", reason="DependencyNeverSatisfied", elapsed="0:00")
     evaluate = info("124", "CANCELLED", nodes="None assigned", elapsed="00:00:00")
-    why = explain_wait(export, "afterok:124", {"124": evaluate}, NAMES)
+    why = explain_dependency_wait(export, "afterok:124", {"124": evaluate}, NAMES)
     assert why == "never ran: eval (job 124) CANCELLED (never ran)"
 
 
 def test_pending_job_waits_for_the_running_one() -> None:
     evaluate = info("124", "PENDING", reason="Dependency")
     train = info("123", "RUNNING", nodes="n1")
-    assert explain_wait(evaluate, "afterok:123", {"123": train}, NAMES) == (
+    assert explain_dependency_wait(evaluate, "afterok:123", {"123": train}, NAMES) == (
         "waits for: train (job 123) RUNNING"
     )
 
@@ -289,7 +289,7 @@ def test_pending_job_waits_for_the_running_one() -> None:
 def test_pending_forever_without_kill_on_invalid_dep() -> None:
     evaluate = info("124", "PENDING", reason="DependencyNeverSatisfied")
     train = info("123", "COMPLETED", exit_code=0, nodes="n1")
-    why = explain_wait(evaluate, "afternotok:123", {"123": train}, NAMES)
+    why = explain_dependency_wait(evaluate, "afternotok:123", {"123": train}, NAMES)
     assert why == "never runs: train (job 123) COMPLETED"
 
 
@@ -308,10 +308,10 @@ def test_pending_forever_without_kill_on_invalid_dep() -> None:
 )
 def test_nothing_to_add(job_info: JobInfo, deps: dict[str, str]) -> None:
     states = {i: info(i, s, nodes="n1") for i, s in deps.items()}
-    assert explain_wait(job_info, "afterok:123", states, NAMES) is None
+    assert explain_dependency_wait(job_info, "afterok:123", states, NAMES) is None
 
 
 def test_afterany_never_breaks() -> None:
     evaluate = info("124", "CANCELLED", elapsed="00:00:00")
     states = {"123": info("123", "FAILED", nodes="n1")}
-    assert explain_wait(evaluate, "afterany:123", states, NAMES) is None
+    assert explain_dependency_wait(evaluate, "afterany:123", states, NAMES) is None
