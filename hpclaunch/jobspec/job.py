@@ -215,7 +215,7 @@ class CheckpointPolicy(_Model):
             USR1 by default; USR2 avoids clashes with NCCL's own USR1 handling.
         signal_lead_time: Seconds before the time limit to send it (sbatch allows 0-65535;
             Slurm may send it up to 60 s early). It must fit the time limit:
-            :func:`hpclaunch.planning.plan.signal_lead`.
+            :func:`hpclaunch.planning.signals.signal_lead`.
         max_requeues: How many times the job may be requeued; 0 means never (``--no-requeue``).
     """
 

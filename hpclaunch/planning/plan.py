@@ -16,13 +16,10 @@ Job directory and logs
 
 from __future__ import annotations
 
-import difflib
-import json
 import posixpath
 import re
 import sys
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hpclaunch import jobdir
@@ -33,7 +30,15 @@ from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.notify import Notify
 from hpclaunch.planning.container import ContainerPlan, plan_container
+from hpclaunch.planning.launch import (
+    container_env,
+    elastic_env,
+    launch_prefix,
+    processes_note,
+)
+from hpclaunch.planning.partition import choose_partition, gpu_option, tasks_per_node
 from hpclaunch.planning.quota import place
+from hpclaunch.planning.signals import requeue_options
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
 __all__ = ["SubmissionPlan", "build_plan", "new_submission_id"]
@@ -194,7 +199,7 @@ def build_plan(
         )
     notes: list[str] = []
     tier_policy = _tier_policy(spec, site)
-    partition = _choose_partition(spec, site, tier_policy, notes)
+    partition = choose_partition(spec, site, tier_policy, notes)
     job_dir, log_dir, workdir = _paths(spec, site, submission_id, home, cwd)
     notes.append(f"job directory {job_dir}; per-attempt logs in {log_dir}/attempt-N.log")
     placement = place(spec, site, tier_policy, quota_used, mode=quota_mode, gpus=quota_gpus)
@@ -227,8 +232,8 @@ def build_plan(
         ("--open-mode", "append"),
     ]
     if spec.launcher != "none":
-        notes.append(_processes_note(spec))
-    requeue, lead = _requeue_options(spec, policy, notes)
+        notes.append(processes_note(spec))
+    requeue, lead = requeue_options(spec, policy, notes)
     opts += requeue
     opts += _dependency_options(spec, notes)
     opts += _extra_options(spec, notes)
@@ -256,7 +261,7 @@ def build_plan(
             venv=spec.venv,
         )
         notes += container.notes
-        runtime_env += container.env + _container_env(container, spec.launcher)
+        runtime_env += container.env + container_env(container, spec.launcher)
 
     return SubmissionPlan(
         submission_id=submission_id,
@@ -267,7 +272,7 @@ def build_plan(
         script_path=JobDir(job_dir).script,
         workdir=workdir,
         command=_command(spec, home, workdir),
-        launch_prefix=_launch_prefix(spec, python, container),
+        launch_prefix=launch_prefix(spec, python, container),
         env=tuple(spec.env.items()),
         runtime_env=runtime_env + scratch_env,
         launcher=spec.launcher,
@@ -315,7 +320,7 @@ def _resource_options(
     res = spec.resources
     opts: list[tuple[str, str | None]] = [
         ("--nodes", str(res.nodes)),
-        ("--ntasks-per-node", str(_tasks_per_node(spec))),
+        ("--ntasks-per-node", str(tasks_per_node(spec))),
     ]
     if res.cpus_per_gpu is not None:
         # sbatch(1): --cpus-per-gpu and --cpus-per-task are mutually exclusive.
@@ -323,7 +328,7 @@ def _resource_options(
     else:
         opts.append(("--cpus-per-task", str(res.cpus_per_task)))
     if res.gpus_per_node:
-        opts.append(_gpu_option(spec, site, partition))
+        opts.append(gpu_option(spec, site, partition))
     if res.mem:
         opts.append(("--mem", res.mem))
         notes.append(_mem_note(res.mem, res.mem_mb or 0))
@@ -352,20 +357,6 @@ def _mem_note(mem: str, mb: int) -> str:
     if mb < 100:
         note += f" (a number without a unit is megabytes: did you mean {mem[:-1]}G?)"
     return note
-
-
-def _tasks_per_node(spec: JobSpec) -> int:
-    """Slurm tasks per node: the srun launcher starts one task per GPU (one per node without
-    GPUs) in a job step, and a step may only use the CPUs the allocation holds, so the
-    allocation must count them ("More processors requested than permitted" otherwise).
-    Other launchers start one process per node, which forks the ranks itself."""
-    return processes_per_node(spec) if spec.launcher == "srun" else 1
-
-
-def _cpus_per_node(spec: JobSpec) -> int:
-    """CPUs the job holds on each node (``--cpus-per-task`` counts per task)."""
-    res = spec.resources
-    return res.cpus_per_node if res.cpus_per_gpu else res.cpus_per_task * _tasks_per_node(spec)
 
 
 def _constraint(site_part: str | None, spec_part: str | None) -> str | None:
@@ -427,339 +418,6 @@ def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
     return policy
 
 
-@dataclass(frozen=True)
-class _Check:
-    """One test a partition must pass, and how to explain that none passed."""
-
-    field: str
-    fits: Callable[[Partition], bool]
-    explain: Callable[[Sequence[Partition]], str]
-    hint: str
-
-
-def _partition_checks(spec: JobSpec) -> list[_Check]:
-    res = spec.resources
-    checks: list[_Check] = []
-    if res.gpus_per_node:
-        checks.append(
-            _Check(
-                "resources.gpus_per_node",
-                lambda p: p.gpus_per_node > 0,
-                lambda ps: "no partition has GPUs",
-                "ask for gpus_per_node: 0 or use another site",
-            )
-        )
-    if res.gpu_type:
-        checks.append(_gpu_type_check(res.gpu_type))
-    checks += [
-        _Check(
-            "resources.gpus_per_node",
-            lambda p: p.gpus_per_node >= res.gpus_per_node,
-            lambda ps: (
-                f"{res.gpus_per_node} GPUs per node asked, but the most a node has is "
-                f"{max(p.gpus_per_node for p in ps)}"
-            ),
-            "ask for fewer GPUs per node and more nodes",
-        ),
-        _Check(
-            "resources.cpus_per_gpu" if res.cpus_per_gpu else "resources.cpus_per_task",
-            lambda p: p.cpus_per_node >= _cpus_per_node(spec),
-            lambda ps: (
-                f"{_cpus_per_node(spec)} CPUs per node asked, but the most a node has is "
-                f"{max(p.cpus_per_node for p in ps)}"
-            ),
-            "ask for fewer CPUs" + (" per GPU" if res.cpus_per_gpu else " per task"),
-        ),
-        _Check(
-            "resources.mem",
-            lambda p: p.mem_per_node is None or (res.mem_mb or 0) <= p.mem_per_node,
-            lambda ps: (
-                f"{res.mem} per node asked ({res.mem_mb:,} MB), but the most a node has is "
-                f"{max(p.mem_per_node or 0 for p in ps):,} MB"
-            ),
-            "ask for less memory per node (a number without a unit is megabytes)",
-        ),
-        _Check(
-            "resources.nodes",
-            lambda p: p.max_nodes is None or p.max_nodes >= res.nodes,
-            lambda ps: (
-                f"{res.nodes} nodes asked, but the most allowed is "
-                f"{max(p.max_nodes or 0 for p in ps)}"
-            ),
-            "ask for fewer nodes",
-        ),
-    ]
-    if spec.elastic is not None:
-        largest = max(spec.elastic.nodes)
-        checks.append(
-            _Check(
-                "elastic.nodes",
-                lambda p: p.max_nodes is None or p.max_nodes >= largest,
-                lambda ps: (
-                    f"the job may grow to {largest} nodes, but the most allowed is "
-                    f"{max(p.max_nodes or 0 for p in ps)}"
-                ),
-                "drop the sizes over the limit from elastic.nodes",
-            )
-        )
-    seconds = res.time_seconds
-    if seconds is not None:
-        checks.append(
-            _Check(
-                "resources.time",
-                lambda p: p.max_time_seconds is None or p.max_time_seconds >= seconds,
-                lambda ps: (
-                    f"time {res.time} is over the limit of "
-                    + ", ".join(f"{p.name} ({p.max_time})" for p in ps)
-                ),
-                "ask for less time, and checkpoint so the job can be requeued to continue",
-            )
-        )
-    return checks
-
-
-def _gpu_type_check(gpu_type: str) -> _Check:
-    want = gpu_type.lower()
-
-    def explain(parts: Sequence[Partition]) -> str:
-        types = sorted({p.gpu_type for p in parts if p.gpu_type})
-        close = difflib.get_close_matches(want, [t.lower() for t in types], n=1, cutoff=0.6)
-        guess = next(
-            (f" (did you mean {t!r}?)" for t in types if close and t.lower() == close[0]), ""
-        )
-        listed = ", ".join(types) or "none (untyped)"
-        return f"no partition has GPU type {gpu_type!r}{guess}; GPU types here: {listed}"
-
-    return _Check(
-        "resources.gpu_type",
-        lambda p: (p.gpu_type or "").lower() == want,
-        explain,
-        "use one of the listed types (any case), or drop gpu_type to take any GPU",
-    )
-
-
-def _choose_partition(
-    spec: JobSpec, site: SiteConfig, policy: TierPolicy, notes: list[str]
-) -> Partition:
-    """Filter the partitions check by check; the first check that empties the list explains
-    why. Among the partitions left, the default one is preferred, else the first."""
-    candidates = list(site.partitions)
-    scope = f"site {site.name}"
-    asked = spec.resources.partition
-    if asked is not None:
-        known = [p.name for p in site.partitions]
-        if asked not in known:
-            raise PlanError(
-                f"resources.partition: {asked!r} is not a partition of site {site.name} "
-                f"(partitions: {', '.join(known)})",
-                hint="use one of the listed partitions, or remove partition: to let "
-                "hpclaunch choose",
-            )
-        if policy.partition and policy.partition != asked:
-            raise PlanError(
-                f"resources.partition: tier {spec.tier} runs in partition {policy.partition} "
-                f"on site {site.name}, not {asked}",
-                hint=f"remove partition:, or choose another tier than {spec.tier}",
-            )
-        candidates = [site.partition(asked)]
-        scope = f"partition {asked}, asked for by resources.partition"
-    elif policy.partition:
-        candidates = [site.partition(policy.partition)]
-        scope = f"partition {policy.partition} (fixed by tier {spec.tier})"
-    for check in _partition_checks(spec):
-        kept = [p for p in candidates if check.fits(p)]
-        if not kept:
-            raise PlanError(
-                f"{check.field}: {check.explain(candidates)} ({scope})", hint=check.hint
-            )
-        candidates = kept
-
-    chosen = next((p for p in candidates if p.default), candidates[0])
-    if asked is not None:
-        why = "asked for (resources.partition); its limits fit the job"
-    elif policy.partition:
-        why = "the tier's partition"
-    else:
-        why = "the default partition" if chosen.default else "the first partition that fits"
-    notes.append(f"partition {chosen.name}: {why}")
-    gpu_type = spec.resources.gpu_type
-    if gpu_type and chosen.gpu_type != gpu_type:
-        notes.append(
-            f"GPU type {gpu_type!r} is spelled {chosen.gpu_type!r} on this site (Slurm "
-            "compares GRES types case-sensitively): using the site's spelling"
-        )
-    return chosen
-
-
-def _gpu_option(spec: JobSpec, site: SiteConfig, partition: Partition) -> tuple[str, str]:
-    count = spec.resources.gpus_per_node
-    # The partition's spelling of the type: Slurm compares GRES types case-sensitively.
-    gpu_type = partition.gpu_type if spec.resources.gpu_type else None
-    if site.gres_style == "gres":
-        typed = f":{gpu_type}" if gpu_type else ""
-        return "--gres", f"{site.gres_name}{typed}:{count}"
-    return "--gpus-per-node", f"{gpu_type}:{count}" if gpu_type else str(count)
-
-
-def _requeue_options(
-    spec: JobSpec, policy: TierPolicy, notes: list[str]
-) -> tuple[list[tuple[str, str | None]], int]:
-    """The requeue and signal options, and the lead the sidecar is told
-    (``HPCLAUNCH_SIGNAL_LEAD``): --signal's, shrunk to fit the limit, or the spec's.
-
-    Every tier gets the time-limit warning and requeue when the checkpoint policy allows
-    requeues (``max_requeues`` > 0) and a sidecar handles the signal: ``--requeue`` does not
-    make a job preemptible (only a QOS that another QOS's ``Preempt`` names is), it lets
-    ``scontrol requeue`` and Slurm's requeue after a node failure act on it (sbatch(1):
-    ``--no-requeue`` jobs are never requeued, ``scontrol requeue`` refuses them).
-    """
-    ckpt = spec.checkpoint
-    qos = policy.qos
-    kind = f"preemptible (grace {policy.grace} s)" if policy.preemptible else "never preempted"
-    if ckpt.max_requeues > 0 and spec.launcher == "none":
-        if not policy.preemptible:
-            notes.append(
-                f"tier {spec.tier} → QOS {qos}, never preempted: --no-requeue; launcher none "
-                "has no sidecar, so there is no warning before the time limit and no "
-                "checkpoint or requeue at it (use launcher srun, torchrun, deepspeed or "
-                "accelerate for that)"
-            )
-            return [("--no-requeue", None)], ckpt.signal_lead_time
-        # Nothing in the job would handle the signal: the batch shell execs the command, and
-        # a process without a handler dies of USR1. Slurm would then end the job (COMPLETED
-        # or FAILED) instead of requeueing it. Without --signal, the batch shell hears
-        # nothing until GraceTime ends, then Slurm kills and requeues it (Slurm 22.05).
-        notes.append(
-            f"tier {spec.tier} → QOS {qos}, {kind}: --requeue, no --signal (launcher none "
-            "has no sidecar to checkpoint: at preemption Slurm stops the job after the grace "
-            "time and requeues it, and it starts over; at the time limit it ends TIMEOUT)"
-        )
-        return [("--requeue", None)], ckpt.signal_lead_time
-    if ckpt.max_requeues > 0:
-        lead = signal_lead(spec, notes)
-        signal = f"B:{ckpt.signal}@{lead}"
-        when = f"at preemption or {lead} s" if policy.preemptible else f"{lead} s"
-        node = "after a node failure Slurm requeues it and it resumes from its last checkpoint"
-        notes.append(
-            f"tier {spec.tier} → QOS {qos}, {kind}: --requeue and --signal={signal} (B: "
-            f"signals the batch shell, which execs the sidecar: {when} before the "
-            f"time limit it asks for a checkpoint and requeues the job, at most "
-            f"{ckpt.max_requeues} times for the time limit and node failures; {node})"
-        )
-        return [("--requeue", None), ("--signal", signal)], lead
-    notes.append(
-        f"tier {spec.tier} → QOS {qos}, {kind}, checkpoint.max_requeues is 0: --no-requeue "
-        "and no warning before the time limit (the site's JobRequeue default would otherwise "
-        "requeue it after a node failure)"
-    )
-    return [("--no-requeue", None)], ckpt.signal_lead_time
-
-
-#: sbatch(1), --signal: "the signal may be sent up to 60 seconds earlier than specified"
-#: (slurmctld checks every PERIODIC_TIMEOUT, 30 s, and sends it once the time left is at
-#: most the lead plus 30 s: job_mgr.c, send_job_warn_signal).
-SLURM_SIGNAL_EARLY = 60
-
-
-def signal_lead(spec: JobSpec, notes: list[str] | None = None) -> int:
-    """The ``--signal`` lead time that fits the job's time limit.
-
-    A lead close to the limit makes Slurm warn the job as it starts: the sidecar then
-    checkpoints and requeues it at once, again each attempt, until the crash-loop breaker
-    stops it (2-minute sweep tasks with the default 120 s, seen on 25.11). The default
-    shrinks to half of what the limit leaves after Slurm's 60 s; a lead the spec sets is
-    kept with a note when it is shorter than the limit, refused when it is not.
-
-    Raises:
-        PlanError: ``checkpoint.signal_lead_time`` was set to the time limit or more.
-    """
-    lead = spec.checkpoint.signal_lead_time
-    seconds = spec.resources.time_seconds
-    if seconds is None or seconds > lead + SLURM_SIGNAL_EARLY:
-        return lead
-    fits = max(0, (seconds - SLURM_SIGNAL_EARLY) // 2)
-    if "signal_lead_time" not in spec.checkpoint.model_fields_set:
-        if notes is not None:
-            notes.append(
-                f"checkpoint.signal_lead_time: the default {lead} s does not fit a time limit "
-                f"of {seconds} s (Slurm warns up to {SLURM_SIGNAL_EARLY} s early): {fits} s"
-            )
-        return fits
-    if lead >= seconds:
-        raise PlanError(
-            f"checkpoint.signal_lead_time: {lead} s is not shorter than the time limit, "
-            f"{seconds} s (resources.time): the job would be told to stop as it starts",
-            hint=f"set signal_lead_time to {fits} or less (Slurm warns up to "
-            f"{SLURM_SIGNAL_EARLY} s early), or ask for more time",
-        )
-    if notes is not None:
-        notes.append(
-            f"checkpoint.signal_lead_time: {lead} s of a {seconds} s time limit; Slurm warns "
-            f"up to {SLURM_SIGNAL_EARLY} s early, so the warning may come {seconds - lead} s "
-            "or less after the start"
-        )
-    return lead
-
-
-def processes_per_node(spec: JobSpec) -> int:
-    """The launcher's processes on each node: the spec's, else one per GPU (one without)."""
-    return spec.processes_per_node or max(1, spec.resources.gpus_per_node)
-
-
-def _processes_note(spec: JobSpec) -> str:
-    count = processes_per_node(spec)
-    if spec.launcher == "srun":
-        what = "copy of the command" if count == 1 else "copies of the command"
-    else:
-        what = "worker" if count == 1 else "workers"
-    why = (
-        "processes_per_node"
-        if spec.processes_per_node is not None
-        else "one per GPU; set processes_per_node to change"
-    )
-    return f"launcher {spec.launcher}: {count} {what} per node ({why})"
-
-
-def _launch_prefix(
-    spec: JobSpec, python: str, container: ContainerPlan | None = None
-) -> tuple[str, ...]:
-    if spec.launcher == "none":
-        if container is None:
-            return ()
-        if container.exec_prefix:
-            return container.exec_prefix
-        # A step runtime (pyxis, oci) applies to srun steps: the command is one task.
-        return ("srun", "--nodes=1", "--ntasks=1", *container.step_options, *container.inner_prefix)
-    # The sidecar starts the launcher once per node with srun (hpclaunch/supervise/
-    # launchers.py: --kill-on-bad-exit=1, and --cpus-per-task again, which srun no longer
-    # inherits from sbatch since Slurm 22.05), one process per GPU (or one without GPUs)
-    # unless the spec says how many.
-    nproc = processes_per_node(spec)
-    return (
-        python,
-        "-m",
-        "hpclaunch.supervise",
-        "run",
-        f"--launcher={spec.launcher}",
-        f"--nproc-per-node={nproc}",
-        "--",
-    )
-
-
-def _container_env(container: ContainerPlan, launcher: str) -> tuple[tuple[str, str], ...]:
-    """What the sidecar and node-exec read to put a launcher's processes in the container
-    (hpclaunch/supervise/launchers.py): an exec prefix for every node's launch, or the srun
-    options of the sidecar's step, whose node-exec then runs inside on the image's python3."""
-    if launcher == "none":
-        return ()
-    if container.exec_prefix:
-        return (("HPCLAUNCH_CONTAINER_EXEC", json.dumps(list(container.exec_prefix))),)
-    return (
-        ("HPCLAUNCH_CONTAINER_STEP", json.dumps(list(container.step_options))),
-        ("HPCLAUNCH_CONTAINER_PYTHON", "python3"),
-    )
-
-
 def _runtime_env(
     spec: JobSpec,
     policy: TierPolicy,
@@ -802,15 +460,6 @@ def _runtime_env(
         # The QOS GraceTime: how long the sidecar lets the trainer checkpoint at preemption.
         env.append(("HPCLAUNCH_GRACE", str(policy.grace)))
     return tuple(env)
-
-
-def elastic_env(spec: JobSpec) -> str:
-    """``HPCLAUNCH_ELASTIC``: the spec's elastic block, with the submitted size and the ranks
-    per node, as JSON (read by :mod:`hpclaunch.runtime.elastic` and the sidecar)."""
-    assert spec.elastic is not None
-    block = spec.elastic.model_dump(mode="json")
-    block |= {"base_nodes": spec.resources.nodes, "ranks_per_node": processes_per_node(spec)}
-    return json.dumps(block, sort_keys=True, separators=(",", ":"))
 
 
 def job_python(site: SiteConfig, home: str, python: str | None = None) -> str:

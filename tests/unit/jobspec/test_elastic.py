@@ -95,7 +95,7 @@ def test_elastic_needs_a_sidecar_and_requeues() -> None:
 def test_the_plan_in_a_job_comes_from_the_spec_and_the_world_size(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hpclaunch.planning.plan import elastic_env
+    from hpclaunch.planning.launch import elastic_env
 
     spec = JobSpec.model_validate(_spec())
     monkeypatch.setenv("HPCLAUNCH_ELASTIC", elastic_env(spec))
