@@ -40,7 +40,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
@@ -54,6 +53,7 @@ from hpclaunch.jobspec.elastic import Elastic
 from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.notify import Notify
 from hpclaunch.jobspec.retry import Retry
+from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.jobspec.tiers import Tier
 from hpclaunch.jobspec.words import ArgvWord, EnvVars, argv_word, no_nul
 from hpclaunch.slurm import sbatch_options
@@ -66,8 +66,6 @@ __all__ = [
     "JobSpec",
     "Launcher",
     "Resources",
-    "Sweep",
-    "SweepRange",
     "Tier",
     "load_spec",
 ]
@@ -266,179 +264,6 @@ class Dependency(_Model):
 
 
 #: A sweep parameter's value: what YAML gives (``0.1``, ``64``, ``adam``, ``true``).
-SweepValue = bool | int | float | str
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: Most points one sweep may expand to (a bigger grid is almost surely a typo).
-MAX_SWEEP_POINTS = 100_000
-
-
-class SweepRange(_Model):
-    """A random sweep parameter drawn between ``min`` and ``max``.
-
-    Attributes:
-        min, max: The bounds (``min < max``).
-        log: Draw uniformly in log space (learning rates); needs ``min > 0``.
-        integer: Round to an integer (written ``int: true`` in YAML).
-    """
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    min: float = Field(description="Lower bound.")
-    max: float = Field(description="Upper bound.")
-    log: bool = Field(False, description="Uniform in log space (needs min > 0).")
-    integer: bool = Field(False, alias="int", description="Round to an integer.")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SweepRange:
-        if not self.min < self.max:
-            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
-        if self.log and self.min <= 0:
-            raise ValueError(f"log: true needs min > 0 (got {self.min:g})")
-        return self
-
-
-class Sweep(_Model):
-    """Many runs of one job with different parameters (``hpclaunch sweep``).
-
-    Attributes:
-        method: ``grid`` (every combination of ``parameters``' lists), ``random`` (``count``
-            points drawn with ``seed``: a list is a set of choices, ``{min, max, log, int}``
-            a range) or ``list`` (the ``points`` as written).
-        parameters: Name → values (grid, random) or a range (random).
-        count: How many points to draw (random only).
-        seed: The random generator's seed (random only): the same spec gives the same points.
-        points: The points (list only), each a mapping name → value.
-        max_concurrent: At most this many tasks run at once (``--array=...%N``), over the
-            whole sweep.
-    """
-
-    method: Literal["grid", "random", "list"] = Field(description="grid, random or list.")
-    parameters: dict[str, tuple[SweepValue, ...] | SweepRange] = Field(
-        default_factory=dict,
-        description="Name -> list of values, or (random) {min, max, log, int}.",
-        examples=[{"lr": [0.1, 0.01], "batch": [32, 64]}],
-    )
-    count: int | None = Field(None, ge=1, description="Points to draw (random).")
-    seed: int = Field(0, description="Seed of the random draw (random).")
-    points: tuple[dict[str, SweepValue], ...] = Field(
-        (), description="The points (list): [{lr: 0.1, batch: 32}, ...]."
-    )
-    max_concurrent: int | None = Field(
-        None, ge=1, description="At most this many tasks at once (%N), over the whole sweep."
-    )
-
-    @field_validator("parameters", mode="before")
-    @classmethod
-    def _lists_or_ranges(cls, value: Any) -> Any:
-        # Sorted out here, so that a mistake gets one clear message, not one per union member.
-        if not isinstance(value, dict):
-            return value
-        return {str(name): _list_or_range(str(name), values) for name, values in value.items()}
-
-    @field_validator("parameters")
-    @classmethod
-    def _valid_parameters(
-        cls, value: dict[str, tuple[SweepValue, ...] | SweepRange]
-    ) -> dict[str, tuple[SweepValue, ...] | SweepRange]:
-        for name, values in value.items():
-            _check_param_name(name)
-            if isinstance(values, tuple):
-                if not values:
-                    raise ValueError(f"{name}: the list of values is empty")
-                _no_nul_values(name, values)
-        return value
-
-    @field_validator("points")
-    @classmethod
-    def _valid_points(
-        cls, value: tuple[dict[str, SweepValue], ...]
-    ) -> tuple[dict[str, SweepValue], ...]:
-        first = set(value[0]) if value else set()
-        for index, point in enumerate(value):
-            for name in point:
-                _check_param_name(name)
-            _no_nul_values(f"point {index}", tuple(point.values()))
-            if set(point) != first:
-                raise ValueError(
-                    f"point {index} has parameters {sorted(point)}, point 0 has {sorted(first)}: "
-                    "every point must name the same parameters"
-                )
-        return value
-
-    @model_validator(mode="after")
-    def _fits_method(self) -> Sweep:
-        given = self.model_fields_set
-        wrong = {
-            "grid": {"count", "seed", "points"},
-            "random": {"points"},
-            "list": {"parameters", "count", "seed"},
-        }[self.method] & given
-        if wrong:
-            raise ValueError(f"{', '.join(sorted(wrong))}: not used by method {self.method}")
-        if self.method == "list":
-            if not self.points:
-                raise ValueError("method list needs points: [{name: value, ...}, ...]")
-            return self
-        if not self.parameters:
-            raise ValueError(f"method {self.method} needs parameters: {{name: [values]}}")
-        if self.method == "grid":
-            ranges = [n for n, v in self.parameters.items() if isinstance(v, SweepRange)]
-            if ranges:
-                raise ValueError(
-                    f"{', '.join(ranges)}: a grid takes lists of values; min/max ranges are "
-                    "for method random"
-                )
-            size = math.prod([len(v) for v in self.parameters.values() if isinstance(v, tuple)])
-            if size > MAX_SWEEP_POINTS:
-                raise ValueError(f"the grid has {size} points, more than {MAX_SWEEP_POINTS}")
-        elif self.count is None:
-            raise ValueError("method random needs count: how many points to draw")
-        elif self.count > MAX_SWEEP_POINTS:
-            raise ValueError(f"count {self.count} is more than {MAX_SWEEP_POINTS}")
-        return self
-
-
-def _list_or_range(name: str, values: Any) -> Any:
-    if isinstance(values, SweepRange):
-        return values
-    if isinstance(values, dict):
-        unknown = sorted(set(map(str, values)) - {"min", "max", "log", "int"})
-        if unknown:
-            raise ValueError(f"{name}: unknown key {unknown[0]!r}; a range has min, max, log, int")
-        try:
-            return SweepRange.model_validate(values)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(part) for part in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            raise ValueError(f"{name}{'.' + where if where else ''}: {msg}") from None
-    if not isinstance(values, (list, tuple)):
-        raise ValueError(
-            f"{name}: give a list of values (e.g. [0.1, 0.01]) or, for random, "
-            f"{{min: ..., max: ...}}; got {values!r}"
-        )
-    for value in values:
-        if not isinstance(value, (bool, int, float, str)):
-            raise ValueError(
-                f"{name}: {value!r} is not a single value (a number, text or true/false)"
-            )
-    return tuple(values)
-
-
-def _check_param_name(name: str) -> None:
-    if not _PARAM_NAME.match(name):
-        raise ValueError(
-            f"{name!r} is not a parameter name (letters, digits and _, not starting with a "
-            "digit): it is written {name} in command and args"
-        )
-
-
-def _no_nul_values(where: str, values: tuple[SweepValue, ...]) -> None:
-    for value in values:
-        if isinstance(value, str) and "\x00" in value:
-            raise ValueError(f"{where}: {value!r} contains a NUL character")
-
-
 class JobSpec(_Model):
     """One job, as the researcher describes it.
 

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from hpclaunch.errors import SpecError
-from hpclaunch.jobspec.job import JobSpec, Sweep
+from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.slurm.jobs import JobState
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hpclaunch.jobspec.job import Sweep, SweepRange, SweepValue
+from hpclaunch.jobspec.sweep import Sweep, SweepRange, SweepValue
 from hpclaunch.supervise.sweep_task import format_value, placeholders, substitute
 
 __all__ = [

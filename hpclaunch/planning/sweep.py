@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 from hpclaunch import jobdir
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
-from hpclaunch.jobspec.job import JobSpec, SweepValue
+from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.jobspec.sweep import SweepValue
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
 from hpclaunch.supervise.sweep_task import placeholders

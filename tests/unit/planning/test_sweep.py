@@ -22,7 +22,8 @@ from hpclaunch.backends.cli import CliBackend
 from hpclaunch.backends.slurm_text import parse_held_tasks, parse_task_states
 from hpclaunch.config.site import load_site
 from hpclaunch.errors import JobNotFound, PlanError, SpecError
-from hpclaunch.jobspec.job import JobSpec, Sweep
+from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.ops.sweep import submit_sweep
 from hpclaunch.ops.sweep_status import sweep_status
 from hpclaunch.planning.points import ArrayChunk, expand, params_lines, split_arrays
