@@ -20,7 +20,7 @@ and again in 24.11 (torchx's parser broke on 24.11), and ``scontrol`` has no ``-
 23.02. The fixed ``-o`` formats and ``Key=Value`` lines above have been stable for many years.
 
 The pyslurm backend reads the same through the library
-(:mod:`hpclaunch.backends.pyslurm_discover`); both end in :func:`assemble`.
+(:mod:`hpclaunch.backends.pyslurm.discover`); both end in :func:`assemble`.
 
 The result is cached by :mod:`hpclaunch.store.capabilities`.
 """

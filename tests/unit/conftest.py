@@ -209,10 +209,13 @@ def sweep_spec(
 
 #: Every backend module: all of hpclaunch/backends/ but its light package and the protocols
 #: of what a backend can do (backends/abilities.py: no backend, no Slurm call).
+_BACKENDS = Path(__file__).parents[2] / "hpclaunch" / "backends"
 BACKEND_MODULES = tuple(
-    f"hpclaunch.backends.{path.stem}"
-    for path in sorted((Path(__file__).parents[2] / "hpclaunch" / "backends").glob("*.py"))
-    if path.stem not in ("__init__", "abilities")
+    ".".join(
+        ("hpclaunch", "backends", *path.relative_to(_BACKENDS).with_suffix("").parts)
+    ).removesuffix(".__init__")
+    for path in sorted(_BACKENDS.rglob("*.py"))
+    if path.relative_to(_BACKENDS).as_posix() not in ("__init__.py", "abilities.py")
 )
 #: Modules too heavy for start-up (``--help``, ``import hpclaunch``).
 HEAVY = ("jinja2", "rich", "pydantic", "yaml", *BACKEND_MODULES, "hpclaunch.planning.render")

@@ -4,7 +4,7 @@ typed GPUs, a real deny list, a parameter switched off."""
 
 from __future__ import annotations
 
-from hpclaunch.backends.pyslurm_discover import _denied, _gres, _text
+from hpclaunch.backends.pyslurm.discover import _denied, _gres, _text
 from hpclaunch.slurm.capabilities import Gres, parse_gres
 
 

@@ -1,31 +1,14 @@
-"""The pyslurm backend: Slurm's own library (libslurm, through pyslurm) in this process.
-
-No command is started per call: ``status`` of any number of jobs is one slurmctld RPC (the
-job list) and, for the jobs it no longer knows or saw end, one slurmdbd query; ``submit``
-and ``cancel`` are one RPC each. Answers become the same :class:`~hpclaunch.slurm.jobs.JobInfo`
-as the cli backend's and are merged the same way (:mod:`hpclaunch.backends.merge`).
-
-A login-node library: pyslurm is built against one Slurm release (its major.minor must be
-the cluster's; ``pip install`` refuses any other) and needs that release's libslurm on this
-machine. Over SSH hpclaunch uses the cli backend.
-
-Where pyslurm 25.11 cannot do a step, the cli backend does it, and the method says why:
-``attempts`` and ``usage`` (``sacct --duplicates``), ``hold`` (``scontrol uhold``), and the
-steps that name an array task not yet started or change an array (``cancel``,
-``update_job``, ``requeue``, ``release``, ``signal`` of ``123_4``).
-"""
+"""PyslurmBackend: each of the backend's calls as slurmctld RPCs and slurmdbd queries through
+pyslurm, or through the cli backend where pyslurm cannot (the package docstring lists where)."""
 
 from __future__ import annotations
 
 import errno
-import importlib
 import os
-import pwd
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hpclaunch.backends.abilities import (
@@ -51,8 +34,19 @@ from hpclaunch.backends.jobdesc import (
     script_options,
 )
 from hpclaunch.backends.merge import merge_status
-from hpclaunch.backends.pyslurm_discover import discover_with_pyslurm
-from hpclaunch.backends.slurm_text import ended_by, is_held, wanted_ref
+from hpclaunch.backends.pyslurm.discover import discover_with_pyslurm
+from hpclaunch.backends.pyslurm.library import INSTALL_HINT, load_pyslurm, pyslurm_release
+from hpclaunch.backends.pyslurm.records import (
+    db_id,
+    db_info,
+    live_fields,
+    live_id,
+    live_ids,
+    queue_row,
+    task_id,
+    user_name,
+)
+from hpclaunch.backends.slurm_text import is_held, wanted_ref
 from hpclaunch.errors import (
     ACCOUNTING_UNAVAILABLE,
     CONTROLLER_UNREACHABLE,
@@ -75,9 +69,7 @@ from hpclaunch.slurm.cluster import (
 from hpclaunch.slurm.jobs import Attempt, JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import WHOLE_QUEUE, QueueQuery, QueueRow
 from hpclaunch.slurm.task_ids import task_ids
-from hpclaunch.slurm.text import field
-from hpclaunch.slurm.times import format_elapsed
-from hpclaunch.slurm.tres import gpus_per_node, gres_count, tres_value
+from hpclaunch.slurm.tres import gres_count, tres_value
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
@@ -88,13 +80,8 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.usage import AttemptUsage
     from hpclaunch.transport.base import Runner
 
-__all__ = ["INSTALL_HINT", "PyslurmBackend", "load_pyslurm", "pyslurm_release"]
+__all__ = ["PyslurmBackend"]
 
-INSTALL_HINT = (
-    "build pyslurm for the cluster's Slurm: SLURM_INCLUDE_DIR=<slurm>/include "
-    "SLURM_LIB_DIR=<slurm>/lib pip install 'hpclaunch[pyslurm]' 'pyslurm==<major.minor>.*' "
-    "(e.g. pyslurm==25.11.* for Slurm 25.11); or use the cli backend (--backend cli)"
-)
 _T = TypeVar("_T")
 
 #: Refusals after which sbatch sleeps and submits again, up to 15 times, 1, 2, ... seconds
@@ -115,36 +102,6 @@ class _NoProfile(tuple[str, ...]):
 
 
 _NO_PROFILE = _NoProfile()
-
-
-def load_pyslurm() -> ModuleType:
-    """Import pyslurm, or say why it cannot be used.
-
-    Raises:
-        BackendUnavailable: Not installed, or its libslurm is not on this machine.
-    """
-    try:
-        pyslurm = importlib.import_module("pyslurm")
-    except ImportError as exc:
-        if exc.name == "pyslurm":
-            raise BackendUnavailable(
-                "the pyslurm backend needs the Python package 'pyslurm', which is not installed",
-                hint=INSTALL_HINT,
-            ) from exc
-        # pyslurm is there but its libslurm is not (another Slurm release runs here, or
-        # the library directory is not known to the loader: ldconfig or LD_LIBRARY_PATH).
-        raise BackendUnavailable(
-            f"pyslurm is installed but cannot load Slurm's library: {exc}",
-            hint="pyslurm runs only with the libslurm of the release it was built for: "
-            "put that release's lib/ on the loader's path, or rebuild pyslurm for the "
-            f"cluster's Slurm ({INSTALL_HINT})",
-        ) from exc
-    return pyslurm
-
-
-def pyslurm_release(pyslurm: ModuleType) -> str:
-    """The Slurm major.minor pyslurm was built for (its version is ``25.11.2``: 25.11)."""
-    return ".".join(str(pyslurm.__version__).split(".")[:2])
 
 
 class PyslurmBackend(
@@ -216,7 +173,7 @@ class PyslurmBackend(
 
     def capabilities(self, *, now: Callable[[], float] | None = None) -> Capabilities:
         """Config, partitions, nodes and the user's associations through pyslurm (three
-        RPCs, one slurmdbd query), the QOS through sacctmgr (:mod:`.pyslurm_discover`)."""
+        RPCs, one slurmdbd query), the QOS through sacctmgr (:mod:`.discover`)."""
 
         return self._rpc(
             lambda: discover_with_pyslurm(
@@ -332,10 +289,10 @@ class PyslurmBackend(
         uid = os.getuid()
         for job in self._live_jobs():
             if job.comment == tag and job.user_id == uid:
-                return JobRef(_live_id(job))
+                return JobRef(live_id(job))
         pyslurm = self.pyslurm
         try:
-            wanted = pyslurm.db.JobFilter(users=[_user_name()], start_time=SUBMISSION_LOOKBACK)
+            wanted = pyslurm.db.JobFilter(users=[user_name()], start_time=SUBMISSION_LOOKBACK)
             records = pyslurm.db.Jobs.load(wanted)
         except pyslurm.RPCError:
             return None  # no accounting on this site: the job list was all we could ask
@@ -343,7 +300,7 @@ class PyslurmBackend(
         for record in records.values():
             out = record.standard_output or ""
             if record.comment == tag or directory in out:
-                return JobRef(_db_id(record)[0])
+                return JobRef(db_id(record)[0])
         return None
 
     # -- status ---------------------------------------------------------------------------
@@ -384,10 +341,10 @@ class PyslurmBackend(
         gres = self.site.gres_name
         for job in self._live_jobs():
             fields: dict[str, Any] | None = None  # one record may stand for many tasks
-            for job_id, waiting in _live_ids(job):
+            for job_id, waiting in live_ids(job):
                 ref = wanted_ref(job_id, by_id)
                 if ref is not None:
-                    fields = fields or _live_fields(job, gres, waiting)
+                    fields = fields or live_fields(job, gres, waiting)
                     infos[ref] = JobInfo(ref=ref, **fields)
         return infos
 
@@ -403,10 +360,10 @@ class PyslurmBackend(
         infos: dict[JobRef, JobInfo] = {}
         gres = self.site.gres_name
         for record in records.values():
-            for job_id in _db_id(record):
+            for job_id in db_id(record):
                 ref = wanted_ref(job_id, by_id)
                 if ref is not None:
-                    infos[ref] = _db_info(ref, record, gres)
+                    infos[ref] = db_info(ref, record, gres)
         return infos, None
 
     def estimate_start(self, job: RenderedJob) -> StartEstimate | None:
@@ -435,7 +392,7 @@ class PyslurmBackend(
                 continue
             state = parse_state(job.state)
             if not state.is_finished:
-                ref = JobRef(_live_id(job))
+                ref = JobRef(live_id(job))
                 found.append(JobInfo(ref, state, name=name, source="squeue"))
         return found
 
@@ -529,7 +486,7 @@ class PyslurmBackend(
             if query.account is not None and job.account != query.account:
                 continue
             if str(job.state) in wanted:
-                rows.append(_queue_row(job))
+                rows.append(queue_row(job))
         return rows
 
     def queue_job(self, job_id: str) -> list[QueueRow]:
@@ -541,12 +498,12 @@ class PyslurmBackend(
             if base not in (str(job.id), str(job.array_id or "")):
                 continue
             if not task:
-                rows.append(_queue_row(job))
+                rows.append(queue_row(job))
             elif job.array_id and job.array_tasks_waiting:
                 if int(task) in task_ids(job.array_tasks_waiting):
-                    rows.append(_queue_row(job, job_id=job_id))
-            elif job.array_id and str(_task_id(job)) == task:
-                rows.append(_queue_row(job))
+                    rows.append(queue_row(job, job_id=job_id))
+            elif job.array_id and str(task_id(job)) == task:
+                rows.append(queue_row(job))
         return rows
 
     # -- the arbiter's snapshot -----------------------------------------------------------
@@ -560,7 +517,7 @@ class PyslurmBackend(
             state = str(job.state)
             if state not in JOB_STATES:
                 continue
-            row = _queue_row(job)
+            row = queue_row(job)
             running = state != "PENDING"
             jobs.append(
                 ClusterJob(
@@ -608,7 +565,7 @@ class PyslurmBackend(
         """Each running job's ``requeue_count`` (squeue's RestartCnt), from one RPC."""
 
         return {
-            _live_id(job): int(job.requeue_count or 0)
+            live_id(job): int(job.requeue_count or 0)
             for job in self._live_jobs()
             if str(job.state) in RUNNING_STATES
         }
@@ -643,160 +600,3 @@ class PyslurmBackend(
                 f"pyslurm could not {what}: {exc}",
                 hint="is slurmctld running and reachable? (scontrol ping)",
             ) from exc
-
-
-def _user_name() -> str:
-    return pwd.getpwuid(os.getuid()).pw_name
-
-
-def _live_id(job: Any) -> str:
-    """The id as squeue prints it: ``123``, or ``123_4`` for a task of an array."""
-    if not job.array_id:
-        return str(job.id)
-    return f"{job.array_id}_{_task_id(job)}"
-
-
-def _task_id(job: Any) -> int:
-    """The task id of an array task's record. pyslurm 25.11 reads a task id of 0 as "not
-    set" (``u32_parse``: zero is no value), as it reads the not-a-task value of the record
-    that holds an array's tasks not yet started; a record with no waiting tasks is a task."""
-    return 0 if job.array_task_id is None else int(job.array_task_id)
-
-
-def _live_ids(job: Any) -> list[tuple[str, bool]]:
-    """(id, is a not yet started array task) of every job ``job`` stands for: the tasks of
-    an array that have not started are one record (``array_tasks_waiting`` ``3-7``), which
-    squeue --array prints one line per task."""
-    waiting = job.array_tasks_waiting
-    if not job.array_id or not waiting:
-        return [(_live_id(job), False)]
-    return [(f"{job.array_id}_{task}", True) for task in task_ids(waiting)]
-
-
-def _live_fields(job: Any, gres: str, waiting: bool) -> dict[str, Any]:
-    """A :class:`JobInfo`'s fields but its ref, from a job-list record. The record of an
-    array's tasks not yet started stands for each of them (a cancelled array's too: squeue
-    --array prints its state on every task's line)."""
-    state = parse_state(job.state)
-    finished = state.is_finished
-    return {
-        "state": state,
-        "name": job.name or None,
-        "reason": _reason(job.state_reason),
-        "nodes": None if waiting else field(job.allocated_nodes or ""),
-        "exit_code": job.exit_code if finished else None,
-        "exit_signal": (job.exit_code_signal or None) if finished else None,
-        "elapsed": format_elapsed(0 if waiting else job.run_time),
-        "source": "squeue",
-        "qos": job.qos,
-        "node_count": job.num_nodes,
-        "gpus": _gpus(job.allocated_tres or job.requested_tres, gres),
-        "restarts": job.requeue_count,
-        # squeue's StartTime of a pending job: when Slurm expects it to start (0: no plan).
-        "expected_start": (
-            datetime.fromtimestamp(job.start_time).isoformat()
-            if state is JobState.PENDING and job.start_time
-            else None
-        ),
-    }
-
-
-def _queue_row(job: Any, *, job_id: str | None = None) -> QueueRow:
-    """squeue's line for a job-list record (:data:`hpclaunch.slurm.queue.QUEUE_FORMAT`): an
-    array's tasks not yet started are one row, ``123_[4-9%2]``, as squeue folds them."""
-
-    if job_id is None:
-        job_id = _live_id(job)
-        waiting = job.array_tasks_waiting
-        if job.array_id and waiting:
-            limit = f"%{job.array_tasks_parallel}" if job.array_tasks_parallel else ""
-            job_id = f"{job.array_id}_[{waiting}{limit}]"
-    submit = job.submit_time
-    pending = str(job.state) == "PENDING"
-    return QueueRow(
-        job_id=job_id,
-        user=job.user_name or str(job.user_id),
-        account=job.account or None,
-        qos=job.qos or None,
-        state=str(job.state),
-        reason=_reason(job.state_reason),
-        priority=job.priority,
-        # squeue %V: the cluster's local time, ISO 8601 without a zone.
-        submit=None if not submit else datetime.fromtimestamp(submit).isoformat(),
-        nodes=job.num_nodes or 1,
-        gpus=_job_gpus(job),
-        nice=job.nice or 0,
-        partition=job.partition or None,
-        elapsed=format_elapsed(0 if pending else job.run_time or 0),
-        name=job.name or "",
-        # squeue's StartTime: for a pending job the scheduler's estimate (0: none yet).
-        start=datetime.fromtimestamp(job.start_time).isoformat() if job.start_time else None,
-    )
-
-
-def _job_gpus(job: Any, gres: str = "gpu") -> int:
-    """The GPUs a job holds (running) or asks for (pending), as squeue's ``tres-alloc``
-    gives them (:func:`hpclaunch.slurm.tres.job_gpus`): the allocated TRES, else the
-    requested ones, which count ``--gpus`` and ``--gpus-per-task`` too (recorded on 25.11).
-    Where the site does not track ``gres/gpu``, the per-node request times the nodes."""
-    counted = _gpus(job.allocated_tres or job.requested_tres, gres)
-    if counted:
-        return counted
-    return _gpus_per_node(job.gres_per_node) * (job.num_nodes or 1)
-
-
-def _gpus_per_node(gres_per_node: Mapping[str, int] | None) -> int:
-    """GPUs per node from pyslurm's ``gres_per_node`` (``{"gres/gpu": 4}``; with a type,
-    ``{"gres/gpu:a100": 2}``): put back into squeue's %b text (``gres/gpu:4``, seen on
-    25.11) and read by the same rule as squeue's."""
-
-    asked = (gres_per_node or {}).items()
-    return gpus_per_node(",".join(f"{name}:{count}" for name, count in asked))
-
-
-def _db_id(record: Any) -> list[str]:
-    """The ids an accounting record answers for, as sacct prints them (one per task of the
-    tasks of an array that never started, which slurmdbd keeps as one record)."""
-    if not record.array_id:
-        return [str(record.id)]
-    waiting = record.array_tasks_waiting
-    if waiting:
-        return [f"{record.array_id}_{task}" for task in task_ids(waiting)]
-    return [f"{record.array_id}_{_task_id(record)}"]
-
-
-def _db_info(ref: JobRef, record: Any, gres: str) -> JobInfo:
-    state = parse_state(record.state)
-    finished = state.is_finished
-    info = JobInfo(
-        ref=ref,
-        state=state,
-        name=record.name or None,
-        reason=_reason(record.state_reason),
-        nodes=field(record.nodelist or ""),
-        exit_code=record.exit_code if finished else None,
-        exit_signal=(record.exit_code_signal or None) if finished else None,
-        elapsed=format_elapsed(record.elapsed_time),
-        source="sacct",
-        qos=record.qos,
-        node_count=record.num_nodes,
-        gpus=_gpus(record.allocated_tres or record.requested_tres, gres),
-        restarts=record.requeue_count,
-    )
-    # The allocation says 0:0 for a job Slurm cancelled or timed out; its batch step holds
-    # the signal: the same rule as for sacct's lines.
-    batch = record.steps.get("batch") if record.steps else None
-    batch_exit = None if batch is None else (batch.exit_code, batch.exit_code_signal or None)
-    return ended_by(info, batch_exit)
-
-
-def _reason(text: str | None) -> str | None:
-    return field(text or "")
-
-
-def _gpus(tres: Any, gres: str) -> int | None:
-    """GPUs in a pyslurm TrackableResources (``.gres``: name → resource with ``count``)."""
-    if tres is None:
-        return None
-    found = tres.gres.get(gres) if tres.gres else None
-    return int(found.count) if found is not None else 0
