@@ -68,6 +68,7 @@ __all__ = [
     "Resources",
     "Tier",
     "load_spec",
+    "read_spec_file",
 ]
 
 Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
@@ -563,7 +564,23 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
             the file, each field path (``resources.gpus_per_node``) and what is wrong;
             unknown keys list the valid keys at their level.
     """
-    from hpclaunch._validation import load_model, read_yaml_mapping  # noqa: PLC0415 (yaml)
+    from hpclaunch._validation import load_model  # noqa: PLC0415 (yaml)
+
+    data = read_spec_file(path)
+    source = str(path)
+    if overrides:
+        data = apply_overrides(data, overrides)
+        source += f" (with --set {' '.join(overrides)})"
+    return load_model(JobSpec, data, source=source, error_cls=SpecError)
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """A job spec file's mapping, not yet validated (:func:`load_spec` validates it).
+
+    Raises:
+        SpecError: The file is missing or not YAML, or it is a multi-job file.
+    """
+    from hpclaunch._validation import read_yaml_mapping  # noqa: PLC0415 (yaml)
 
     path = Path(path)
     data = read_yaml_mapping(path, SpecError, "job spec")
@@ -579,11 +596,7 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
             "examples/pipeline.yaml), or wait for a submitted job by its id with "
             "dependencies: [{job: '1234', type: afterok}]",
         )
-    source = str(path)
-    if overrides:
-        data = apply_overrides(data, overrides)
-        source += f" (with --set {' '.join(overrides)})"
-    return load_model(JobSpec, data, source=source, error_cls=SpecError)
+    return data
 
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.backends.abilities import queue_of
 from hpclaunch.errors import BackendError, HistoryError, PlanError, SpecError, TransportError
-from hpclaunch.jobspec.job import JobSpec, apply_overrides, load_spec
+from hpclaunch.jobspec.job import JobSpec, apply_overrides, load_spec, read_spec_file
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.ops.notify import describe_notify
 from hpclaunch.planning.paths import check_paths
@@ -52,6 +52,17 @@ def spec_source(spec: SpecInput) -> str:
     return spec if isinstance(spec, str) else "<python>"
 
 
+def read_once(spec: SpecInput) -> SpecInput:
+    """``spec`` with a file read now, once, as a :class:`NamedSpec` of its mapping (named by
+    its path): what the history keeps, the hash and the plan are then of one reading.
+
+    Raises:
+        SpecError: The file is missing or not YAML, or it is a multi-job file.
+    """
+    spec = as_spec_input(spec)
+    return NamedSpec(read_spec_file(spec), spec) if isinstance(spec, str) else spec
+
+
 def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     """``spec`` validated, with ``overrides`` applied, as a spec file is (errors name the
     fields and :func:`spec_source`)."""
@@ -62,9 +73,11 @@ def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
         return load_spec(spec, overrides)
     data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec
     data = dict(data)
+    source = spec_source(spec)
     if overrides:
         data = apply_overrides(data, overrides)
-    return load_model(JobSpec, data, source=spec_source(spec), error_cls=SpecError)
+        source += f" (with --set {' '.join(overrides)})"
+    return load_model(JobSpec, data, source=source, error_cls=SpecError)
 
 
 def plan_spec(

@@ -24,6 +24,7 @@ from hpclaunch.ops.plan_job import (
     hash_of,
     naming,
     plan_spec,
+    read_once,
     remember_submission,
     spec_data,
     spec_source,
@@ -79,6 +80,7 @@ def submit_spec(
         SpecError, PlanError: The spec is wrong, or the site or cluster cannot run it.
         SubmissionError: Slurm refused it, or ``submission_id`` names a job of another spec.
     """
+    spec = read_once(spec)
     source = spec_source(spec)
     submission_id, cwd = opts.submission_id, opts.cwd
     kept = SpecKept.of(session, spec, opts.overrides, cwd=cwd, rerun_of=opts.rerun_of)

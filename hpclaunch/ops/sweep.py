@@ -33,6 +33,7 @@ from hpclaunch.ops.plan_job import (
     naming,
     quota_mode,
     quota_used,
+    read_once,
     remember_submission,
     require_paths,
     require_python,
@@ -121,6 +122,7 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
             ``opts.submission_id`` names a sweep of other points.
     """
 
+    spec = read_once(spec)
     spec_path = spec_source(spec)
     check, sweep_id, overrides, cwd = opts.check, opts.submission_id, opts.overrides, opts.cwd
     with naming(spec_path):

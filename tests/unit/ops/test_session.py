@@ -4,10 +4,12 @@ tests/integration/test_session_on_cluster.py)."""
 
 from __future__ import annotations
 
+import builtins
 import re
 import warnings
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -366,3 +368,42 @@ def test_the_module_level_submit_reads_the_settings_at_each_call(
         "hpclaunch",
         "other",
     )
+
+
+def test_a_spec_file_is_read_once_a_submit_and_a_sweep(
+    session: hpclaunch.Session,
+    slurm: FakeSlurm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The history's copy, its hash and the plan are of one reading (the file read three
+    # times before: a file changed meanwhile gave a plan of one text and a hash of another).
+    job = tmp_path / "job.yaml"
+    job.write_text("name: once\ncommand: [echo, hi]\nproject: research\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        "name: sw\ncommand: ['echo', '{x}']\nproject: research\n"
+        "sweep: {method: grid, parameters: {x: [1, 2]}}\n"
+    )
+    reads: list[str] = []
+    read_text, builtin_open = Path.read_text, builtins.open
+
+    def counted(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self.parent == tmp_path and self.name in ("job.yaml", "sweep.yaml"):
+            reads.append(self.name)
+        return read_text(self, *args, **kwargs)
+
+    def counted_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        path = Path(str(file))
+        if path.parent == tmp_path and path.name in ("job.yaml", "sweep.yaml"):
+            reads.append(path.name)
+        return builtin_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    monkeypatch.setattr(builtins, "open", counted_open)
+    submitted = session.submit(job, check=False, overrides=["resources.time=3"])
+    assert submitted.id
+    session.sweeps.submit(sweep, check=False)
+    assert reads == ["job.yaml", "sweep.yaml"]
+    with pytest.raises(SpecError, match=r"job\.yaml \(with --set resources\.nodes=0\)"):
+        session.submit(job, check=False, overrides=["resources.nodes=0"])
