@@ -41,7 +41,12 @@ def on_resize(
         return None
     deadline = time.time() + max(1.0, sc.config.resize_wait)
     sc.checkpoint("resize", deadline, launch)
-    sc.output.divert(sc.stop_log)  # the requeue stops the steps, and they say so
+    sc.output.divert(sc.stop_log)  # the steps say they were stopped
+    # Stopped before the requeue, not after: Slurm's requeue starts KillWait (SIGTERM, then
+    # SIGKILL), and what follows it (the ledger's end, the 'resized' notice) must fit in it.
+    # A clean-clone run killed the sidecar mid-send there (3.3 s of stopping, KillWait 5 s,
+    # a loaded machine): the notice stayed claimed and was never sent.
+    sc.stop(launch)
     target = requeue_target(sc.env)
     outcome = resize_at_requeue(sc.runner, target, to)
     sc.ledger.append(
@@ -56,7 +61,6 @@ def on_resize(
     )
     if not outcome.held:  # the trainer stopped for the checkpoint: go on at this size
         plain = issue_requeue(sc.runner, target, attempt=sc.config.attempt)
-        sc.stop(launch)
         sc.end(
             "resize_failed",
             exit_code=launch.proc.returncode,
@@ -68,7 +72,6 @@ def on_resize(
         )
         sc.say_end("resize_failed", requeued=plain.ok, why=outcome.why)
         return EXIT_REQUEUED if plain.ok else EXIT_REQUEUE_FAILED
-    sc.stop(launch)
     sc.end(
         "resized",
         exit_code=launch.proc.returncode,

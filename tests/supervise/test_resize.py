@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -86,3 +87,58 @@ def test_the_attempt_after_a_resize_says_what_the_resize_cost() -> None:
     preempted = [*resized, {"event": "attempt_end", "time": now - 1, "reason": "preempted"}]
     assert resize_seconds(preempted) is None  # the last attempt was not resized
     assert resize_seconds([]) is None
+
+
+def test_the_launch_is_stopped_before_the_requeue_starts_slurms_kill_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slurm's requeue gives the sidecar KillWait to finish: the ledger's end and the
+    'resized' notice come after it, so stopping the launch must not (a clean-clone run lost
+    a notice: 3.3 s of stopping after the requeue, KillWait 5 s, a loaded machine)."""
+    from types import SimpleNamespace
+
+    from hpclaunch.supervise import on_resize as module
+    from hpclaunch.supervise.resize import ResizeOutcome
+
+    calls: list[str] = []
+    monkeypatch.setattr(
+        module,
+        "resize_at_requeue",
+        lambda runner, target, nodes: (
+            calls.append(f"requeuehold {target} {nodes}") or ResizeOutcome(True, True, True)
+        ),
+    )
+
+    class Control:
+        env: ClassVar[dict[str, str]] = {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "4"}
+        config = SimpleNamespace(resize_wait=5.0, attempt=0)
+        ledger = SimpleNamespace(append=lambda event, **fields: calls.append(event))
+        output = SimpleNamespace(divert=lambda path: None)
+        runner = None
+        stop_log = Path("stop.log")
+        committed_step = 12
+
+        def checkpoint(self, reason: str, deadline: float, launch: object) -> None:
+            calls.append("checkpoint")
+
+        def stop(self, launch: object, timeout: float | None = None) -> None:
+            calls.append("stop")
+
+        def end(self, reason: str, **fields: object) -> None:
+            calls.append(f"end {reason}")
+
+        def say_end(self, reason: str, requeued: bool, **fields: object) -> None:
+            calls.append("say_end")
+
+    launch = SimpleNamespace(history=[], proc=SimpleNamespace(returncode=0))
+    code = module.on_resize(Control(), {"nodes": 2}, launch, (2, 4))  # type: ignore[arg-type]
+    assert code == module.EXIT_REQUEUED
+    assert calls == [
+        "resize_requested",
+        "checkpoint",
+        "stop",
+        "requeuehold 77 2",
+        "resize_issued",
+        "end resized",
+        "say_end",
+    ]
