@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -69,6 +69,7 @@ __all__ = [
     "Tier",
     "load_spec",
     "read_spec_file",
+    "validate_spec",
 ]
 
 Launcher = Literal["none", "srun", "torchrun", "deepspeed", "accelerate"]
@@ -564,10 +565,19 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> JobSpec:
             the file, each field path (``resources.gpus_per_node``) and what is wrong;
             unknown keys list the valid keys at their level.
     """
+    return validate_spec(read_spec_file(path), str(path), overrides)
+
+
+def validate_spec(data: Mapping[str, Any], source: str, overrides: Sequence[str] = ()) -> JobSpec:
+    """``data`` with ``overrides`` applied, validated; errors name ``source`` (and the
+    overrides, as ``(with --set ...)``) and each field.
+
+    Raises:
+        SpecError: A field is wrong, or an override cannot be applied.
+    """
     from hpclaunch._validation import load_model  # noqa: PLC0415 (yaml)
 
-    data = read_spec_file(path)
-    source = str(path)
+    data = dict(data)
     if overrides:
         data = apply_overrides(data, overrides)
         source += f" (with --set {' '.join(overrides)})"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.backends.abilities import queue_of
 from hpclaunch.errors import BackendError, HistoryError, PlanError, SpecError, TransportError
-from hpclaunch.jobspec.job import JobSpec, apply_overrides, load_spec, read_spec_file
+from hpclaunch.jobspec.job import JobSpec, apply_overrides, read_spec_file, validate_spec
 from hpclaunch.ops.context import Context, slurm_user
 from hpclaunch.ops.notify import describe_notify
 from hpclaunch.planning.paths import check_paths
@@ -52,7 +52,7 @@ def spec_source(spec: SpecInput) -> str:
     return spec if isinstance(spec, str) else "<python>"
 
 
-def read_once(spec: SpecInput) -> SpecInput:
+def read_once(spec: SpecInput) -> Mapping[str, Any] | JobSpec:
     """``spec`` with a file read now, once, as a :class:`NamedSpec` of its mapping (named by
     its path): what the history keeps, the hash and the plan are then of one reading.
 
@@ -66,18 +66,9 @@ def read_once(spec: SpecInput) -> SpecInput:
 def load_spec_input(spec: SpecInput, overrides: Sequence[str] = ()) -> JobSpec:
     """``spec`` validated, with ``overrides`` applied, as a spec file is (errors name the
     fields and :func:`spec_source`)."""
-    from hpclaunch._validation import load_model  # noqa: PLC0415 (yaml)
-
-    spec = as_spec_input(spec)
-    if isinstance(spec, str):
-        return load_spec(spec, overrides)
+    spec = read_once(spec)
     data = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, JobSpec) else spec
-    data = dict(data)
-    source = spec_source(spec)
-    if overrides:
-        data = apply_overrides(data, overrides)
-        source += f" (with --set {' '.join(overrides)})"
-    return load_model(JobSpec, data, source=source, error_cls=SpecError)
+    return validate_spec(data, spec_source(spec), overrides)
 
 
 def plan_spec(
