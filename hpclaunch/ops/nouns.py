@@ -67,7 +67,9 @@ class Sweeps:
         """
         from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
 
-        opts: SubmitOptions[SweepPlan] = SubmitOptions(overrides, sweep_id, check)
+        opts: SubmitOptions[SweepPlan] = SubmitOptions(
+            overrides=overrides, submission_id=sweep_id, check=check
+        )
         swept = submit_sweep_spec(self._session, os.fspath(spec), opts)
         specs = tuple(array.array_spec for array in swept.sweep.arrays)
         return SweepRun(
@@ -91,7 +93,9 @@ class Sweeps:
         """
         from hpclaunch.ops.sweep import preview_sweep  # noqa: PLC0415 (pydantic)
 
-        opts: SubmitOptions[SweepPlan] = SubmitOptions(overrides, sweep_id, check)
+        opts: SubmitOptions[SweepPlan] = SubmitOptions(
+            overrides=overrides, submission_id=sweep_id, check=check
+        )
         return preview_sweep(self._session, os.fspath(spec), opts)
 
     def find(self, sweep_id: str) -> SweepRun:

@@ -235,7 +235,13 @@ class Session(Context):
         sender = send or Snapshot.send
         upload = (lambda _plan: sender(tree)) if tree is not None else None
         opts: SubmitOptions[SubmissionPlan] = SubmitOptions(
-            overrides, submission_id, check, dry_run, force, cwd, before_submit=upload
+            overrides=overrides,
+            submission_id=submission_id,
+            check=check,
+            dry_run=dry_run,
+            force=force,
+            cwd=cwd,
+            before_submit=upload,
         )
         if callable(spec):
             from hpclaunch.ops.call import bind_call, job_options, submit_call  # noqa: PLC0415 (pydantic)

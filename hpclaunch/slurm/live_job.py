@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpclaunch.slurm.text import is_empty
+from hpclaunch.slurm.text import field
 from hpclaunch.slurm.times import parse_time
 
 __all__ = ["ShownJob", "parse_show_job", "parse_time_left", "show_job_argv", "time_left_argv"]
@@ -67,12 +67,11 @@ def parse_show_job(text: str) -> ShownJob:
     words: dict[str, str] = {}
     for name, value in _TEXT_FIELD.findall(text):
         words.setdefault(name, value)
-    failed = words.get("FailedNode")
     return ShownJob(
         restarts=numbers.get("Restarts"),
-        failed_node=None if failed is None or is_empty(failed) else failed,
+        failed_node=field(words.get("FailedNode", "")),
         reason=words.get("Reason"),
-        preempting=not is_empty(words.get("PreemptTime", "")),
+        preempting=field(words.get("PreemptTime", "")) is not None,
         nodes=numbers.get("NumNodes"),
         tasks=numbers.get("NumTasks"),
         cpus=numbers.get("NumCPUs"),

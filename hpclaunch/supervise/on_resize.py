@@ -59,7 +59,7 @@ def on_resize(
         codes=outcome.codes,
         why=outcome.why,
     )
-    if not outcome.held:  # the trainer stopped for the checkpoint: go on at this size
+    if not outcome.held:  # the launch is stopped: requeue it at this size
         plain = issue_requeue(sc.runner, target, attempt=sc.config.attempt)
         sc.end(
             "resize_failed",
