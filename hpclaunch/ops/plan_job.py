@@ -19,11 +19,13 @@ from hpclaunch.ops.notify import describe_notify
 from hpclaunch.planning.paths import check_paths
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, needs_python, new_submission_id
 from hpclaunch.planning.points import expand
-from hpclaunch.planning.quota import read_usage
+from hpclaunch.planning.quota import USAGE_STATES, usage_of
+from hpclaunch.slurm.queue import QueueQuery
 from hpclaunch.store.history import SubmissionRecord, record_submission
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
+    from hpclaunch.backends.base import Backend, JobRef
+    from hpclaunch.config.site import SiteConfig
 
 
 #: A spec: a YAML file's path (text or ``pathlib.Path``), its mapping, or a validated spec.
@@ -203,6 +205,18 @@ def require_python(session: Context, spec: JobSpec) -> None:
         )
 
 
+def read_usage(backend: Backend, site: SiteConfig, project: str) -> int:
+    """The GPUs ``project``'s in-quota jobs (all users') hold or wait for now: one look at
+    the queue (one squeue call, or one job-list RPC).
+
+    Raises:
+        HpclaunchError: Slurm could not be asked (BackendUnavailable: this backend has no
+            queue).
+    """
+    rows = queue_of(backend).queue(QueueQuery(account=project, states=USAGE_STATES))
+    return usage_of(site, rows)
+
+
 def quota_used(session: Context, spec: JobSpec) -> int | None:
     """The project's in-quota GPUs now, when the placement depends on them."""
     site = session.site_config
@@ -212,7 +226,7 @@ def quota_used(session: Context, spec: JobSpec) -> int | None:
         return None
 
     try:
-        return read_usage(queue_of(session.backend), site, project)
+        return read_usage(session.backend, site, project)
     except (BackendError, TransportError) as exc:
         # The plan says "taken as 0"; Slurm's GrpTRES still holds the guarantee.
         first = exc.message.splitlines()[0]

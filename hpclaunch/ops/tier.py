@@ -101,7 +101,7 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
 def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     """The project's in-quota GPUs without this job's own (one look at the queue), when the new
     tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.planning.quota import read_usage  # noqa: PLC0415 (pydantic)
+    from hpclaunch.ops.plan_job import read_usage  # noqa: PLC0415 (pydantic)
     from hpclaunch.planning.retier import counted_gpus  # noqa: PLC0415 (pydantic)
 
     site = context.site_config
@@ -110,7 +110,7 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
         return None
     assert project is not None
     # The usage counts this job too while it is in-quota: moving it must not count it twice.
-    used = read_usage(queue_of(context.backend), site, project)
+    used = read_usage(context.backend, site, project)
     return max(0, used - counted_gpus(site, row, project))
 
 

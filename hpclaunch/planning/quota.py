@@ -26,14 +26,16 @@ made once; ``hpclaunch tier`` or resubmitting re-decides).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from hpclaunch.config.site import SiteConfig, TierPolicy
 from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec
-from hpclaunch.slurm.queue import QueueQuery
+
+if TYPE_CHECKING:
+    from hpclaunch.slurm.queue import QueueRow
 
 __all__ = [
     "QUOTA_MODES",
@@ -43,7 +45,7 @@ __all__ = [
     "classify",
     "in_quota_usage",
     "place",
-    "read_usage",
+    "usage_of",
 ]
 
 #: Tiers from the most to the least urgent.
@@ -193,23 +195,10 @@ def _strict_in_quota(
 USAGE_STATES = "PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED,REQUEUE_HOLD"
 
 
-class ReadsQueue(Protocol):
-    """What :func:`read_usage` needs of a backend (:class:`hpclaunch.backends.abilities.
-    ReadsQueue`, whose rows are :class:`hpclaunch.slurm.queue.QueueRow`)."""
-
-    def queue(self, query: QueueQuery = ...) -> Sequence[Any]:
-        """The queue's rows ``query`` asks for."""
-        ...
-
-
-def read_usage(backend: ReadsQueue, site: SiteConfig, project: str) -> int:
-    """The GPUs ``project``'s in-quota jobs (all users') hold or wait for now: one look at
-    the queue (one squeue call, or one job-list RPC).
-
-    Raises:
-        HpclaunchError: Slurm could not be asked.
-    """
-    rows = backend.queue(QueueQuery(account=project, states=USAGE_STATES))
+def usage_of(site: SiteConfig, rows: Iterable[QueueRow]) -> int:
+    """The GPUs the project's in-quota jobs hold or wait for, from its queue rows (those of
+    ``squeue --account=PROJECT --states=USAGE_STATES``: ``hpclaunch.ops.plan_job.read_usage``
+    asks for them)."""
     # An array's pending tasks are one folded row: each asks for its GPUs.
     return in_quota_usage(site, ((row.qos, row.gpus_of_all_tasks) for row in rows))
 

@@ -101,7 +101,7 @@ class Retier:
 
 
 def counted_gpus(site: SiteConfig, row: QueueRow, project: str) -> int:
-    """GPUs of ``row`` that :func:`hpclaunch.planning.quota.read_usage` counts for ``project`` (by
+    """GPUs of ``row`` that :func:`hpclaunch.ops.plan_job.read_usage` counts for ``project`` (by
     the same rule: :func:`hpclaunch.planning.quota.in_quota_usage`, every task of a folded line)."""
     if row.account != project:
         return 0

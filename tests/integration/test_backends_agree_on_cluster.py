@@ -26,7 +26,8 @@ import pytest
 from hpclaunch.backends.base import Backend, JobRef
 from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import load_site
-from hpclaunch.planning.quota import USAGE_STATES, read_usage
+from hpclaunch.ops.plan_job import read_usage
+from hpclaunch.planning.quota import USAGE_STATES
 from hpclaunch.slurm.jobs import JobInfo
 from hpclaunch.slurm.queue import QueueQuery
 from hpclaunch.transport.local import LocalRunner

@@ -10,11 +10,11 @@ from hpclaunch.backends.cli import CliBackend
 from hpclaunch.config.site import SiteConfig, load_site
 from hpclaunch.errors import BackendUnavailable, ConfigError, PlanError
 from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.ops.plan_job import read_usage
 from hpclaunch.planning.quota import (
     USAGE_STATES,
     classify,
     in_quota_usage,
-    read_usage,
 )
 from hpclaunch.slurm.queue import QueueQuery, parse_queue, queue_argv
 from tests.unit.fakes import FakeRunner, result
