@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import BackendError, ConnectError
 from hpclaunch.slurm.cluster import expand_hosts
-from hpclaunch.slurm.jobs import JobState
+from hpclaunch.slurm.jobs import JobRef, JobState
 from hpclaunch.transport.sshconfig import CONFIG_ENV
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
     Raises:
         BackendError: The job is not running, or ``node`` is not one of its nodes.
     """
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is not JobState.RUNNING or not info.nodes:
@@ -72,7 +71,6 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
 def job_place(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, str | None]:
     """``("running", node)`` (``node`` if it is one of the job's, else its first),
     ``("waiting", None)`` while it pends (a requeue's next attempt) or ``("ended", None)``."""
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is JobState.RUNNING and info.nodes:

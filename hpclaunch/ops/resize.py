@@ -20,6 +20,7 @@ from hpclaunch.backends.abilities import control_of
 from hpclaunch.errors import ResizeRefused, TransportError, WatchTimeout
 from hpclaunch.jobdir import JobDir
 from hpclaunch.ops.records import read_job_file, submission_record
+from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.slurm.nodecount import node_count_update
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.resize import elastic_of_script, request_data
@@ -87,7 +88,6 @@ def resize_job(
         ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
         UpdateRefused: Slurm refused the update of a pending job.
     """
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     record = submission_record(job_id, "resize")
     block = elastic_block(ctx, record)
@@ -160,7 +160,6 @@ def _wait_for_start(
 ) -> ResizeResult:
     """After a pending job's resize, wait until it starts (or ends): ``resize --wait``
     returns once the job runs at its new size, not while it still pends."""
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     ref = JobRef(job_id)
     while time.monotonic() < deadline:

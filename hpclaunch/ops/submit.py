@@ -33,10 +33,10 @@ from hpclaunch.ops.plan_job import (
 from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.planning.checks import check_plan, raise_for_problems
 from hpclaunch.planning.plan import job_python
+from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.store.history import find_record
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
 
@@ -227,7 +227,6 @@ def _refuse_changed_spec(
 def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     record = find_record(submission_id=submission_id)
     if record is not None:

@@ -46,12 +46,13 @@ from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.planning.plan import new_submission_id
 from hpclaunch.planning.points import params_lines
 from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE, plan_sweep, unused_note
+from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.slurm.limits import parse_submit_limits, submit_limits_argv
 from hpclaunch.store.history import find_record
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, list_sweeps, save_sweep
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import Backend, JobRef
+    from hpclaunch.backends.base import Backend
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.sweep import SweepPlan
@@ -296,7 +297,6 @@ def _taken_array(
     its id to the next one, and slurmdbd keeps the lost job PENDING for ever (measured on
     25.11). Such an array is submitted again.
     """
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
 
     tag = sweep.array_submission_id(index)
     found = context.backend.find_submission(tag)
