@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from hpclaunch.errors import HpclaunchError, SubmissionError
+from hpclaunch.planning.render import RenderedJob, render
 from hpclaunch.slurm.capabilities import discover
 from hpclaunch.slurm.jobs import JobRef
 
 if TYPE_CHECKING:
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.planning.plan import SubmissionPlan
-    from hpclaunch.planning.render import RenderedJob
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.transport.base import Runner
@@ -52,13 +52,10 @@ class Backend(abc.ABC):
         Raises:
             HpclaunchError: Slurm could not be asked.
         """
-
         return discover(self.runner, now=now or time.time)
 
     def dryrun(self, plan: SubmissionPlan) -> RenderedJob:
         """Render ``plan`` without submitting anything (``submit --dry-run``)."""
-        from hpclaunch.planning.render import render  # noqa: PLC0415 (pydantic, jinja2)
-
         return render(plan)
 
     @abc.abstractmethod
@@ -128,7 +125,6 @@ class Backend(abc.ABC):
         """After a submission whose reply was lost (``what`` says how): the job of
         ``submission_id`` if it exists, else a :class:`SubmissionError` saying how to retry
         without making a second job."""
-
         retry = f"hpclaunch submit --submission-id {submission_id} SPEC"
         try:
             found = self.find_submission(submission_id)

@@ -10,7 +10,6 @@ is a bug and shows its traceback.
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -192,24 +191,15 @@ def cli(
     Settings come from, lowest first: built-in defaults, the site's defaults, the user
     config (~/.config/hpclaunch/config.yaml), HPCLAUNCH_* variables, and these flags.
     """
-    from hpclaunch.ops.session import Session  # noqa: PLC0415 (each command loads its own)
-
-    # A caller may hand in where Slurm's commands run (CliRunner.invoke(..., obj={"runner":
-    # ...}): the unit tests' fake Slurm); the flags are the settings' top layer.
+    # The session is made when a command runs (cli/_session.py): --help stays light.
     given = ctx.obj if isinstance(ctx.obj, dict) else {}
-    ctx.obj = Session(
-        site=site,
-        backend=backend,
-        remote=remote,
-        accept_new_host_key=accept_new_host_key,
-        warn=_echo_warning,
-        runner=given.get("runner"),
-    )
-
-
-def _echo_warning(message: str) -> None:
-    """Warnings on stderr, one line each, as ``Warning: ...``."""
-    print(f"Warning: {message}", file=sys.stderr)
+    ctx.obj = {
+        **given,
+        "site": site,
+        "backend": backend,
+        "remote": remote,
+        "accept_new_host_key": accept_new_host_key,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from click.shell_completion import CompletionItem
 
-from hpclaunch.ops.helpers import recent_submissions
-from hpclaunch.ops.job import JOB_ID_FORMS, is_job_id
+from hpclaunch.ops.helpers import JOB_ID_FORMS, is_job_id, recent_submissions
 
 if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
@@ -46,7 +45,6 @@ def complete_job_ids(
 ) -> list[CompletionItem]:
     """Shell completion: the job ids of the submission history, newest first (no Slurm
     call: completion must be instant)."""
-
     records = reversed(recent_submissions(limit=200))
     seen: dict[str, str] = {}
     for record in records:

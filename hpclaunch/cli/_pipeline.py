@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._submitting import print_dry_run, send_tree
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
+    from hpclaunch.ops.session import Session
     from hpclaunch.planning.pipeline import Step
     from hpclaunch.slurm.jobs import JobInfo
 
@@ -35,7 +35,6 @@ def submit_pipeline(
     sync: bool,
 ) -> None:
     """Plan every job of the file at ``path``, then submit them in dependency order."""
-
     if follow:
         raise click.UsageError(
             "--follow streams one job's log; for a multi-job file use --wait, and "

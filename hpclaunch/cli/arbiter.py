@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._signals import stop_on_signals
-from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("arbiter")
@@ -50,7 +53,7 @@ from hpclaunch.ops.session import Session
     show_default=True,
     help="Seconds a victim's restart costs (loading, warm-up), counted in every choice.",
 )
-@click.pass_obj
+@pass_session
 def arbiter_command(
     app: Session,
     dry_run: bool,

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
+from hpclaunch.cli._session import pass_session
 from hpclaunch.ops import helpers
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.cancel import Cancelled
+    from hpclaunch.ops.session import Session
 
 
 @click.command("cancel")
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     help="Cancel every unfinished job in your hpclaunch history for this site.",
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --all).")
-@click.pass_obj
+@pass_session
 def cancel_command(
     app: Session, job_ids: list[str], names: tuple[str, ...], all_jobs: bool, yes: bool
 ) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("clean")
@@ -16,7 +21,7 @@ from hpclaunch.ops.session import Session
     help="Submitted longer ago than this: 30min, 12h, 7d, 2w.",
 )
 @click.option("--dry-run", is_flag=True, help="List the files; remove nothing.")
-@click.pass_obj
+@pass_session
 def clean_command(app: Session, older_than: str, dry_run: bool) -> None:
     """Remove the call and result pickles of ended function jobs older than AGE.
 

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._options import json_option
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
 
 if TYPE_CHECKING:
     from hpclaunch.config.settings import Sourced
+    from hpclaunch.ops.session import Session
 
 _LAYERS = {
     "default": "built-in default",
@@ -36,7 +37,7 @@ def config_group(ctx: click.Context) -> None:
 @config_group.command("show")
 @click.option("--sources", is_flag=True, help="Also say where each value came from.")
 @json_option("Print JSON (for scripts).")
-@click.pass_obj
+@pass_session
 def show_command(app: Session, sources: bool, as_json: bool) -> None:
     """Print every setting and its value.
 

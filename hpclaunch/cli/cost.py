@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli.history import parse_time_option
 from hpclaunch.errors import ConfigError
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from hpclaunch.ops.cost import CostReport
+    from hpclaunch.ops.session import Session
 
 
 @click.command("cost")
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 @click.option("--all-users", is_flag=True, help="Everyone's jobs (sacct -a), not only yours.")
 @json_option("Print JSON (groups, total, attempts).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one line per group).")
-@click.pass_obj
+@pass_session
 def cost_command(
     app: Session,
     since: datetime | None,
@@ -57,7 +58,6 @@ def cost_command(
     factor (half for preemptible and over-quota work by default; shown where it differs).
     The price column needs 'prices:' in the site config.
     """
-
     if as_json and as_csv:
         raise ConfigError("--json and --csv: choose one", hint="hpclaunch cost --csv > usage.csv")
     cost = app.cost(since=since, until=until, by=by or ("project",), all_users=all_users)

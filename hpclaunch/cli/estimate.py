@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch.cli._jobargs import quota_option
 from hpclaunch.cli._options import json_option
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("estimate")
@@ -22,7 +26,7 @@ from hpclaunch.ops.session import Session
 )
 @json_option("Print the estimate as JSON.")
 @quota_option
-@click.pass_obj
+@pass_session
 def estimate_command(
     app: Session,
     spec: str,

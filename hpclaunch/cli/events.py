@@ -11,16 +11,17 @@ import click
 
 from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.cli._options import json_option
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.events import JobEvents
+    from hpclaunch.ops.session import Session
 
 
 @click.command("events")
 @job_argument
 @json_option()
-@click.pass_obj
+@pass_session
 def events_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show what is known about JOB: its submission and each attempt Slurm accounted."""
     events = app.job(job_id).events()

@@ -10,14 +10,15 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
 from hpclaunch.ops import helpers
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from hpclaunch.ops.session import Session
     from hpclaunch.store.history import SubmissionRecord
 
 COLUMNS = ("ID", "NAME", "PROJECT", "TIER", "QUOTA", "STATE", "ATTEMPTS", "SUBMITTED")
@@ -54,7 +55,7 @@ def parse_time_option(
     help="The newest N (0: all).",
 )
 @json_option("Print JSON instead of a table.")
-@click.pass_obj
+@pass_session
 def history_command(
     app: Session,
     project: str | None,
@@ -84,7 +85,6 @@ def history_command(
 def print_table(records: Sequence[SubmissionRecord]) -> None:
     """The history table (the state coloured on a terminal; a RERUN OF column, the job each
     rerun came from, when there is one)."""
-
     cells: list[tuple[str, ...]] = [
         (
             r.job_id,

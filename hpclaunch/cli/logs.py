@@ -12,12 +12,13 @@ from hpclaunch.cli._jobargs import (
     exit_unless_completed,
     job_argument,
 )
+from hpclaunch.cli._session import pass_session
 from hpclaunch.errors import JobNotFound
 from hpclaunch.ops import helpers
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.job import Job
+    from hpclaunch.ops.session import Session
     from hpclaunch.slurm.jobs import JobInfo
 
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     "--attempt", type=click.IntRange(min=0), metavar="N", help="Only attempt N (0: first)."
 )
 @click.option("--timeout", type=float, metavar="SECONDS", help="With -f: stop after this long.")
-@click.pass_obj
+@pass_session
 def logs_command(
     app: Session, job_id: str, follow: bool, attempt: int | None, timeout: float | None
 ) -> None:

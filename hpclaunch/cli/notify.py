@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.group("notify")
@@ -16,7 +20,7 @@ def notify_group() -> None:
 
 @notify_group.command("add")
 @click.argument("name")
-@click.pass_obj
+@pass_session
 def add_command(app: Session, name: str) -> None:
     """Save webhook NAME; its URL is read from standard input (hidden when typed), never
     from the command line, where the shell's history and ps would keep it."""
@@ -32,7 +36,7 @@ def add_command(app: Session, name: str) -> None:
 
 @notify_group.command("remove")
 @click.argument("name")
-@click.pass_obj
+@pass_session
 def remove_command(app: Session, name: str) -> None:
     """Forget webhook NAME (jobs already submitted keep their own copy of its URL)."""
     path = app.notify.remove(name)
@@ -40,7 +44,7 @@ def remove_command(app: Session, name: str) -> None:
 
 
 @notify_group.command("list")
-@click.pass_obj
+@pass_session
 def list_command(app: Session) -> None:
     """List the names of the saved webhooks (never their URLs)."""
     names = app.notify.names()
@@ -53,7 +57,7 @@ def list_command(app: Session) -> None:
 
 @notify_group.command("test")
 @click.argument("name")
-@click.pass_obj
+@pass_session
 def test_command(app: Session, name: str) -> None:
     """Send a test message to webhook NAME from here."""
     why = app.notify.test(name)

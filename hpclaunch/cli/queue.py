@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._options import json_option
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
 
 if TYPE_CHECKING:
     from hpclaunch.ops.queue import QueueEntry
+    from hpclaunch.ops.session import Session
 
 COLUMNS = (
     "#",
@@ -50,7 +51,7 @@ _STATE_STYLE = {"RUNNING": "cyan", "PENDING": "yellow"}
     help="Why pending JOB is behind the jobs ranked before it: their priority factors "
     "against its own (sprio) and the projects' fair-share standing (sshare).",
 )
-@click.pass_obj
+@pass_session
 def queue_command(
     app: Session, as_json: bool, all_users: bool, partition: str | None, why_job: str | None = None
 ) -> None:

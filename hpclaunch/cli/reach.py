@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import subprocess
+from typing import TYPE_CHECKING
 
 import click
 
 from hpclaunch.cli._jobargs import job_argument
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._signals import stop_on_signals
-from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("shell", context_settings={"ignore_unknown_options": True})
 @job_argument
 @click.option("--node", metavar="NODE", help="One of the job's nodes (default: its first).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@click.pass_obj
+@pass_session
 def shell_command(app: Session, job_id: str, node: str | None, command: tuple[str, ...]) -> None:
     """Open a shell on a node of running job JOB (or run COMMAND there, after --), as a
     step sharing the job's CPUs and GPUs (srun --overlap); it ends with the job."""
@@ -35,7 +39,7 @@ def shell_command(app: Session, job_id: str, node: str | None, command: tuple[st
     "--local", "local_port", type=click.IntRange(0, 65535), help="The port here (default: PORT)."
 )
 @click.option("--node", metavar="NODE", help="One of the job's nodes (default: its first).")
-@click.pass_obj
+@pass_session
 def forward_command(
     app: Session, job_id: str, port: int, local_port: int | None, node: str | None
 ) -> None:

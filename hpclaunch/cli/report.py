@@ -11,11 +11,11 @@ import click
 
 from hpclaunch.cli._jobargs import complete_job_ids
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.ops import helpers
-from hpclaunch.ops.job import is_job_id
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
     from hpclaunch.report.job import JobReport
     from hpclaunch.report.sweep import SweepReport
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     metavar="NAME",
     help="For a sweep: the final metric drawn against each parameter (default: the first).",
 )
-@click.pass_obj
+@pass_session
 def report_command(
     app: Session,
     target: str,
@@ -58,7 +58,7 @@ def report_command(
     """
     if open_page and html_path is None:
         raise click.UsageError("--open opens the page --html FILE writes: give --html too")
-    if is_job_id(target) and not helpers.names_a_sweep(target):
+    if helpers.is_job_id(target) and not helpers.names_a_sweep(target):
         if metric is not None:
             raise click.UsageError("--metric is for a sweep's report: JOB is a job id")
         report: JobReport | SweepReport = app.job(target).report()

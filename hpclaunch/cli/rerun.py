@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hpclaunch.cli._jobargs import job_argument
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli.submit import follow_job
-from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("rerun")
@@ -26,7 +31,7 @@ from hpclaunch.ops.session import Session
 )
 @click.option("--follow", "-f", is_flag=True, help="With --wait (implied): print its log lines.")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up waiting after this long.")
-@click.pass_obj
+@pass_session
 def rerun_command(
     app: Session,
     job_id: str,

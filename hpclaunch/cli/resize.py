@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hpclaunch.cli._jobargs import job_argument
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 
 @click.command("resize")
@@ -20,7 +25,7 @@ from hpclaunch.ops.session import Session
     help="Seconds to follow the resize: a running job to its restart (default 300), a "
     "pending one to its start (default: return at once); 0: return once asked.",
 )
-@click.pass_obj
+@pass_session
 def resize_command(
     app: Session, job_id: str, nodes: int, why: str, force: bool, wait: float | None
 ) -> None:

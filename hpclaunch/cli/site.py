@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._site_show import print_capabilities
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
     from hpclaunch.planning.siteplan import Change
     from hpclaunch.slurm.capabilities import Capabilities
 
@@ -30,7 +31,7 @@ def site_command() -> None:
 @site_command.command("show")
 @_REFRESH
 @json_option()
-@click.pass_obj
+@pass_session
 def show_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Print what the cluster offers (cached for a few minutes)."""
     caps = app.capabilities(refresh=refresh)
@@ -44,7 +45,7 @@ def show_command(app: Session, refresh: bool, as_json: bool) -> None:
 @site_command.command("check")
 @_REFRESH
 @json_option()
-@click.pass_obj
+@pass_session
 def check_command(app: Session, refresh: bool, as_json: bool) -> None:
     """Compare the site config with the cluster; exit 1 listing every mismatch."""
     checked = app.site.check(refresh=refresh)
@@ -122,7 +123,7 @@ def print_changes(changes: Sequence[Change]) -> None:
 
 @site_command.command("plan")
 @json_option()
-@click.pass_obj
+@pass_session
 def plan_command(app: Session, as_json: bool) -> None:
     """Print the sacctmgr commands (and slurm.conf settings) that make the cluster's QOS
     and accounts match the site config; nothing when they already do."""
@@ -147,7 +148,7 @@ def plan_command(app: Session, as_json: bool) -> None:
 
 @site_command.command("apply")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (scripts).")
-@click.pass_obj
+@pass_session
 def apply_command(app: Session, yes: bool) -> None:
     """Run the commands of ``site plan`` (after asking), then check the cluster matches."""
     planned = app.site.plan()

@@ -11,12 +11,13 @@ import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
 from hpclaunch.errors import ACCOUNTING_UNAVAILABLE
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
     from hpclaunch.slurm.jobs import JobInfo
 
 COLUMNS = (
@@ -51,14 +52,13 @@ COLUMNS = (
     type=click.IntRange(min=1),
     help="Recent jobs to show without IDS.",
 )
-@click.pass_obj
+@pass_session
 def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) -> None:
     """Show the state of jobs IDS, or of your recent hpclaunch jobs.
 
     One squeue call for all jobs, and one sacct call for the jobs squeue no longer
     knows (it forgets finished jobs after MinJobAge).
     """
-
     rows = app.status(job_ids, limit=limit)
     if not rows:  # only without IDS: each id given gets a row
         click.echo("No hpclaunch jobs recorded yet; submit one with 'hpclaunch submit'.")
@@ -105,7 +105,6 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
 
 def print_table(rows: Sequence[JobInfo]) -> None:
     """The status table (the state coloured on a terminal)."""
-
     cells = [
         (
             info.ref.job_id,

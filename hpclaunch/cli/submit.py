@@ -10,15 +10,16 @@ import click
 from hpclaunch.cli._jobargs import exit_unless_completed, quota_option
 from hpclaunch.cli._options import no_check_option, partition_option
 from hpclaunch.cli._pipeline import submit_pipeline
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._submitting import print_dry_run, send_tree
 from hpclaunch.cli.logs import print_slurm_lines
 from hpclaunch.ops import helpers
-from hpclaunch.ops.session import Session
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from hpclaunch.ops.job import Job
+    from hpclaunch.ops.session import Session
     from hpclaunch.slurm.jobs import JobInfo
 
 
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     "from a different spec.",
 )
 @quota_option
-@click.pass_obj
+@pass_session
 def submit_command(
     app: Session,
     spec: str,

@@ -11,9 +11,10 @@ import click
 
 from hpclaunch.cli._jobargs import quota_option
 from hpclaunch.cli._options import json_option, no_check_option, partition_option
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
     from hpclaunch.ops.sweep import SweepPreview
     from hpclaunch.ops.sweep_status import SweepStatus
 
@@ -63,7 +64,7 @@ def sweep_command() -> None:
     "every task COMPLETED.",
 )
 @quota_option
-@click.pass_obj
+@pass_session
 def submit_command(
     app: Session,
     spec: str,
@@ -145,7 +146,7 @@ def _print_dry_run(preview: SweepPreview) -> None:
     help="Order the tasks by this final metric (or parameter), smallest first; "
     "'-METRIC' for largest first (e.g. --sort loss, --sort -accuracy).",
 )
-@click.pass_obj
+@pass_session
 def status_command(
     app: Session, sweep_id: str, as_json: bool, no_metrics: bool, sort_by: str | None = None
 ) -> None:
@@ -197,7 +198,7 @@ def _print_status(status: SweepStatus) -> None:
 
 
 @sweep_command.command("list")
-@click.pass_obj
+@pass_session
 def list_command(app: Session) -> None:
     """The sweeps submitted from here (no Slurm call)."""
     sweeps = app.sweeps.recorded()
@@ -220,7 +221,7 @@ def list_command(app: Session) -> None:
 
 @sweep_command.command("rerun")
 @click.argument("sweep_id")
-@click.pass_obj
+@pass_session
 def rerun_command(app: Session, sweep_id: str) -> None:
     """Submit again the points of SWEEP_ID that never ran (Slurm ended their tasks before
     the batch script started, e.g. after a slurmctld restart). Safe to repeat: a point
@@ -242,7 +243,7 @@ def rerun_command(app: Session, sweep_id: str) -> None:
 
 @sweep_command.command("cancel")
 @click.argument("sweep_id")
-@click.pass_obj
+@pass_session
 def cancel_command(app: Session, sweep_id: str) -> None:
     """Cancel every task of SWEEP_ID (one scancel per array; safe to repeat)."""
     run = app.sweeps.find(sweep_id)

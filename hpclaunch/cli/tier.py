@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import job_argument
-from hpclaunch.ops.session import Session
+from hpclaunch.cli._session import pass_session
 
 if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
     from hpclaunch.planning.retier import Retier
     from hpclaunch.slurm.queue import QueueRow
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 @job_argument
 @click.argument("new_tier", metavar="NEWTIER")
 @click.option("--dry-run", is_flag=True, help="Print what would change and the scontrol argv.")
-@click.pass_obj
+@pass_session
 def tier_command(app: Session, job_id: str, new_tier: str, dry_run: bool) -> None:
     """Move pending job JOB to tier NEWTIER: its QOS and, on a site with quotas, its
     account and nice (in-quota or over-quota is decided again from the project's usage).

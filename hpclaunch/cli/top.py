@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hpclaunch.cli._jobargs import job_argument
 from hpclaunch.cli._options import json_option
+from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._table import print_table
-from hpclaunch.ops.session import Session
+
+if TYPE_CHECKING:
+    from hpclaunch.ops.session import Session
 
 _COLUMNS = ("node", "attempt", "gpu", "util", "mem_used", "mem_total", "temp_c", "power_w")
 _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER W")
@@ -20,7 +23,7 @@ _HEADERS = ("NODE", "ATT", "GPU", "UTIL%", "MEM MiB", "OF MiB", "TEMP C", "POWER
 @click.command("top")
 @job_argument
 @json_option()
-@click.pass_obj
+@pass_session
 def top_command(app: Session, job_id: str, as_json: bool) -> None:
     """Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl)."""
     found = app.job(job_id).gpus()

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from hpclaunch.backends import choose_backend
 from hpclaunch.config.settings import (
     Settings,
     load_user_config,
@@ -23,14 +24,15 @@ from hpclaunch.config.settings import (
 )
 from hpclaunch.config.site_path import resolve_site_path
 from hpclaunch.errors import ConfigError
+from hpclaunch.jobspec.notify import Notify
 from hpclaunch.store.capabilities import load_capabilities, max_age_from_env
+from hpclaunch.store.site_cache import load_site_cached
 from hpclaunch.transport.local import LocalRunner
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
     from hpclaunch.config.site import SiteConfig
     from hpclaunch.jobspec.notify import Notify
-    from hpclaunch.ops.logtail import RemoteFiles
     from hpclaunch.slurm.capabilities import Capabilities
     from hpclaunch.transport.base import Runner
 
@@ -115,7 +117,6 @@ class Context:
             ConfigError: It is wrong (the file and the field named).
         """
         from hpclaunch._validation import load_model  # noqa: PLC0415 (pydantic, yaml)
-        from hpclaunch.jobspec.notify import Notify  # noqa: PLC0415 (pydantic)
 
         path = user_config_path(self.env)
         data = load_user_notify(path)
@@ -133,8 +134,6 @@ class Context:
 
     def _load_site(self, name: str) -> SiteConfig:
         if name not in self._sites:
-            from hpclaunch.store.site_cache import load_site_cached  # noqa: PLC0415 (pydantic)
-
             self._sites[name] = load_site_cached(name, self.env)
         return self._sites[name]
 
@@ -180,7 +179,6 @@ class Context:
         Raises:
             HpclaunchError: The cluster could not be asked.
         """
-
         return load_capabilities(
             self.backend, self.site_config.name, max_age=max_age_from_env(self.env), refresh=refresh
         )
@@ -210,8 +208,6 @@ class Context:
 
     @functools.cached_property
     def _backend_choice(self) -> tuple[Backend, str]:
-        from hpclaunch.backends import choose_backend  # noqa: PLC0415 (a backend)
-
         name = self.settings.backend.value
         assert name is not None  # the built-in default names one
         return choose_backend(name, self.runner, self.site_config)
@@ -219,11 +215,6 @@ class Context:
 
 def _warn(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
-
-
-def remote_files(app: Context) -> RemoteFiles | None:
-    """How to read the job's files when Slurm is remote (``None``: they are local)."""
-    return app.runner if app.is_remote else None
 
 
 def slurm_user(app: Context) -> str:

@@ -12,12 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hpclaunch.ops.job import job_of_record
 from hpclaunch.ops.logs import log_record
 from hpclaunch.ops.records import find_job_record
 from hpclaunch.ops.simulate import simulate, write_workload
 from hpclaunch.planning.schema import pipeline_schema
 from hpclaunch.planning.schema import spec_schema as job_schema
+from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
 from hpclaunch.slurm.usage import parse_when
 from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.store.sweeps import list_sweeps
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from hpclaunch.slurm.jobs import JobInfo
 
 __all__ = [
+    "JOB_ID_FORMS",
     "history_path",
+    "is_job_id",
     "is_pipeline",
     "job_with_logs",
     "jobs_named",
@@ -57,7 +59,6 @@ def when(text: str, now: datetime | None = None) -> datetime:
 def spec_schema(*, pipeline: bool = False) -> dict[str, object]:
     """The JSON schema (draft 2020-12) of a job spec, or of a multi-job file
     (``pipeline``), as ``hpclaunch schema`` prints it."""
-
     return pipeline_schema() if pipeline else job_schema()
 
 
@@ -90,6 +91,8 @@ def job_with_logs(session: Context, job_id: str) -> Job:
         JobNotFound: Not in the history (the message says how to find its output).
         HpclaunchError: ``job_id`` is a sweep's array: each task has its own log.
     """
+    from hpclaunch.ops.job import job_of_record  # noqa: PLC0415 (the backends: completion stays light)
+
     return job_of_record(session, log_record(job_id))
 
 

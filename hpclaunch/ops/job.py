@@ -19,23 +19,31 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from hpclaunch import jobdir
+from hpclaunch.backends.route import backend_of
 from hpclaunch.errors import CallError, HpclaunchError, JobNotFound, WatchTimeout
 from hpclaunch.jobdir import JobDir
+from hpclaunch.ops.call import read_outcome, without_result
+from hpclaunch.ops.events import gpu_samples, job_events
 from hpclaunch.ops.logs import LogFollower, attempts_written, read_logs, slurm_lines
+from hpclaunch.ops.queue_why import why_waiting
 from hpclaunch.ops.reach import open_forward, shell_argv
 from hpclaunch.ops.records import find_job_record
+from hpclaunch.ops.report import job_report
 from hpclaunch.ops.rerun import rerun_job, rerun_spec
 from hpclaunch.ops.resize import resize_job
+from hpclaunch.ops.status import job_statuses
+from hpclaunch.ops.sweep_rerun import rerun_sweep
+from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
 from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
+from hpclaunch.ops.watch import watch_of
 from hpclaunch.report.sweep import SweepReport
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
-from hpclaunch.slurm.jobs import JobInfo, JobState, wait_for
+from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
 
 if TYPE_CHECKING:
-    from hpclaunch.backends.base import JobRef
     from hpclaunch.ops.context import Context
     from hpclaunch.ops.events import GpuSamples, JobEvents
     from hpclaunch.ops.queue_why import WaitExplanation
@@ -159,7 +167,6 @@ class Job(Future[Any]):
 
     def resolve(self, info: JobInfo) -> None:
         """Settle the future with the job's end ``info`` (the watcher calls this)."""
-
         try:
             self.set_result(self._outcome(info))
         except InvalidStateError:
@@ -171,8 +178,6 @@ class Job(Future[Any]):
                 return
 
     def _outcome(self, info: JobInfo) -> Any:
-        from hpclaunch.ops.call import read_outcome, without_result  # noqa: PLC0415 (pydantic, a backend)
-
         outcome = read_outcome(self.session, self.job_dir) if self.job_dir else None
         if outcome is not None:
             return outcome.get(self.id)
@@ -207,7 +212,6 @@ class Job(Future[Any]):
     def _verify(self) -> None:
         """Raise :class:`JobNotFound` for a job that the history lacks and Slurm does not
         know (one status call, once): nothing would ever end it."""
-
         if not self.unverified:
             return
         info = self.status()
@@ -224,8 +228,6 @@ class Job(Future[Any]):
         self.unverified = False
 
     def _watch(self) -> JobWatch:
-        from hpclaunch.ops.watch import watch_of  # noqa: PLC0415 (a backend)
-
         return watch_of(self.session)
 
     def settled(self) -> bool:
@@ -247,8 +249,6 @@ class Job(Future[Any]):
         """The job now, as ``hpclaunch status`` shows it: one look at Slurm's queue and,
         once it ended, its accounting; its tier, quota and why it waits for the jobs it
         depends on from the history (which learns its final state)."""
-        from hpclaunch.ops.status import job_statuses  # noqa: PLC0415 (a backend)
-
         return job_statuses(self.session, [self.id])[0]
 
     @property
@@ -263,8 +263,6 @@ class Job(Future[Any]):
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.backends.route import backend_of  # noqa: PLC0415 (a backend)
-
         self._verify()
         wait_for(backend_of(self.session.backend, self.ref), [self.ref], timeout=timeout)
         info = self.status()
@@ -286,7 +284,6 @@ class Job(Future[Any]):
         ``on_change`` is called with its info when its state or reason changes; ``.final``
         is its end, stored in the history. ``timeout`` seconds at most (then
         :class:`WatchTimeout`)."""
-
         log_dir = self.log_dir if logs else None
         return LogFollower(
             self.session, self.ref, log_dir, attempt=attempt, timeout=timeout, on_change=on_change
@@ -295,18 +292,15 @@ class Job(Future[Any]):
     def log_lines(self, attempt: int | None = None) -> list[tuple[int, str]]:
         """Every line written so far as ``(attempt, line)``, oldest attempt first
         (``attempt``: that attempt's only); none without a log directory."""
-
         return [] if self.log_dir is None else read_logs(self.session, self.log_dir, attempt)
 
     def attempts_logged(self) -> list[int]:
         """The attempts that have a log file (0 is the first)."""
-
         return [] if self.log_dir is None else attempts_written(self.session, self.log_dir)
 
     def slurm_messages(self) -> list[str]:
         """What Slurm itself wrote for the job (``slurm-<id>.out`` in its job directory: a
         chdir that failed, the time limit, an OOM kill); none if nothing."""
-
         return [] if self.job_dir is None else slurm_lines(self.session, self.job_dir, self.id)
 
     @overload
@@ -341,8 +335,6 @@ class Job(Future[Any]):
         """What is known about the job's life (``hpclaunch events``): its submission,
         Slurm's accounting of each attempt, and the sidecar's ledger (signals, checkpoints,
         requeues, why each attempt ended)."""
-        from hpclaunch.ops.events import job_events  # noqa: PLC0415 (a backend)
-
         return job_events(self.session, self.id)
 
     def report(self) -> JobReport:
@@ -354,8 +346,6 @@ class Job(Future[Any]):
         Raises:
             JobNotFound: Neither the history nor Slurm's accounting knows it.
         """
-        from hpclaunch.ops.report import job_report  # noqa: PLC0415 (a backend)
-
         return job_report(self.session, self.id)
 
     def gpus(self) -> GpuSamples:
@@ -365,8 +355,6 @@ class Job(Future[Any]):
         Raises:
             JobNotFound: The job is not in the history.
         """
-        from hpclaunch.ops.events import gpu_samples  # noqa: PLC0415 (a backend)
-
         return gpu_samples(self.session, self.id)
 
     def plan_tier(self, new_tier: str) -> TierMove:
@@ -378,7 +366,6 @@ class Job(Future[Any]):
             PlanError: No such tier here, or the cluster does not allow it.
             BackendError: The job has started or ended.
         """
-
         return plan_tier_move(self.session, self.id, new_tier)
 
     def tier(self, new_tier: str, *, plan: TierMove | None = None) -> None:
@@ -390,7 +377,6 @@ class Job(Future[Any]):
             PlanError: No such tier here, or the cluster does not allow it.
             BackendError: The job has started or ended, or Slurm refused.
         """
-
         apply_tier_move(self.session, plan or self.plan_tier(new_tier))
 
     def rerun(self, *overrides: str, tier: str | None = None, **fields: Any) -> Job:
@@ -401,7 +387,6 @@ class Job(Future[Any]):
         Raises:
             As :meth:`~hpclaunch.ops.session.Session.rerun`.
         """
-
         changes = [*overrides, *_as_overrides(fields)]
         return job_of(
             self.session, rerun_job(self.session, self.id, overrides=changes, tier=tier).job_id
@@ -416,7 +401,6 @@ class Job(Future[Any]):
         Raises:
             As :meth:`rerun`, but for Slurm's refusal.
         """
-
         changes = [*overrides, *_as_overrides(fields)]
         return rerun_spec(self.session, self.id, changes, tier)[1]
 
@@ -429,8 +413,6 @@ class Job(Future[Any]):
             JobNotFound: The job is not in the queue.
             CommandFailed: sprio or sshare failed.
         """
-        from hpclaunch.ops.queue_why import why_waiting  # noqa: PLC0415 (pydantic)
-
         return why_waiting(self.session, self.id)
 
     def shell_argv(self, *, node: str | None = None, command: Sequence[str] = ()) -> list[str]:
@@ -441,7 +423,6 @@ class Job(Future[Any]):
         Raises:
             BackendError: The job is not running, or ``node`` is not one of its nodes.
         """
-
         return shell_argv(self.session, self.id, node, command)
 
     def forward(self, port: int, *, local_port: int = 0, node: str | None = None) -> Forward:
@@ -455,7 +436,6 @@ class Job(Future[Any]):
             BackendError: The job is not running, or ``node`` is not one of its nodes.
             ConnectError: The local port is taken.
         """
-
         return open_forward(self.session, self.id, port, local_port=local_port, node=node)
 
     def resize(
@@ -475,7 +455,6 @@ class Job(Future[Any]):
         Raises:
             ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
         """
-
         return resize_job(self.session, self.id, nodes, why=why, force=force, wait=wait)
 
 
@@ -488,8 +467,6 @@ def job_of(session: Context, job_id: str) -> Job:
             than one job. A job that neither the history nor Slurm knows raises it from the
             first call that would wait for its end (``result``, ``wait``, ...).
     """
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-
     if not is_job_id(job_id):
         raise JobNotFound(
             f"{job_id!r} is not a job id ({JOB_ID_FORMS})",
@@ -507,7 +484,6 @@ def job_of(session: Context, job_id: str) -> Job:
 
 def _refuse_sweep_array(job_id: str) -> None:
     """Raise if ``job_id`` is the array job of a sweep or map recorded here."""
-
     if not job_id.isdigit():
         return
     try:
@@ -527,8 +503,6 @@ def _refuse_sweep_array(job_id: str) -> None:
 
 def job_of_record(session: Context, record: SubmissionRecord) -> Job:
     """The job of a history record, with its directories."""
-    from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-
     return Job(
         session,
         JobRef(record.job_id, record.cluster),
@@ -589,8 +563,6 @@ class SweepRun:
         Raises:
             JobNotFound: No such sweep in this machine's records.
         """
-        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-
         record = find_sweep(sweep_id)
         arrays = tuple(JobRef(a.job_id, record.cluster) for a in record.arrays)
         if _holds_call(session, record.job_dir):  # a map's results can be read from here too
@@ -612,8 +584,6 @@ class SweepRun:
         Raises:
             KeyError: No task has a metric or parameter ``sort_by`` (the known names).
         """
-        from hpclaunch.ops.sweep_status import sort_tasks, sweep_status  # noqa: PLC0415 (a backend)
-
         found = sweep_status(self.session.backend, find_sweep(self.sweep_id), metrics=metrics)
         if not sort_by:
             return found
@@ -625,7 +595,6 @@ class SweepRun:
         """The sweep now (``hpclaunch report SWEEP``): tasks by state, parameters against
         final metrics, and ``metric`` (default: the first reported) against each parameter
         (``.lines()``, ``.html()``, ``.to_dict()``)."""
-
         return SweepReport(self.status(), metric)
 
     def wait(self, timeout: float | None = None) -> SweepStatus:
@@ -634,7 +603,6 @@ class SweepRun:
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-
         wait_for(self.session.backend, list(self.arrays), timeout=timeout)
         return self.status()
 
@@ -647,9 +615,6 @@ class SweepRun:
         Raises:
             SubmissionError: Slurm refused a rerun (the ones before it stay, recorded).
         """
-        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-        from hpclaunch.ops.sweep_rerun import rerun_sweep  # noqa: PLC0415 (pydantic, a backend)
-
         rerun = rerun_sweep(self.session, self.sweep_id)
         cluster = rerun.record.cluster
         self.arrays = (*self.arrays, *(JobRef(a.job_id, cluster) for a in rerun.arrays))
@@ -725,8 +690,6 @@ class MapRun(SweepRun):
         Raises:
             JobNotFound: The map is not recorded on this machine.
         """
-        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-
         if not self.arrays:
             return []
         record = find_sweep(self.sweep_id)
@@ -751,8 +714,6 @@ class MapRun(SweepRun):
 
     def _item(self, index: int, states: dict[int, TaskStatus]) -> Any:
         """Item ``index``'s value, or raise its exception (noted with the item)."""
-        from hpclaunch.ops.call import read_outcome  # noqa: PLC0415 (pydantic, a backend)
-
         outcome = read_outcome(self.session, task_dir(self.job_dir, index))
         try:
             if outcome is None:
@@ -765,9 +726,6 @@ class MapRun(SweepRun):
             raise
 
     def _without_result(self, index: int, task: TaskStatus | None) -> Exception:
-        from hpclaunch.backends.base import JobRef  # noqa: PLC0415 (a backend)
-        from hpclaunch.ops.call import without_result  # noqa: PLC0415 (pydantic, a backend)
-
         job_id = task.job_id if task is not None else f"{self.sweep_id}[{index}]"
         try:
             state = JobState(task.state) if task is not None else JobState.UNKNOWN
@@ -787,7 +745,6 @@ def _note(exc: BaseException, text: str) -> None:
 def _holds_call(session: Context, job_dir: str) -> bool:
     """Whether ``job_dir`` holds a function's call: the job is ``session.submit(fn)``'s, or
     the sweep a ``session.map``."""
-
     try:
         return jobdir.CALL in session.runner.listdir(JobDir(job_dir).call_dir)
     except (OSError, HpclaunchError):

@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from hpclaunch.errors import HpclaunchError
-from hpclaunch.ops.context import remote_files
-from hpclaunch.ops.logtail import LogTail, attempt_logs, attempt_of, slurm_messages
+from hpclaunch.ops.logtail import LogTail, RemoteFiles, attempt_logs, attempt_of, slurm_messages
 from hpclaunch.ops.records import remember_end, submission_record
 from hpclaunch.slurm.jobs import watch
 from hpclaunch.store.sweeps import list_sweeps
@@ -57,7 +56,6 @@ def _refuse_array(job_id: str) -> None:
 
 def tail_of(ctx: Context, log_dir: str, attempt: int | None = None) -> LogTail:
     """A reader of the attempt logs in ``log_dir`` (over SSH when Slurm is remote)."""
-
     return LogTail(log_dir, attempt=attempt, files=remote_files(ctx))
 
 
@@ -70,14 +68,12 @@ def read_logs(ctx: Context, log_dir: str, attempt: int | None = None) -> list[tu
 
 def attempts_written(ctx: Context, log_dir: str) -> list[int]:
     """The attempts that have a log in ``log_dir``."""
-
     return [attempt_of(p) for p in attempt_logs(log_dir, remote_files(ctx))]
 
 
 def slurm_lines(ctx: Context, job_dir: str, job_id: str) -> list[str]:
     """What Slurm itself wrote for the job (``<job dir>/slurm-<id>.out``: a chdir that
     failed, the time limit, an OOM kill): none if nothing."""
-
     return slurm_messages(job_dir, job_id, remote_files(ctx))
 
 
@@ -128,3 +124,8 @@ class LogFollower:
         for number, lines in self.tail.read_new_by_attempt(final=final):
             for line in lines:
                 yield number, line
+
+
+def remote_files(ctx: Context) -> RemoteFiles | None:
+    """How to read the job's files when Slurm is remote (``None``: they are local)."""
+    return ctx.runner if ctx.is_remote else None

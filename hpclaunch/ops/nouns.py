@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 from hpclaunch.notify.message import Notice
 from hpclaunch.notify.send import NotifyConfig, send_notice
 from hpclaunch.ops.job import Job, SweepRun
+from hpclaunch.ops.pipeline import plan_pipeline, submit_pipeline, wait_pipeline
 from hpclaunch.ops.site import SiteCheck, SitePlan, apply_site, check_site_live, plan_site_live
 from hpclaunch.ops.snapshot import Snapshot
 from hpclaunch.ops.submit_options import SubmitOptions
+from hpclaunch.ops.sweep import preview_sweep, submit_sweep_spec
 from hpclaunch.store.sweeps import list_sweeps
 from hpclaunch.store.webhooks import load_webhook, remove_webhook, save_webhook, webhook_names
 
@@ -65,8 +67,6 @@ class Sweeps:
             SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
                 ``sweep_id`` names a sweep of other points.
         """
-        from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
-
         opts: SubmitOptions[SweepPlan] = SubmitOptions(
             overrides=overrides, submission_id=sweep_id, check=check
         )
@@ -91,8 +91,6 @@ class Sweeps:
         Raises:
             SpecError, PlanError: As :meth:`submit`.
         """
-        from hpclaunch.ops.sweep import preview_sweep  # noqa: PLC0415 (pydantic)
-
         opts: SubmitOptions[SweepPlan] = SubmitOptions(
             overrides=overrides, submission_id=sweep_id, check=check
         )
@@ -140,8 +138,6 @@ class Pipelines:
             SpecError, PlanError: A job is wrong, or this site or cluster cannot run it.
             SubmissionError: A job was refused; the message lists those already submitted.
         """
-        from hpclaunch.ops.pipeline import submit_pipeline  # noqa: PLC0415 (pydantic)
-
         planned, tree = self._planned(path, submission_id, check, sync)
         if tree is not None:
             (send or Snapshot.send)(tree)
@@ -190,8 +186,6 @@ class Pipelines:
         Raises:
             WatchTimeout: ``timeout`` seconds passed first.
         """
-        from hpclaunch.ops.pipeline import wait_pipeline  # noqa: PLC0415 (pydantic)
-
         return wait_pipeline(self._session, jobs, timeout=timeout, on_change=on_change)
 
     def _planned(
@@ -199,8 +193,6 @@ class Pipelines:
     ) -> tuple[PlannedPipeline, Snapshot | None]:
         """The file's jobs planned (in a snapshot of the code tree with ``sync``: its
         paths are not on the cluster yet), and that snapshot, not sent."""
-        from hpclaunch.ops.pipeline import plan_pipeline  # noqa: PLC0415 (pydantic)
-
         tree = Snapshot.of_cwd(self._session) if sync else None
         cwd = tree.cwd if tree is not None else None
         planned = plan_pipeline(

@@ -39,7 +39,6 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
     Raises:
         BackendError: The job is not running, or ``node`` is not one of its nodes.
     """
-
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is not JobState.RUNNING or not info.nodes:
         if info.state is JobState.UNKNOWN:
@@ -71,7 +70,6 @@ def job_node(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, s
 def job_place(ctx: Context, job_id: str, node: str | None = None) -> tuple[str, str | None]:
     """``("running", node)`` (``node`` if it is one of the job's, else its first),
     ``("waiting", None)`` while it pends (a requeue's next attempt) or ``("ended", None)``."""
-
     info = ctx.backend.status([JobRef(job_id)])[JobRef(job_id)]
     if info.state is JobState.RUNNING and info.nodes:
         nodes = expand_hosts(info.nodes)

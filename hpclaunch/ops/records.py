@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.errors import HistoryError, JobNotFound, TransportError
 from hpclaunch.jobdir import JobDir
+from hpclaunch.ops.notify import notify_from_here
 from hpclaunch.store.history import find_record, history_path, record_state
 from hpclaunch.store.sweeps import task_submission
 
@@ -37,7 +38,6 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
     Raises:
         JobNotFound: Not in the history; the hint names ``hpclaunch <command>``.
     """
-
     record = find_job_record(job_id)
     if record is None:
         raise JobNotFound(
@@ -50,7 +50,6 @@ def submission_record(job_id: str, command: str, extra_hint: str = "") -> Submis
 
 def find_job_record(job_id: str) -> SubmissionRecord | None:
     """The history's record of ``job_id``, or of the sweep task it names, or ``None``."""
-
     return find_record(job_id=job_id) or _sweep_task(job_id)
 
 
@@ -64,7 +63,6 @@ def _sweep_task(job_id: str) -> SubmissionRecord | None:
 
 def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | None:
     """``name`` in the job's directory, read where the job runs; ``None`` if it cannot be."""
-
     try:
         return ctx.runner.read_file(posixpath.join(record.job_dir, name))
     except TransportError:
@@ -74,7 +72,6 @@ def read_job_file(ctx: Context, record: SubmissionRecord, name: str) -> str | No
 def runs_sidecar(read: Callable[[str], str], record: SubmissionRecord) -> bool | None:
     """Whether the job's batch script starts the sidecar (``launcher`` other than ``none``);
     ``None`` when the script cannot be read. ``read`` reads a file where the job runs."""
-
     try:
         script = read(JobDir(record.job_dir).script)
     except (TransportError, OSError):
@@ -110,7 +107,6 @@ def another_job_reason(info: JobInfo) -> str:
 def remember_end(ctx: Context, infos: Iterable[JobInfo]) -> None:
     """Store the end of jobs one followed to it (``submit --wait``, a pipeline's wait), each
     found in the history by its id; a history that cannot be read only leaves it unsaid."""
-
     ended = list(infos)
     records: dict[str, SubmissionRecord] = {}
     for info in ended:
@@ -128,7 +124,6 @@ def remember_finished(
 ) -> None:
     """Store the final state, attempts and exit code of the recorded jobs that Slurm's
     answer shows finished, once per job (no extra Slurm call; a failure only warns)."""
-
     infos = list(infos)
     ended: set[str] = set()
     for info in infos:
@@ -151,6 +146,4 @@ def remember_finished(
             ctx.warn(f"could not update the history: {exc}")
             break
     if any(r.notify for r in records.values()):
-        from hpclaunch.ops.notify import notify_from_here  # noqa: PLC0415 (pydantic)
-
         notify_from_here(ctx, infos, records, ended)

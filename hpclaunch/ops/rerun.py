@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import JobNotFound, SubmissionError, TransportError
+from hpclaunch.jobspec.job import apply_overrides
+from hpclaunch.ops.plan_job import NamedSpec
+from hpclaunch.ops.submit import submit_spec
 from hpclaunch.ops.submit_options import SubmitOptions
+from hpclaunch.ops.sweep import submit_sweep_spec
 from hpclaunch.store.history import find_record, find_spec
 from hpclaunch.store.sweeps import find_task
 
@@ -71,8 +75,6 @@ def rerun_spec(
         JobNotFound: The history does not know the job, or kept no spec of it.
         SubmissionError: A function's job, or the spec cannot be changed as asked.
     """
-    from hpclaunch.jobspec.job import apply_overrides  # noqa: PLC0415 (pydantic)
-
     task = find_task(job_id) if "_" in job_id else None
     array_id = job_id.partition("_")[0] if task is not None else job_id
     record = find_record(job_id=array_id)
@@ -125,17 +127,12 @@ def rerun_job(
         SpecError, PlanError: The changed spec is wrong, or the site cannot run it.
         SubmissionError: Slurm refused it.
     """
-    from hpclaunch.ops.plan_job import NamedSpec  # noqa: PLC0415 (pydantic)
-
     record, data, point = rerun_spec(context, job_id, overrides, tier)
     spec = NamedSpec(data, f"rerun of job {job_id}")
     cwd = record.submit_dir
     if point is None:
-        from hpclaunch.ops.submit import submit_spec  # noqa: PLC0415 (pydantic)
-
         done = submit_spec(context, spec, SubmitOptions(check=check, cwd=cwd, rerun_of=job_id))
         return Rerun(job_id, data, submitted=done)
-    from hpclaunch.ops.sweep import submit_sweep_spec  # noqa: PLC0415 (pydantic)
 
     swept = submit_sweep_spec(context, spec, SubmitOptions(check=check, cwd=cwd, rerun_of=job_id))
     return Rerun(job_id, data, swept=swept)
@@ -144,7 +141,6 @@ def rerun_job(
 def _point(context: Context, record: Any, point: int) -> dict[str, Any]:
     """The params of sweep point ``point`` (line ``point`` of the sweep's params file, read
     where the sweep's files are: here, or over SSH)."""
-
     try:
         text = context.runner.read_file(record.params_file)
     except TransportError as exc:

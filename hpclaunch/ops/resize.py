@@ -61,7 +61,6 @@ class ResizeResult:
 
 def elastic_block(ctx: Context, record: SubmissionRecord) -> dict[str, Any] | None:
     """The job's ``elastic:`` block as its script exports it; ``None``: not elastic."""
-
     return elastic_of_script(read_job_file(ctx, record, jobdir.SCRIPT) or "")
 
 
@@ -88,7 +87,6 @@ def resize_job(
         ResizeRefused: Not elastic, not one of its sizes, ended, or the resize failed.
         UpdateRefused: Slurm refused the update of a pending job.
     """
-
     record = submission_record(job_id, "resize")
     block = elastic_block(ctx, record)
     if block is None:
@@ -138,7 +136,6 @@ def _log_pending_resize(
     """Say a pending job's resize in its ledger, as the sidecar says a running one's
     (``hpclaunch events``): one line appended where the job directory is. A ledger that
     cannot be written only costs the line."""
-
     line = {
         "event": "resize_pending",
         "attempt": None,
@@ -160,7 +157,6 @@ def _wait_for_start(
 ) -> ResizeResult:
     """After a pending job's resize, wait until it starts (or ends): ``resize --wait``
     returns once the job runs at its new size, not while it still pends."""
-
     ref = JobRef(job_id)
     while time.monotonic() < deadline:
         info = ctx.backend.status([ref])[ref]
@@ -187,7 +183,6 @@ def _follow(
 ) -> ResizeResult:
     """Follow the ledger until the sidecar took the request, then the job until it is
     released at its new size; finish a hold or update the sidecar could not."""
-
     job_id = record.job_id
     while time.monotonic() < deadline:
         ledger = parse_ledger(read_job_file(ctx, record, jobdir.LEDGER) or "")
@@ -240,7 +235,6 @@ def _answer_to(ledger: list[dict[str, Any]], request: dict[str, Any]) -> list[di
 def _finish(ctx: Context, job_id: str, nodes: int, issued: dict[str, Any]) -> str | None:
     """Update and release here what the sidecar's commands left undone (SIGKILLed after
     the requeue, or slurmctld busy); what was done, or ``None``."""
-
     did = []
     if not issued.get("resized"):
         control_of(ctx.backend).update_job(job_id, node_count_update(ctx.runner, job_id, nodes))

@@ -7,9 +7,11 @@ attributes (:mod:`hpclaunch.ops.nouns`): ``session.sweeps``, ``session.pipelines
 ``session.site``, ``session.notify``. What needs no session is in
 :mod:`hpclaunch.ops.helpers`. The CLI's commands call the same.
 
-The use cases that load pydantic (a spec's models) or a backend are imported where they
-are called, so that ``hpclaunch status`` does not pay for a spec's models: those imports
-are marked ``noqa: PLC0415`` with the reason.
+Every use case is imported at the top: importing this module loads the spec's models,
+the template engine and the backends, which every command that reaches Slurm needs
+anyway. So the CLI makes its session only when a command runs (``cli/_session.py``) and
+``--help`` stays light; ``import hpclaunch`` loads this module at the first
+``hpclaunch.Session``.
 """
 
 from __future__ import annotations
@@ -24,14 +26,30 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch.calls.payload import star_call
 from hpclaunch.errors import ConfigError
+from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.ops.call import bind_call, job_options, submit_call, submit_map
+from hpclaunch.ops.cancel import cancel_jobs, jobs_named
+from hpclaunch.ops.clean import clean_calls
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.cost import gpu_cost
 from hpclaunch.ops.estimate import estimate_job
 from hpclaunch.ops.job import Job, MapRun, job_of, job_of_record
 from hpclaunch.ops.nouns import Pipelines, SiteSetup, Sweeps, Webhooks
+from hpclaunch.ops.plan_job import naming, plan_spec, spec_source
 from hpclaunch.ops.progress import JobNotes, job_notes
+from hpclaunch.ops.queue import queue_entries
 from hpclaunch.ops.rerun import rerun_job
 from hpclaunch.ops.snapshot import Snapshot
+from hpclaunch.ops.status import job_statuses, refresh_records
+from hpclaunch.ops.submit import spec_hash, submit_spec
 from hpclaunch.ops.submit_options import SubmitOptions
+from hpclaunch.planning.render import render
+from hpclaunch.scheduling.arbiter.daemon import (
+    Arbiter,
+    ArbiterOptions,
+    default_log_path,
+    describe,
+)
 from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.slurm.usage import parse_age
 from hpclaunch.store.history import query_submissions
@@ -47,7 +65,6 @@ if TYPE_CHECKING:
     from hpclaunch.planning.plan import SubmissionPlan
     from hpclaunch.planning.render import RenderedJob
     from hpclaunch.planning.sweep import SweepPlan
-    from hpclaunch.scheduling.arbiter.daemon import Arbiter, ArbiterOptions
     from hpclaunch.slurm.jobs import JobInfo
     from hpclaunch.store.history import SubmissionRecord
 
@@ -126,7 +143,6 @@ class Session(Context):
             CallError: The function or its arguments cannot be pickled, or too large.
             TypeError: Arguments given with a spec (they are a function's).
         """
-
         done = self._submitted(
             spec,
             args,
@@ -188,8 +204,6 @@ class Session(Context):
         Raises:
             As :meth:`dryrun`; SubmissionError: Slurm would refuse the job as it stands.
         """
-        from hpclaunch.ops.submit import spec_hash  # noqa: PLC0415 (pydantic)
-
         job = rendered if rendered is not None else self.dryrun(spec, overrides=overrides)
         return estimate_job(self, job, spec_hash(spec, overrides))
 
@@ -201,9 +215,6 @@ class Session(Context):
         Raises:
             SpecError, PlanError: The spec is wrong, or this site cannot run it.
         """
-        from hpclaunch.ops.plan_job import naming, plan_spec, spec_source  # noqa: PLC0415 (pydantic)
-        from hpclaunch.planning.render import render  # noqa: PLC0415 (jinja2)
-
         with naming(spec_source(spec)):
             plan = plan_spec(self, spec)
         return render(plan)
@@ -222,8 +233,6 @@ class Session(Context):
         force: bool = False,
         send: Callable[[Snapshot], object] | None = None,
     ) -> Submitted:
-        from hpclaunch.jobspec.job import JobSpec  # noqa: PLC0415 (pydantic)
-        from hpclaunch.ops.submit import submit_spec  # noqa: PLC0415 (pydantic)
 
         if not callable(spec) and not isinstance(spec, (str, os.PathLike, Mapping, JobSpec)):
             raise TypeError(
@@ -244,8 +253,6 @@ class Session(Context):
             before_submit=upload,
         )
         if callable(spec):
-            from hpclaunch.ops.call import bind_call, job_options, submit_call  # noqa: PLC0415 (pydantic)
-
             if overrides:
                 raise TypeError(
                     "overrides are for a spec: give a function's job options as keywords"
@@ -282,8 +289,6 @@ class Session(Context):
             CallError: No items, ``fn`` or the items cannot be pickled, or too large.
             SpecError, PlanError, SubmissionError: As for :meth:`sweep`.
         """
-        from hpclaunch.ops.call import job_options, submit_map  # noqa: PLC0415 (pydantic)
-
         given, rest = job_options(options)
         if rest:
             raise TypeError(f"map passes each item alone: unknown options {sorted(rest)}")
@@ -316,7 +321,6 @@ class Session(Context):
         """Your jobs from the history (``hpclaunch history``), oldest first: the newest
         ``limit`` (``None``: all) that match every filter given. ``state`` is the last
         state hpclaunch saw; ask :meth:`Job.status` for the state now."""
-
         return [
             self._job_of(record)
             for record in query_submissions(project=project, tier=tier, state=state, limit=limit)
@@ -337,8 +341,6 @@ class Session(Context):
         submission), this site's unfinished ones asked about first (one squeue + one sacct;
         the final states seen are stored), then ``state`` (Slurm's, e.g. ``COMPLETED``)
         compared; the newest ``limit`` (``None``: all)."""
-        from hpclaunch.ops.status import refresh_records  # noqa: PLC0415 (a backend)
-
         records = query_submissions(
             project=project,
             tier=tier,
@@ -351,15 +353,12 @@ class Session(Context):
         return records[-limit:] if limit else records
 
     def _job_of(self, record: SubmissionRecord) -> Job:
-
         return job_of_record(self, record)
 
     def status(self, job_ids: Sequence[str] = (), *, limit: int = 20) -> list[JobInfo]:
         """Jobs' state now, as ``hpclaunch status`` shows it (one status call for all):
         ``job_ids``, or the newest ``limit`` jobs of the history. The final states seen
         are stored in the history."""
-        from hpclaunch.ops.status import job_statuses  # noqa: PLC0415 (a backend)
-
         return job_statuses(self, list(job_ids) or None, limit=limit)
 
     def notes(self, infos: Sequence[JobInfo]) -> dict[str, JobNotes]:
@@ -376,8 +375,6 @@ class Session(Context):
         """Cancel jobs by id (or :class:`JobRef`) and, with ``name``, your unfinished jobs of
         that exact name, as ``hpclaunch cancel`` does: what became of each (a job already
         ended is left alone, an id unknown to Slurm is reported, not raised)."""
-        from hpclaunch.ops.cancel import cancel_jobs, jobs_named  # noqa: PLC0415 (a backend)
-
         refs = [job if isinstance(job, JobRef) else JobRef(job) for job in jobs]
         if name is not None:
             refs += jobs_named(self, name)
@@ -387,8 +384,6 @@ class Session(Context):
         """The cluster's queue as ``hpclaunch queue`` shows it: running jobs, then pending ones
         in the order the scheduler takes them, each with its tier, project, quota class and
         why it waits (``me``: only yours; ``partition``: only that partition's)."""
-        from hpclaunch.ops.queue import queue_entries  # noqa: PLC0415 (pydantic)
-
         return queue_entries(self, me=me, partition=partition)
 
     def cost(
@@ -402,8 +397,6 @@ class Session(Context):
         """GPU-hours and money as ``hpclaunch cost`` reports them: your jobs' (``all_users``:
         everyone's) from ``since`` (default: the first of this month) to ``until`` (default:
         now), naive local times, grouped ``by`` project, tier and/or user."""
-        from hpclaunch.ops.cost import gpu_cost  # noqa: PLC0415 (pydantic)
-
         return gpu_cost(self, since=since, until=until, by=by, all_users=all_users)
 
     def arbiter(
@@ -425,13 +418,6 @@ class Session(Context):
             ConfigError: The site leaves preemption to Slurm (``preemption: slurm``) and
                 this is no dry run: the arbiter and slurmctld would both pick victims.
         """
-        from hpclaunch.scheduling.arbiter.daemon import (  # noqa: PLC0415 (a backend, pydantic)
-            Arbiter,
-            ArbiterOptions,
-            default_log_path,
-            describe,
-        )
-
         options = replace(options or ArbiterOptions(), **option_values)
         if self.site_config.preemption != "arbiter" and not options.dry_run:
             raise ConfigError(
@@ -454,8 +440,6 @@ class Session(Context):
             ValueError: ``older_than`` is not a duration.
             HpclaunchError: The history, Slurm or the job directories could not be read.
         """
-        from hpclaunch.ops.clean import clean_calls  # noqa: PLC0415 (a backend)
-
         return clean_calls(self, _duration(older_than), dry_run=dry_run)
 
     def rerun(self, job_id: str, overrides: Sequence[str] = (), *, tier: str | None = None) -> Job:
@@ -470,12 +454,10 @@ class Session(Context):
             SpecError, PlanError: The changed spec is wrong, or this site cannot run it.
             SubmissionError: A function's job (call the function again), or Slurm refused.
         """
-
         return job_of(self, rerun_job(self, job_id, overrides=overrides, tier=tier).job_id)
 
     def job(self, job_id: str) -> Job:
         """A job by its Slurm id; its log directory comes from the history, if it is there."""
-
         return job_of(self, job_id)
 
 
@@ -505,5 +487,4 @@ def submit(
 def _duration(value: timedelta | str) -> timedelta:
     """``older_than`` of :meth:`Session.clean`: a ``timedelta``, or ``30min``, ``12h``,
     ``7d``, ``2w``."""
-
     return value if isinstance(value, timedelta) else parse_age(value)

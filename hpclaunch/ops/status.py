@@ -18,6 +18,8 @@ from hpclaunch.backends.base import JobRef
 from hpclaunch.backends.route import status_anywhere
 from hpclaunch.errors import HpclaunchError, TransportError
 from hpclaunch.ops.records import another_job_reason, names_another_job, remember_finished
+from hpclaunch.planning.pipeline import explain_dependency_wait, parse_dependency
+from hpclaunch.planning.quota import classify
 from hpclaunch.planning.script_start import EXIT_NO_WORKDIR
 from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
 from hpclaunch.store.history import recent_submissions
@@ -40,7 +42,6 @@ def job_statuses(
     ``limit`` jobs of the history, oldest first (none recorded: ``[]``). A job Slurm does
     not know is ``UNKNOWN``, with the reason; the final states seen are stored in the
     history, which is read once."""
-
     records = {r.job_id: r for r in recent_submissions(limit=10_000)}
     if job_ids is None:
         job_ids = list(records)[-limit:] if limit > 0 else []
@@ -70,7 +71,6 @@ def _ours(
     """``infos``, where Slurm's job of a recorded id is another job (its name differs: a
     reset controller, a wrapped MaxJobId or another cluster gave the id again) replaced by
     what hpclaunch recorded, saying so: another job's state is never this one's."""
-
     mine: dict[JobRef, JobInfo] = {}
     for ref, info in infos.items():
         record = records.get(ref.job_id)
@@ -92,8 +92,6 @@ def _ours(
 def _annotate(info: JobInfo, record: SubmissionRecord | None, site: SiteConfig) -> JobInfo:
     """Add what Slurm does not know: the tier, in-quota or over-quota (and the name of a
     job Slurm forgot)."""
-    from hpclaunch.planning.quota import classify  # noqa: PLC0415 (pydantic)
-
     tier = record.tier if record is not None else None
     quota = record.quota if record is not None and record.quota != "none" else None
     return dataclasses.replace(
@@ -110,8 +108,6 @@ def _dependency_ids(refs: Sequence[JobRef], records: Mapping[str, SubmissionReco
     for ref in refs:
         record = records.get(ref.job_id)
         if record is not None and record.dependency:
-            from hpclaunch.planning.pipeline import parse_dependency  # noqa: PLC0415 (pydantic: only when needed)
-
             found += [job_id for _, job_id in parse_dependency(record.dependency)]
     return list(dict.fromkeys(found))
 
@@ -125,7 +121,6 @@ def _explain_dependency(
     record = records.get(info.ref.job_id)
     if record is None or not record.dependency:
         return info
-    from hpclaunch.planning.pipeline import explain_dependency_wait  # noqa: PLC0415 (pydantic)
 
     states = {ref.job_id: found for ref, found in infos.items()}
     names = {job_id: rec.name for job_id, rec in records.items()}
@@ -137,7 +132,6 @@ def _explain_start_failure(ctx: Context, info: JobInfo, record: SubmissionRecord
     """``info`` with the batch script's own line as its reason when it stopped before the
     command started (the node lacked the workdir: :mod:`hpclaunch.planning.script_start`).
     Only a failed job with that exit code costs a file read."""
-
     if record is None or info.state is not JobState.FAILED or info.exit_code != EXIT_NO_WORKDIR:
         return info
 
@@ -153,7 +147,6 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
     """``records`` with Slurm's state now for this site's unfinished jobs (the newest
     :data:`REFRESH_MAX`, in one status call); the final ones are stored. When Slurm cannot
     be asked, the records as they are, with a warning."""
-
     unfinished = [r for r in records if r.site == ctx.site_config.name and not _settled(r)][
         -REFRESH_MAX:
     ]
@@ -188,7 +181,6 @@ def refresh_records(ctx: Context, records: list[SubmissionRecord]) -> list[Submi
 def _settled(record: SubmissionRecord) -> bool:
     """Whether the record has its job's final state and exit code (squeue can see a job
     finished before sacct has its exit code: such a record is asked about again)."""
-
     if record.state is None or not parse_state(record.state).is_finished:
         return False
     return record.exit_code is not None

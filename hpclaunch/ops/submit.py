@@ -133,7 +133,6 @@ def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
     """Warn, once at submit (and in the dry run), when the job has an idle guard but its
     Python lacks pynvml: no GPU is sampled, so the guard never stops it. Known only when
     the job runs this interpreter (no venv, conda or container of its own)."""
-
     if "HPCLAUNCH_GPU_IDLE_SECONDS" not in dict(plan.runtime_env):
         return
     if plan.venv or plan.conda or plan.container is not None:
@@ -177,7 +176,6 @@ def _refuse_other_backends_jobs(session: Context, plan: SubmissionPlan) -> None:
     Raises:
         PlanError: Such a dependency.
     """
-
     value = next((v for f, v in plan.sbatch_options if f == "--dependency"), None) or ""
     ids = [part for part in re.split(r"[:,?]", value) if part and part[0].isdigit()]
     ids += re.findall(r"local-\d+(?:_\d+)?", value)
@@ -205,7 +203,6 @@ def _refuse_changed_spec(
 ) -> None:
     """A submission id names one spec: a retry of a *changed* spec (hash ``now``) would
     silently keep the old job. Refuse it, unless ``force``."""
-
     record = find_record(submission_id=submission_id)
     if record is None or not record.spec_hash or now is None or record.spec_hash == now:
         return
@@ -227,7 +224,6 @@ def _refuse_changed_spec(
 def existing_job(session: Context, submission_id: str) -> JobRef | None:
     """The job that already carries ``submission_id``: the history first (no Slurm call),
     then Slurm (the history misses a job whose first try died right after sbatch)."""
-
     record = find_record(submission_id=submission_id)
     if record is not None:
         return JobRef(record.job_id, record.cluster)

@@ -122,7 +122,6 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
         SubmissionError: Slurm refused an array (the ones before it stay, recorded), or
             ``opts.submission_id`` names a sweep of other points.
     """
-
     spec = read_once(spec)
     spec_path = spec_source(spec)
     check, sweep_id, overrides, cwd = opts.check, opts.submission_id, opts.overrides, opts.cwd
@@ -271,7 +270,6 @@ def _earlier_record(sweep: SweepPlan) -> SweepRecord | None:
     Raises:
         SubmissionError: That sweep has other points (another spec, or the spec changed).
     """
-
     found = [r for r in list_sweeps() if r.sweep_id == sweep.sweep_id]
     if not found:
         return None
@@ -297,7 +295,6 @@ def _taken_array(
     its id to the next one, and slurmdbd keeps the lost job PENDING for ever (measured on
     25.11). Such an array is submitted again.
     """
-
     tag = sweep.array_submission_id(index)
     found = context.backend.find_submission(tag)
     offset = sweep.arrays[index].offset
@@ -336,7 +333,6 @@ def plan_sweep_spec(
 ) -> SweepPlan:
     """The sweep's plan on the context's site (``refresh``: read MaxArraySize anew;
     ``cwd``: where relative paths start, default here, or over SSH the job directory)."""
-
     spec = with_user_notify(context, load_spec_input(spec_input, overrides))
     require_python(context, spec)
     if spec.sweep is not None and "tier" not in spec.model_fields_set:
@@ -397,7 +393,6 @@ def _add_array(
 ) -> SweepRecord:
     """Record one more submitted array, in the sweep record and the submission history
     (with the sweep's spec, ``kept``, for ``hpclaunch rerun`` of a task)."""
-
     chunk = sweep.arrays[index]
     plan = sweep.plan_of(index)  # a split sweep: the array's own part's QOS and quota
     # A lost array goes (submitted again); reruns of points stay, after the arrays.

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 from hpclaunch.backends.abilities import control_of, queue_of
 from hpclaunch.errors import BackendError, HistoryError, JobNotFound, PlanError, UpdateRefused
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.plan_job import read_usage
+from hpclaunch.ops.queue import tier_of
+from hpclaunch.planning.retier import check_allowed, counted_gpus, plan_retier, scontrol_hint
 from hpclaunch.store.history import find_record, record_amendment
 
 if TYPE_CHECKING:
@@ -42,9 +45,6 @@ def plan_tier_move(context: Context, job_id: str, new_tier: str) -> TierMove:
         PlanError: The site has no such tier, or the cluster does not allow it.
         JobNotFound, BackendError: The job is gone or has ended.
     """
-    from hpclaunch.ops.queue import tier_of  # noqa: PLC0415 (pydantic)
-    from hpclaunch.planning.retier import check_allowed, plan_retier  # noqa: PLC0415 (pydantic)
-
     site = context.site_config
     if new_tier not in site.tiers:
         raise PlanError(
@@ -86,7 +86,6 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
         JobNotFound: The job ended meanwhile.
         BackendError: Slurm refused the change (its answer and a hint).
     """
-
     retier = move.retier
     _update(context, retier)
     if move.record is not None:
@@ -101,9 +100,6 @@ def apply_tier_move(context: Context, move: TierMove) -> None:
 def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
     """The project's in-quota GPUs without this job's own (one look at the queue), when the new
     tier's placement depends on them; ``None`` otherwise."""
-    from hpclaunch.ops.plan_job import read_usage  # noqa: PLC0415 (pydantic)
-    from hpclaunch.planning.retier import counted_gpus  # noqa: PLC0415 (pydantic)
-
     site = context.site_config
     project = site.project_of(row.account)
     if project not in site.quotas or site.tiers[new_tier].preemptible:  # type: ignore[index]
@@ -117,8 +113,6 @@ def _quota_used(context: Context, row: QueueRow, new_tier: str) -> int | None:
 def _update(context: Context, retier: Retier) -> None:
     """The one update (``scontrol update`` or its RPC); its refusals become errors with
     hints."""
-    from hpclaunch.planning.retier import scontrol_hint  # noqa: PLC0415 (pydantic)
-
     try:
         control_of(context.backend).update_job(retier.job_id, retier.slurm_changes)
     except UpdateRefused as exc:
