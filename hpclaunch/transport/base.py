@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
-__all__ = ["SLURM_COMMANDS", "CommandResult", "Runner"]
+__all__ = ["SLURM_COMMANDS", "Command", "CommandResult", "Runner"]
 
 T = TypeVar("T")
 
@@ -45,6 +45,16 @@ class CommandResult:
         return self.returncode == 0
 
 
+@dataclass(frozen=True)
+class Command:
+    """A command as a runner executes it: ``argv`` resolved (:meth:`Runner.resolve`)."""
+
+    argv: tuple[str, ...]
+    stdin: str | None = None
+    timeout: float | None = None
+    env: Mapping[str, str] | None = None
+
+
 class Runner(abc.ABC):
     """Runs commands and moves files on the machine where Slurm's commands are.
 
@@ -69,7 +79,6 @@ class Runner(abc.ABC):
             args[0] = posixpath.join(self.slurm_bin, args[0])
         return args
 
-    @abc.abstractmethod
     def run(
         self,
         argv: Sequence[str],
@@ -94,6 +103,11 @@ class Runner(abc.ABC):
             ProgramNotFound: ``argv[0]`` does not exist there.
             ConnectError: The machine cannot be reached.
         """
+        return self._execute(Command(tuple(self.resolve(argv)), stdin, timeout, env))
+
+    @abc.abstractmethod
+    def _execute(self, command: Command) -> CommandResult:
+        """Run ``command`` as :meth:`run` says (the one method a runner implements for it)."""
 
     @abc.abstractmethod
     def put_file(self, path: str, content: str, mode: int) -> None:

@@ -6,14 +6,14 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from hpclaunch._fs import write_atomic
 from hpclaunch._private import foreign_or_open
 from hpclaunch.errors import CommandTimeout, ConnectError, ProgramNotFound, TransportError
-from hpclaunch.transport.base import CommandResult, Runner
+from hpclaunch.transport.base import Command, CommandResult, Runner
 
 T = TypeVar("T")
 
@@ -25,16 +25,9 @@ class LocalRunner(Runner):
 
     where = "this machine"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: str | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
+    def _execute(self, command: Command) -> CommandResult:
         """See :meth:`Runner.run`."""
-        args = self.resolve(argv)
+        args, stdin, timeout, env = list(command.argv), command.stdin, command.timeout, command.env
         full_env = {**os.environ, **env} if env is not None else None
         start = time.monotonic()
         try:

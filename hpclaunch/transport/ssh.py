@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, TypeVar, cast
 
@@ -36,7 +36,7 @@ from hpclaunch.errors import (
     ProgramNotFound,
     TransportError,
 )
-from hpclaunch.transport.base import CommandResult, Runner
+from hpclaunch.transport.base import Command, CommandResult, Runner
 from hpclaunch.transport.hostkeys import (
     HostKeyChanged,
     HostKeyStatus,
@@ -330,28 +330,10 @@ class SSHRunner(Runner):
 
     # -- commands -------------------------------------------------------------------------
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: str | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
+    def _execute(self, command: Command) -> CommandResult:
         """See :meth:`Runner.run`. Raises ConnectionDropped if the link dies meanwhile."""
-        data = None if stdin is None else stdin.encode("utf-8")
-        return self.run_bytes(argv, stdin=data, timeout=timeout, env=env)
-
-    def run_bytes(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: bytes | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        """Like :meth:`run`, with binary standard input."""
-        args = self.resolve(argv)
+        args, timeout, env = list(command.argv), command.timeout, command.env
+        stdin = None if command.stdin is None else command.stdin.encode("utf-8")
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *args] if env else args
         start = time.monotonic()
         transport = self._transport()

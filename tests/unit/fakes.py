@@ -13,7 +13,7 @@ from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import TransportError
 from hpclaunch.planning.render import RenderedJob
 from hpclaunch.slurm.jobs import JobInfo, JobState
-from hpclaunch.transport.base import CommandResult, Runner
+from hpclaunch.transport.base import Command, CommandResult, Runner
 
 Answer = Callable[[tuple[str, ...]], CommandResult]
 
@@ -33,16 +33,9 @@ class FakeRunner(Runner):
         self.calls: list[tuple[str, ...]] = []
         self.files: dict[str, tuple[str, int]] = {}
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: str | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self.calls.append(tuple(argv))
-        return self.answer(tuple(argv))
+    def _execute(self, command: Command) -> CommandResult:
+        self.calls.append(command.argv)
+        return self.answer(command.argv)
 
     def first_foreign_or_open(self, paths: Sequence[str]) -> str | None:
         return None  # its files are in memory, the user's own
