@@ -55,7 +55,7 @@ from typing import Any
 
 from hpclaunch import jobdir
 from hpclaunch._fs import write_atomic
-from hpclaunch.supervise.ledger import Ledger
+from hpclaunch.supervise.ledger import Ledger, parse_ledger
 from hpclaunch.supervise.notices import Notifier
 
 __all__ = [
@@ -372,15 +372,7 @@ def start_detached(env: Mapping[str, str]) -> int | None:
 
 def read_metrics(text: str) -> list[dict[str, Any]]:
     """The samples in the text of a ``metrics.jsonl`` (torn or foreign lines skipped)."""
-    out: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "gpu" in value:
-            out.append(value)
-    return out
+    return [value for value in parse_ledger(text) if "gpu" in value]
 
 
 def latest_samples(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -151,7 +151,8 @@ def read_ledger(job_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def parse_ledger(text: str) -> list[dict[str, Any]]:
-    """The events in the text of an ``events.jsonl`` (torn or foreign lines are skipped)."""
+    """The events in the text of an ``events.jsonl`` (torn or foreign lines are skipped):
+    the JSON objects of a JSON-lines text, the metrics file's too."""
     events: list[dict[str, Any]] = []
     for line in text.splitlines():
         try:
