@@ -31,11 +31,7 @@ def rank() -> int:
     dist = _initialized_dist()
     if dist is not None:
         return int(dist.get_rank())
-    for name in ("RANK", "SLURM_PROCID"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return _env_int(("RANK", "SLURM_PROCID"), 0)
 
 
 def world_size() -> int:
@@ -43,11 +39,16 @@ def world_size() -> int:
     dist = _initialized_dist()
     if dist is not None:
         return int(dist.get_world_size())
-    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
+    return _env_int(("WORLD_SIZE", "SLURM_NTASKS"), 1)
+
+
+def _env_int(names: tuple[str, ...], default: int) -> int:
+    """The first of the variables ``names`` set to a whole number, else ``default``."""
+    for name in names:
         value = os.environ.get(name, "")
         if value.isdigit():
             return int(value)
-    return 1
+    return default
 
 
 def _device(dist: Any) -> Any:
