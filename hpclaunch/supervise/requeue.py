@@ -71,6 +71,7 @@ __all__ = [
     "forbid_requeue",
     "issue_requeue",
     "job_now",
+    "no_progress_streak",
     "requeue_target",
     "slurm_requeue_delay",
     "slurm_requeues_on_exit",
@@ -255,6 +256,23 @@ class RequeueDecision:
     why: str
 
 
+def no_progress_streak(
+    ends: Sequence[Mapping[str, Any]], how: str, *, past: frozenset[str] = frozenset()
+) -> int:
+    """Attempts in a row without progress, this one (which made none) included: the
+    ledger's ``attempt_end`` events ``ends`` are read back from the newest while they ended
+    ``how`` (their ``requeued`` or ``retry`` flag) without progress; an ending whose reason
+    is in ``past`` is looked past."""
+    streak = 1
+    for end in reversed(ends):
+        if end.get("reason") in past:
+            continue
+        if not (end.get(how) and end.get("no_progress")):
+            break
+        streak += 1
+    return streak
+
+
 def decide(
     reason: str,
     history: Sequence[Mapping[str, Any]],
@@ -296,13 +314,8 @@ def decide(
             "committed checkpoint), so a requeue would run the same steps again",
         )
     if no_progress and reason != "preempted":
-        streak = 1
-        for end in reversed(ends):
-            if end.get("reason") in _NOT_CRASHES:
-                continue  # requeued by a user or operator, resized, preempted: no crash
-            if not (end.get("requeued") and end.get("no_progress")):
-                break
-            streak += 1
+        # Requeued by a user or operator, resized, preempted: no crash, looked past.
+        streak = no_progress_streak(ends, "requeued", past=_NOT_CRASHES)
         if streak >= NO_PROGRESS_LIMIT:
             return RequeueDecision(
                 False,

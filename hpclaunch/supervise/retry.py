@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hpclaunch.supervise.requeue import NO_PROGRESS_LIMIT
+from hpclaunch.supervise.requeue import NO_PROGRESS_LIMIT, no_progress_streak
 
 __all__ = ["OOM", "RetryDecision", "RetryPolicy", "decide_retry", "retries_used"]
 
@@ -122,12 +122,8 @@ def decide_retry(
     if used >= policy.times:
         return RetryDecision(False, f"{what}: retry.times ({policy.times}) used up")
     if reports_progress and no_progress:
-        streak = 1
         ends = [e for e in history if e.get("event") == "attempt_end"]
-        for end in reversed(ends):
-            if not (end.get("retry") and end.get("no_progress")):
-                break
-            streak += 1
+        streak = no_progress_streak(ends, "retry")
         if streak >= NO_PROGRESS_LIMIT:
             return RetryDecision(
                 False,
