@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
-from hpclaunch.slurm.queue import long_format
+from hpclaunch.slurm.queue import OWNER_AND_STATE, long_format
 from hpclaunch.slurm.text import field, key_values
 from hpclaunch.slurm.times import slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, gres_count, to_int, tres_value
@@ -51,12 +51,7 @@ __all__ = [
 JOB_FIELDS = (
     "JobArrayID",
     "JobID",
-    "UserName",
-    "Account",
-    "QOS",
-    "State",
-    "Reason",
-    "PriorityLong",
+    *OWNER_AND_STATE,
     "NumNodes",
     *GPU_FIELDS,
     "NodeList",

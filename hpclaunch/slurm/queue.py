@@ -31,6 +31,7 @@ from hpclaunch.slurm.times import parse_elapsed, slurm_epoch
 from hpclaunch.slurm.tres import GPU_FIELDS, gpus_of_fields, to_int
 
 __all__ = [
+    "OWNER_AND_STATE",
     "QUEUE_FORMAT",
     "QUEUE_STATES",
     "WHOLE_QUEUE",
@@ -51,14 +52,12 @@ __all__ = [
 #: misses ``--gpus`` and ``--gpus-per-task``), nice, partition, time used, start time (a
 #: pending job's is the one the scheduler expects, once backfill computed it; ``N/A``
 #: before); the name (free text, may hold ``|``) last.
+#: The fields every queue reader asks after the id, in this order: whose job, in which
+#: QOS, its state and reason, its priority.
+OWNER_AND_STATE = ("UserName", "Account", "QOS", "State", "Reason", "PriorityLong")
 QUEUE_FIELDS = (
     "JobArrayID",
-    "UserName",
-    "Account",
-    "QOS",
-    "State",
-    "Reason",
-    "PriorityLong",
+    *OWNER_AND_STATE,
     "SubmitTime",
     "NumNodes",
     *GPU_FIELDS,
