@@ -25,3 +25,10 @@ partition_option = click.option(
     metavar="NAME",
     help="Run in this partition of the site (the same as --set resources.partition=NAME).",
 )
+
+
+def limit_option(default: int, text: str, *, minimum: int = 1) -> Callable[[F], F]:
+    """``--limit N`` of a command that lists the newest of something (``limit``)."""
+    return click.option(
+        "--limit", default=default, show_default=True, type=click.IntRange(min=minimum), help=text
+    )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpclaunch.cli._options import json_option
+from hpclaunch.cli._options import json_option, limit_option
 from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
@@ -47,13 +47,7 @@ def parse_time_option(
     help="Submitted at or after (2026-11-01, 2026-11-01T08:00, today, 7d, 12h).",
 )
 @click.option("--until", metavar="DATE", callback=parse_time_option, help="Submitted before.")
-@click.option(
-    "--limit",
-    default=50,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="The newest N (0: all).",
-)
+@limit_option(50, "The newest N (0: all).", minimum=0)
 @json_option("Print JSON instead of a table.")
 @pass_session
 def history_command(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hpclaunch.cli._jobargs import check_job_ids, complete_job_ids
-from hpclaunch.cli._options import json_option
+from hpclaunch.cli._options import json_option, limit_option
 from hpclaunch.cli._session import pass_session
 from hpclaunch.cli._table import print_table as print_rows
 from hpclaunch.cli._table import state_colour
@@ -45,13 +45,7 @@ COLUMNS = (
     shell_complete=complete_job_ids,
 )
 @json_option("Print JSON instead of a table.")
-@click.option(
-    "--limit",
-    default=20,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Recent jobs to show without IDS.",
-)
+@limit_option(20, "Recent jobs to show without IDS.")
 @pass_session
 def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) -> None:
     """Show the state of jobs IDS, or of your recent hpclaunch jobs.
