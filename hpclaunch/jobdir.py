@@ -95,6 +95,17 @@ def in_control(name: str) -> str:
     return f"{CONTROL}/{name}"
 
 
+class _Entry:
+    """A file of every job directory as a read-only attribute: ``JobDir(root).ledger`` is
+    ``JobDir(root).file(LEDGER)``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, jobdir: JobDir, owner: type[JobDir] | None = None) -> str:
+        return jobdir.file(self.name)
+
+
 @dataclass(frozen=True)
 class JobDir:
     """One job's directory (``HPCLAUNCH_JOB_DIR``), here or on the login node: each path
@@ -106,32 +117,12 @@ class JobDir:
         """``name`` (relative, e.g. :data:`LEDGER` or ``in_control(PROGRESS)``) in it."""
         return posixpath.join(self.root, name)
 
-    @property
-    def script(self) -> str:
-        return self.file(SCRIPT)
-
-    @property
-    def ledger(self) -> str:
-        return self.file(LEDGER)
-
-    @property
-    def control(self) -> str:
-        return self.file(CONTROL)
-
-    @property
-    def checkpoints(self) -> str:
-        return self.file(CHECKPOINTS)
-
-    @property
-    def call_dir(self) -> str:
-        return self.file(CALL_DIR)
-
-    @property
-    def call(self) -> str:
-        """The pickled call of a function's job."""
-        return self.file(f"{CALL_DIR}/{CALL}")
-
-    @property
-    def result(self) -> str:
-        """What the function returned or raised (``calls/payload.py``'s format)."""
-        return self.file(f"{CALL_DIR}/{RESULT}")
+    script = _Entry(SCRIPT)
+    ledger = _Entry(LEDGER)
+    control = _Entry(CONTROL)
+    checkpoints = _Entry(CHECKPOINTS)
+    call_dir = _Entry(CALL_DIR)
+    #: The pickled call of a function's job.
+    call = _Entry(f"{CALL_DIR}/{CALL}")
+    #: What the function returned or raised (``calls/payload.py``'s format).
+    result = _Entry(f"{CALL_DIR}/{RESULT}")
