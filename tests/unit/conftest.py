@@ -218,7 +218,15 @@ BACKEND_MODULES = tuple(
     if path.relative_to(_BACKENDS).as_posix() not in ("__init__.py", "abilities.py")
 )
 #: Modules too heavy for start-up (``--help``, ``import hpclaunch``).
-HEAVY = ("jinja2", "rich", "pydantic", "yaml", *BACKEND_MODULES, "hpclaunch.planning.render")
+HEAVY = (
+    "jinja2",
+    "rich",
+    "pydantic",
+    "yaml",
+    "optuna",
+    *BACKEND_MODULES,
+    "hpclaunch.planning.render",
+)
 
 PROBE = """
 import json, sys
