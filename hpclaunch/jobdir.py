@@ -88,6 +88,8 @@ PROGRESS = "progress.json"
 RESIZE = "resize-request.json"
 GUARD_OFF = "idle-guard-off"
 IDLE = "idle"
+#: An adaptive sweep's trial stopped by the study's pruner (runtime/trial.py writes it).
+TRIAL_PRUNED = "trial-pruned.json"
 
 
 def in_control(name: str) -> str:

@@ -50,6 +50,7 @@ from hpclaunch.slurm.jobs import JobRef
 from hpclaunch.slurm.limits import parse_submit_limits, submit_limits_argv
 from hpclaunch.store.history import find_record
 from hpclaunch.store.sweeps import SweepArray, SweepRecord, list_sweeps, save_sweep
+from hpclaunch.study.config import study_text
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import Backend
@@ -441,6 +442,8 @@ def submit_sweep(
     if sweep.overquota is not None:
         jobs[1] = backend.dryrun(sweep.overquota)
     runner.put_file(sweep.params_file, params_lines(sweep.points), 0o600)
+    if sweep.study is not None:
+        runner.put_file(sweep.study_file, study_text(sweep.study), 0o600)
     refs: list[JobRef] = []
     last: dict[int, str] = {}  # each part's latest array: the next one of the part waits
     written: set[int] = set()  # the parts whose script this call wrote

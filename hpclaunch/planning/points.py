@@ -33,7 +33,11 @@ def expand(sweep: Sweep) -> list[dict[str, SweepValue]]:
 
     grid: every combination, the first parameter varying slowest (like nested loops in
     spec order); random: ``count`` draws, each parameter in spec order; list: as written.
+    An adaptive sweep (``metric:``) has ``trials`` empty points: each task asks the study
+    for its parameters when it starts (:mod:`hpclaunch.study`).
     """
+    if sweep.is_study:
+        return [{} for _ in range(sweep.trial_count)]
     if sweep.method == "list":
         return [dict(point) for point in sweep.points]
     if sweep.method == "grid":

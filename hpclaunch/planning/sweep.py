@@ -44,6 +44,8 @@ from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.sweep import SweepValue
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
+from hpclaunch.planning.study import study_config, study_note
+from hpclaunch.study.config import STUDY_FILE, StudyConfig
 from hpclaunch.supervise.sweep_task import placeholders
 
 __all__ = ["SweepPlan", "plan_sweep"]
@@ -67,6 +69,8 @@ class SweepPlan:
             the part that runs over-quota (its own script, account, QOS); ``None``: one part.
         parts: Per array, ``0`` (``plan``) or ``1`` (``overquota``); empty: all ``0``.
         unused: Parameters no ``{name}`` in the command uses (:func:`unused_parameters`).
+        study: An adaptive sweep's study (written to ``<job dir>/study.json``); its points
+            are empty: each task asks the study.
     """
 
     plan: SubmissionPlan
@@ -76,6 +80,7 @@ class SweepPlan:
     overquota: SubmissionPlan | None = None
     parts: tuple[int, ...] = ()
     unused: tuple[str, ...] = ()
+    study: StudyConfig | None = None
 
     def part_of(self, index: int) -> int:
         """``0`` or ``1``: which plan array ``index`` runs."""
@@ -91,6 +96,11 @@ class SweepPlan:
     def sweep_id(self) -> str:
         """The sweep's id (the plan's submission id; names the job directory)."""
         return self.plan.submission_id
+
+    @property
+    def study_file(self) -> str:
+        """Where an adaptive sweep's study is described (``<job dir>/study.json``)."""
+        return posixpath.join(self.plan.job_dir, STUDY_FILE)
 
     @property
     def params_file(self) -> str:
@@ -156,8 +166,9 @@ def plan_sweep(
         spec = spec.model_copy(update={"tier": "low"})
     python = job_python(site, home, python)
     points = tuple(expand(sweep))
-    check_placeholders(spec, points)
-    unused = tuple(unused_parameters(spec, points))
+    names = set(sweep.parameters) if sweep.is_study else _parameter_names(points)
+    check_placeholders(spec, names)
+    unused = tuple(unused_parameters(spec, names))
     try:
         arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)
     except ValueError as exc:
@@ -190,12 +201,15 @@ def plan_sweep(
         parts = [_Part(whole, arrays, None, 0)]
     chained = any(len(p.arrays) > 1 and p.arrays[0].limit for p in parts)
     params_file = posixpath.join(whole.job_dir, jobdir.SWEEP_PARAMS)
+    study = study_config(sweep, submission_id, whole.job_dir) if sweep.is_study else None
+    asks = ("--study", posixpath.join(whole.job_dir, STUDY_FILE)) if study else ()
     task_step = (
         python,
         "-m",
         "hpclaunch.supervise.sweep_task",
         "--params",
         params_file,
+        *asks,
         f"--keep={len(whole.launch_prefix)}",
         "--",
     )
@@ -204,8 +218,10 @@ def plan_sweep(
     for part in parts:
         plan = part.plan
         notes = plan.notes + tuple(
-            _notes(spec, points, part.arrays, chained, max_array_size, plan, unused)
+            _notes(spec, names, len(points), part.arrays, chained, max_array_size, plan, unused)
         )
+        if study is not None:
+            notes += (study_note(study),)
         if split:
             notes += (split,)
             plan = replace(plan, quota_warning=_split_warning(spec, site, fits, at_once, per_task))
@@ -230,6 +246,7 @@ def plan_sweep(
         overquota=plans[1] if len(plans) > 1 else None,
         parts=tuple(i for i, part in enumerate(parts) for _ in part.arrays) if fits else (),
         unused=unused,
+        study=study,
     )
 
 
@@ -316,7 +333,8 @@ def _tasks_in_quota(
 
 def _notes(
     spec: JobSpec,
-    points: Sequence[dict[str, SweepValue]],
+    names: set[str],
+    count: int,
     arrays: Sequence[ArrayChunk],
     chained: bool,
     max_array_size: int,
@@ -324,9 +342,8 @@ def _notes(
     unused: Sequence[str],
 ) -> list[str]:
     assert spec.sweep is not None
-    names = sorted({name for point in points for name in point})
     notes = [
-        f"sweep ({spec.sweep.method}): {len(points)} points over {', '.join(names) or '-'}; "
+        f"sweep ({spec.sweep.method}): {count} points over {', '.join(sorted(names)) or '-'}; "
         f"each task gets {plan.job_dir}/tasks/<point>/ (control, ledger, checkpoints, logs)",
         f"{len(arrays)} array{'' if len(arrays) == 1 else 's'} of at most {max_array_size} "
         f"tasks (indices stay below MaxArraySize {max_array_size}): "
@@ -351,7 +368,7 @@ def _parameter_names(points: Sequence[Mapping[str, object]]) -> set[str]:
     return {name for point in points for name in point}
 
 
-def check_placeholders(spec: JobSpec, points: Sequence[Mapping[str, object]]) -> None:
+def check_placeholders(spec: JobSpec, names: set[str]) -> None:
     """Refuse a ``{name}`` that names no sweep parameter: every task would get it as
     written (a typo, ``{hiden}`` for ``hidden``, made every task fail).
 
@@ -359,7 +376,6 @@ def check_placeholders(spec: JobSpec, points: Sequence[Mapping[str, object]]) ->
         PlanError: Naming the placeholder, the closest parameter and the escape.
     """
 
-    names = _parameter_names(points)
     field = "command" if spec.command is not None else "args"
     # ${HOME} in a `bash -c` line is the shell's: not ours to refuse.
     words = [re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", "", word) for word in _words(spec)]
@@ -373,10 +389,10 @@ def check_placeholders(spec: JobSpec, points: Sequence[Mapping[str, object]]) ->
         )
 
 
-def unused_parameters(spec: JobSpec, points: Sequence[Mapping[str, object]]) -> list[str]:
-    """Sweep parameters no ``{name}`` in the command uses: only
+def unused_parameters(spec: JobSpec, names: set[str]) -> list[str]:
+    """Sweep parameters (``names``) no ``{name}`` in the command uses: only
     :func:`hpclaunch.runtime.sweep_params` gives them to the task."""
-    return sorted(_parameter_names(points) - placeholders(_words(spec)))
+    return sorted(names - placeholders(_words(spec)))
 
 
 def unused_note(unused: Sequence[str]) -> str:

@@ -38,7 +38,10 @@ size, per-rank batch, accumulation and learning-rate factor, and :class:`Elastic
 cuts the same samples into each global step at any size (:mod:`hpclaunch.runtime.elastic`).
 
 In a sweep task (``hpclaunch sweep``), :func:`sweep_params` returns the task's point and
-:func:`report_metrics` records its final metrics for ``hpclaunch sweep status``.
+:func:`report_metrics` records its final metrics for ``hpclaunch sweep status``. In an
+adaptive sweep (``metric:``) ``report_progress(step, metrics={...})`` also reports the
+metric to the study, and :func:`should_stop` says when its pruner stopped the trial
+(:mod:`hpclaunch.runtime.trial`).
 
 Environment read: ``HPCLAUNCH_JOB_DIR``, ``HPCLAUNCH_CONTROL_DIR``, ``HPCLAUNCH_CHECKPOINT_DIR``,
 ``HPCLAUNCH_ATTEMPT``, and the rank from torch.distributed, ``RANK`` or ``SLURM_PROCID``.
@@ -70,6 +73,7 @@ from hpclaunch.runtime.control import (
 )
 from hpclaunch.runtime.elastic import BatchPlan, ElasticSampler, batch_plan, step_digest
 from hpclaunch.runtime.sweep import report_metrics, sweep_params
+from hpclaunch.runtime.trial import should_stop, trial_number
 
 __all__ = [
     "BatchPlan",
@@ -95,8 +99,10 @@ __all__ = [
     "report_progress",
     "resume_point",
     "should_checkpoint",
+    "should_stop",
     "step_digest",
     "sweep_params",
+    "trial_number",
     "verify_checkpoint",
     "world_size",
 ]

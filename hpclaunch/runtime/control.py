@@ -25,8 +25,8 @@ import contextlib
 import errno
 import os
 import socket
-import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,14 @@ from typing import Any
 from hpclaunch import jobdir
 from hpclaunch._fs import read_json, write_json_atomic
 from hpclaunch.runtime import _dist
+from hpclaunch.runtime._paths import (
+    attempt,
+    checkpoint_dir,
+    control_dir,
+    job_dir,
+    local_run_dir,
+)
+from hpclaunch.runtime.trial import report_trial
 from hpclaunch.supervise.ledger import Ledger
 
 __all__ = [
@@ -50,68 +58,6 @@ __all__ = [
     "report_progress",
     "should_checkpoint",
 ]
-
-
-#: Outside an hpclaunch job, each run's files go under this directory of the current one.
-LOCAL_RUNS = "hpclaunch-local"
-
-
-def job_dir() -> Path:
-    """``$HPCLAUNCH_JOB_DIR``; outside an hpclaunch job, a new directory of this run
-    (:func:`local_run_dir`), so that a run on a laptop never resumes another's checkpoints
-    unless asked (``HPCLAUNCH_JOB_DIR`` or ``HPCLAUNCH_CHECKPOINT_DIR`` set to it)."""
-    value = os.environ.get("HPCLAUNCH_JOB_DIR")
-    return Path(value) if value else local_run_dir()
-
-
-def local_run_dir() -> Path:
-    """This local run's directory, ``./hpclaunch-local/<run>``, made on first use and put
-    in ``HPCLAUNCH_JOB_DIR`` so that the processes it starts agree; said once on stderr.
-
-    The ranks of one launch (torchrun, accelerate, deepspeed: each sets ``LOCAL_RANK``) are
-    siblings that cannot share an environment change, so they name the run alike:
-    torchrun's ``TORCHELASTIC_RUN_ID`` when it has one, else their launcher's pid and
-    ``MASTER_PORT``. A plain process names it by the time and its own pid.
-    """
-    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
-    if "LOCAL_RANK" in os.environ and run_id not in ("", "none"):
-        name = f"torchrun-{run_id}"
-    elif "LOCAL_RANK" in os.environ:
-        name = f"launch-{os.getppid()}-{os.environ.get('MASTER_PORT', '0')}"
-    else:
-        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    path = Path.cwd() / LOCAL_RUNS / name
-    os.environ["HPCLAUNCH_JOB_DIR"] = str(path)
-    if _dist.rank() == 0:
-        print(
-            f"hpclaunch.runtime: not in an hpclaunch job: this run's checkpoints, control "
-            f"files and metrics go to {path}; nothing is resumed from an earlier run unless "
-            "HPCLAUNCH_JOB_DIR (or HPCLAUNCH_CHECKPOINT_DIR) names its directory",
-            file=sys.stderr,
-            flush=True,
-        )
-    return path
-
-
-def control_dir() -> Path:
-    """``$HPCLAUNCH_CONTROL_DIR``, default ``<job dir>/control``."""
-    value = os.environ.get("HPCLAUNCH_CONTROL_DIR")
-    return Path(value) if value else job_dir() / jobdir.CONTROL
-
-
-def checkpoint_dir() -> Path:
-    """``$HPCLAUNCH_CHECKPOINT_DIR``, default ``<job dir>/checkpoints``."""
-    value = os.environ.get("HPCLAUNCH_CHECKPOINT_DIR")
-    return Path(value) if value else job_dir() / jobdir.CHECKPOINTS
-
-
-def attempt() -> int:
-    """``$HPCLAUNCH_ATTEMPT`` (Slurm's ``SLURM_RESTART_COUNT``), else 0."""
-    for name in ("HPCLAUNCH_ATTEMPT", "SLURM_RESTART_COUNT"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 @dataclass(frozen=True)
@@ -264,10 +210,16 @@ def report_progress(
     *,
     total: int | None = None,
     samples: int | None = None,
+    metrics: Mapping[str, Any] | None = None,
     min_interval: float = 2.0,
     force: bool = False,
 ) -> None:
     """Tell the sidecar how far training got (rank 0 only; a no-op on other ranks).
+
+    ``metrics``: values measured at ``step`` (``{"val_loss": 0.31}``). In an adaptive
+    sweep the study's metric among them is reported to the study at once, whatever
+    ``min_interval`` (:mod:`hpclaunch.runtime.trial`: its pruner may stop the trial;
+    :func:`~hpclaunch.runtime.should_stop` then says so).
 
     ``total``: the step training ends at: ``hpclaunch status`` and ``report`` then say when
     the job should end (from this attempt's steps per second), and whether before its time
@@ -285,6 +237,8 @@ def report_progress(
     """
     if _dist.rank() != 0:
         return
+    if metrics:
+        report_trial(step, metrics)
     now = time.monotonic()
     if not force and now - _PROGRESS.written_at < min_interval:
         _PROGRESS.pending = {"step": step, "total": total, "samples": samples}

@@ -1,5 +1,6 @@
-"""A study as ``study.json``: plain data, no Optuna, so that the planner writes it and the
-job reads it without importing the engine.
+"""A study as ``study.json``: plain data (the standard library only), so that the planner
+writes it (:func:`hpclaunch.planning.study.study_config`) and a sweep task reads it before
+it imports the engine.
 
 The study is one per sweep, named ``hpclaunch-<sweep id>``. By default it lives in a journal
 file next to ``study.json`` (Optuna's ``JournalStorage`` with its open-file lock, made for
@@ -12,11 +13,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-from hpclaunch._fs import write_json_atomic
-from hpclaunch.jobspec.sweep import Sweep, SweepRange
 
 __all__ = [
     "STUDY_FILE",
@@ -24,8 +21,7 @@ __all__ = [
     "TRIAL_FILE",
     "StudyConfig",
     "read_study",
-    "study_config",
-    "write_study",
+    "study_text",
 ]
 
 #: In the sweep's job directory: the study's description, and its default storage.
@@ -68,38 +64,9 @@ class StudyConfig:
         )
 
 
-def study_config(sweep: Sweep, sweep_id: str, job_dir: str) -> StudyConfig:
-    """The study of an adaptive ``sweep`` (``sweep.is_study``) whose job directory is
-    ``job_dir`` (as the tasks see it)."""
-    assert sweep.metric is not None  # callers ask sweep.is_study first
-    parameters: dict[str, dict[str, Any]] = {}
-    for name, values in sweep.parameters.items():
-        if isinstance(values, SweepRange):
-            parameters[name] = {
-                "low": values.min,
-                "high": values.max,
-                "log": values.log,
-                "int": values.integer,
-            }
-        else:
-            parameters[name] = {"choices": list(values)}
-    stop = sweep.early_terminate
-    return StudyConfig(
-        name=f"hpclaunch-{sweep_id}",
-        storage=sweep.storage or f"journal:{os.path.join(job_dir, STUDY_JOURNAL)}",
-        metric=sweep.metric.name,
-        direction=sweep.metric.goal,
-        method=sweep.method,
-        trials=sweep.trial_count,
-        parameters=parameters,
-        seed=sweep.seed if "seed" in sweep.model_fields_set else None,
-        pruner=stop.model_dump() if stop is not None else None,
-    )
-
-
-def write_study(config: StudyConfig, path: Path) -> None:
-    """Write ``config`` to ``path`` (``<job dir>/study.json``), atomically."""
-    write_json_atomic(path, asdict(config))
+def study_text(config: StudyConfig) -> str:
+    """``config`` as the text of ``study.json`` (written where Slurm runs: over SSH too)."""
+    return json.dumps(asdict(config), sort_keys=True) + "\n"
 
 
 def read_study(path: str | os.PathLike[str]) -> StudyConfig:

@@ -81,6 +81,9 @@ class AttemptControl(Protocol):
     env: dict[str, str]
     ledger: Ledger
     output: OutputGate
+    #: The attempt's control directory (the trainer's files: progress, requests, a pruned
+    #: trial).
+    control: Path
 
     @property
     def stop_log(self) -> Path:

@@ -16,6 +16,7 @@ from hpclaunch.supervise.attempt import (
     Ending,
     Launch,
 )
+from hpclaunch.supervise.on_trial import trial_was_pruned
 from hpclaunch.supervise.requeue import (
     cancel_requeued,
     decide,
@@ -109,7 +110,8 @@ def finished_at_warning(sc: AttemptControl, reason: str) -> int:
         target = requeue_target(sc.env)
         if slurm_requeues_on_exit(sc.runner, target):
             _forbid(sc, target)
-    sc.end("success", exit_code=0, requeued=False, warned=reason)
+    ended = "pruned" if trial_was_pruned(sc.control) else "success"
+    sc.end(ended, exit_code=0, requeued=False, warned=reason)
     return 0
 
 

@@ -87,7 +87,7 @@ _NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 #: The first release known to requeue a preempted batch job that exits in its grace time.
 REQUEUES_ON_GRACE_EXIT = (24, 11)
 #: How attempts end when the job ran to its own end: nothing is left to run.
-FINISHED_REASONS = frozenset({"success", "user_error", "oom", "stopped_idle"})
+FINISHED_REASONS = frozenset({"success", "pruned", "user_error", "oom", "stopped_idle"})
 
 
 def requeue_target(env: Mapping[str, str]) -> str:

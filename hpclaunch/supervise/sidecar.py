@@ -75,6 +75,7 @@ from hpclaunch.supervise.on_idle import IdleGuard, stop_idle
 from hpclaunch.supervise.on_requeue import finished_at_warning, node_failed, requeue
 from hpclaunch.supervise.on_resize import on_resize, resize_seconds
 from hpclaunch.supervise.on_retry import retry_failed
+from hpclaunch.supervise.on_trial import tell_trial, trial_was_pruned
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.process_group import stop_group
 from hpclaunch.supervise.requeue import finished_attempt, job_now
@@ -294,7 +295,9 @@ class Sidecar:
     # -- endings ------------------------------------------------------------------------
     def _on_exit(self, code: int, history: list[dict[str, Any]]) -> int:
         if code == 0:
-            self.end("success", exit_code=0, requeued=False)
+            # An adaptive sweep's trial that its pruner stopped ends cleanly too.
+            reason = "pruned" if trial_was_pruned(self.control) else "success"
+            self.end(reason, exit_code=0, requeued=False)
             return 0
         # The last launch's lines: an earlier one may have failed to reach slurmctld.
         tail = [x for x in self._log_lines(self._launch_start) if x.strip()][-60:]
@@ -419,3 +422,9 @@ class Sidecar:
             preemptible=self.config.preemptible,
             **extra,
         )
+        try:
+            told = tell_trial(self.env, self.control, reason, requeued)
+        except Exception as exc:  # the study's storage must not cost the job its end
+            told = f"hpclaunch: could not tell the study how this trial ended: {exc}"
+        if told is not None:
+            self.output.say(told)

@@ -24,8 +24,13 @@ with ``HPCLAUNCH_SWEEP_INDEX`` = the array's offset (the script's first argument
 4. replaces ``{name}`` in ARGV (after its first ``N`` words, the launcher prefix) with the
    point's values, each word staying one argv word (no shell), and execs it.
 
+An adaptive sweep's task (``--study <job dir>/study.json``) has an empty point: after step
+3 it asks the study for its trial (:func:`take_study_trial`; the same trial again after a
+requeue, kept in ``tasks/<index>/trial.json``), takes the trial's parameters as its point,
+and exports ``HPCLAUNCH_STUDY`` and ``HPCLAUNCH_TRIAL`` for the trainer and the sidecar.
+
 It imports only the standard library and :mod:`hpclaunch.jobdir` (which imports nothing): it
-runs before every task.
+runs before every task. An adaptive sweep's task imports Optuna too.
 """
 
 from __future__ import annotations
@@ -190,11 +195,41 @@ def completed_at(task_dir: str) -> str | None:
     return None
 
 
+def take_study_trial(
+    study: str, task_dir: str, index: int, env: Mapping[str, str]
+) -> tuple[int, dict[str, Any]] | None:
+    """The trial (number, parameters) task ``index`` runs; ``None`` when its trial already
+    ended (a copy of the task that slurmctld started again).
+
+    Raises:
+        TaskError: The study cannot be read or reached.
+    """
+    from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only in a study's task)
+    from hpclaunch.study.config import read_study  # noqa: PLC0415 (only in a study's task)
+
+    try:
+        config = read_study(study)
+        engine.create_study(config)  # the first task makes it; the others open it
+        array = env.get("SLURM_ARRAY_JOB_ID", env.get("SLURM_JOB_ID", ""))
+        owner = {"task": str(index), "job_id": f"{array}_{env.get('SLURM_ARRAY_TASK_ID', '')}"}
+        taken = engine.take_trial(config, task_dir, owner)
+    except Exception as exc:  # an unreadable file, an unreachable RDB, a missing study
+        raise TaskError(f"cannot open the sweep's study ({study}): {exc}") from exc
+    if not isinstance(taken, engine.TakenTrial):
+        state = taken.state.name.lower()
+        print(f"hpclaunch: sweep point {index}: trial {taken.number} already {state}", flush=True)
+        return None
+    again = " (resumed after a requeue)" if taken.resumed else ""
+    print(f"hpclaunch: sweep point {index}: trial {taken.number}{again}", flush=True)
+    return taken.number, taken.params
+
+
 def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | None = None) -> int:
     """Entry point; execs the command (returns only on an error, with exit code 2)."""
     parser = argparse.ArgumentParser(prog="python -m hpclaunch.supervise.sweep_task")
     parser.add_argument("--params", required=True, help="the sweep's params file")
     parser.add_argument("--keep", type=int, default=0, help="leading words not substituted")
+    parser.add_argument("--study", help="an adaptive sweep's study.json: ask it for the trial")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     env = os.environ if environ is None else environ
@@ -225,6 +260,17 @@ def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | 
         if lock is not None:
             os.close(lock)
         return 0
+    if args.study:
+        try:
+            trial = take_study_trial(args.study, task_dir, index, env)
+        except TaskError as exc:
+            print(f"hpclaunch sweep task: {exc}", file=sys.stderr)
+            return 2
+        if trial is None:
+            return 0
+        number, params = trial
+        env.update(task_env(env, index, params))
+        env["HPCLAUNCH_STUDY"], env["HPCLAUNCH_TRIAL"] = args.study, str(number)
     keep = max(0, args.keep)
     final = command[:keep] + substitute(command[keep:], params)
     print(f"hpclaunch: sweep point {index}: {env['HPCLAUNCH_SWEEP_PARAMS']}", flush=True)

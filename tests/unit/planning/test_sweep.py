@@ -733,3 +733,46 @@ def test_sort_tasks_by_metric_missing_last_and_unknown_names_the_known() -> None
     assert [t.point for t in sort_tasks(tasks, "lr")] == [2, 1, 0]
     with pytest.raises(KeyError, match="loss, lr"):
         sort_tasks(tasks, "acc")
+
+
+def test_an_adaptive_sweep_is_an_array_of_trials_that_ask_the_study() -> None:
+    spec = sweep_spec(
+        sweep={
+            "method": "tpe",
+            "metric": {"name": "val_loss"},
+            "parameters": {"lr": {"min": 0.001, "max": 0.1, "log": True}, "w": [8, 16]},
+            "trials": 5,
+            "early_terminate": {"type": "asha", "min_steps": 2},
+        },
+        cap=2,
+        command=["python", "train.py", "--lr", "{lr}", "--width", "{w}"],
+    )
+    planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
+    assert planned.points == ({},) * 5  # each task asks the study
+    assert [a.array_spec for a in planned.arrays] == ["0-4%2"]
+    step = planned.plan.launch_prefix
+    assert step[step.index("--study") + 1] == planned.study_file
+    assert planned.study_file == f"{planned.plan.job_dir}/study.json"
+    assert planned.study is not None
+    assert planned.study.journal == f"{planned.plan.job_dir}/study.journal"
+    assert any(
+        n.startswith("adaptive sweep (tpe, Optuna): 5 trials minimizing val_loss")
+        for n in planned.plan.notes
+    )
+    assert not planned.unused
+    runner = FakeRunner(lambda argv: result(argv, out="100\n"))
+    submit_sweep(CliBackend(runner, SITE), runner, planned)
+    text, mode = runner.files[planned.study_file]
+    assert mode == 0o600
+    assert json.loads(text)["name"] == f"hpclaunch-{SUBMISSION_ID}"
+
+
+def test_an_adaptive_sweeps_placeholders_are_its_parameters() -> None:
+    spec = sweep_spec(
+        sweep={"method": "tpe", "metric": {"name": "l"}, "parameters": {"lr": [0.1]}, "trials": 2},
+        command=["python", "train.py", "--lr", "{lrr}"],
+    )
+    with pytest.raises(
+        PlanError, match=r"(?s)\{lrr\} is not a sweep parameter.*did you mean \{lr\}"
+    ):
+        plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)

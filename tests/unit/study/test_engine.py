@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from hpclaunch.jobspec.sweep import Sweep
+from hpclaunch.planning.study import study_config
 from hpclaunch.study import engine
-from hpclaunch.study.config import TRIAL_FILE, read_study, study_config, write_study
+from hpclaunch.study.config import TRIAL_FILE, read_study, study_text
 
 
 def _config(tmp_path: Path, **sweep: Any) -> Any:
@@ -34,7 +35,7 @@ def _config(tmp_path: Path, **sweep: Any) -> Any:
 
 def test_the_description_round_trips(tmp_path: Path) -> None:
     config = _config(tmp_path, early_terminate={"type": "asha", "min_steps": 2})
-    write_study(config, tmp_path / "study.json")
+    (tmp_path / "study.json").write_text(study_text(config))
     assert read_study(tmp_path / "study.json") == config
     assert config.journal == str(tmp_path / "study.journal")
     assert config.parameters["lr"] == {"low": 1e-4, "high": 1e-1, "log": True, "int": False}
