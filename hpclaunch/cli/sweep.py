@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -107,12 +107,29 @@ def submit_command(
 _SHOWN_ARRAYS = 5
 
 
+def _space_text(space: dict[str, Any]) -> str:
+    """A study parameter's space in words: its choices, or its range."""
+    if "choices" in space:
+        return "one of " + ", ".join(json.dumps(c) for c in space["choices"])
+    kind = ("integers" if space["int"] else "numbers") + (" on a log scale" if space["log"] else "")
+    return f"{kind} from {space['low']:g} to {space['high']:g}"
+
+
 def _print_dry_run(preview: SweepPreview) -> None:
     sweep, job = preview.sweep, preview.job
-    click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
-    for index, point in enumerate(sweep.points[:20]):
+    if sweep.study is not None:
+        study = sweep.study
+        click.echo(
+            f"# sweep {sweep.sweep_id}: {len(sweep.points)} trials; each task asks the study "
+            f"({study.method}) for its parameters when it starts"
+        )
+        for name, space in study.parameters.items():
+            click.echo(f"#   {name}: {_space_text(space)}")
+    else:
+        click.echo(f"# sweep {sweep.sweep_id}: {len(sweep.points)} points")
+    for index, point in enumerate(() if sweep.study else sweep.points[:20]):
         click.echo(f"#   {index}: {json.dumps(point, ensure_ascii=False)}")
-    if len(sweep.points) > 20:
+    if len(sweep.points) > 20 and sweep.study is None:
         click.echo(f"#   ... and {len(sweep.points) - 20} more")
     count = len(sweep.arrays)
     for index in range(count):

@@ -479,6 +479,12 @@ class JobSpec(_Model):
                 "idle.stop_after: the sidecar stops an idle job, and launcher none has no "
                 "sidecar: set launcher: srun (or torchrun, deepspeed, accelerate)"
             )
+        if self.sweep is not None and self.sweep.is_study and self.launcher == "none":
+            raise ValueError(
+                "sweep.metric: an adaptive sweep's trials are told their end (complete, "
+                "pruned, failed) by the sidecar, and launcher none has no sidecar: set "
+                "launcher: srun (or torchrun, deepspeed, accelerate)"
+            )
         if self.retry is not None and self.launcher == "none":
             raise ValueError(
                 "retry: the sidecar decides and requeues, and launcher none has no sidecar: "

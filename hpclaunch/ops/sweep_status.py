@@ -25,6 +25,7 @@ from hpclaunch import jobdir
 from hpclaunch.backends.arrays import some_tasks
 from hpclaunch.errors import TransportError
 from hpclaunch.store.sweeps import SweepRecord
+from hpclaunch.study.config import TRIAL_FILE
 from hpclaunch.supervise.ledger import SUCCESS_LINE
 from hpclaunch.supervise.sweep_task import format_value, task_dir
 from hpclaunch.transport.base import Runner
@@ -105,6 +106,8 @@ class SweepStatus:
             "sweep_id": rec.sweep_id,
             "name": rec.name,
             "points": rec.points,
+            "job_dir": rec.job_dir,
+            "log_dir": rec.log_dir,
             "arrays": [
                 {"job_id": a.job_id, "offset": a.offset, "count": a.count, "tasks": a.tasks}
                 for a in rec.arrays
@@ -159,6 +162,8 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
     )
     runner = backend.runner
     params = _read_params(runner, record, problems)
+    if params and not any(params.values()):  # an adaptive sweep: each task's trial has them
+        params = _read_trials(runner, record, problems)
     unsure = {job for job, state in states.items() if state not in _SURE}
     succeeded = _succeeded_points(runner, record, problems) if unsure else set()
     failed = {p for p, job in latest.items() if states.get(job) in NEVER_STARTED_STATES}
@@ -266,3 +271,27 @@ def _read_metrics(runner: Runner, record: SweepRecord, point: int) -> dict[str, 
         return None
     found = data.get("metrics") if isinstance(data, Mapping) else None
     return dict(found) if isinstance(found, Mapping) else None
+
+
+def _read_trials(
+    runner: Runner, record: SweepRecord, problems: list[str]
+) -> dict[int, dict[str, Any]]:
+    """An adaptive sweep's parameters: each started task's trial (``tasks/<point>/
+    trial.json``), one ``grep`` for all."""
+    tasks = posixpath.join(record.job_dir, "tasks")
+    argv = ["grep", "-r", "--include", TRIAL_FILE, "-H", "", "--", tasks]
+    try:
+        found = runner.run(argv, timeout=60)
+    except TransportError as exc:
+        problems.append(f"trials: {exc.message.splitlines()[0]}")
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for line in found.stdout.splitlines():  # grep exits 1 when no task started yet
+        path, _, text = line.partition(f"{TRIAL_FILE}:")
+        name = posixpath.basename(path.rstrip("/"))
+        try:
+            data = json.loads(text)
+            out[int(name)] = {"trial": int(data["number"]), **dict(data["params"])}
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "STUDY_FILE",
     "STUDY_JOURNAL",
+    "STUDY_LOCK",
     "TRIAL_FILE",
     "StudyConfig",
     "read_study",
@@ -27,6 +28,8 @@ __all__ = [
 #: In the sweep's job directory: the study's description, and its default storage.
 STUDY_FILE = "study.json"
 STUDY_JOURNAL = "study.journal"
+#: In the sweep's job directory: held while a task looks for trials whose task is gone.
+STUDY_LOCK = "study.lock"
 #: In a task's directory: the trial the task runs (kept across its requeues).
 TRIAL_FILE = "trial.json"
 

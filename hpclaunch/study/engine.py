@@ -33,7 +33,8 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hpclaunch._fs import write_json_atomic
-from hpclaunch.study.config import TRIAL_FILE, StudyConfig
+from hpclaunch.study.config import STUDY_LOCK, TRIAL_FILE, StudyConfig
+from hpclaunch.study.orphans import sweep_lock, task_is_gone
 
 __all__ = [
     "TakenTrial",
@@ -43,6 +44,7 @@ __all__ = [
     "frozen_trial",
     "load_study",
     "report",
+    "revive_orphans",
     "take_trial",
 ]
 
@@ -184,11 +186,31 @@ def take_trial(
         if frozen.state is not TrialState.RUNNING:
             return frozen
         return TakenTrial(number, dict(frozen.params), resumed=True)
+    revive_orphans(config, Path(task_dir).parent)
     trial = study.ask(distributions(config))
     for key, value in owner.items():
         trial.set_user_attr(key, value)
     write_json_atomic(path, {"number": trial.number, "params": trial.params})
     return TakenTrial(trial.number, dict(trial.params))
+
+
+def revive_orphans(config: StudyConfig, tasks_dir: Path) -> list[int]:
+    """Fail the running trials whose task is gone (:func:`~hpclaunch.study.orphans.task_is_gone`:
+    a node failure, an OOM kill of the whole task) and run each once more: its parameters
+    are enqueued, and the next task that asks takes them. A retry that dies too is not
+    retried. Returns the numbers of the trials failed."""
+    study = load_study(config)
+    failed: list[int] = []
+    with sweep_lock(tasks_dir.parent / STUDY_LOCK):
+        for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            task = frozen.user_attrs.get("task")
+            if task is None or not task_is_gone(tasks_dir / str(task)):
+                continue
+            study.tell(frozen.number, state=TrialState.FAIL, skip_if_finished=True)
+            failed.append(frozen.number)
+            if "retry_of" not in frozen.user_attrs:
+                study.enqueue_trial(frozen.params, user_attrs={"retry_of": frozen.number})
+    return failed
 
 
 def report(config: StudyConfig, number: int, step: int, value: float) -> bool:

@@ -1,0 +1,171 @@
+"""Adaptive sweeps (Optuna studies) on the real cluster, with both backends:
+
+* a TPE + ASHA sweep of 8 trials, 2 at a time: the trials far from the optimum are pruned
+  at an early step (their tasks end COMPLETED, early: the array's next task takes the
+  GPU), the others complete; the study holds exactly 8 trials, each told its end;
+* a trial whose task is requeued mid-run (``scontrol requeue``, as a preemption does)
+  resumes as the same trial with the same parameters, from its checkpoint: its steps after
+  the checkpoint only, each step's value reported once, no second trial asked.
+
+Both sweeps are submitted at once (about 1.5 min a backend).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpclaunch.study import engine
+from hpclaunch.study.config import read_study
+
+from .cluster import SlurmCluster
+from .conftest import Cli
+
+pytestmark = [pytest.mark.slurm, pytest.mark.backends]
+
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+TRAINER = str(Path(__file__).with_name("study_trainer.py"))
+STEPS = 6
+
+
+@dataclass
+class Studies:
+    cli: Cli
+    ids: dict[str, str]
+
+    def status(self, name: str) -> dict[str, Any]:
+        out = self.cli("sweep", "status", self.ids[name], "--json")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert isinstance(data, dict)
+        return data
+
+    def wait_done(self, name: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            data = self.status(name)
+            if {t["state"] for t in data["tasks"]} <= FINAL:
+                return data
+            assert time.monotonic() < deadline, f"sweep {name} not done: {data['counts']}"
+            time.sleep(1)
+
+    def trials(self, name: str) -> list[Any]:
+        job_dir = Path(self.status(name)["job_dir"])
+        config = read_study(job_dir / "study.json")
+        engine._OPEN.clear()  # read the journal afresh
+        return list(engine.load_study(config).trials)
+
+
+@pytest.fixture(scope="module")
+def studies(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, backend: str
+) -> Iterator[Studies]:
+    cli = Cli(tmp_path_factory.mktemp("state"))
+    spec_dir = tmp_path_factory.mktemp("specs")
+    python = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python")
+    base = {
+        "project": "research",
+        "launcher": "srun",
+        "resources": {"time": "00:05:00", "mem": "200M"},
+    }
+    specs = {
+        "asha": {
+            "command": [python, TRAINER, "--x", "{x}", "--steps", str(STEPS)],
+            "sweep": {
+                "method": "tpe",
+                "metric": {"name": "val_loss"},
+                "parameters": {"x": {"min": 0.0, "max": 5.0}},
+                "trials": 8,
+                "seed": 7,
+                "max_concurrent": 2,
+                "early_terminate": {"type": "asha", "min_steps": 1, "reduction_factor": 3},
+            },
+        },
+        "requeue": {
+            "command": [python, TRAINER, "--x", "{x}", "--steps", str(STEPS), "--hold", "3"],
+            "sweep": {
+                "method": "random",
+                "metric": {"name": "val_loss"},
+                "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                "trials": 1,
+                "seed": 1,
+            },
+        },
+    }
+    ids = {}
+    for name, fields in specs.items():
+        spec = {"name": f"it-study-{name}-{uuid.uuid4().hex[:4]}", **base, **fields}
+        path = spec_dir / f"{name}.yaml"
+        path.write_text(json.dumps(spec))
+        out = cli("sweep", str(path))
+        assert out.returncode == 0, out.stderr
+        ids[name] = out.stdout.strip()
+    yield Studies(cli, ids)
+    arrays = [r["job_id"] for r in cli.submitted().values()]
+    if arrays:
+        subprocess.run(["scancel", *arrays], check=False, capture_output=True)
+    for sweep_id in ids.values():
+        shutil.rmtree(Path.home() / ".hpclaunch" / "jobs" / sweep_id, ignore_errors=True)
+
+
+def test_asha_prunes_the_trials_that_fall_behind(studies: Studies) -> None:
+    data = studies.wait_done("asha", timeout=300)
+    assert data["counts"] == {"COMPLETED": 8}  # pruned trials end cleanly too
+    trials = studies.trials("asha")
+    assert len(trials) == 8  # one trial a task: none asked twice, none lost
+    states = [t.state.name for t in trials]
+    assert set(states) <= {"COMPLETE", "PRUNED"}, states
+    pruned = [t for t in trials if t.state.name == "PRUNED"]
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    assert pruned, [(t.params, t.intermediate_values) for t in trials]
+    assert complete
+    for trial in pruned:  # stopped early: the GPU went to the next task
+        assert trial.last_step is not None
+        assert trial.last_step < STEPS
+    for trial in complete:
+        assert sorted(trial.intermediate_values) == list(range(1, STEPS + 1))
+        assert trial.value == pytest.approx((trial.params["x"] - 0.3) ** 2 + 1 / STEPS)
+    best = min(trials, key=lambda t: t.value if t.value is not None else 1e9)
+    assert best.state.name == "COMPLETE"
+    by_task = {t["point"]: t for t in data["tasks"]}
+    numbers = sorted(t["params"]["trial"] for t in by_task.values())
+    assert numbers == sorted(t.number for t in trials)  # status shows each task's trial
+
+
+def test_a_requeued_trial_resumes_as_the_same_trial(studies: Studies) -> None:
+    job_dir = Path(studies.status("requeue")["job_dir"])
+    task_dir = job_dir / "tasks" / "0"
+    deadline = time.monotonic() + 180
+    while not (task_dir / "holding").exists():
+        assert time.monotonic() < deadline, "the trial never reached step 3"
+        time.sleep(0.5)
+    first = json.loads((task_dir / "trial.json").read_text())
+    array = studies.status("requeue")["arrays"][0]["job_id"]
+    subprocess.run(["scontrol", "requeue", f"{array}_0"], check=True, capture_output=True)
+    data = studies.wait_done("requeue", timeout=240)
+    assert data["counts"] == {"COMPLETED": 1}
+    trials = studies.trials("requeue")
+    assert len(trials) == 1  # the requeued task asked for no second trial
+    (trial,) = trials
+    assert trial.number == first["number"]
+    assert trial.params == first["params"]
+    assert trial.state.name == "COMPLETE"
+    assert sorted(trial.intermediate_values) == list(range(1, STEPS + 1))
+    x = first["params"]["x"]
+    for step, value in trial.intermediate_values.items():
+        assert value == pytest.approx((x - 0.3) ** 2 + 1 / step)
+    assert (task_dir / "steps-attempt-0.log").read_text().split() == ["1", "2", "3"]
+    assert (task_dir / "steps-attempt-1.log").read_text().split() == ["4", "5", "6"]
+    logs = "".join(
+        p.read_text() for p in sorted(Path(data["log_dir"]).glob("tasks/0/attempt-*.log"))
+    )
+    assert f"trial {trial.number} (resumed after a requeue)" in logs
