@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from hpclaunch import jobdir
@@ -40,6 +41,7 @@ from hpclaunch.report.sweep import SweepReport
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
+from hpclaunch.study.config import STUDY_FILE, read_study
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
 
@@ -575,6 +577,27 @@ class SweepRun:
                 log_dir=record.log_dir,
             )
         return cls(session, record.sweep_id, arrays, record.points)
+
+    def study(self) -> Any:
+        """An adaptive sweep's study, as an ``optuna.Study`` (its trials, ``best_trial``,
+        ``trials_dataframe()``, ``optuna.visualization``), opened from the job directory
+        on this machine.
+
+        Raises:
+            HpclaunchError: The sweep has no ``metric:`` (it is no study), or its job
+                directory is not on this machine.
+        """
+        from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only for a study)
+
+        job_dir = find_sweep(self.sweep_id).job_dir
+        path = Path(job_dir) / STUDY_FILE
+        if not path.exists():
+            raise HpclaunchError(
+                f"sweep {self.sweep_id}: no {path}: it is no adaptive sweep (its spec's "
+                "sweep: has no metric:), or its job directory is on the cluster's side only",
+                hint="over SSH, open the study where the job directory is",
+            )
+        return engine.load_study(read_study(path))
 
     def status(self, *, metrics: bool = True, sort_by: str | None = None) -> SweepStatus:
         """Every task's state (and, ``metrics``, the final metrics of those that completed),
