@@ -12,6 +12,7 @@ import click
 from hpclaunch.cli._jobargs import quota_option
 from hpclaunch.cli._options import json_option, no_check_option, partition_option
 from hpclaunch.cli._session import pass_session
+from hpclaunch.ops import helpers
 
 if TYPE_CHECKING:
     from hpclaunch.ops.session import Session
@@ -178,10 +179,13 @@ def status_command(
             f"(known: {exc.args[0]})",
             param_hint="--sort",
         ) from None
+    study = run.study_summary()
     if as_json:
-        click.echo(json.dumps(status.to_dict(), indent=2))
+        click.echo(json.dumps({**status.to_dict(), "study": study}, indent=2))
         return
     _print_status(status)
+    if study is not None:
+        click.echo(helpers.summary_line(study))
 
 
 def _print_status(status: SweepStatus) -> None:

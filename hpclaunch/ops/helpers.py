@@ -21,6 +21,7 @@ from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
 from hpclaunch.slurm.usage import parse_when
 from hpclaunch.store.history import history_path, recent_submissions
 from hpclaunch.store.sweeps import list_sweeps
+from hpclaunch.study.summary import summary_line
 
 if TYPE_CHECKING:
     from hpclaunch.backends.base import JobRef
@@ -39,6 +40,7 @@ __all__ = [
     "recent_submissions",
     "simulate",
     "spec_schema",
+    "summary_line",
     "unfinished_jobs",
     "when",
     "write_workload",

@@ -42,6 +42,7 @@ from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
 from hpclaunch.study.config import STUDY_FILE, read_study
+from hpclaunch.study.summary import study_summary
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
 
@@ -598,6 +599,16 @@ class SweepRun:
                 hint="over SSH, open the study where the job directory is",
             )
         return engine.load_study(read_study(path))
+
+    def study_summary(self) -> dict[str, Any] | None:
+        """An adaptive sweep's trials by state and its best trial so far
+        (:func:`hpclaunch.study.summary.study_summary`); ``None`` for a sweep that is no
+        study, or whose job directory is not on this machine."""
+        job_dir = find_sweep(self.sweep_id).job_dir
+        path = Path(job_dir) / STUDY_FILE
+        if not path.exists():
+            return None
+        return study_summary(self.study(), read_study(path).metric)
 
     def status(self, *, metrics: bool = True, sort_by: str | None = None) -> SweepStatus:
         """Every task's state (and, ``metrics``, the final metrics of those that completed),

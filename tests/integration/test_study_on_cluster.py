@@ -139,6 +139,18 @@ def test_asha_prunes_the_trials_that_fall_behind(studies: Studies) -> None:
     by_task = {t["point"]: t for t in data["tasks"]}
     numbers = sorted(t["params"]["trial"] for t in by_task.values())
     assert numbers == sorted(t.number for t in trials)  # status shows each task's trial
+    assert sum(data["study"]["trials"].values()) == 8
+    assert data["study"]["best"]["trial"] == best.number
+    table = studies.cli("sweep", "status", studies.ids["asha"])
+    assert table.returncode == 0, table.stderr
+    assert (
+        f"study: 8 trials ({len(complete)} complete, {len(pruned)} pruned)"
+        in table.stdout.replace(
+            f"({len(pruned)} pruned, {len(complete)} complete)",
+            f"({len(complete)} complete, {len(pruned)} pruned)",
+        )
+    )
+    assert f"best val_loss {best.value:g} (trial {best.number}: x=" in table.stdout
 
 
 def test_a_requeued_trial_resumes_as_the_same_trial(studies: Studies) -> None:

@@ -12,6 +12,7 @@ from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.planning.study import study_config
 from hpclaunch.study import engine
 from hpclaunch.study.config import TRIAL_FILE, read_study, study_text
+from hpclaunch.study.summary import study_summary, summary_line
 
 
 def _config(tmp_path: Path, **sweep: Any) -> Any:
@@ -118,3 +119,24 @@ def test_a_grid_gives_each_task_another_point(tmp_path: Path) -> None:
         assert isinstance(taken, engine.TakenTrial)
         seen.add((taken.params["a"], taken.params["b"]))
     assert seen == {(1, "x"), (1, "y"), (2, "x"), (2, "y")}
+
+
+def test_the_summary_counts_trials_and_names_the_best(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    for index, (how, value) in enumerate([("complete", 0.5), ("pruned", None), ("complete", 0.2)]):
+        (tmp_path / f"s{index}").mkdir()
+        taken = engine.take_trial(config, tmp_path / f"s{index}", {})
+        assert isinstance(taken, engine.TakenTrial)
+        if how == "pruned":
+            engine.report(config, taken.number, 1, 9.0)
+        engine.finish(config, taken.number, how, value)
+    (tmp_path / "s3").mkdir()
+    engine.take_trial(config, tmp_path / "s3", {})  # still running
+    summary = study_summary(engine.load_study(config), "val_loss")
+    assert summary["trials"] == {"complete": 2, "pruned": 1, "running": 1}
+    assert summary["best"]["trial"] == 2
+    assert summary["best"]["value"] == 0.2
+    line = summary_line(summary)
+    assert line.startswith(
+        "study: 4 trials (2 complete, 1 pruned, 1 running); best val_loss 0.2 (trial 2: lr="
+    )
