@@ -143,13 +143,9 @@ def test_asha_prunes_the_trials_that_fall_behind(studies: Studies) -> None:
     assert data["study"]["best"]["trial"] == best.number
     table = studies.cli("sweep", "status", studies.ids["asha"])
     assert table.returncode == 0, table.stderr
-    assert (
-        f"study: 8 trials ({len(complete)} complete, {len(pruned)} pruned)"
-        in table.stdout.replace(
-            f"({len(pruned)} pruned, {len(complete)} complete)",
-            f"({len(complete)} complete, {len(pruned)} pruned)",
-        )
-    )
+    line = next(x for x in table.stdout.splitlines() if x.startswith("study: 8 trials ("))
+    assert f"{len(complete)} complete" in line
+    assert f"{len(pruned)} pruned" in line
     assert f"best val_loss {best.value:g} (trial {best.number}: x=" in table.stdout
 
 
