@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,17 +74,26 @@ def open_storage(config: StudyConfig) -> BaseStorage:
     return RDBStorage(config.storage)
 
 
-def _sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
+def _sampler(config: StudyConfig, worker: str = "") -> optuna.samplers.BaseSampler:
+    """The spec's sampler. Every task is a process of its own that makes its sampler: with
+    one seed for all, tasks starting together drew the same random point (a grid, the same
+    grid point); each task's seed is the spec's mixed with the task (``worker``), so a
+    seeded sweep is repeatable and its tasks still differ."""
+    seed = (
+        None
+        if config.seed is None
+        else (config.seed * 1_000_003 + zlib.crc32(worker.encode())) % 2**32
+    )
     if config.method == "grid":
         space = {name: p["choices"] for name, p in config.parameters.items()}
-        return optuna.samplers.GridSampler(space, seed=config.seed)
+        return optuna.samplers.GridSampler(space, seed=seed)
     if config.method == "cmaes":
-        return optuna.samplers.CmaEsSampler(seed=config.seed)
+        return optuna.samplers.CmaEsSampler(seed=seed)
     if config.method == "random":
-        return optuna.samplers.RandomSampler(seed=config.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
     # constant_liar: trials running in parallel count as bad guesses meanwhile, so that
     # workers asking at once do not all get the same point.
-    return optuna.samplers.TPESampler(seed=config.seed, constant_liar=True)
+    return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
 
 
 def _pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
@@ -187,6 +197,7 @@ def take_trial(
             return frozen
         return TakenTrial(number, dict(frozen.params), resumed=True)
     revive_orphans(config, Path(task_dir).parent)
+    study.sampler = _sampler(config, worker=Path(task_dir).name)
     trial = study.ask(distributions(config))
     for key, value in owner.items():
         trial.set_user_attr(key, value)

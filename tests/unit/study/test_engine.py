@@ -140,3 +140,16 @@ def test_the_summary_counts_trials_and_names_the_best(tmp_path: Path) -> None:
     assert line.startswith(
         "study: 4 trials (2 complete, 1 pruned, 1 running); best val_loss 0.2 (trial 2: lr="
     )
+
+
+def test_seeded_tasks_that_start_together_draw_different_points(tmp_path: Path) -> None:
+    # Each task is its own process with its own sampler: one seed for all drew one point.
+    config = _config(tmp_path, method="random")
+    drawn = []
+    for index in range(4):
+        engine._OPEN.clear()  # a process of its own
+        (tmp_path / "tasks" / str(index)).mkdir(parents=True)
+        taken = engine.take_trial(config, tmp_path / "tasks" / str(index), {})
+        assert isinstance(taken, engine.TakenTrial)
+        drawn.append(taken.params["lr"])
+    assert len(set(drawn)) == 4
