@@ -2,8 +2,8 @@
 ``(x - 0.3)**2 + 1/s`` (a trial far from 0.3 is behind at every step), reported every
 step; a checkpoint every step; stops when the study says so.
 
-``--hold STEP``: attempt 0 of the task writes ``holding`` in its job directory at that step
-and waits there to be requeued (the test requeues it).
+``--hold STEP``: attempt 0 of task 0 writes ``holding`` in its job directory at that step and
+waits there (the test requeues it, or kills it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main() -> None:
         if runtime.should_stop():
             print(f"stopped by the study at step {step}", flush=True)
             return
-        if args.hold == step and attempt == 0:
+        if args.hold == step and attempt == 0 and os.environ["HPCLAUNCH_SWEEP_INDEX"] == "0":
             (job_dir / "holding").touch()
             time.sleep(120)  # the test requeues the task meanwhile
     runtime.report_metrics({"val_loss": loss})

@@ -5,9 +5,12 @@
   GPU), the others complete; the study holds exactly 8 trials, each told its end;
 * a trial whose task is requeued mid-run (``scontrol requeue``, as a preemption does)
   resumes as the same trial with the same parameters, from its checkpoint: its steps after
-  the checkpoint only, each step's value reported once, no second trial asked.
+  the checkpoint only, each step's value reported once, no second trial asked;
+* a trial whose task is killed without notice (``scancel --signal=KILL --full``: the
+  sidecar dies too, as with a node failure) is failed by the next task, which runs its
+  parameters once more; the task after that draws a new trial.
 
-Both sweeps are submitted at once (about 1.5 min a backend).
+The three sweeps are submitted at once (about 1.5 min a backend).
 """
 
 from __future__ import annotations
@@ -100,6 +103,16 @@ def studies(
                 "seed": 1,
             },
         },
+        "killed": {
+            "command": [python, TRAINER, "--x", "{x}", "--steps", str(STEPS), "--hold", "2"],
+            "sweep": {
+                "method": "random",
+                "metric": {"name": "val_loss"},
+                "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                "trials": 3,
+                "max_concurrent": 1,
+            },
+        },
     }
     ids = {}
     for name, fields in specs.items():
@@ -177,3 +190,28 @@ def test_a_requeued_trial_resumes_as_the_same_trial(studies: Studies) -> None:
         p.read_text() for p in sorted(Path(data["log_dir"]).glob("tasks/0/attempt-*.log"))
     )
     assert f"trial {trial.number} (resumed after a requeue)" in logs
+
+
+def test_a_trial_whose_task_was_killed_is_run_once_more(studies: Studies) -> None:
+    job_dir = Path(studies.status("killed")["job_dir"])
+    deadline = time.monotonic() + 180
+    while not (job_dir / "tasks" / "0" / "holding").exists():
+        assert time.monotonic() < deadline, "the first trial never reached step 2"
+        time.sleep(0.5)
+    array = studies.status("killed")["arrays"][0]["job_id"]
+    kill = ["scancel", "--signal=KILL", "--full", f"{array}_0"]
+    subprocess.run(kill, check=True, capture_output=True)
+    data = studies.wait_done("killed", timeout=240)
+    states = {t["point"]: t["state"] for t in data["tasks"]}
+    assert states[1] == states[2] == "COMPLETED"
+    assert states[0] != "COMPLETED"
+    trials = sorted(studies.trials("killed"), key=lambda t: t.number)
+    assert len(trials) == 3  # one trial a task: the retry took task 1's place
+    dead, retry, fresh = trials
+    assert dead.state.name == "FAIL"
+    assert retry.state.name == "COMPLETE"
+    assert retry.params == dead.params
+    assert retry.user_attrs["retry_of"] == dead.number
+    assert retry.user_attrs["task"] == "1"
+    assert fresh.state.name == "COMPLETE"
+    assert "retry_of" not in fresh.user_attrs
