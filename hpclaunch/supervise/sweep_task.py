@@ -127,6 +127,11 @@ def task_dir(directory: str, index: int) -> str:
     return posixpath.join(directory, "tasks", str(index))
 
 
+def sweep_params_text(params: Mapping[str, Any]) -> str:
+    """``HPCLAUNCH_SWEEP_PARAMS``: the point as JSON (:func:`hpclaunch.runtime.sweep_params`)."""
+    return json.dumps(dict(params), ensure_ascii=False, sort_keys=True)
+
+
 def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> dict[str, str]:
     """The variables that make the runtime and the sidecar use the task's own directory."""
     job_dir = env.get("HPCLAUNCH_JOB_DIR") or os.getcwd()
@@ -140,7 +145,7 @@ def task_env(env: Mapping[str, str], index: int, params: Mapping[str, Any]) -> d
     out = {
         "HPCLAUNCH_SWEEP_DIR": job_dir,
         "HPCLAUNCH_SWEEP_INDEX": str(index),
-        "HPCLAUNCH_SWEEP_PARAMS": json.dumps(dict(params), ensure_ascii=False, sort_keys=True),
+        "HPCLAUNCH_SWEEP_PARAMS": sweep_params_text(params),
         "HPCLAUNCH_JOB_DIR": own,
         "HPCLAUNCH_CONTROL_DIR": os.path.join(own, jobdir.CONTROL),
         "HPCLAUNCH_CHECKPOINT_DIR": ckpt,
@@ -269,7 +274,7 @@ def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | 
         if trial is None:
             return 0
         number, params = trial
-        env.update(task_env(env, index, params))
+        env["HPCLAUNCH_SWEEP_PARAMS"] = sweep_params_text(params)
         env["HPCLAUNCH_STUDY"], env["HPCLAUNCH_TRIAL"] = args.study, str(number)
     keep = max(0, args.keep)
     final = command[:keep] + substitute(command[keep:], params)
