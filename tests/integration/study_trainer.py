@@ -3,7 +3,9 @@
 step; a checkpoint every step; stops when the study says so.
 
 ``--hold STEP``: attempt 0 of task 0 writes ``holding`` in its job directory at that step and
-waits there (the test requeues it, or kills it).
+waits there (the test requeues it). ``--die STEP``: attempt 0 of task 0 kills its sidecar
+and itself with SIGKILL at that step: the whole task dies without a word, as when its
+node crashes or the kernel kills it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -23,6 +26,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--hold", type=int, default=0)
+    parser.add_argument("--die", type=int, default=0)
     args = parser.parse_args()
     job_dir = Path(os.environ["HPCLAUNCH_JOB_DIR"])
     attempt = runtime.attempt()
@@ -40,10 +44,26 @@ def main() -> None:
         if runtime.should_stop():
             print(f"stopped by the study at step {step}", flush=True)
             return
-        if args.hold == step and attempt == 0 and os.environ["HPCLAUNCH_SWEEP_INDEX"] == "0":
+        first = attempt == 0 and os.environ["HPCLAUNCH_SWEEP_INDEX"] == "0"
+        if args.die == step and first:
+            _kill_sidecar_and_self(f"--x {args.x}".encode())
+        if args.hold == step and first:
             (job_dir / "holding").touch()
             time.sleep(120)  # the test requeues the task meanwhile
     runtime.report_metrics({"val_loss": loss})
+
+
+def _kill_sidecar_and_self(mark: bytes) -> None:
+    """SIGKILL the sidecar of this task (on this node: a one-node task), found by its command
+    line (``python -m hpclaunch.supervise run ... --x <x>``), then this process."""
+    for pid in os.listdir("/proc"):
+        try:
+            cmdline = Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"hpclaunch.supervise run" in cmdline and mark in cmdline:
+            os.kill(int(pid), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":
