@@ -601,14 +601,21 @@ class SweepRun:
         return engine.load_study(read_study(path))
 
     def study_summary(self) -> dict[str, Any] | None:
-        """An adaptive sweep's trials by state and its best trial so far
-        (:func:`hpclaunch.study.summary.study_summary`); ``None`` for a sweep that is no
-        study, or whose job directory is not on this machine."""
+        """An adaptive sweep's trials by state, its best trial so far, every trial
+        (:func:`hpclaunch.study.summary.study_summary`) and the parameters' importances;
+        ``None`` for a sweep that is no study, or whose job directory is not on this
+        machine."""
         job_dir = find_sweep(self.sweep_id).job_dir
         path = Path(job_dir) / STUDY_FILE
         if not path.exists():
             return None
-        return study_summary(self.study(), read_study(path).metric)
+        study = self.study()
+        from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only for a study)
+
+        return {
+            **study_summary(study, read_study(path).metric),
+            "importances": engine.importances(study),
+        }
 
     def status(self, *, metrics: bool = True, sort_by: str | None = None) -> SweepStatus:
         """Every task's state (and, ``metrics``, the final metrics of those that completed),
@@ -629,7 +636,7 @@ class SweepRun:
         """The sweep now (``hpclaunch report SWEEP``): tasks by state, parameters against
         final metrics, and ``metric`` (default: the first reported) against each parameter
         (``.lines()``, ``.html()``, ``.to_dict()``)."""
-        return SweepReport(self.status(), metric)
+        return SweepReport(self.status(), metric, study=self.study_summary())
 
     def wait(self, timeout: float | None = None) -> SweepStatus:
         """Block until every task has ended; then :meth:`status`.

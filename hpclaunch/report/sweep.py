@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.report.charts import Scatter, scatter
+from hpclaunch.study.summary import summary_line
 
 if TYPE_CHECKING:
     from hpclaunch.ops.sweep_status import SweepStatus
@@ -30,10 +31,13 @@ class SweepReport:
     Attributes:
         status: Every task's state, parameters and final metrics.
         metric: The metric drawn against each parameter (default: the first one reported).
+        study: An adaptive sweep's study (``SweepRun.study_summary()``): its trials, best
+            trial and the parameters' importances.
     """
 
     status: SweepStatus
     metric: str | None = None
+    study: dict[str, Any] | None = None
 
     @property
     def parameters(self) -> list[str]:
@@ -72,16 +76,42 @@ class SweepReport:
                 found.append(drawn)
         return found
 
+    def history(self) -> Scatter | None:
+        """An adaptive sweep's trials in order: the metric of each completed trial, and the
+        last value of each pruned one (the optimisation history)."""
+        if self.study is None:
+            return None
+        metric = self.study["metric"]
+        rows = [
+            (
+                t["trial"],
+                float(t["value"]),
+                f"trial {t['trial']} ({t['state']}, step {t['last_step']}): {metric}="
+                f"{float(t['value']):g}; " + ", ".join(f"{k}={v}" for k, v in t["params"].items()),
+            )
+            for t in self.study["history"]
+            if t["state"] in ("complete", "pruned") and isinstance(t["value"], (int, float))
+        ]
+        return scatter(rows, "trial", metric)
+
+    def importance_bars(self) -> list[tuple[str, float, float]]:
+        """(parameter, share, bar width in px) of the study's importances, largest first."""
+        found = (self.study or {}).get("importances") or {}
+        return [(name, share, round(share * 400, 1)) for name, share in found.items()]
+
     def to_dict(self) -> dict[str, Any]:
         """As ``hpclaunch report SWEEP --json`` prints it (``sweep status --json``'s, plus the
-        metric drawn)."""
-        return {**self.status.to_dict(), "metric": self.chosen_metric}
+        metric drawn and an adaptive sweep's study)."""
+        return {**self.status.to_dict(), "metric": self.chosen_metric, "study": self.study}
 
     def lines(self) -> list[str]:
         """The report as text: counts by state, then one line per task."""
         rec = self.status.record
         counts = ", ".join(f"{state} {n}" for state, n in self.status.counts.items())
         out = [f"sweep {rec.sweep_id} {rec.name!r}: {rec.points} points; {counts}"]
+        if self.study is not None:
+            out.append(summary_line(self.study))
+            out += [f"importance of {n}: {share:.2f}" for n, share, _ in self.importance_bars()]
         out += [f"Warning: {problem}" for problem in self.status.problems]
         params, metrics = self.parameters, self.metrics
         headers = ("POINT", "JOB", "STATE", *params, *metrics)
@@ -118,5 +148,8 @@ class SweepReport:
             r=self,
             status=self.status,
             scatters=self.scatters(),
+            history=self.history(),
+            importances=self.importance_bars(),
+            study_line=summary_line(self.study) if self.study else None,
             made=made.isoformat(timespec="seconds"),
         )

@@ -43,6 +43,7 @@ __all__ = [
     "distributions",
     "finish",
     "frozen_trial",
+    "importances",
     "load_study",
     "report",
     "revive_orphans",
@@ -238,3 +239,16 @@ def finish(config: StudyConfig, number: int, how: str, value: float | None = Non
     ``pruned``, ``fail``); a trial already told is left as it is."""
     study = load_study(config)
     return study.tell(number, values=value, state=_STATES[how], skip_if_finished=True)
+
+
+def importances(study: optuna.Study) -> dict[str, float] | None:
+    """Each parameter's share in the metric's variance over the completed trials (Optuna's
+    fANOVA evaluator), largest first; ``None`` before two trials completed."""
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(done) < 2:
+        return None
+    try:
+        found = optuna.importance.get_param_importances(study)
+    except (RuntimeError, ValueError):  # e.g. every completed trial had the same parameters
+        return None
+    return {name: float(share) for name, share in found.items()}

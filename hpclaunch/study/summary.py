@@ -10,8 +10,9 @@ __all__ = ["study_summary", "summary_line"]
 
 
 def study_summary(study: Any, metric: str) -> dict[str, Any]:
-    """Trials by state (lower case: ``complete``, ``pruned``, ``running``, ``fail``) and the
-    best completed trial (``None`` before one completed) of ``study`` (an ``optuna.Study``)."""
+    """Trials by state (lower case: ``complete``, ``pruned``, ``running``, ``fail``), the
+    best completed trial (``None`` before one completed) and every trial in order (its
+    state, value, last step reported, parameters) of ``study`` (an ``optuna.Study``)."""
     trials = study.get_trials(deepcopy=False)
     states = Counter(t.state.name.lower() for t in trials)
     done = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
@@ -25,6 +26,16 @@ def study_summary(study: Any, metric: str) -> dict[str, Any]:
         "direction": study.direction.name.lower(),
         "trials": dict(states.most_common()),
         "best": best,
+        "history": [
+            {
+                "trial": t.number,
+                "state": t.state.name.lower(),
+                "value": t.value,
+                "last_step": t.last_step,
+                "params": dict(t.params),
+            }
+            for t in trials
+        ],
     }
 
 

@@ -31,6 +31,7 @@ import pytest
 from hpclaunch.study import engine
 from hpclaunch.study.config import read_study
 
+from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
 from .conftest import Cli
 
@@ -161,6 +162,24 @@ def test_asha_prunes_the_trials_that_fall_behind(studies: Studies) -> None:
     assert f"{len(complete)} complete" in line
     assert f"{len(pruned)} pruned" in line
     assert f"best val_loss {best.value:g} (trial {best.number}: x=" in table.stdout
+    _assert_the_study_page(studies, len(trials))
+
+
+def _assert_the_study_page(studies: Studies, count: int) -> None:
+    """``report SWEEP --html`` in headless Chromium: the study's line, a dot per trial in
+    the optimisation history, the importance bar of x, no console error."""
+    page = Path(studies.status("asha")["job_dir"]) / "report.html"
+    out = studies.cli("report", studies.ids["asha"], "--html", str(page))
+    assert out.returncode == 0, out.stderr
+    if CHROMIUM is None:
+        pytest.skip("no chromium here to render the page (apt-get install chromium)")
+    dom = browser(page, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    study = dom.stdout.split('<section id="study">')[1].split("</section>")[0]
+    assert f"study: {count} trials (" in study
+    assert study.count("<circle ") == count  # every trial complete or pruned
+    assert "<title>x: 1.000</title>" in study  # one parameter: all the variance is its
+    assert console_errors(dom) == []
 
 
 def test_a_requeued_trial_resumes_as_the_same_trial(studies: Studies) -> None:
