@@ -147,6 +147,16 @@ class Sweep(BaseModel):
             return self.trials
         return _grid_size(self)
 
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _metric_mapping(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                f"give the metric and its goal: metric: {{name: {value}, goal: minimize}} "
+                "(or goal: maximize, for an accuracy)"
+            )
+        return value
+
     @field_validator("parameters", mode="before")
     @classmethod
     def _lists_or_ranges(cls, value: Any) -> Any:

@@ -10,7 +10,7 @@ import pytest
 from hpclaunch.errors import SpecError
 from hpclaunch.jobspec.job import load_spec
 
-HEAD = "name: t\ncommand: [python, train.py, --lr, '{lr}']\nsweep:\n"
+HEAD = "name: t\nlauncher: srun\ncommand: [python, train.py, --lr, '{lr}']\nsweep:\n"
 
 
 def _load(tmp_path: Path, sweep: str) -> object:
@@ -100,6 +100,10 @@ def test_distribution_words_mean_log_and_int(tmp_path: Path) -> None:
             "  parameters: {lr: [0.1]}\n",
             ["sweep.metric.goal", "minimize", "maximize"],
         ),
+        (  # the metric's name alone: which way is better?
+            "  method: tpe\n  metric: val_loss\n  trials: 2\n  parameters: {lr: [0.1]}\n",
+            ["sweep.metric", "{name: val_loss, goal: minimize}", "maximize"],
+        ),
         (  # max_steps is Hyperband's
             "  method: tpe\n  metric: {name: l}\n  trials: 2\n  parameters: {lr: [0.1]}\n"
             "  early_terminate: {type: asha, max_steps: 100}\n",
@@ -111,3 +115,13 @@ def test_mistakes_are_named(tmp_path: Path, sweep: str, words: list[str]) -> Non
     text = _error(tmp_path, sweep)
     for word in words:
         assert word in text, (word, text)
+
+
+def test_a_study_needs_the_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: t\ncommand: [python, train.py, '{lr}']\nsweep:\n  method: tpe\n"
+        "  metric: {name: l}\n  trials: 2\n  parameters: {lr: [0.1]}\n"
+    )
+    with pytest.raises(SpecError, match=r"launcher none has no sidecar: set\s+launcher: srun"):
+        load_spec(path)

@@ -746,6 +746,7 @@ def test_an_adaptive_sweep_is_an_array_of_trials_that_ask_the_study() -> None:
         },
         cap=2,
         command=["python", "train.py", "--lr", "{lr}", "--width", "{w}"],
+        launcher="srun",
     )
     planned = plan_sweep(spec, SITE, submission_id=SUBMISSION_ID, home=HOME, max_array_size=10)
     assert planned.points == ({},) * 5  # each task asks the study
@@ -771,6 +772,7 @@ def test_an_adaptive_sweeps_placeholders_are_its_parameters() -> None:
     spec = sweep_spec(
         sweep={"method": "tpe", "metric": {"name": "l"}, "parameters": {"lr": [0.1]}, "trials": 2},
         command=["python", "train.py", "--lr", "{lrr}"],
+        launcher="srun",
     )
     with pytest.raises(
         PlanError, match=r"(?s)\{lrr\} is not a sweep parameter.*did you mean \{lr\}"
