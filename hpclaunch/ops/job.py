@@ -41,7 +41,7 @@ from hpclaunch.report.sweep import SweepReport
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
-from hpclaunch.study.config import STUDY_FILE, read_study
+from hpclaunch.study.config import STUDY_FILE, StudyConfig, read_study
 from hpclaunch.study.summary import study_summary
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
@@ -590,30 +590,34 @@ class SweepRun:
         """
         from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only for a study)
 
-        job_dir = find_sweep(self.sweep_id).job_dir
-        path = Path(job_dir) / STUDY_FILE
-        if not path.exists():
+        config = self._study_config()
+        if config is None:
             raise HpclaunchError(
-                f"sweep {self.sweep_id}: no {path}: it is no adaptive sweep (its spec's "
-                "sweep: has no metric:), or its job directory is on the cluster's side only",
+                f"sweep {self.sweep_id}: no {STUDY_FILE} in its job directory: it is no "
+                "adaptive sweep (its spec's sweep: has no metric:), or its job directory is on "
+                "the cluster's side only",
                 hint="over SSH, open the study where the job directory is",
             )
-        return engine.load_study(read_study(path))
+        return engine.load_study(config)
+
+    def _study_config(self) -> StudyConfig | None:
+        """The study's description in the job directory here (``None``: no study there)."""
+        path = Path(find_sweep(self.sweep_id).job_dir) / STUDY_FILE
+        return read_study(path) if path.exists() else None
 
     def study_summary(self) -> dict[str, Any] | None:
         """An adaptive sweep's trials by state, its best trial so far, every trial
         (:func:`hpclaunch.study.summary.study_summary`) and the parameters' importances;
         ``None`` for a sweep that is no study, or whose job directory is not on this
         machine."""
-        job_dir = find_sweep(self.sweep_id).job_dir
-        path = Path(job_dir) / STUDY_FILE
-        if not path.exists():
-            return None
-        study = self.study()
+        config = self._study_config()
+        if config is None:
+            return None  # no study: Optuna is not loaded
         from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only for a study)
 
+        study = engine.load_study(config)
         return {
-            **study_summary(study, read_study(path).metric),
+            **study_summary(study, config.metric),
             "importances": engine.importances(study),
         }
 
