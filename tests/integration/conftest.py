@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +306,35 @@ def wait_running(job_id: str, timeout: float) -> None:
         if time.monotonic() >= deadline:
             pytest.fail(f"job {job_id} not running after {timeout:g} s: {state!r}")
         time.sleep(0.5)
+
+
+#: Slurm's final states of a sweep's task, as `sweep status` reports them.
+FINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+)
+
+
+@dataclass
+class SubmittedSweeps:
+    """Sweeps a module submitted through ``cli``, by name (``ids``: name -> sweep id)."""
+
+    cli: Cli
+    ids: dict[str, str]
+
+    def status(self, name: str) -> dict[str, Any]:
+        """``sweep status --json`` of sweep ``name``."""
+        out = self.cli("sweep", "status", self.ids[name], "--json")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert isinstance(data, dict)
+        return data
+
+    def wait_done(self, name: str, timeout: float) -> dict[str, Any]:
+        """The status of sweep ``name`` once every task is final."""
+        deadline = time.monotonic() + timeout
+        while True:
+            data = self.status(name)
+            if {t["state"] for t in data["tasks"]} <= FINAL_STATES:
+                return data
+            assert time.monotonic() < deadline, f"sweep {name} not done: {data['counts']}"
+            time.sleep(1)

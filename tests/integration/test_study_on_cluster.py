@@ -22,7 +22,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,36 +32,15 @@ from hpclaunch.study.config import read_study
 
 from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
-from .conftest import Cli
+from .conftest import Cli, SubmittedSweeps
 
 pytestmark = [pytest.mark.slurm, pytest.mark.backends]
 
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 TRAINER = str(Path(__file__).with_name("study_trainer.py"))
 STEPS = 6
 
 
-@dataclass
-class Studies:
-    cli: Cli
-    ids: dict[str, str]
-
-    def status(self, name: str) -> dict[str, Any]:
-        out = self.cli("sweep", "status", self.ids[name], "--json")
-        assert out.returncode == 0, out.stderr
-        data = json.loads(out.stdout)
-        assert isinstance(data, dict)
-        return data
-
-    def wait_done(self, name: str, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            data = self.status(name)
-            if {t["state"] for t in data["tasks"]} <= FINAL:
-                return data
-            assert time.monotonic() < deadline, f"sweep {name} not done: {data['counts']}"
-            time.sleep(1)
-
+class Studies(SubmittedSweeps):
     def trials(self, name: str) -> list[Any]:
         job_dir = Path(self.status(name)["job_dir"])
         config = read_study(job_dir / "study.json")

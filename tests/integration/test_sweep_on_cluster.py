@@ -30,12 +30,11 @@ import pytest
 
 from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
-from .conftest import Cli
+from .conftest import Cli, SubmittedSweeps
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 # Reports its point as metrics; sleeps so that the %2 cap is visible in sacct's times.
 GRID_TASK = (
     "import sys, time\n"
@@ -56,27 +55,8 @@ REQUEUE_TASK = (
 
 
 @dataclass
-class Sweeps:
-    cli: Cli
+class Sweeps(SubmittedSweeps):
     shared: Path
-    ids: dict[str, str]  # name -> sweep id
-
-    def status(self, name: str) -> dict[str, Any]:
-        out = self.cli("sweep", "status", self.ids[name], "--json")
-        assert out.returncode == 0, out.stderr
-        data = json.loads(out.stdout)
-        assert isinstance(data, dict)
-        return data
-
-    def wait_done(self, name: str, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            data = self.status(name)
-            states = {t["state"] for t in data["tasks"]}
-            if states <= FINAL:
-                return data
-            assert time.monotonic() < deadline, f"sweep {name} not done: {data['counts']}"
-            time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +102,7 @@ def sweeps(
         out = cli("sweep", str(path))
         assert out.returncode == 0, out.stderr
         ids[name] = out.stdout.strip()
-    yield Sweeps(cli, shared, ids)
+    yield Sweeps(cli=cli, ids=ids, shared=shared)
     arrays = [r["job_id"] for r in cli.submitted().values()]
     if arrays:
         subprocess.run(["scancel", *arrays], check=False, capture_output=True)
