@@ -42,7 +42,7 @@ from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id, is_local_job_id
 from hpclaunch.slurm.jobs import JobInfo, JobRef, JobState, wait_for
 from hpclaunch.store.sweeps import find_sweep
 from hpclaunch.study.config import STUDY_FILE, StudyConfig, read_study
-from hpclaunch.study.summary import study_summary
+from hpclaunch.study.summary import not_started, study_summary
 from hpclaunch.supervise.ledger import parse_ledger
 from hpclaunch.supervise.sweep_task import task_dir
 
@@ -598,7 +598,7 @@ class SweepRun:
                 "the cluster's side only",
                 hint="over SSH, open the study where the job directory is",
             )
-        return engine.load_study(config)
+        return engine.find_study(config) or engine.create_study(config)
 
     def _study_config(self) -> StudyConfig | None:
         """The study's description in the job directory here (``None``: no study there)."""
@@ -615,7 +615,9 @@ class SweepRun:
             return None  # no study: Optuna is not loaded
         from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only for a study)
 
-        study = engine.load_study(config)
+        study = engine.find_study(config)
+        if study is None:  # no task started yet: the first one makes the study
+            return {**not_started(config.metric, config.direction), "importances": None}
         return {
             **study_summary(study, config.metric),
             "importances": engine.importances(study),

@@ -41,6 +41,7 @@ __all__ = [
     "TakenTrial",
     "create_study",
     "distributions",
+    "find_study",
     "finish",
     "frozen_trial",
     "importances",
@@ -174,6 +175,15 @@ def load_study(config: StudyConfig) -> optuna.Study:
     """The study, with the spec's sampler and pruner (kept for the process: a journal is
     read again only from where this process last read it)."""
     return _opened(config).study
+
+
+def find_study(config: StudyConfig) -> optuna.Study | None:
+    """The study, or ``None`` while no task has made it yet (the first task to start
+    makes it: a sweep still pending in the queue has none)."""
+    try:
+        return load_study(config)
+    except KeyError:  # Optuna's "Record does not exist." for an unknown study name
+        return None
 
 
 def frozen_trial(config: StudyConfig, number: int) -> FrozenTrial:

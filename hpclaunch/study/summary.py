@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-__all__ = ["study_summary", "summary_line"]
+__all__ = ["not_started", "study_summary", "summary_line"]
+
+
+def not_started(metric: str, direction: str) -> dict[str, Any]:
+    """The summary of a study no task has made yet (every task still pending)."""
+    return {"metric": metric, "direction": direction, "trials": {}, "best": None, "history": []}
 
 
 def study_summary(study: Any, metric: str) -> dict[str, Any]:
@@ -44,6 +49,8 @@ def summary_line(summary: dict[str, Any]) -> str:
     width=16)``."""
     counts = summary["trials"]
     total = sum(counts.values())
+    if not total:
+        return "study: no trial started yet (its tasks are pending)"
     states = ", ".join(f"{n} {state}" for state, n in counts.items())
     best = summary["best"]
     if best is None:

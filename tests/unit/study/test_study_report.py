@@ -3,6 +3,7 @@ parameters' importances, from a real study (Optuna, a journal in a temporary dir
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hpclaunch.jobspec.sweep import Sweep
@@ -12,6 +13,8 @@ from hpclaunch.report.sweep import SweepReport
 from hpclaunch.store.sweeps import SweepRecord
 from hpclaunch.study import engine
 from hpclaunch.study.summary import study_summary
+from tests.unit.conftest import run
+from tests.unit.fakes import FakeSlurm
 
 
 def _study(tmp_path: Path) -> dict[str, object]:
@@ -63,3 +66,30 @@ def test_the_report_shows_the_history_and_the_importances(tmp_path: Path) -> Non
     lines = report.lines()
     assert lines[1].startswith("study: 5 trials")
     assert any(line.startswith("importance of lr: ") for line in lines)
+
+
+def test_a_study_whose_tasks_are_all_pending_has_a_status_and_a_report(
+    env: dict[str, str], slurm: FakeSlurm, tmp_path: Path
+) -> None:
+    # The first task to start makes the study: before that (a busy queue) its status,
+    # report and study() said Optuna's "KeyError: 'Record does not exist.'" with a traceback.
+    spec = tmp_path / "study.yaml"
+    spec.write_text(
+        "name: st\ncommand: ['echo', '{lr}']\nproject: research\nlauncher: srun\n"
+        "sweep: {method: tpe, metric: {name: loss}, trials: 3,\n"
+        "        parameters: {lr: {min: 0.001, max: 0.1}}}\n"
+    )
+    made = run(env, "sweep", "--no-check", str(spec))
+    assert made.exit_code == 0, made.output
+    sweep_id = made.stdout.strip()  # the id alone when piped
+    shown = run(env, "sweep", "status", sweep_id)
+    assert shown.exit_code == 0, shown.output
+    assert "study: no trial started yet" in shown.stdout
+    data = json.loads(run(env, "sweep", "status", sweep_id, "--json").stdout)
+    assert data["study"]["trials"] == {}
+    assert data["study"]["best"] is None
+    page = tmp_path / "report.html"
+    report = run(env, "report", sweep_id, "--html", str(page))
+    assert report.exit_code == 0, report.output
+    assert "study: no trial started yet" in report.stdout
+    assert "study: no trial started yet" in page.read_text()
