@@ -5,8 +5,9 @@ Optuna finds such trials by heartbeat, which only its RDB storage has. A sweep t
 sturdier sign: the exclusive lock it holds on ``tasks/<index>/.running`` for as long as it
 runs (:func:`hpclaunch.supervise.sweep_task.hold_point`; the kernel, or the NFS server,
 drops it when the last process holding it dies, even by SIGKILL or an OOM kill). A task
-whose lock is free and whose sidecar did not end its last attempt with a requeue will not
-come back to its trial: the sidecar died with its node or was killed.
+whose lock is free and whose sidecar did not end its last attempt with a requeue (or a
+preemption, which Slurm requeues) will not come back to its trial: the sidecar died with
+its node or was killed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hpclaunch import jobdir
-from hpclaunch.supervise.ledger import parse_ledger
+from hpclaunch.supervise.ledger import SLURM_MAY_REQUEUE, parse_ledger
 
 __all__ = ["sweep_lock", "task_is_gone"]
 
@@ -28,7 +29,7 @@ RUNNING_LOCK = ".running"
 
 def task_is_gone(task_dir: Path) -> bool:
     """Whether no process of the task holds its lock and its ledger does not say it was
-    requeued (then Slurm starts it again and it resumes its trial)."""
+    requeued or preempted (then Slurm starts it again and it resumes its trial)."""
     try:
         fd = os.open(task_dir / RUNNING_LOCK, os.O_RDWR)
     except FileNotFoundError:
@@ -44,7 +45,8 @@ def task_is_gone(task_dir: Path) -> bool:
     except OSError:
         return True
     ends = [e for e in events if e.get("event") == "attempt_end"]
-    return not (ends and ends[-1].get("requeued"))
+    last = ends[-1] if ends else {}
+    return not (last.get("requeued") or last.get("reason") in SLURM_MAY_REQUEUE)
 
 
 @contextlib.contextmanager

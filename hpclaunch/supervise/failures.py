@@ -1,6 +1,7 @@
 """What a launch's last lines say of how it failed: a node failure, srun that could not
-reach slurmctld (nothing ran), a job slurmctld lost, an out-of-memory kill, or the user's
-own error and the line that names it; and what a SIGTERM without a warning means."""
+reach slurmctld (nothing ran), a job slurmctld lost, a step Slurm cancelled (a preemption,
+the time limit, a requeue), an out-of-memory kill, or the user's own error and the line
+that names it; and what a SIGTERM without a warning means."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ __all__ = [
     "JOB_LOST",
     "LAUNCH_RETRY_WAITS",
     "NODE_FAILURE",
+    "SLURM_ENDED",
+    "SLURM_ENDED_REASONS",
     "classify_exit",
     "error_line",
     "term_cause",
@@ -41,6 +44,30 @@ CONTROLLER_MISSED = re.compile(
     r"socket error|Unable to contact slurm controller|Socket timed out|Zero Bytes were "
     r"transmitted|Connection refused|Communication connection failure)"
 )
+#: slurmstepd's words when Slurm cancels a step (src/slurmd/slurmstepd/req.c, the same
+#: in 22.05-26.05), and how the attempt's end names each. The step can die of it before
+#: the batch step's SIGTERM reaches the sidecar (clean-clone run 49: a preempted array task
+#: ended as the user's error, exit 143, and its requeue by Slurm was refused as a rerun).
+STEP_CANCELLED = re.compile(
+    r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ DUE TO (PREEMPTION|TIME LIMIT|JOB REQUEUE) \*\*\*"
+)
+SLURM_ENDED = {
+    "PREEMPTION": (
+        "preempted",
+        "Slurm cancelled the step for a preemption before its SIGTERM reached the sidecar; "
+        "Slurm decides whether the job comes back",
+    ),
+    "TIME LIMIT": (
+        "time_limit",
+        "Slurm cancelled the step at the time limit before its SIGTERM reached the sidecar",
+    ),
+    "JOB REQUEUE": (
+        "requeued",
+        "Slurm cancelled the step to requeue the job (scontrol requeue, or a preemption); the "
+        "next attempt resumes from the last committed checkpoint",
+    ),
+}
+SLURM_ENDED_REASONS = frozenset(reason for reason, _ in SLURM_ENDED.values())
 #: Seconds before each new launch after :data:`_CONTROLLER_MISSED` (about 1.5 min in all:
 #: a controller restart or failover).
 LAUNCH_RETRY_WAITS = (2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
@@ -78,7 +105,8 @@ def term_cause(now: ShownJob | None) -> str:
 
 def classify_exit(tail: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """How a launch that exited non-zero failed, from its last lines: ``node_failure``,
-    ``controller_unreachable``, ``job_lost``, ``oom`` or ``user_error``, and what the
+    ``controller_unreachable``, ``job_lost``, ``oom``, a step Slurm cancelled
+    (``preempted``, ``time_limit``, ``requeued``) or ``user_error``, and what the
     attempt's end records of it (why; for the user's own error, its line and the tail)."""
     reason = "node_failure" if any(NODE_FAILURE.search(x) for x in tail) else "user_error"
     extra: dict[str, Any] = {}
@@ -97,6 +125,10 @@ def classify_exit(tail: Sequence[str]) -> tuple[str, dict[str, Any]]:
         }
     if reason == "user_error" and any(OOM.search(x) for x in tail):
         reason = "oom"
+    cancelled = [m.group(1) for x in tail if (m := STEP_CANCELLED.search(x))]
+    if reason == "user_error" and cancelled:
+        reason, why = SLURM_ENDED[cancelled[-1]]
+        return reason, {"why": why}
     if reason in ("user_error", "oom"):
         extra = {"error_line": error_line(tail), "tail": list(tail[-20:])}
     return reason, extra

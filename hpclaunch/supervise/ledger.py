@@ -58,7 +58,9 @@ requeues the job: ``scontrol requeue`` by a user or operator), ``cancelled`` (SI
 otherwise: scancel; SIGINT), ``launch_failed``, ``job_lost`` (srun: slurmctld no longer
 knows the job, after a restart that lost its last seconds; with ``why``),
 ``controller_unreachable`` (srun could not reach slurmctld to start the step, every
-``launch_retry``; with ``why``).
+``launch_retry``; with ``why``). ``preempted``, ``time_limit`` and ``requeued`` are also
+how an attempt ends whose step Slurm cancelled before its SIGTERM reached the sidecar (the
+step's log says ``CANCELLED ... DUE TO PREEMPTION``; with ``why``).
 
 ``launch_retry`` (``retry``, ``wait``, ``why``): srun could not reach slurmctld before it
 started the step, so nothing ran; the sidecar launches again after ``wait`` seconds.
@@ -80,6 +82,7 @@ from typing import Any
 from hpclaunch import jobdir
 
 __all__ = [
+    "SLURM_MAY_REQUEUE",
     "SUCCESS_LINE",
     "Ledger",
     "describe_event",
@@ -91,6 +94,9 @@ __all__ = [
 #: when an attempt ends ``success`` (json.dumps: event, attempt and time first).
 SUCCESS_LINE = r'^\{"event": "attempt_end", .*"reason": "success"'
 
+#: ``attempt_end`` reasons after which Slurm, not the sidecar, decides whether the job
+#: comes back (``requeued`` false): a preemption (PreemptMode=REQUEUE brings it back).
+SLURM_MAY_REQUEUE = frozenset({"preempted"})
 
 #: The events of a committed checkpoint: the sidecar's (asked for, or ending a launch) and
 #: the trainer's own schedule's; one commit may be logged by both (count its step once).

@@ -8,8 +8,9 @@ the sidecar tells the study (:mod:`hpclaunch.study.engine`):
   (``runtime.report_metrics``), else the trial's last reported value; with neither, the
   trial ``fail``\\ s and the log says which metric was never reported and how to report it;
 - any other end that is not requeued: ``fail``;
-- a requeued attempt (preemption, time limit, a retry): nothing: the next attempt of the
-  task resumes the same trial.
+- a requeued attempt (preemption, time limit, a retry), or a preemption whose requeue is
+  Slurm's (``preempted``): nothing: the next attempt of the task resumes the same trial
+  (a task that does not come back is found gone by the next one: study/orphans.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hpclaunch import jobdir
+from hpclaunch.supervise.ledger import SLURM_MAY_REQUEUE
 
 __all__ = ["study_of", "tell_trial", "trial_was_pruned"]
 
@@ -51,7 +53,7 @@ def tell_trial(env: Mapping[str, str], control: Path, reason: str, requeued: boo
     """Tell the study how this task's trial ended (nothing when requeued or outside a
     study); a line for the task's log."""
     found = study_of(env)
-    if found is None or requeued:
+    if found is None or requeued or reason in SLURM_MAY_REQUEUE:
         return None
     path, number = found
     from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only in a study's task)

@@ -64,6 +64,7 @@ from hpclaunch.supervise.end_note import end_fields, end_line
 from hpclaunch.supervise.failures import (
     CONTROLLER_MISSED,
     LAUNCH_RETRY_WAITS,
+    SLURM_ENDED_REASONS,
     classify_exit,
     term_cause,
 )
@@ -302,6 +303,10 @@ class Sidecar:
         # The last launch's lines: an earlier one may have failed to reach slurmctld.
         tail = [x for x in self._log_lines(self._launch_start) if x.strip()][-60:]
         reason, extra = classify_exit(tail)
+        if reason in SLURM_ENDED_REASONS:  # Slurm's own requeue, or none: never a retry
+            self.end(reason, exit_code=code, requeued=reason == "requeued", **extra)
+            self.say_end(reason, requeued=reason == "requeued", why=extra["why"])
+            return EXIT_STOPPED
         requeued = reason == "node_failure" and requeue(self, reason, history).requeued
         if not requeued:
             retried = retry_failed(self, reason, code, history)

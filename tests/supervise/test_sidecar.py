@@ -368,6 +368,44 @@ def test_a_job_slurmctld_forgot_is_job_lost_not_a_user_error(tmp_path: Path) -> 
     assert "error_line" not in end
 
 
+#: srun's and slurmstepd's words as Slurm cancels a step (slurmstepd/req.c, 22.05-26.05).
+STEP_CANCELLED = (
+    "slurmstepd: error: *** STEP 311.0 ON n2 CANCELLED AT 2026-11-29T17:02:11 DUE TO {} ***\n"
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+    "srun: error: n2: task 0: Terminated\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("cause", "reason", "requeued"),
+    [
+        ("PREEMPTION", "preempted", False),
+        ("TIME LIMIT", "time_limit", False),
+        ("JOB REQUEUE", "requeued", True),
+    ],
+)
+def test_a_step_slurm_cancelled_before_the_sidecar_heard_is_slurms_end_not_the_users(
+    tmp_path: Path, cause: str, reason: str, requeued: bool
+) -> None:
+    """Clean-clone run 49: a preempted array task's step died (exit 143) before Slurm's
+    SIGTERM reached the sidecar; the attempt ended ``user_error``, and the run Slurm
+    requeued was refused as a rerun of a finished job. Now the step's words name Slurm's
+    end, and the next attempt runs."""
+    said = STEP_CANCELLED.format(cause)
+    fake_srun = f"import sys; sys.stderr.write({said!r}); sys.exit(143)"
+    assert run_as_batch_script(tmp_path, sys.executable, "-c", fake_srun) == 143
+    end = events(tmp_path)["attempt_end"]
+    assert (end["reason"], end["requeued"], end["exit_code"]) == (reason, requeued, 143)
+    assert "before its SIGTERM reached the sidecar" in end["why"] or reason == "requeued"
+    assert "error_line" not in end
+    assert "retry" not in end
+    cfg = config(tmp_path, "--steps", "1", attempt=1)
+    assert Sidecar(cfg, slurm_answers()).run() == 0  # Slurm's next run is no rerun
+    ledger = read_ledger(tmp_path)
+    assert "restart_refused" not in [e["event"] for e in ledger]
+    assert ledger[-1]["reason"] == "success"
+
+
 #: srun's words when slurmctld was down as it asked about the job (recorded on 25.11 in
 #: the slurmctld-kill sweep test): the step was never created.
 CONTROLLER_MISSED = (

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.planning.study import study_config
 from hpclaunch.study import engine
@@ -80,8 +82,11 @@ def test_a_running_task_keeps_its_trial(tmp_path: Path) -> None:
     assert "retry_of" not in engine.frozen_trial(config, 1).user_attrs
 
 
-def test_a_requeued_task_keeps_its_trial_while_it_waits_to_start_again(tmp_path: Path) -> None:
-    ends = {"event": "attempt_end", "reason": "preempted", "requeued": True}
+@pytest.mark.parametrize("requeued", [True, False])  # False: Slurm's own requeue
+def test_a_requeued_task_keeps_its_trial_while_it_waits_to_start_again(
+    tmp_path: Path, requeued: bool
+) -> None:
+    ends = {"event": "attempt_end", "reason": "preempted", "requeued": requeued}
     config, _ = _started(tmp_path, 0, {"event": "attempt_start"}, ends)
     _next_task(config, tmp_path, 1)
     assert engine.frozen_trial(config, 0).state.name == "RUNNING"

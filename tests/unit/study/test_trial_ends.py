@@ -88,10 +88,14 @@ def test_a_trial_that_keeps_up_runs_on_and_completes_with_its_final_metric(
     assert _state(env) == ("COMPLETE", 0.005)
 
 
-def test_a_requeued_attempt_leaves_the_trial_running(task: tuple[dict[str, str], Path]) -> None:
+@pytest.mark.parametrize("requeued", [True, False])
+def test_a_requeued_or_preempted_attempt_leaves_the_trial_running(
+    task: tuple[dict[str, str], Path], requeued: bool
+) -> None:
+    # requeued False: a preemption whose requeue is Slurm's (PreemptMode=REQUEUE).
     env, control = task
     runtime.report_progress(1, metrics={"val_loss": 0.01}, force=True)
-    assert tell_trial(env, control, "preempted", requeued=True) is None
+    assert tell_trial(env, control, "preempted", requeued=requeued) is None
     assert _state(env) == ("RUNNING", None)
 
 
