@@ -18,6 +18,10 @@ nothing of hpclaunch's: it is read inside the job before anything else.
         checkpoints/                    CHECKPOINTS: step-N/ directories
         call/call.pkl, call/result.pkl  CALL, RESULT: a function's call and its outcome
         notify/config.json              NOTIFY_CONFIG: where the job's events are told
+        tracking.json                   TRACKING_RUNS: the MLflow run(s) made at submit
+        tracked-step.json               TRACKED_STEP: the last step logged to the trackers
+        tensorboard/                    TENSORBOARD: the job's TensorBoard event files
+        wandb/                          (W&B's own: offline runs wait here for a sync)
         control/                        CONTROL: the sidecar and the trainer talk here
             checkpoint-request.json     REQUEST   (the sidecar asks for a checkpoint)
             checkpoint-seen.json        SEEN      (the trainer saw the request)
@@ -57,6 +61,9 @@ __all__ = [
     "SEEN",
     "START_FAILURE",
     "SWEEP_PARAMS",
+    "TENSORBOARD",
+    "TRACKED_STEP",
+    "TRACKING_RUNS",
     "JobDir",
     "in_control",
 ]
@@ -76,6 +83,10 @@ CALL = "call.pkl"
 RESULT = "result.pkl"
 NOTIFY_DIR = "notify"
 NOTIFY_CONFIG = f"{NOTIFY_DIR}/config.json"
+TRACKING_RUNS = "tracking.json"
+#: Kept outside CONTROL: the sidecar clears the control files each attempt leaves.
+TRACKED_STEP = "tracked-step.json"
+TENSORBOARD = "tensorboard"
 CONTROL = "control"
 # In CONTROL:
 REQUEST = "checkpoint-request.json"

@@ -18,6 +18,7 @@ from hpclaunch.errors import ConfigError
 from hpclaunch.jobspec.container import Mounts, RuntimeName
 from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.tiers import Tier
+from hpclaunch.jobspec.tracking import Tracking
 from hpclaunch.slurm.times import format_time, parse_time_limit
 
 __all__ = [
@@ -346,6 +347,9 @@ class SiteConfig(_Model):
         containers: The container runtimes jobs may use (``None``: none).
         idle: The idle-GPU guard of jobs whose spec has none (:mod:`hpclaunch.jobspec.idle`):
             admins tell users of idle GPUs, or stop such jobs, site-wide.
+        tracking: What a spec's ``tracking:`` leaves unset (a lab's W&B entity, its MLflow
+            server), and ``offline: true`` when the compute nodes have no internet
+            (:mod:`hpclaunch.jobspec.tracking`); it turns no tracker on by itself.
     """
 
     name: str = Field(min_length=1)
@@ -370,6 +374,7 @@ class SiteConfig(_Model):
     defaults: SiteDefaults = Field(default_factory=SiteDefaults)
     containers: Containers | None = None
     idle: Idle | None = None
+    tracking: Tracking | None = None
 
     @field_validator("quotas")
     @classmethod

@@ -55,6 +55,7 @@ from hpclaunch.jobspec.notify import Notify
 from hpclaunch.jobspec.retry import Retry
 from hpclaunch.jobspec.sweep import Sweep
 from hpclaunch.jobspec.tiers import Tier
+from hpclaunch.jobspec.tracking import Tracking
 from hpclaunch.jobspec.words import ArgvWord, EnvVars, argv_word, no_nul
 from hpclaunch.slurm import sbatch_options
 from hpclaunch.slurm.times import format_time, parse_time
@@ -383,6 +384,12 @@ class JobSpec(_Model):
         None,
         description="Run the job again when it fails in a named way (a node failure, a lost "
         "job, out of memory, an exit code), waiting longer before each retry.",
+    )
+    tracking: Tracking | None = Field(
+        None,
+        description="Experiment trackers (W&B, MLflow, TensorBoard): one run per job (per "
+        "sweep task) that every attempt continues; runtime.report_progress(step, "
+        "metrics=...) logs each step once, in order, across requeues.",
     )
 
     @property

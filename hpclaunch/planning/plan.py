@@ -29,6 +29,7 @@ from hpclaunch.jobdir import JobDir
 from hpclaunch.jobspec.idle import Idle
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.notify import Notify
+from hpclaunch.jobspec.tracking import Tracking
 from hpclaunch.planning.container import ContainerPlan, plan_container
 from hpclaunch.planning.launch import (
     container_env,
@@ -39,6 +40,7 @@ from hpclaunch.planning.launch import (
 from hpclaunch.planning.partition import choose_partition, gpu_option, tasks_per_node
 from hpclaunch.planning.quota import place
 from hpclaunch.planning.signals import requeue_options
+from hpclaunch.planning.tracking import tracking_env, tracking_of
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
 __all__ = ["SubmissionPlan", "build_plan", "new_submission_id"]
@@ -73,6 +75,8 @@ class SubmissionPlan:
         container: The spec's container as argv (:mod:`hpclaunch.planning.container`).
         notify: The spec's ``notify:`` (a webhook's name, never its URL): the submit writes
             the job's private ``notify/config.json`` (``jobdir.NOTIFY_CONFIG``) from it.
+        tracking: The trackers (the spec's, with the site's defaults): the submit makes
+            the MLflow run(s) (:mod:`hpclaunch.ops.tracking`).
         modules: Environment modules to load first (the site's, then the spec's).
         module_system: The site's module system (``lmod``, ``tcl`` or ``none``).
         venv: Absolute path of the virtual environment to activate, if any.
@@ -123,6 +127,7 @@ class SubmissionPlan:
     slurm_bin: str | None = None
     container: ContainerPlan | None = None
     notify: Notify | None = None
+    tracking: Tracking | None = None
 
     @property
     def launch_argv(self) -> tuple[str, ...]:
@@ -246,6 +251,10 @@ def build_plan(
     runtime_env = _runtime_env(
         spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
     )
+    tracking = tracking_of(spec, site.tracking)
+    if tracking is not None:
+        runtime_env += tuple(tracking_env(tracking, job_dir, spec.name))
+        notes.append(f"tracking: {', '.join(tracking.names)} (one run across requeues)")
     container = None
     if spec.container is not None:
         ckpt_dir = dict(runtime_env)["HPCLAUNCH_CHECKPOINT_DIR"]
@@ -293,6 +302,7 @@ def build_plan(
         quota_warning=placement.warning,
         container=container,
         notify=spec.notify,
+        tracking=tracking,
     )
 
 

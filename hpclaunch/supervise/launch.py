@@ -4,7 +4,6 @@ outside), its rendezvous, and the environment it inherits."""
 from __future__ import annotations
 
 import os
-import re
 import socket
 from collections.abc import Mapping
 
@@ -12,8 +11,9 @@ from hpclaunch import jobdir
 from hpclaunch.supervise.launchers import container_step, exec_argv, step_argv
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.sidecar_config import SidecarConfig
+from hpclaunch.supervise.tracker_env import tracker_env
 
-__all__ = ["EARLY_SIGNAL_ENV", "child_env", "launch_argv", "wandb_env"]
+__all__ = ["EARLY_SIGNAL_ENV", "child_env", "launch_argv"]
 
 #: The warning the batch script's trap caught before the sidecar ran (templates/sbatch.sh.j2).
 EARLY_SIGNAL_ENV = "HPCLAUNCH_EARLY_SIGNAL"
@@ -44,28 +44,13 @@ def launch_argv(cfg: SidecarConfig, env: Mapping[str, str]) -> tuple[Rendezvous,
 
 
 def child_env(cfg: SidecarConfig, env: Mapping[str, str]) -> dict[str, str]:
-    """The launch's environment: the job's, with its directories, the attempt and the W&B
-    run to continue."""
+    """The launch's environment: the job's, with its directories, the attempt and the
+    tracker runs to continue."""
     out = dict(env)
     out.pop(EARLY_SIGNAL_ENV, None)
     out["HPCLAUNCH_JOB_DIR"] = str(cfg.job_dir)
     out["HPCLAUNCH_CONTROL_DIR"] = str(cfg.control_dir)
     out["HPCLAUNCH_ATTEMPT"] = str(cfg.attempt)
     out.setdefault("HPCLAUNCH_CHECKPOINT_DIR", str(cfg.job_dir / jobdir.CHECKPOINTS))
-    out.update(wandb_env(out))
+    out.update(tracker_env(out, cfg.attempt))
     return out
-
-
-def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``WANDB_RUN_ID``/``WANDB_RESUME`` so that every attempt continues one W&B run.
-
-    The run id is the submission id (uuid4 hex: 32 of W&B's allowed ``[a-z0-9]``, at most
-    64), the same in every attempt; ``WANDB_RESUME=allow`` makes ``wandb.init`` resume it
-    when it exists. Variables the user already set (spec ``env`` or the submitting shell)
-    are never overridden; without a submission id (not submitted by hpclaunch), nothing.
-    """
-    run_id = re.sub(r"[^a-z0-9]", "", env.get("HPCLAUNCH_SUBMISSION_ID", "").lower())[:64]
-    if not run_id:
-        return {}
-    out = {"WANDB_RUN_ID": run_id, "WANDB_RESUME": "allow"}
-    return {key: value for key, value in out.items() if key not in env}

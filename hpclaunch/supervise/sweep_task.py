@@ -47,6 +47,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from hpclaunch import jobdir
+from hpclaunch.supervise.tracker_env import task_tracker_env
 
 __all__ = [
     "completed_at",
@@ -276,6 +277,7 @@ def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | 
         number, params = trial
         env["HPCLAUNCH_SWEEP_PARAMS"] = sweep_params_text(params)
         env["HPCLAUNCH_STUDY"], env["HPCLAUNCH_TRIAL"] = args.study, str(number)
+    env.update(task_tracker_env(env, params, int(env["HPCLAUNCH_TRIAL"]) if args.study else None))
     keep = max(0, args.keep)
     final = command[:keep] + substitute(command[keep:], params)
     print(f"hpclaunch: sweep point {index}: {env['HPCLAUNCH_SWEEP_PARAMS']}", flush=True)

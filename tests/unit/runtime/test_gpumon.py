@@ -343,7 +343,7 @@ def test_top_without_samples_says_why(env: Env, tmp_path: Path) -> None:
 
 
 def test_wandb_run_id_is_the_submission_id_unless_the_user_set_one() -> None:
-    from hpclaunch.supervise.launch import wandb_env
+    from hpclaunch.supervise.tracker_env import wandb_env
 
     sid = "0f3c9a2b7d4e4f1a9b8c7d6e5f4a3b2c"
     assert wandb_env({"HPCLAUNCH_SUBMISSION_ID": sid}) == {

@@ -1,0 +1,64 @@
+"""A job's trackers as environment variables: what ``wandb.init()``, ``mlflow.start_run()``
+and :mod:`hpclaunch.runtime.tracking` read inside the job.
+
+W&B reads its own variables (``WANDB_PROJECT``, ``WANDB_ENTITY``, ``WANDB_RUN_GROUP``,
+``WANDB_NAME``, ``WANDB_MODE``, ``WANDB_DIR``); the run id and ``WANDB_RESUME=allow`` come
+from the sidecar (the submission's id, each sweep task its own: supervise/launch.py), so
+a trainer's plain ``wandb.init()`` continues the same run in every attempt. MLflow's run is
+made at submit (:mod:`hpclaunch.ops.tracking`) and its id kept in the job directory's
+``tracking.json``; the sidecar exports ``MLFLOW_RUN_ID`` from it.
+"""
+
+from __future__ import annotations
+
+from hpclaunch.errors import PlanError
+from hpclaunch.jobspec.job import JobSpec
+from hpclaunch.jobspec.tracking import Tracking, merge_tracking
+
+__all__ = ["TRACKING_ENV", "tracking_env", "tracking_of"]
+
+#: The trackers a job logs to (``wandb,mlflow,tensorboard``), for the runtime.
+TRACKING_ENV = "HPCLAUNCH_TRACKING"
+
+
+def tracking_of(spec: JobSpec, site: Tracking | None) -> Tracking | None:
+    """The spec's trackers with the site's defaults; checked whole.
+
+    Raises:
+        PlanError: MLflow without a tracking URI from the spec or the site.
+    """
+    tracking = merge_tracking(spec.tracking, site)
+    if tracking is not None and tracking.mlflow is not None and not tracking.mlflow.tracking_uri:
+        raise PlanError(
+            "tracking.mlflow: no tracking_uri, in the spec or the site's tracking:",
+            hint="add tracking_uri: sqlite:////shared/path/mlflow.db (a store on the shared "
+            "filesystem) or http://host:5000 (a server the nodes reach)",
+        )
+    return tracking
+
+
+def tracking_env(tracking: Tracking, job_dir: str, name: str) -> list[tuple[str, str]]:
+    """The variables of a job's trackers (a sweep task's run name, and its group by default
+    the sweep's id, are the task's: supervise/sweep_task.py). TensorBoard's event files go
+    to the job's (the task's) directory: ``runtime.tensorboard_dir()``."""
+    env = [(TRACKING_ENV, ",".join(tracking.names))]
+    if (wandb := tracking.wandb) is not None:
+        mode = wandb.mode
+        if mode == "auto":
+            mode = "offline" if tracking.offline else "online"
+        env += [("WANDB_MODE", mode), ("WANDB_DIR", job_dir), ("WANDB_NAME", name)]
+        for key, value in (
+            ("WANDB_PROJECT", wandb.project),
+            ("WANDB_ENTITY", wandb.entity),
+            ("WANDB_RUN_GROUP", wandb.group),
+            ("WANDB_TAGS", ",".join(wandb.tags) or None),
+        ):
+            if value:
+                env.append((key, value))
+    if (mlflow := tracking.mlflow) is not None:
+        assert mlflow.tracking_uri is not None  # tracking_of made sure
+        env += [
+            ("MLFLOW_TRACKING_URI", mlflow.tracking_uri),
+            ("MLFLOW_EXPERIMENT_NAME", mlflow.experiment),
+        ]
+    return env
