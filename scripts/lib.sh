@@ -19,7 +19,7 @@ TORCH=torch==2.13.0
 TORCH_EXTRAS=numpy
 # The extras the tests need; "frameworks" (accelerate, transformers, lightning) requires torch,
 # so torch is installed first and pinned again on that command line (never a newer torch).
-EXTRAS=dev,ssh,gpu,frameworks,sim,sweeps
+EXTRAS=dev,ssh,gpu,frameworks,sim,sweeps,tracking
 # DeepSpeed (the deepspeed launcher's cluster test) is an sdist whose build imports torch:
 # built against the installed torch (--no-build-isolation; an isolated build would fetch a
 # CUDA torch) and without its C++/CUDA ops (DS_BUILD_OPS=0). ~15 s.

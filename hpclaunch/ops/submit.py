@@ -31,6 +31,7 @@ from hpclaunch.ops.plan_job import (
     warn_over_quota,
 )
 from hpclaunch.ops.submit_options import SubmitOptions
+from hpclaunch.ops.tracking import make_tracker_runs
 from hpclaunch.planning.checks import check_plan, raise_for_problems
 from hpclaunch.planning.plan import job_python
 from hpclaunch.slurm.jobs import JobRef
@@ -117,6 +118,7 @@ def submit_spec(
         return Submitted(plan, job, existing, True, source)
     if notices is not None:
         write_notify_config(session, plan, notices)
+    make_tracker_runs(session, plan)
     ref = session.backend.submit(job)
     remember_submission(session, plan, ref, kept=kept)
     return Submitted(plan, job, ref, False, source)

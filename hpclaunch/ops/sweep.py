@@ -43,6 +43,7 @@ from hpclaunch.ops.plan_job import (
 )
 from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
 from hpclaunch.ops.submit_options import SubmitOptions
+from hpclaunch.ops.tracking import make_tracker_runs, task_runs
 from hpclaunch.planning.plan import new_submission_id
 from hpclaunch.planning.points import params_lines
 from hpclaunch.planning.sweep import DEFAULT_MAX_ARRAY_SIZE, plan_sweep, unused_note
@@ -153,6 +154,7 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
         opts.before_submit(sweep)
     if notices is not None:
         write_notify_config(context, sweep.plan, notices)
+    make_tracker_runs(context, sweep.plan, task_runs(sweep.plan.job_name, sweep.points))
     record = (_earlier_record(sweep) if sweep_id else None) or _record(context, sweep)
     done: list[JobRef] = []
     # Kept in the history: a task can be rerun alone.

@@ -224,6 +224,9 @@ HEAVY = (
     "pydantic",
     "yaml",
     "optuna",
+    "wandb",
+    "mlflow",
+    "tensorboard",
     *BACKEND_MODULES,
     "hpclaunch.planning.render",
 )
