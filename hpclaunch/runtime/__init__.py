@@ -43,6 +43,10 @@ adaptive sweep (``metric:``) ``report_progress(step, metrics={...})`` also repor
 metric to the study, and :func:`should_stop` says when its pruner stopped the trial
 (:mod:`hpclaunch.runtime.trial`).
 
+With the spec's ``tracking:``, ``report_progress(step, metrics={...})`` logs to the job's
+W&B, MLflow and TensorBoard runs, one run per job across requeues and each step once
+(:mod:`hpclaunch.runtime.tracking`; :func:`tensorboard_dir`, :func:`tracked_step`).
+
 Environment read: ``HPCLAUNCH_JOB_DIR``, ``HPCLAUNCH_CONTROL_DIR``, ``HPCLAUNCH_CHECKPOINT_DIR``,
 ``HPCLAUNCH_ATTEMPT``, and the rank from torch.distributed, ``RANK`` or ``SLURM_PROCID``.
 """
@@ -73,6 +77,7 @@ from hpclaunch.runtime.control import (
 )
 from hpclaunch.runtime.elastic import BatchPlan, ElasticSampler, batch_plan, step_digest
 from hpclaunch.runtime.sweep import report_metrics, sweep_params
+from hpclaunch.runtime.tracking import tensorboard_dir, tracked_step
 from hpclaunch.runtime.trial import should_stop, trial_number
 
 __all__ = [
@@ -102,6 +107,8 @@ __all__ = [
     "should_stop",
     "step_digest",
     "sweep_params",
+    "tensorboard_dir",
+    "tracked_step",
     "trial_number",
     "verify_checkpoint",
     "world_size",

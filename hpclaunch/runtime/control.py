@@ -41,6 +41,7 @@ from hpclaunch.runtime._paths import (
     job_dir,
     local_run_dir,
 )
+from hpclaunch.runtime.tracking import log_metrics
 from hpclaunch.runtime.trial import report_trial
 from hpclaunch.supervise.ledger import Ledger
 
@@ -219,7 +220,9 @@ def report_progress(
     ``metrics``: values measured at ``step`` (``{"val_loss": 0.31}``). In an adaptive
     sweep the study's metric among them is reported to the study at once, whatever
     ``min_interval`` (:mod:`hpclaunch.runtime.trial`: its pruner may stop the trial;
-    :func:`~hpclaunch.runtime.should_stop` then says so).
+    :func:`~hpclaunch.runtime.should_stop` then says so). With the spec's ``tracking:``
+    they are logged at ``step`` to its W&B, MLflow and TensorBoard runs, each step once
+    across requeues (:mod:`hpclaunch.runtime.tracking`).
 
     ``total``: the step training ends at: ``hpclaunch status`` and ``report`` then say when
     the job should end (from this attempt's steps per second), and whether before its time
@@ -239,6 +242,7 @@ def report_progress(
         return
     if metrics:
         report_trial(step, metrics)
+        log_metrics(step, metrics)
     now = time.monotonic()
     if not force and now - _PROGRESS.written_at < min_interval:
         _PROGRESS.pending = {"step": step, "total": total, "samples": samples}
