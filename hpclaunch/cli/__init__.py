@@ -46,6 +46,7 @@ COMMANDS = {
     "status": "hpclaunch.cli.status:status_command",
     "submit": "hpclaunch.cli.submit:submit_command",
     "sweep": "hpclaunch.cli.sweep:sweep_command",
+    "sync": "hpclaunch.cli.sync:sync_command",
     "tier": "hpclaunch.cli.tier:tier_command",
     "top": "hpclaunch.cli.top:top_command",
 }
@@ -88,6 +89,9 @@ SUMMARIES = {
     "status": "Show the state of jobs IDS, or of your recent hpclaunch jobs.",
     "submit": "Submit SPEC to Slurm and print the job id.",
     "sweep": "Run a spec once per point of its sweep, as Slurm job arrays.",
+    "sync": "Upload the offline W&B runs of JOB or SWEEP (each attempt's, into its one run) "
+    "from here, for compute nodes without internet (tracking: {wandb: {mode: offline}}, or "
+    "auto on a site whose tracking: says offline: true).",
     "tier": "Move pending job JOB to tier NEWTIER: its QOS and, on a site with quotas, its "
     "account and nice (in-quota or over-quota is decided again from the project's usage).",
     "top": "Show the latest GPU sample of each GPU of JOB, per node (from its metrics.jsonl).",

@@ -35,6 +35,7 @@ from hpclaunch.ops.resize import resize_job
 from hpclaunch.ops.status import job_statuses
 from hpclaunch.ops.sweep_rerun import rerun_sweep
 from hpclaunch.ops.sweep_status import sort_tasks, sweep_status
+from hpclaunch.ops.sync import sync_offline_runs
 from hpclaunch.ops.tier import apply_tier_move, plan_tier_move
 from hpclaunch.ops.watch import watch_of
 from hpclaunch.report.sweep import SweepReport
@@ -272,6 +273,21 @@ class Job(Future[Any]):
         if not super().done():
             self.resolve(info)
         return info
+
+    def sync_trackers(self, *, dry_run: bool = False) -> list[str]:
+        """Upload this job's offline W&B runs, every attempt's into its one run
+        (``hpclaunch sync JOB``, :mod:`hpclaunch.ops.sync`); the run directories synced
+        (``dry_run``: to sync).
+
+        Raises:
+            HpclaunchError: The job's directory is not known here, or ``wandb sync`` failed.
+        """
+        if self.job_dir is None:
+            raise HpclaunchError(
+                f"job {self.id}: its job directory is not known here",
+                hint="sync from where it was submitted (its history has the directory)",
+            )
+        return sync_offline_runs(self.session, [self.job_dir], dry_run=dry_run)
 
     def follow(
         self,
@@ -666,6 +682,12 @@ class SweepRun:
         cluster = rerun.record.cluster
         self.arrays = (*self.arrays, *(JobRef(a.job_id, cluster) for a in rerun.arrays))
         return rerun
+
+    def sync_trackers(self, *, dry_run: bool = False) -> list[str]:
+        """Upload every task's offline W&B runs (``hpclaunch sync SWEEP``); the run
+        directories synced (``dry_run``: to sync)."""
+        job_dir = find_sweep(self.sweep_id).job_dir
+        return sync_offline_runs(self.session, [job_dir], dry_run=dry_run)
 
     def cancel(self) -> None:
         """Cancel every task (finished ones keep their results)."""
