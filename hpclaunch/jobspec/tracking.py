@@ -53,8 +53,9 @@ class MlflowRun(_Model):
         None,
         min_length=1,
         description="Where runs are kept: a server (http://...) the login and compute nodes "
-        "reach, or a store on the shared filesystem (sqlite:////abs/path/mlflow.db; MLflow 3 "
-        "takes file:/// stores only with MLFLOW_ALLOW_FILE_STORE=true).",
+        "reach, or a store on the shared filesystem (sqlite:////abs/path/mlflow.db, or "
+        "sqlite:///~/mlflow.db in your home on the cluster; MLflow 3 takes file:/// stores "
+        "only with MLFLOW_ALLOW_FILE_STORE=true).",
         examples=["sqlite:////home/me/mlflow.db"],
     )
     experiment: str = Field("Default", min_length=1, description="The experiment's name.")

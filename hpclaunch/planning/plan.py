@@ -251,7 +251,7 @@ def build_plan(
     runtime_env = _runtime_env(
         spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
     )
-    tracking = tracking_of(spec, site.tracking)
+    tracking = tracking_of(spec, site.tracking, home)
     if tracking is not None:
         runtime_env += tuple(tracking_env(tracking, job_dir, spec.name))
         notes.append(f"tracking: {', '.join(tracking.names)} (one run across requeues)")

@@ -21,8 +21,9 @@ __all__ = ["TRACKING_ENV", "tracking_env", "tracking_of"]
 TRACKING_ENV = "HPCLAUNCH_TRACKING"
 
 
-def tracking_of(spec: JobSpec, site: Tracking | None) -> Tracking | None:
-    """The spec's trackers with the site's defaults; checked whole.
+def tracking_of(spec: JobSpec, site: Tracking | None, home: str) -> Tracking | None:
+    """The spec's trackers with the site's defaults, checked whole; a store in one's home
+    written ``sqlite:///~/mlflow.db`` made absolute with ``home`` (the cluster's).
 
     Raises:
         PlanError: MLflow without a tracking URI from the spec or the site.
@@ -34,6 +35,14 @@ def tracking_of(spec: JobSpec, site: Tracking | None) -> Tracking | None:
             hint="add tracking_uri: sqlite:////shared/path/mlflow.db (a store on the shared "
             "filesystem) or http://host:5000 (a server the nodes reach)",
         )
+    if tracking is not None and tracking.mlflow is not None:
+        uri = tracking.mlflow.tracking_uri or ""
+        scheme, sep, rest = uri.partition(":///~/")
+        if sep and scheme in ("sqlite", "file"):
+            mlflow = tracking.mlflow.model_copy(
+                update={"tracking_uri": f"{scheme}:///{home}/{rest}"}
+            )
+            tracking = tracking.model_copy(update={"mlflow": mlflow})
     return tracking
 
 

@@ -82,6 +82,9 @@ def test_the_site_fills_mlflow_but_turns_on_no_tracker(plan_for: PlanFor) -> Non
     assert env["MLFLOW_EXPERIMENT_NAME"] == "Default"
     assert env["HPCLAUNCH_TRACKING"] == "mlflow,tensorboard"
     assert "tracking: mlflow, tensorboard (one run across requeues)" in tracked.notes
+    home = plan_for(make_spec(tracking={"mlflow": {"tracking_uri": "sqlite:///~/m.db"}}))
+    assert _env(home)["MLFLOW_TRACKING_URI"] == f"sqlite:///{HOME}/m.db"  # the cluster's ~
+    assert home.tracking.mlflow.tracking_uri == f"sqlite:///{HOME}/m.db"
     with pytest.raises(PlanError, match="tracking_uri") as info:
         plan_for(make_spec(tracking={"mlflow": {"experiment": "e"}}))
     assert "sqlite:////" in (info.value.hint or "")
