@@ -31,16 +31,6 @@ def hook() -> Any:
         yield server
 
 
-@pytest.fixture
-def session(
-    env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> hpclaunch.Session:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(tmp_path)
-    return hpclaunch.Session(warn=lambda _: None)
-
-
 def _spec(**notify: Any) -> dict[str, Any]:
     return {"name": "n", "command": ["true"], "notify": {"webhook": "lab", **notify}}
 

@@ -24,16 +24,6 @@ Env = dict[str, str]
 
 
 @pytest.fixture
-def session(
-    env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> hpclaunch.Session:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(tmp_path)
-    return hpclaunch.Session(warn=lambda _: None)
-
-
-@pytest.fixture
 def http_server() -> Iterator[int]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

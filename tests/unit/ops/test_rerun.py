@@ -26,13 +26,6 @@ from tests.unit.fakes import FakeSlurm
 Env = dict[str, str]
 
 
-@pytest.fixture
-def session(env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> hpclaunch.Session:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return hpclaunch.Session(warn=lambda _: None)
-
-
 def _script(slurm: FakeSlurm, job_id: str) -> str:
     """The batch script sbatch got for ``job_id`` (the fake gives ids from 1000 on)."""
     return slurm.scripts[slurm.submitted[int(job_id) - 1000][-1]][0]

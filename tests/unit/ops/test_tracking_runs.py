@@ -19,13 +19,6 @@ from tests.unit.fakes import FakeSlurm
 Env = dict[str, str]
 
 
-@pytest.fixture
-def session(env: Env, slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch) -> hpclaunch.Session:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return hpclaunch.Session(warn=lambda _: None)
-
-
 def _spec(tmp_path: Path, uri: str, sweep: str = "") -> Path:
     spec = tmp_path / "job.yaml"
     spec.write_text(
