@@ -67,8 +67,8 @@ def tell_trial(env: Mapping[str, str], control: Path, reason: str, requeued: boo
         engine.finish(config, number, "fail")
         return f"hpclaunch: trial {number} failed ({reason})"
     value = _final_value(env.get("HPCLAUNCH_JOB_DIR", os.getcwd()), config.metric)
+    reported = engine.frozen_trial(config, number).intermediate_values
     if value is None:
-        reported = engine.frozen_trial(config, number).intermediate_values
         value = reported[max(reported)] if reported else None
     if value is None:
         engine.finish(config, number, "fail")
@@ -78,5 +78,12 @@ def tell_trial(env: Mapping[str, str], control: Path, reason: str, requeued: boo
             f"value}}) at the end, or report_progress(step, metrics={{{config.metric!r}: "
             "value}}) on the way"
         )
-    engine.finish(config, number, "complete", value)
-    return f"hpclaunch: trial {number} complete: {config.metric} {value:g}"
+    frozen = engine.finish(config, number, "complete", value)
+    said = f"hpclaunch: trial {number} complete: {config.metric} {value:g}"
+    if config.pruner is not None and not reported:
+        said += (
+            f"\nhpclaunch: early_terminate ({config.pruner['type']}) could not judge trial "
+            f"{frozen.number}: the trainer reported no {config.metric!r} on the way; call "
+            f"runtime.report_progress(step, metrics={{{config.metric!r}: value}}) each epoch"
+        )
+    return said

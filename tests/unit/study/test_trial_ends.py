@@ -118,3 +118,19 @@ def test_a_crash_fails_the_trial(task: tuple[dict[str, str], Path]) -> None:
         f"hpclaunch: trial {env['HPCLAUNCH_TRIAL']} failed (user_error)"
     )
     assert _state(env)[0] == "FAIL"
+
+
+def test_a_trial_early_termination_never_judged_says_why(
+    task: tuple[dict[str, str], Path],
+) -> None:
+    # The "early termination without intermediate values": the trial completes
+    # (its final metric reported), and its log says what the pruner lacked.
+    env, control = task
+    runtime.report_metrics({"val_loss": 0.2})
+    line = tell_trial(env, control, "success", requeued=False)
+    assert line is not None
+    number = env["HPCLAUNCH_TRIAL"]
+    assert line.startswith(f"hpclaunch: trial {number} complete: val_loss 0.2\n")
+    assert f"early_terminate (asha) could not judge trial {number}" in line
+    assert "report_progress(step, metrics={'val_loss': value})" in line
+    assert _state(env) == ("COMPLETE", 0.2)
