@@ -44,6 +44,7 @@ import posixpath
 import re
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hpclaunch import jobdir
@@ -211,11 +212,19 @@ def take_study_trial(
         TaskError: The study cannot be read or reached.
     """
     from hpclaunch.study import engine  # noqa: PLC0415 (optuna: only in a study's task)
-    from hpclaunch.study.config import read_study  # noqa: PLC0415 (only in a study's task)
+    from hpclaunch.study.config import (  # noqa: PLC0415 (only in a study's task)
+        STUDY_LOCK,
+        read_study,
+    )
+    from hpclaunch.study.orphans import sweep_lock  # noqa: PLC0415 (only in a study's task)
 
     try:
         config = read_study(study)
-        engine.create_study(config)  # the first task makes it; the others open it
+        # The first task makes the study (and, in a new RDB, Optuna's tables); one at a time:
+        # three tasks starting together in an empty MariaDB raced to write its schema version
+        # (IntegrityError "Duplicate entry 'v3.2.0.a'") and one failed.
+        with sweep_lock(Path(study).parent / STUDY_LOCK):
+            engine.create_study(config)
         array = env.get("SLURM_ARRAY_JOB_ID", env.get("SLURM_JOB_ID", ""))
         owner = {"task": str(index), "job_id": f"{array}_{env.get('SLURM_ARRAY_TASK_ID', '')}"}
         taken = engine.take_trial(config, task_dir, owner)

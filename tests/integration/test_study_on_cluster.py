@@ -9,9 +9,13 @@
 * a trial whose task dies without a word (its trainer SIGKILLs its sidecar and itself, as
   when a node crashes or the kernel kills the task; ``scancel`` would let the sidecar tell
   the trial failed) is failed by the next task, which runs its parameters once more; the
-  task after that draws a new trial.
+  task after that draws a new trial;
+* a study in an RDB (the cluster's MariaDB, ``storage: mysql+pymysql://...``) whose
+  password stays out of the spec, the script and study.json (a ``read_default_file``
+  that pymysql reads on each node): its three tasks, running at once, are three workers of
+  the one study.
 
-The three sweeps are submitted at once (about 1.5 min a backend).
+The four sweeps are submitted at once (about 1.5 min a backend).
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ from .conftest import Cli, SubmittedSweeps
 pytestmark = [pytest.mark.slurm, pytest.mark.backends]
 
 TRAINER = str(Path(__file__).with_name("study_trainer.py"))
+#: The study database and user docker/slurm-cluster/lib/daemons.sh makes in the cluster's
+#: MariaDB (port 3307), for this test only.
+RDB_URL = "mysql+pymysql://optuna@127.0.0.1:3307/optuna_studies"
+RDB_PASSWORD = "hpclaunch-test-only"
 STEPS = 6
 
 
@@ -54,6 +62,11 @@ def studies(
 ) -> Iterator[Studies]:
     cli = Cli(tmp_path_factory.mktemp("state"))
     spec_dir = tmp_path_factory.mktemp("specs")
+    shared = Path.home() / ".hpclaunch" / "it" / f"rdb-{uuid.uuid4().hex[:8]}"
+    shared.mkdir(parents=True)
+    secret = shared / "my.cnf"  # the nodes share the home directory
+    secret.write_text(f"[client]\npassword={RDB_PASSWORD}\n")
+    secret.chmod(0o600)
     python = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python")
     base = {
         "project": "research",
@@ -83,6 +96,17 @@ def studies(
                 "seed": 1,
             },
         },
+        "rdb": {
+            "command": [python, TRAINER, "--x", "{x}", "--steps", "3"],
+            "sweep": {
+                "method": "random",
+                "metric": {"name": "val_loss"},
+                "parameters": {"x": {"min": 0.0, "max": 1.0}},
+                "trials": 3,
+                "max_concurrent": 3,
+                "storage": f"{RDB_URL}?read_default_file={secret}",
+            },
+        },
         "killed": {
             "command": [python, TRAINER, "--x", "{x}", "--steps", str(STEPS), "--die", "2"],
             "sweep": {
@@ -108,6 +132,7 @@ def studies(
         subprocess.run(["scancel", *arrays], check=False, capture_output=True)
     for sweep_id in ids.values():
         shutil.rmtree(Path.home() / ".hpclaunch" / "jobs" / sweep_id, ignore_errors=True)
+    shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_asha_prunes_the_trials_that_fall_behind(studies: Studies) -> None:
@@ -209,3 +234,34 @@ def test_a_trial_whose_task_was_killed_is_run_once_more(studies: Studies) -> Non
     assert retry.user_attrs["task"] == "1"
     assert fresh.state.name == "COMPLETE"
     assert "retry_of" not in fresh.user_attrs
+
+
+def test_a_study_in_the_clusters_mariadb_has_every_task_as_a_worker(studies: Studies) -> None:
+    data = studies.wait_done("rdb", timeout=240)
+    assert data["counts"] == {"COMPLETED": 3}
+    trials = studies.trials("rdb")
+    assert sorted(t.state.name for t in trials) == ["COMPLETE"] * 3
+    assert sorted(t.user_attrs["task"] for t in trials) == ["0", "1", "2"]
+    job_dir = Path(data["job_dir"])
+    config = read_study(job_dir / "study.json")
+    assert config.journal is None
+    assert config.storage.startswith(RDB_URL)
+    for path in (job_dir / "study.json", job_dir / "job.sbatch"):
+        assert RDB_PASSWORD not in path.read_text()
+    import pymysql
+
+    with (
+        pymysql.connect(
+            host="127.0.0.1",
+            port=3307,
+            user="optuna",
+            password=RDB_PASSWORD,
+            database="optuna_studies",
+        ) as db,
+        db.cursor() as cursor,
+    ):
+        cursor.execute(
+            "select count(*) from trials join studies using (study_id) where study_name = %s",
+            (config.name,),
+        )
+        assert cursor.fetchone() == (3,)

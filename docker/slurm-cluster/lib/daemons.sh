@@ -82,6 +82,11 @@ CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'hpclaunch-test-only
 CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'hpclaunch-test-only';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
 GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+-- Adaptive sweeps' RDB storage (a spec's sweep: {storage: mysql+pymysql://...}): the study
+-- cluster test's own database and user.
+CREATE DATABASE IF NOT EXISTS optuna_studies;
+CREATE USER IF NOT EXISTS 'optuna'@'127.0.0.1' IDENTIFIED BY 'hpclaunch-test-only';
+GRANT ALL ON optuna_studies.* TO 'optuna'@'127.0.0.1';
 SQL
 }
 
