@@ -50,6 +50,7 @@ __all__ = [
     "submit_spec",
     "untrusted",
     "warn_idle_unwatched",
+    "warn_trackers_missing",
 ]
 
 
@@ -98,6 +99,7 @@ def submit_spec(
         )
         warn_over_quota(session, plan, source)
         warn_idle_unwatched(session, plan)
+        warn_trackers_missing(session, plan)
         check_before_submit(session, plan, enabled=opts.check)
     job = session.backend.dryrun(plan)
     notices = notify_config(plan)  # a missing webhook is refused by a dry run too
@@ -137,9 +139,7 @@ def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
     the job runs this interpreter (no venv, conda or container of its own)."""
     if "HPCLAUNCH_GPU_IDLE_SECONDS" not in dict(plan.runtime_env):
         return
-    if plan.venv or plan.conda or plan.container is not None:
-        return
-    if job_python(session.site_config, session.home) != sys.executable:
+    if not _runs_this_python(session, plan):
         return
     if importlib.util.find_spec("pynvml") is None:
         session.warn(
@@ -147,6 +147,36 @@ def warn_idle_unwatched(session: Context, plan: SubmissionPlan) -> None:
             "sampled and the guard never stops the job; install it there with "
             "pip install 'hpclaunch[gpu]' (nvidia-ml-py)"
         )
+
+
+#: The package each tracker logs with, inside the job (runtime/tracking.py).
+_TRACKER_PACKAGES = {"wandb": "wandb", "mlflow": "mlflow", "tensorboard": "tensorboard"}
+
+
+def warn_trackers_missing(session: Context, plan: SubmissionPlan) -> None:
+    """Warn, at submit and in the dry run, when the spec's trackers are not installed in
+    the job's Python (its first report_progress with metrics would fail); known only when
+    the job runs this interpreter."""
+    if plan.tracking is None or not _runs_this_python(session, plan):
+        return
+    missing = [
+        name
+        for name in plan.tracking.names
+        if importlib.util.find_spec(_TRACKER_PACKAGES[name]) is None
+    ]
+    if missing:
+        session.warn(
+            f"tracking: the job's Python ({sys.executable}) lacks {', '.join(missing)}, which "
+            "the trainer's first runtime.report_progress(step, metrics=...) needs; install "
+            "them there with pip install 'hpclaunch[tracking]'"
+        )
+
+
+def _runs_this_python(session: Context, plan: SubmissionPlan) -> bool:
+    """Whether the job runs this interpreter (no venv, conda or container of its own)."""
+    if plan.venv or plan.conda or plan.container is not None:
+        return False
+    return job_python(session.site_config, session.home) == sys.executable
 
 
 def untrusted(session: Context, paths: Sequence[str]) -> str | None:

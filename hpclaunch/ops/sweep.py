@@ -41,7 +41,11 @@ from hpclaunch.ops.plan_job import (
     warn_over_quota,
     with_user_notify,
 )
-from hpclaunch.ops.submit import check_before_submit, warn_idle_unwatched
+from hpclaunch.ops.submit import (
+    check_before_submit,
+    warn_idle_unwatched,
+    warn_trackers_missing,
+)
 from hpclaunch.ops.submit_options import SubmitOptions
 from hpclaunch.ops.tracking import make_tracker_runs, task_runs
 from hpclaunch.planning.plan import new_submission_id
@@ -139,6 +143,7 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
         )
         warn_over_quota(context, sweep.plan, spec_path)
         warn_idle_unwatched(context, sweep.plan)
+        warn_trackers_missing(context, sweep.plan)
         if sweep.unused:  # the trainer may read them with sweep_params(): a warning
             context.warn(f"{spec_path}: {unused_note(sweep.unused)}")
         for plan in (sweep.plan, sweep.overquota):

@@ -35,7 +35,8 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +105,16 @@ def _start(trackers: set[str]) -> None:
     _RUNS.last = {name: tracked_step(name) for name in ("wandb", "tensorboard")}
     params = _params()
     if "wandb" in trackers:
-        import wandb  # noqa: PLC0415 (heavy, optional: only for a job tracked by W&B)
+        with _needs("wandb"):
+            import wandb  # noqa: PLC0415 (heavy, optional: only for a job tracked by W&B)
 
         _RUNS.wandb = wandb.run
         if _RUNS.wandb is None:  # its id, resume, mode, dir, name: the sidecar's variables
             _RUNS.wandb = wandb.init(config=params or None)
             _RUNS.ours.append(_finish_wandb)
     if "mlflow" in trackers:
-        import mlflow  # noqa: PLC0415 (heavy, optional: only for a job tracked by MLflow)
+        with _needs("mlflow"):
+            import mlflow  # noqa: PLC0415 (heavy, optional: only for a job tracked by MLflow)
 
         _RUNS.mlflow = mlflow
         if mlflow.active_run() is None:  # MLFLOW_RUN_ID: the run the submit made
@@ -122,7 +125,8 @@ def _start(trackers: set[str]) -> None:
             with contextlib.suppress(Exception):
                 mlflow.log_params(params)
     if "tensorboard" in trackers:
-        from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 (heavy, optional)
+        with _needs("tensorboard"):
+            from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 (heavy, optional)
 
         last = _RUNS.last["tensorboard"]
         purge = None if last is None else last + 1
@@ -136,6 +140,19 @@ def _finish_wandb() -> None:
     _RUNS.wandb.finish()
     if (step := _RUNS.logged.get("wandb")) is not None:
         _keep("wandb", step)
+
+
+@contextlib.contextmanager
+def _needs(tracker: str) -> Iterator[None]:
+    """Say which tracker of the spec lacks its package here, and how to install it."""
+    try:
+        yield
+    except ImportError as exc:
+        raise RuntimeError(
+            f"hpclaunch: the job's tracking: names {tracker}, but this Python "
+            f"({sys.executable}) cannot import it ({exc}): pip install 'hpclaunch[tracking]' "
+            "into the job's environment"
+        ) from exc
 
 
 def _end() -> None:

@@ -77,3 +77,24 @@ def test_a_store_that_cannot_be_reached_submits_nothing(
         session.submit(tmp_path / "job.yaml", check=False)
     assert "nothing was submitted" in (info.value.hint or "")
     assert slurm.submitted == []
+
+
+def test_a_tracker_missing_from_the_jobs_python_is_said_at_submit(
+    env: Env, slurm: FakeSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    warned: list[str] = []
+    session = hpclaunch.Session(warn=warned.append)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: t\ncommand: [python, t.py]\nlauncher: srun\ntracking: {wandb: {}}\n")
+    session.submit(spec, check=False)
+    [said] = [w for w in warned if w.startswith("tracking:")]
+    assert "lacks wandb" in said
+    assert "pip install 'hpclaunch[tracking]'" in said

@@ -75,3 +75,24 @@ def test_one_run_per_tracker_each_step_once_across_a_requeue(tmp_path: Path, end
     else:
         assert [r.steps for r in runs] == [(), (4, 5, 6, 7, 8, 9, 10)]
         assert runs[1].run_ids == {"s1run"}
+
+
+def test_a_tracker_the_jobs_python_lacks_is_named_with_the_fix(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}",
+        "HPCLAUNCH_JOB_DIR": str(tmp_path),
+        "HPCLAUNCH_TRACKING": "wandb",
+    }
+    (tmp_path / "wandb.py").write_text("raise ImportError('no wandb here')\n")
+    out = subprocess.run(
+        [sys.executable, "-c", TRAINER, "1", "1", "stopped"],
+        env={**env, "HPCLAUNCH_ATTEMPT": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert "the job's tracking: names wandb, but this Python" in out.stderr
+    assert "pip install 'hpclaunch[tracking]'" in out.stderr
