@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpclaunch import jobdir
-from hpclaunch.errors import HpclaunchError, SubmissionError, TransportError
+from hpclaunch.errors import SubmissionError, TransportError
 from hpclaunch.ops.context import Context
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.transport.local import LocalRunner
@@ -57,8 +57,6 @@ def make_tracker_runs(
     tags = {"hpclaunch.submission_id": plan.submission_id, "hpclaunch.site": plan.site_name}
     try:
         kept = mlflow_runs.create_runs(uri, tracking.mlflow.experiment, plan.job_name, tags, tasks)
-    except HpclaunchError:
-        raise
     except Exception as exc:  # MlflowException, a connection error: the server's words
         raise SubmissionError(
             f"tracking.mlflow: could not make the run in {uri}: {exc}",
