@@ -15,6 +15,7 @@ from hpclaunch import jobdir
 from hpclaunch.ops.events import job_events, why_no_samples
 from hpclaunch.ops.progress import eta_of_record
 from hpclaunch.ops.records import read_job_file
+from hpclaunch.ops.tracking import tracker_lines
 from hpclaunch.report.attempts import summarise_attempts
 from hpclaunch.report.gpus import gpu_stats
 from hpclaunch.report.job import JobReport, advise
@@ -68,6 +69,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         progress=_progress(events.ledger or []),
         retries=_retries(events.ledger or []),
         recorded_attempts=(record.attempts or 0) if gone and record else None,
+        trackers=tuple(tracker_lines(ctx, record.job_dir, job_id)) if record else (),
     )
 
 

@@ -31,13 +31,13 @@ def offline_runs(ctx: Context, job_dirs: Iterable[str]) -> list[str]:
         where = posixpath.join(job_dir, "wandb")
         try:
             names = ctx.runner.listdir(where)
-        except TransportError:
+        except (FileNotFoundError, TransportError):
             continue  # no W&B run (yet): nothing to sync
         for name in sorted(n for n in names if n.startswith("offline-run-")):
             run_dir = posixpath.join(where, name)
             try:
                 files = ctx.runner.listdir(run_dir)
-            except TransportError:
+            except (FileNotFoundError, TransportError):
                 continue
             if not any(f.endswith(".wandb.synced") for f in files):
                 found.append(run_dir)

@@ -13,10 +13,11 @@ from typing import Any
 from hpclaunch import jobdir
 from hpclaunch.errors import SubmissionError, TransportError
 from hpclaunch.ops.context import Context
+from hpclaunch.ops.sync import offline_runs
 from hpclaunch.planning.plan import SubmissionPlan
 from hpclaunch.transport.local import LocalRunner
 
-__all__ = ["make_tracker_runs", "task_runs"]
+__all__ = ["make_tracker_runs", "task_runs", "tracker_lines"]
 
 _INSTALL = "pip install 'hpclaunch[tracking]' (mlflow-skinny) where hpclaunch runs"
 
@@ -75,3 +76,35 @@ def task_runs(
         words = " ".join(f"{k}={v}" for k, v in point.items()) or f"task {index}"
         runs.append((f"{name} {words}", point))
     return runs
+
+
+def tracker_lines(ctx: Context, job_dir: str, target: str) -> list[str]:
+    """Where a job's tracker runs are, a line each, from its directory (``hpclaunch report``):
+    its MLflow run, its W&B offline runs still to upload, its TensorBoard files. ``target``:
+    the job's (or sweep's) id, for the commands named."""
+    lines = []
+    try:
+        kept = json.loads(ctx.runner.read_file(posixpath.join(job_dir, jobdir.TRACKING_RUNS)))
+        mlflow = kept["mlflow"]
+        runs = mlflow["runs"]
+        what = (
+            f"run {runs[0]}" if len(runs) == 1 else f"{len(runs)} runs, parent {mlflow['parent']}"
+        )
+        lines.append(f"MLflow: {what} in {mlflow['tracking_uri']}")
+    except (TransportError, ValueError, KeyError, IndexError, TypeError):
+        pass
+    waiting = offline_runs(ctx, [job_dir])
+    if waiting:
+        lines.append(
+            f"W&B: {len(waiting)} offline run director{'y' if len(waiting) == 1 else 'ies'} "
+            f"not uploaded: hpclaunch sync {target}"
+        )
+    try:
+        ctx.runner.listdir(posixpath.join(job_dir, jobdir.TENSORBOARD))
+        lines.append(
+            f"TensorBoard: {posixpath.join(job_dir, jobdir.TENSORBOARD)} "
+            f"(hpclaunch forward {target} 6006 while it runs)"
+        )
+    except (FileNotFoundError, TransportError):
+        pass
+    return lines

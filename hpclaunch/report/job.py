@@ -58,6 +58,8 @@ class JobReport:
             retry 1 of 2 in 20 s``; a retry it skipped says why).
         recorded_attempts: How many attempts hpclaunch recorded, where Slurm's accounting
             of them is gone (its id names another job now); ``None``: ``attempts`` says.
+        trackers: Where its tracker runs are, a line each (its MLflow run, W&B runs still to
+            upload, TensorBoard's files).
     """
 
     job_id: str
@@ -78,6 +80,7 @@ class JobReport:
     progress: tuple[Mapping[str, Any], ...] = ()
     retries: tuple[str, ...] = ()
     recorded_attempts: int | None = None
+    trackers: tuple[str, ...] = ()
 
     @property
     def energy_kwh(self) -> float | None:
@@ -111,6 +114,7 @@ class JobReport:
             "eta": self.eta.to_dict() if self.eta else None,
             "progress": [dict(p) for p in self.progress],
             "retries": list(self.retries),
+            "trackers": list(self.trackers),
         }
 
     def throughput(self) -> list[str]:
@@ -214,6 +218,9 @@ class JobReport:
                 )
         elif self.gpu_note:
             out.append(f"GPUs: no samples ({self.gpu_note})")
+        if self.trackers:
+            out.append("trackers:")
+            out.extend(f"  {line}" for line in self.trackers)
         if self.advice:
             out.append("advice:")
             out.extend(f"  - {line}" for line in self.advice)

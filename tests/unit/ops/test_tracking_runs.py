@@ -13,7 +13,9 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 import hpclaunch
 from hpclaunch.errors import SubmissionError
+from hpclaunch.ops.tracking import tracker_lines
 from hpclaunch.store.sweeps import find_sweep
+from tests.unit.conftest import run
 from tests.unit.fakes import FakeSlurm
 
 Env = dict[str, str]
@@ -98,3 +100,42 @@ def test_a_tracker_missing_from_the_jobs_python_is_said_at_submit(
     [said] = [w for w in warned if w.startswith("tracking:")]
     assert "lacks wandb" in said
     assert "pip install 'hpclaunch[tracking]'" in said
+
+
+def test_the_report_says_where_the_runs_are_and_what_waits_for_a_sync(
+    env: Env, session: hpclaunch.Session, tmp_path: Path
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = _spec(tmp_path, uri).read_text().replace(" '{lr}'", "")
+    (tmp_path / "job.yaml").write_text(spec)
+    job = session.submit(tmp_path / "job.yaml", check=False)
+    job_dir = Path(job.job_dir)
+    [run_id] = json.loads((job_dir / "tracking.json").read_text())["mlflow"]["runs"]
+    for name in ("offline-run-20261207_010000-x", "offline-run-20261207_020000-x"):
+        (job_dir / "wandb" / name).mkdir(parents=True)
+    (job_dir / "wandb" / "offline-run-20261207_010000-x" / "run-x.wandb.synced").touch()
+    (job_dir / "tensorboard").mkdir()
+    lines = tracker_lines(session, str(job_dir), job.id)
+    assert lines == [
+        f"MLflow: run {run_id} in {uri}",
+        f"W&B: 1 offline run directory not uploaded: hpclaunch sync {job.id}",
+        f"TensorBoard: {job_dir}/tensorboard (hpclaunch forward {job.id} 6006 while it runs)",
+    ]
+    shown = run(env, "report", job.id)
+    assert shown.exit_code == 0, shown.output
+    assert "trackers:\n  MLflow: run " in shown.stdout
+    assert f"hpclaunch sync {job.id}" in shown.stdout
+    dry = run(env, "sync", job.id, "--dry-run")
+    assert dry.stdout.split() == ["to", "sync:", f"{job_dir}/wandb/offline-run-20261207_020000-x"]
+
+
+def test_a_job_without_trackers_has_nothing_to_sync(
+    env: Env, session: hpclaunch.Session, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: plain\ncommand: [python, t.py]\n")
+    job = session.submit(spec, check=False)
+    assert tracker_lines(session, job.job_dir, job.id) == []
+    said = run(env, "sync", job.id)
+    assert said.exit_code == 0, said.output
+    assert said.stdout == f"{job.id}: no offline W&B run to sync\n"
