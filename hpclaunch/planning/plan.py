@@ -40,7 +40,7 @@ from hpclaunch.planning.launch import (
 from hpclaunch.planning.partition import choose_partition, gpu_option, tasks_per_node
 from hpclaunch.planning.quota import place
 from hpclaunch.planning.signals import requeue_options
-from hpclaunch.planning.tracking import tracking_env, tracking_of
+from hpclaunch.planning.tracking import tracking_env, tracking_note, tracking_of
 from hpclaunch.slurm.sbatch_options import normalise_flag
 
 __all__ = ["SubmissionPlan", "build_plan", "new_submission_id"]
@@ -253,8 +253,9 @@ def build_plan(
     )
     tracking = tracking_of(spec, site.tracking, home)
     if tracking is not None:
-        runtime_env += tuple(tracking_env(tracking, job_dir, spec.name))
-        notes.append(f"tracking: {', '.join(tracking.names)} (one run across requeues)")
+        tracked = tracking_env(tracking, job_dir, spec.name)
+        runtime_env += tuple(tracked)
+        notes.append(tracking_note(tracking, tracked))
     container = None
     if spec.container is not None:
         ckpt_dir = dict(runtime_env)["HPCLAUNCH_CHECKPOINT_DIR"]

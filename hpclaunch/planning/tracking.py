@@ -15,7 +15,7 @@ from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.tracking import Tracking, merge_tracking
 
-__all__ = ["TRACKING_ENV", "tracking_env", "tracking_of"]
+__all__ = ["TRACKING_ENV", "tracking_env", "tracking_note", "tracking_of"]
 
 #: The trackers a job logs to (``wandb,mlflow,tensorboard``), for the runtime.
 TRACKING_ENV = "HPCLAUNCH_TRACKING"
@@ -71,3 +71,18 @@ def tracking_env(tracking: Tracking, job_dir: str, name: str) -> list[tuple[str,
             ("MLFLOW_EXPERIMENT_NAME", mlflow.experiment),
         ]
     return env
+
+
+def tracking_note(tracking: Tracking, env: list[tuple[str, str]]) -> str:
+    """The plan's line on the trackers: each one's run, and where it is kept."""
+    values = dict(env)
+    parts = []
+    if tracking.wandb is not None:
+        mode = values["WANDB_MODE"]
+        where = "offline (hpclaunch sync JOB uploads it)" if mode == "offline" else "online"
+        parts.append(f"W&B {where}, run id the submission's, resumed by each attempt")
+    if tracking.mlflow is not None:
+        parts.append(f"MLflow run made at submit in {values['MLFLOW_TRACKING_URI']}")
+    if tracking.tensorboard:
+        parts.append("TensorBoard files in the job directory's tensorboard/")
+    return "tracking: " + "; ".join(parts) + " (runtime.report_progress(step, metrics=...) logs)"

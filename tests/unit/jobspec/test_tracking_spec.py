@@ -81,7 +81,10 @@ def test_the_site_fills_mlflow_but_turns_on_no_tracker(plan_for: PlanFor) -> Non
     assert env["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
     assert env["MLFLOW_EXPERIMENT_NAME"] == "Default"
     assert env["HPCLAUNCH_TRACKING"] == "mlflow,tensorboard"
-    assert "tracking: mlflow, tensorboard (one run across requeues)" in tracked.notes
+    assert (
+        "tracking: MLflow run made at submit in http://mlflow:5000; TensorBoard files in the "
+        "job directory's tensorboard/ (runtime.report_progress(step, metrics=...) logs)"
+    ) in tracked.notes
     home = plan_for(make_spec(tracking={"mlflow": {"tracking_uri": "sqlite:///~/m.db"}}))
     assert _env(home)["MLFLOW_TRACKING_URI"] == f"sqlite:///{HOME}/m.db"  # the cluster's ~
     assert home.tracking.mlflow.tracking_uri == f"sqlite:///{HOME}/m.db"
