@@ -176,9 +176,12 @@ def _assert_clean_end(jobs: LaunchJobs, key: str, last_line: str) -> None:
     assert "Traceback" not in first
     assert "death signal" not in first
     aside = (jobs.job_dir(key) / "attempt-0.stop.log").read_text()
-    # The launcher's answer to SIGTERM: torchrun's agent (also under accelerate) raises
-    # SignalException; DeepSpeed's launch.py logs and exits.
-    noise = "Main process received SIGTERM" if key == "deepspeed" else "SignalException"
+    # The launcher's answer to SIGTERM: torchrun's agent (also under accelerate) catches its
+    # SignalException, logs "Received 15 death signal, shutting down workers" and raises it
+    # again (torch/distributed/elastic/agent/server/api.py); the traceback comes later and
+    # may not come at all: in clean-clone run 50 the step was killed for the requeue first.
+    # DeepSpeed's launch.py logs and exits.
+    noise = "Main process received SIGTERM" if key == "deepspeed" else "death signal"
     assert noise in aside, aside
     assert "DUE TO JOB REQUEUE" in aside
 
