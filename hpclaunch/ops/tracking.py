@@ -15,6 +15,7 @@ from hpclaunch.errors import SubmissionError, TransportError
 from hpclaunch.ops.context import Context
 from hpclaunch.ops.sync import offline_runs
 from hpclaunch.planning.plan import SubmissionPlan
+from hpclaunch.supervise.tracker_env import point_words
 from hpclaunch.transport.local import LocalRunner
 
 __all__ = ["make_tracker_runs", "task_runs", "tracker_lines"]
@@ -73,7 +74,7 @@ def task_runs(
     trial, whose parameters the study picks when it starts: ``name task 3``)."""
     runs: list[tuple[str, Mapping[str, Any]]] = []
     for index, point in enumerate(points):
-        words = " ".join(f"{k}={v}" for k, v in point.items()) or f"task {index}"
+        words = point_words(point) or f"task {index}"
         runs.append((f"{name} {words}", point))
     return runs
 
@@ -99,12 +100,10 @@ def tracker_lines(ctx: Context, job_dir: str, target: str) -> list[str]:
             f"W&B: {len(waiting)} offline run director{'y' if len(waiting) == 1 else 'ies'} "
             f"not uploaded: hpclaunch sync {target}"
         )
+    events = posixpath.join(job_dir, jobdir.TENSORBOARD)
     try:
-        ctx.runner.listdir(posixpath.join(job_dir, jobdir.TENSORBOARD))
-        lines.append(
-            f"TensorBoard: {posixpath.join(job_dir, jobdir.TENSORBOARD)} "
-            f"(hpclaunch forward {target} 6006 while it runs)"
-        )
+        ctx.runner.listdir(events)
+        lines.append(f"TensorBoard: {events} (hpclaunch forward {target} 6006 while it runs)")
     except (FileNotFoundError, TransportError):
         pass
     return lines

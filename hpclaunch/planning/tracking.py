@@ -14,11 +14,9 @@ from __future__ import annotations
 from hpclaunch.errors import PlanError
 from hpclaunch.jobspec.job import JobSpec
 from hpclaunch.jobspec.tracking import Tracking, merge_tracking
+from hpclaunch.supervise.tracker_env import TRACKING_ENV
 
-__all__ = ["TRACKING_ENV", "tracking_env", "tracking_note", "tracking_of"]
-
-#: The trackers a job logs to (``wandb,mlflow,tensorboard``), for the runtime.
-TRACKING_ENV = "HPCLAUNCH_TRACKING"
+__all__ = ["tracking_env", "tracking_note", "tracking_of"]
 
 
 def tracking_of(spec: JobSpec, site: Tracking | None, home: str) -> Tracking | None:
@@ -29,20 +27,19 @@ def tracking_of(spec: JobSpec, site: Tracking | None, home: str) -> Tracking | N
         PlanError: MLflow without a tracking URI from the spec or the site.
     """
     tracking = merge_tracking(spec.tracking, site)
-    if tracking is not None and tracking.mlflow is not None and not tracking.mlflow.tracking_uri:
+    if tracking is None or tracking.mlflow is None:
+        return tracking
+    uri = tracking.mlflow.tracking_uri
+    if not uri:
         raise PlanError(
             "tracking.mlflow: no tracking_uri, in the spec or the site's tracking:",
             hint="add tracking_uri: sqlite:////shared/path/mlflow.db (a store on the shared "
             "filesystem) or http://host:5000 (a server the nodes reach)",
         )
-    if tracking is not None and tracking.mlflow is not None:
-        uri = tracking.mlflow.tracking_uri or ""
-        scheme, sep, rest = uri.partition(":///~/")
-        if sep and scheme in ("sqlite", "file"):
-            mlflow = tracking.mlflow.model_copy(
-                update={"tracking_uri": f"{scheme}:///{home}/{rest}"}
-            )
-            tracking = tracking.model_copy(update={"mlflow": mlflow})
+    scheme, sep, rest = uri.partition(":///~/")
+    if sep and scheme in ("sqlite", "file"):
+        mlflow = tracking.mlflow.model_copy(update={"tracking_uri": f"{scheme}:///{home}/{rest}"})
+        tracking = tracking.model_copy(update={"mlflow": mlflow})
     return tracking
 
 

@@ -43,12 +43,9 @@ from typing import Any
 from hpclaunch import jobdir
 from hpclaunch._fs import write_json_atomic
 from hpclaunch.runtime._paths import job_dir
+from hpclaunch.supervise.tracker_env import tracked
 
 __all__ = ["log_metrics", "tensorboard_dir", "tracked_step"]
-
-
-def _tracked() -> set[str]:
-    return set(filter(None, os.environ.get("HPCLAUNCH_TRACKING", "").split(",")))
 
 
 def tensorboard_dir() -> Path:
@@ -180,13 +177,15 @@ def log_metrics(step: int, metrics: Mapping[str, Any]) -> bool:
     """Log ``metrics`` at ``step`` to the job's trackers (rank 0; ``report_progress`` calls
     it); whether they were logged (not: no tracker, a non-numeric value only, or a step an
     earlier attempt already logged)."""
-    trackers = _tracked()
+    trackers = tracked(os.environ)
+    if not trackers:  # most jobs: one lookup, nothing more on the training loop's path
+        return False
     values = {
         k: float(v)
         for k, v in metrics.items()
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     }
-    if not trackers or not values:
+    if not values:
         return False
     if not _RUNS.started:
         _start(trackers)

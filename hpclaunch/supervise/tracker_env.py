@@ -21,11 +21,21 @@ from typing import Any
 
 from hpclaunch import jobdir
 
-__all__ = ["task_tracker_env", "tracker_env", "wandb_env"]
+__all__ = ["TRACKING_ENV", "point_words", "task_tracker_env", "tracked", "tracker_env", "wandb_env"]
+
+#: The trackers a job logs to (``wandb,mlflow,tensorboard``): the plan sets it, the sidecar
+#: and the runtime read it.
+TRACKING_ENV = "HPCLAUNCH_TRACKING"
 
 
-def _tracked(env: Mapping[str, str]) -> set[str]:
-    return set(filter(None, env.get("HPCLAUNCH_TRACKING", "").split(",")))
+def tracked(env: Mapping[str, str]) -> set[str]:
+    """The trackers the job's spec names (``TRACKING_ENV`` of ``env``)."""
+    return set(filter(None, env.get(TRACKING_ENV, "").split(",")))
+
+
+def point_words(params: Mapping[str, Any]) -> str:
+    """A sweep point in a run's name: ``lr=0.01 width=64``."""
+    return " ".join(f"{k}={v}" for k, v in params.items())
 
 
 def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -46,8 +56,8 @@ def wandb_env(env: Mapping[str, str]) -> dict[str, str]:
 def tracker_env(env: Mapping[str, str], attempt: int) -> dict[str, str]:
     """The variables of this attempt's launch: W&B's run and tags, MLflow's run."""
     out = wandb_env(env)
-    tracked = _tracked(env)
-    if "wandb" in tracked:
+    trackers = tracked(env)
+    if "wandb" in trackers:
         array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
         job = f"{array}_{task}" if array and task else env.get("SLURM_JOB_ID", "")
         tags = [t for t in env.get("WANDB_TAGS", "").split(",") if t]
@@ -55,7 +65,7 @@ def tracker_env(env: Mapping[str, str], attempt: int) -> dict[str, str]:
         if cluster := env.get("SLURM_CLUSTER_NAME"):
             tags.append(f"cluster:{cluster}")
         out["WANDB_TAGS"] = ",".join(tags)
-    if "mlflow" in tracked and "MLFLOW_RUN_ID" not in env:
+    if "mlflow" in trackers and "MLFLOW_RUN_ID" not in env:
         run_id = mlflow_run_of(env)
         if run_id is not None:
             out["MLFLOW_RUN_ID"] = run_id
@@ -79,9 +89,9 @@ def task_tracker_env(
 ) -> dict[str, str]:
     """A sweep task's W&B run name (the job's name and its point, or its trial) and group
     (the sweep's id, unless the spec named one)."""
-    if "wandb" not in _tracked(env):
+    if "wandb" not in tracked(env):
         return {}
-    words = " ".join(f"{k}={v}" for k, v in params.items())
+    words = point_words(params)
     name = " ".join(
         filter(
             None, (env.get("WANDB_NAME", ""), f"trial {trial}" if trial is not None else "", words)
