@@ -23,6 +23,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=lib/daemons.sh
 source "$HERE/lib/daemons.sh"
+# shellcheck source=lib/cgroups.sh
+source "$HERE/lib/cgroups.sh"
 # shellcheck source=lib/host.sh
 source "$HERE/lib/host.sh"
 # shellcheck source=lib/native.sh

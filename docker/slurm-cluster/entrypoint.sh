@@ -7,6 +7,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/daemons.sh
 source "$HERE/lib/daemons.sh"
+# shellcheck source=lib/cgroups.sh
+source "$HERE/lib/cgroups.sh"
 # shellcheck source=lib/version.sh
 source "$HERE/lib/version.sh"
 # The image's version (its ENV); PATH gets that build's commands and daemons.

@@ -31,6 +31,11 @@ from hpclaunch.transport.local import LocalRunner
 from .cluster import SlurmCluster, require_cluster
 
 REPO = Path(__file__).resolve().parents[2]
+#: Memory per node for a job of examples/ddp_train.py or elastic_train.py under torchrun,
+#: one rank a node: the nodes enforce ``mem:`` (docker/slurm-cluster/etc/cgroup.conf), and
+#: torchrun's agent and its rank import torch (~225 MB each); with the sidecar the job cgroup's
+#: peak was 402 MB (25.11 cluster, 2026-12-07; attempt_end's mem_peak).
+TORCHRUN_MEM = "700M"
 # The console script of the environment running the tests (the project's .venv).
 HPCLAUNCH = str(Path(sys.executable).with_name("hpclaunch"))
 

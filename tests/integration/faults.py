@@ -30,7 +30,7 @@ from hpclaunch.slurm.jobs import parse_state
 from hpclaunch.store.capabilities import cache_path
 from hpclaunch.supervise.ledger import read_ledger
 
-from .conftest import FINAL_STATES, Cli
+from .conftest import FINAL_STATES, TORCHRUN_MEM, Cli
 from .test_sidecar_on_cluster import TRAIN, VENV, Jobs, _steps
 from .test_sidecar_on_cluster import _submit as submit
 
@@ -61,7 +61,7 @@ class FullJobs(Jobs):
 _TWO_NODE_TORCHRUN: dict[str, object] = {
     "launcher": "torchrun",
     "venv": VENV,
-    "resources": {"nodes": 2, "time": "00:05:00", "mem": "200M"},
+    "resources": {"nodes": 2, "time": "00:05:00", "mem": TORCHRUN_MEM},
 }
 
 

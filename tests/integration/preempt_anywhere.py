@@ -55,7 +55,7 @@ OBSERVED = ("start-up", "mid-step", "checkpoint write")
 _FOUR_RANKS: dict[str, Any] = {
     "launcher": "torchrun",
     "venv": VENV,
-    "resources": {"nodes": 2, "gpus_per_node": 2, "time": "00:08:00", "mem": "400M"},
+    "resources": {"nodes": 2, "gpus_per_node": 2, "time": "00:08:00", "mem": "900M"},
 }
 
 

@@ -37,7 +37,7 @@ import yaml
 from hpclaunch.slurm.cluster import parse_restarts, restarts_argv
 
 from .cluster import SlurmCluster
-from .conftest import HPCLAUNCH, REPO, Cli
+from .conftest import HPCLAUNCH, REPO, TORCHRUN_MEM, Cli
 from .test_tiers_on_cluster import GRACE, VENV, Queue
 
 # The cli backend only: what a backend decides for these jobs is the job it submits
@@ -319,7 +319,7 @@ def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_
             launcher="torchrun",
             processes_per_node=1,
             venv=VENV,
-            resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": "300M"},
+            resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": TORCHRUN_MEM},
             elastic={
                 "nodes": [2, 4],
                 "global_batch": 16,

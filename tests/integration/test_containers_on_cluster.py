@@ -38,7 +38,7 @@ import pytest
 import yaml
 
 from .cluster import SlurmCluster
-from .conftest import Cli
+from .conftest import TORCHRUN_MEM, Cli
 from .test_sidecar_on_cluster import (
     TRAIN,
     VENV,
@@ -78,7 +78,7 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
     # 10 minutes: a low-tier job is warned 120 s before its limit, and under load torchrun in
     # the image once took 150 s to its first step (clean-clone run 24), so that a 5-minute
     # limit warned it before the preemption this module makes.
-    res = {"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": "200M"}
+    res = {"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": TORCHRUN_MEM}
     ids = {
         "charliecloud": submit(
             cli,

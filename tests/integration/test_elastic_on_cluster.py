@@ -33,7 +33,7 @@ import yaml
 from tests.webhook import Webhook, webhook_server
 
 from .cluster import SlurmCluster
-from .conftest import Cli, squeue, wait_progress, wait_running
+from .conftest import TORCHRUN_MEM, Cli, squeue, wait_progress, wait_running
 
 # Side by side (4 of the 16 GPUs: see the fixture). Its fixture was once set up again and
 # again there (six setups in one pass): the side-by-side pass did not keep a module in one
@@ -82,7 +82,7 @@ def _spec(tmp: Path, key: str, shared: Path, **extra: Any) -> Path:
         "processes_per_node": 1,
         "tier": "low",
         "venv": VENV,
-        "resources": {"nodes": 4, "gpus_per_node": 1, "time": "00:10:00", "mem": "300M"},
+        "resources": {"nodes": 4, "gpus_per_node": 1, "time": "00:10:00", "mem": TORCHRUN_MEM},
         "elastic": ELASTIC,
         **extra,
     }
@@ -116,7 +116,7 @@ def jobs(
     # job was, by another module's medium job: clean-clone run 13). The elastic one runs
     # medium in vision's quota (its 4 GPUs; only exclusive modules use vision), the twin
     # medium without GPUs (research's quota is the other modules').
-    no_gpus = {"nodes": 4, "gpus_per_node": 0, "time": "00:10:00", "mem": "300M"}
+    no_gpus = {"nodes": 4, "gpus_per_node": 0, "time": "00:10:00", "mem": TORCHRUN_MEM}
     # Issue 32: the elastic job tells its resizes and its end to a webhook on loopback.
     stack = contextlib.ExitStack()
     hook = stack.enter_context(webhook_server())

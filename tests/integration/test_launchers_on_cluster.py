@@ -74,7 +74,7 @@ def jobs(
     midwrite = train("midwrite", "--save-sleep", "60")
     assert midwrite[4:6] == ["--every", "1000"]
     midwrite[5] = str(EVERY)
-    res = {"nodes": 2, "time": "00:05:00", "mem": "300M"}
+    res = {"nodes": 2, "time": "00:05:00", "mem": "800M"}  # DeepSpeed's launcher imports more
     common = {"venv": VENV, "resources": res, "tier": "low"}
     ids = {
         "twin": submit(cli, tmp, "twin", command=train("twin"), launcher="torchrun", **common),

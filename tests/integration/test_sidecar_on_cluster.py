@@ -50,7 +50,7 @@ from tests.webhook import Webhook, webhook_server
 
 from .browser import CHROMIUM, browser, console_errors
 from .cluster import SlurmCluster
-from .conftest import Cli, squeue, wait_progress
+from .conftest import TORCHRUN_MEM, Cli, squeue, wait_progress
 
 # compat: also run on Slurm 22.05 (scripts/test); see pyproject.toml markers.
 # The cli backend only: what a backend decides for these jobs is the job it submits
@@ -164,7 +164,7 @@ def jobs(
         tier="low",
         venv=VENV,
         # 10 minutes: warned 120 s before the limit (tier low), it must reach step 30 first
-        resources={"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": "200M"},
+        resources={"nodes": 2, "gpus_per_node": 1, "time": "00:10:00", "mem": TORCHRUN_MEM},
         notify={"webhook": "lab"},
     )
     # The other low-tier jobs keep off torchrun's nodes: to place the critical job, Slurm
@@ -172,7 +172,7 @@ def jobs(
     # preempts every removed one on its nodes, needed or not (job_test.c, 25.11): the
     # likely cause of a CI run where the time-limit job got a preemption's warning.
     away = {"--exclude": _nodes_of(torchrun)}
-    common = {"venv": VENV, "resources": {"nodes": 2, "time": "00:10:00", "mem": "200M"}}
+    common = {"venv": VENV, "resources": {"nodes": 2, "time": "00:10:00", "mem": TORCHRUN_MEM}}
     ids = {
         "torchrun": torchrun,
         "twin": _submit(cli, tmp, "twin", command=train("twin"), launcher="torchrun", **common),
@@ -208,7 +208,7 @@ def jobs(
             tier="low",
             venv=str(_slow_venv(shared)),
             sbatch_extra=away,
-            resources={"time": "00:05:00", "mem": "200M"},
+            resources={"time": "00:05:00", "mem": TORCHRUN_MEM},
         ),
         "timelimit": _submit(
             cli,
@@ -227,7 +227,7 @@ def jobs(
             # printed a line, and a medium-tier job with no progress is not requeued (CI
             # of stop 38).
             checkpoint={"signal_lead_time": 20, "max_requeues": 1},
-            resources={"time": "10", "mem": "200M"},
+            resources={"time": "10", "mem": TORCHRUN_MEM},
         ),
     }
     # Placed beside torchrun, so that torchrun's preemptor (every GPU of its nodes) preempts

@@ -28,6 +28,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.backends]
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = str(Path(__file__).with_name("tracked_trainer.py"))
+#: The nodes enforce memory: the trainer imports W&B, MLflow and TensorBoard's writer.
+TRACKED_MEM = "700M"
 PYTHON = str(REPO / ".venv" / "bin" / "python")
 
 
@@ -38,6 +40,7 @@ def test_a_requeued_job_continues_one_run_in_each_tracker(
     spec = write_spec(  # type: ignore[operator]
         command=[PYTHON, TRAINER, "--hold"],
         launcher="srun",
+        resources={"time": "00:05:00", "mem": TRACKED_MEM},
         env={"WANDB_SILENT": "true"},
         tracking={
             "wandb": {"project": "it", "mode": "offline"},
@@ -94,6 +97,7 @@ def test_a_sweeps_tasks_log_to_child_runs_named_after_their_points(
     spec = write_spec(  # type: ignore[operator]
         command=[PYTHON, TRAINER, "--lr", "{lr}"],
         launcher="srun",
+        resources={"time": "00:05:00", "mem": TRACKED_MEM},
         env={"WANDB_SILENT": "true"},
         sweep={"method": "grid", "parameters": {"lr": [0.1, 0.01]}},
         tracking={"wandb": {"mode": "offline"}, "mlflow": {"tracking_uri": uri}},

@@ -121,14 +121,24 @@ make_fake_gpus() {
 }
 
 # One slurmd per node name (-N), in a UTS namespace named after the node, so that `hostname`
-# inside a job prints the node's name and a rendezvous on it resolves (via /etc/hosts).
+# inside a job prints the node's name and a rendezvous on it resolves (via /etc/hosts); and,
+# where the kernel has cgroup v1 memory, in cgroup and mount namespaces of its own, so that
+# Slurm's cgroups (memory enforcement, etc/cgroup.conf) are the node's (lib/cgroups.sh).
 start_slurmd() {
   local node=$1
   pid_alive "$STATE/run/slurmd-$node.pid" slurmd && return 0
   mkdir -p "$STATE/spool/$node"
   make_fake_gpus
-  if [[ ${FOREGROUND:-0} == 1 ]]; then exec unshare --uts sh -c "hostname $node && exec slurmd -D -N $node"; fi
-  unshare --uts sh -c "hostname $node && exec slurmd -N $node"
+  local namespaces=(--uts) setup="hostname $node && "
+  if cgroups_usable; then
+    namespaces+=(--cgroup --mount)
+    setup+=$(remount_cgroups)
+  fi
+  if [[ ${FOREGROUND:-0} == 1 ]]; then exec unshare "${namespaces[@]}" sh -c "${setup}exec slurmd -D -N $node"; fi
+  (
+    enter_node_cgroup "$node"
+    exec unshare "${namespaces[@]}" sh -c "${setup}exec slurmd -N $node"
+  )
 }
 
 # auth/slurm (23.11+): the login node's sackd, which hands the client commands run here

@@ -37,7 +37,14 @@ install_configs() {
   if [[ -e /etc/slurm/slurm.conf && ! -e /etc/slurm/.hpclaunch-cluster ]]; then
     die "/etc/slurm/slurm.conf exists and was not written by this script: is this host part of a real cluster? Not touching it."
   fi
-  install -m 644 "$SLURM_ETC/slurm.conf" "$HERE/etc/gres.conf" /etc/slurm/
+  install -m 644 "$SLURM_ETC/slurm.conf" "$HERE/etc/gres.conf" "$HERE/etc/cgroup.conf" /etc/slurm/
+  # Memory is enforced with cgroup v1 (etc/cgroup.conf, lib/cgroups.sh); a kernel without
+  # it gets the cluster as it was before: no task plugin, no job can end OUT_OF_MEMORY.
+  if ! cgroups_usable; then
+    log "no cgroup v1 memory and freezer controllers in /sys/fs/cgroup: memory is not enforced (TaskPlugin=task/none)"
+    sed -i -e 's|^TaskPlugin=task/cgroup$|TaskPlugin=task/none|' \
+      -e 's|^ProctrackType=proctrack/cgroup$|ProctrackType=proctrack/linuxproc|' /etc/slurm/slurm.conf
+  fi
   install -m 600 "$SLURM_ETC/slurmdbd.conf" /etc/slurm/
   # Slurm's OCI support (srun --container): crun in the node containers, runc natively.
   install -m 644 "$SLURM_ETC/oci-$MODE.conf" /etc/slurm/oci.conf
@@ -117,7 +124,7 @@ host_setup() {
 
 host_teardown() {
   if [[ -e /etc/slurm/.hpclaunch-cluster ]]; then
-    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key \
+    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key \
       /etc/slurm/oci.conf /etc/slurm/.hpclaunch-cluster
   fi
   if grep -q "$MARK" /etc/hosts 2>/dev/null; then

@@ -25,7 +25,7 @@ native_status() {
 }
 
 native_down() {
-  [[ -e $STATE/.mode-native ]] || { log "no native cluster state in $STATE"; return 0; }
+  [[ -e $STATE/.mode-native ]] || { remove_node_cgroups; log "no native cluster state in $STATE"; return 0; }
   local n
   for n in "${NODES[@]}"; do stop_pidfile "$STATE/run/slurmd-$n.pid" slurmd; done
   stop_pidfile "$STATE/run/slurmctld.pid" slurmctld
@@ -37,5 +37,6 @@ native_down() {
   pkill -f -- "--datadir=$STATE/mysql" 2>/dev/null || true
   pkill -f -- '^slurmd (-D )?-N n[1-4]$' 2>/dev/null || true
   pkill -f -- 'slurmstepd' 2>/dev/null || true
+  remove_node_cgroups
   rm -f "$STATE/.mode-native"
 }
