@@ -101,7 +101,13 @@ def _completed_exit(info: JobInfo) -> JobInfo:
 
 
 def _with_exit(known: JobInfo, accounted: JobInfo) -> JobInfo:
-    return replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
+    """The controller's view with accounting's exit code, and its OUT_OF_MEMORY for a job
+    the controller calls FAILED whose srun step ran out of memory (the controller does not
+    look at steps: :func:`~hpclaunch.backends.slurm_text.step_out_of_memory`)."""
+    ended = replace(known, exit_code=accounted.exit_code, exit_signal=accounted.exit_signal)
+    if known.state is JobState.FAILED and accounted.state is JobState.OUT_OF_MEMORY:
+        return replace(ended, state=accounted.state, reason=accounted.reason)
+    return ended
 
 
 def _merge_tasks(

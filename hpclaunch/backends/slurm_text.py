@@ -27,11 +27,13 @@ __all__ = [
     "ended_by",
     "is_held",
     "is_waiting_reason",
+    "is_work_step",
     "parse_attempts",
     "parse_held_tasks",
     "parse_sacct",
     "parse_squeue",
     "parse_task_states",
+    "step_out_of_memory",
     "wanted_ref",
 ]
 
@@ -139,6 +141,7 @@ def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Job
     infos: dict[JobRef, JobInfo] = {}
     records: dict[JobRef, int] = {}
     batch: dict[JobRef, str] = {}
+    out_of_memory: dict[JobRef, str] = {}
     width = len(SACCT_FIELDS)
     for line in stdout.splitlines():
         cols = line.split("|", width - 1)
@@ -149,19 +152,48 @@ def parse_sacct(stdout: str, by_id: Mapping[str, JobRef], gres: str) -> dict[Job
             ref = wanted_ref(job_id, by_id)
             if ref is not None and step == "batch":
                 batch[ref] = cols[2]  # the last attempt's batch step comes last
+            elif ref is not None and is_work_step(step) and parse_state(cols[1]) is OOM:
+                out_of_memory.setdefault(ref, cols[0])
             continue
         for one in _unfold(job_id):
             ref = wanted_ref(one, by_id)
             if ref is None:
                 continue
             if records.get(ref):
-                batch.pop(ref, None)  # a newer attempt: the older batch step is not its
+                batch.pop(ref, None)  # a newer attempt: the older steps are not its
+                out_of_memory.pop(ref, None)
             records[ref] = records.get(ref, 0) + 1
             infos[ref] = _sacct_info(ref, cols, records[ref] - 1, gres)
     return {
-        ref: ended_by(info, exit_status(batch[ref]) if ref in batch else None)
+        ref: step_out_of_memory(
+            ended_by(info, exit_status(batch[ref]) if ref in batch else None),
+            out_of_memory.get(ref),
+        )
         for ref, info in infos.items()
     }
+
+
+OOM = JobState.OUT_OF_MEMORY
+
+
+def is_work_step(step: str) -> bool:
+    """Whether a step id (``0``, ``batch``, ``extern``, ``interactive``) is one the job
+    started with srun (a number), not one Slurm starts itself."""
+    return step.isdigit()
+
+
+def step_out_of_memory(info: JobInfo, step: str | None) -> JobInfo:
+    """A job whose srun step ``step`` ended OUT_OF_MEMORY and whose batch script then
+    exited non-zero is taken as OUT_OF_MEMORY.
+
+    Slurm's own state is FAILED: it makes a *job* OUT_OF_MEMORY only when its batch step
+    saw the OOM kill (the batch step's return code ``SIG_OOM``, src/slurmctld/job_mgr.c,
+    22.05-26.05), and the work of an hpclaunch job runs in a step the sidecar (the batch
+    script) starts. The step's OOM is the cause: the state says so, the reason names the
+    step."""
+    if step is None or info.state is not JobState.FAILED:
+        return info
+    return replace(info, state=OOM, reason=f"OutOfMemory (step {step})")
 
 
 #: States in which Slurm (not the job's own exit) ended a job that may have run.
@@ -254,6 +286,8 @@ def parse_attempts(stdout: str, job_id: str) -> list[Attempt]:
         if cols[0].startswith(f"{job_id}.") and attempts:  # steps follow their attempt's line
             if cols[0] == f"{job_id}.batch":
                 attempts[-1] = _attempt_ended_by(attempts[-1], cols[2])
+            elif is_work_step(cols[0].partition(".")[2]) and parse_state(cols[1]) is OOM:
+                attempts[-1] = _attempt_out_of_memory(attempts[-1], cols[0])
             attempts[-1] = _step_memory(attempts[-1], cols[-1])
             continue
         if cols[0] != job_id:
@@ -292,6 +326,13 @@ def _step_memory(attempt: Attempt, usage: str) -> Attempt:
     if held is None or (attempt.mem_peak is not None and attempt.mem_peak >= held):
         return attempt
     return replace(attempt, mem_peak=held)
+
+
+def _attempt_out_of_memory(attempt: Attempt, step: str) -> Attempt:
+    """A FAILED attempt whose step ``step`` ended OUT_OF_MEMORY (:func:`step_out_of_memory`)."""
+    if attempt.state is not JobState.FAILED:
+        return attempt
+    return replace(attempt, state=OOM, reason=f"OutOfMemory (step {step})")
 
 
 def _attempt_ended_by(attempt: Attempt, batch_exit: str) -> Attempt:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from hpclaunch.backends.base import JobRef
-from hpclaunch.backends.slurm_text import ended_by
+from hpclaunch.backends.slurm_text import ended_by, is_work_step, step_out_of_memory
 from hpclaunch.slurm.jobs import JobInfo, JobState, parse_state
 from hpclaunch.slurm.queue import QueueRow
 from hpclaunch.slurm.task_ids import task_ids
@@ -171,7 +171,16 @@ def db_info(ref: JobRef, record: Any, gres: str) -> JobInfo:
     # the signal: the same rule as for sacct's lines.
     batch = record.steps.get("batch") if record.steps else None
     batch_exit = None if batch is None else (batch.exit_code, batch.exit_code_signal or None)
-    return ended_by(info, batch_exit)
+    return step_out_of_memory(ended_by(info, batch_exit), _oom_step(ref, record))
+
+
+def _oom_step(ref: JobRef, record: Any) -> str | None:
+    """The first srun step of ``record`` that ended OUT_OF_MEMORY, as sacct names it
+    (``123.0``), if any (see :func:`~hpclaunch.backends.slurm_text.step_out_of_memory`)."""
+    for key, step in sorted((record.steps or {}).items(), key=lambda kv: str(kv[0])):
+        if is_work_step(str(key)) and parse_state(step.state or "") is JobState.OUT_OF_MEMORY:
+            return f"{ref.job_id}.{key}"
+    return None
 
 
 def _reason(text: str | None) -> str | None:
