@@ -75,6 +75,8 @@ def status_command(app: Session, job_ids: list[str], as_json: bool, limit: int) 
                 click.echo(f"job {job_id}: {note.eta.line()}")
             if note.retry is not None:
                 click.echo(f"job {job_id}: {note.retry.line()}")
+            if note.out_of_memory is not None:
+                click.echo(f"job {job_id}: {note.out_of_memory}")
             if note.idle_guard_off is not None:
                 why = note.idle_guard_off
                 click.echo(

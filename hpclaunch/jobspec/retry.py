@@ -8,6 +8,7 @@
       when: [node_failure, job_lost, oom, exit_code: [3, 75]]
       backoff: 60                   # seconds before the first retry; doubled each time
       max_backoff: 3600             # the longest wait
+      oom_memory_factor: 1.5        # after an OOM, 1.5x the memory (at most the node's)
 
 Endings (how the sidecar saw the attempt end, ``hpclaunch events``):
 
@@ -75,6 +76,24 @@ class Retry(BaseModel):
         "Slurm's own requeue delay (its credential's expiry + 1 s: 11 s on the test cluster).",
     )
     max_backoff: int = Field(3600, ge=0, le=604800, description="The longest wait, in seconds.")
+    oom_memory_factor: float | None = Field(
+        None,
+        gt=1,
+        le=16,
+        description="After an out-of-memory ending, the next attempt gets the memory that "
+        "was enforced times this (1.5: half as much again), at most the partition's nodes' "
+        "memory; the ledger says what it asked. Needs oom in when.",
+        examples=[1.5],
+    )
+
+    @model_validator(mode="after")
+    def _factor_needs_oom(self) -> Retry:
+        if self.oom_memory_factor is not None and "oom" not in self.endings:
+            raise ValueError(
+                "oom_memory_factor raises the memory after an out-of-memory ending, but "
+                "when does not name oom: add oom to when (when: [oom])"
+            )
+        return self
 
     @property
     def endings(self) -> tuple[RetryEnding, ...]:
@@ -86,16 +105,18 @@ class Retry(BaseModel):
         """The exit codes named (all ``exit_code`` lists together)."""
         return tuple(c for w in self.when if isinstance(w, ExitCodes) for c in w.exit_code)
 
-    def env_value(self) -> str:
-        """``HPCLAUNCH_RETRY``: what the sidecar reads (:mod:`hpclaunch.supervise.retry`)."""
-
-        return json.dumps(
-            {
-                "times": self.times,
-                "endings": list(self.endings),
-                "exit_codes": list(self.exit_codes),
-                "backoff": self.backoff,
-                "max_backoff": self.max_backoff,
-            },
-            separators=(",", ":"),
-        )
+    def env_value(self, max_mem_mb: int | None = None) -> str:
+        """``HPCLAUNCH_RETRY``: what the sidecar reads (:mod:`hpclaunch.supervise.retry`);
+        ``max_mem_mb``: the partition's nodes' memory, the most an OOM retry asks for."""
+        value: dict[str, object] = {
+            "times": self.times,
+            "endings": list(self.endings),
+            "exit_codes": list(self.exit_codes),
+            "backoff": self.backoff,
+            "max_backoff": self.max_backoff,
+        }
+        if self.oom_memory_factor is not None:
+            value["oom_memory_factor"] = self.oom_memory_factor
+            if max_mem_mb is not None:
+                value["max_mem_mb"] = max_mem_mb
+        return json.dumps(value, separators=(",", ":"))

@@ -6,7 +6,7 @@ guard can act: ``control/idle-guard-off``, written by nodes that sample no GPU."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from hpclaunch.errors import HistoryError
 from hpclaunch.ops.records import find_job_record, read_job_file
 from hpclaunch.ops.retries import RetryWait, retry_wait
 from hpclaunch.report.eta import Eta, eta_of
+from hpclaunch.report.usage import format_size
 from hpclaunch.slurm.jobs import JobState
 from hpclaunch.supervise.ledger import parse_ledger
 
@@ -28,6 +29,7 @@ __all__ = [
     "JobNotes",
     "eta_of_record",
     "job_notes",
+    "out_of_memory_line",
 ]
 
 #: The most files of one kind one command reads (one a job shown).
@@ -44,6 +46,8 @@ class JobNotes:
     retry: RetryWait | None = None
     #: Why a running job's idle guard can never stop it (``n1: pynvml is not installed``).
     idle_guard_off: str | None = None
+    #: Where a job that ended out of memory ran out (``rank 2 on n1``), from its ledger.
+    out_of_memory: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The notes given, as ``status --json`` adds them to the job's object."""
@@ -54,6 +58,8 @@ class JobNotes:
             shown["retry"] = self.retry.to_dict()
         if self.idle_guard_off is not None:
             shown["idle_guard_off"] = self.idle_guard_off
+        if self.out_of_memory is not None:
+            shown["out_of_memory"] = self.out_of_memory
         return shown
 
 
@@ -71,7 +77,30 @@ def job_notes(ctx: Context, infos: Sequence[JobInfo]) -> dict[str, JobNotes]:
         wait = retry_wait(parse_ledger(text)) if text else None
         if wait is not None:
             found[info.ref.job_id] = JobNotes(retry=wait)
+    for info, record in _records(infos, state=JobState.OUT_OF_MEMORY):
+        text = read_job_file(ctx, record, jobdir.LEDGER)
+        where = out_of_memory_line(parse_ledger(text)) if text else None
+        if where is not None:
+            found[info.ref.job_id] = JobNotes(out_of_memory=where)
     return found
+
+
+def out_of_memory_line(ledger: Sequence[Mapping[str, Any]]) -> str | None:
+    """``rank 2 on n1 was killed for memory (limit 300 MiB, peak 300 MiB on n1)``: the last
+    out-of-memory ending the sidecar recorded (``None``: none)."""
+    ends = [e for e in ledger if e.get("event") == "attempt_end"]
+    if not ends or ends[-1].get("reason") != "oom":
+        return None
+    end = ends[-1]
+    who = f"rank {end['oom_rank']}" if end.get("oom_rank") is not None else "a process"
+    where = f" on {end['oom_node']}" if end.get("oom_node") else ""
+    figures = [
+        f"{name} {format_size(end[key])}"
+        for name, key in (("limit", "mem_limit"), ("peak", "mem_peak"))
+        if isinstance(end.get(key), int)
+    ]
+    measured = f" ({', '.join(figures)} on the first node)" if figures else ""
+    return f"{who}{where} ran out of memory{measured}"
 
 
 def _guard_off(ctx: Context, record: SubmissionRecord) -> str | None:
@@ -82,12 +111,14 @@ def _guard_off(ctx: Context, record: SubmissionRecord) -> str | None:
 
 
 def _records(
-    infos: Sequence[JobInfo], *, running: bool
+    infos: Sequence[JobInfo], *, running: bool = False, state: JobState | None = None
 ) -> Iterator[tuple[JobInfo, SubmissionRecord]]:
-    """The history's records of the running jobs of ``infos`` (``running``), or of the
-    pending ones Slurm restarted: the first :data:`MAX_READS`; none once the history cannot
-    be read."""
-    if running:
+    """The history's records of the running jobs of ``infos`` (``running``), of those in
+    ``state``, or of the pending ones Slurm restarted: the first :data:`MAX_READS`; none
+    once the history cannot be read."""
+    if state is not None:
+        chosen = [i for i in infos if i.state is state]
+    elif running:
         chosen = [i for i in infos if i.state is JobState.RUNNING]
     else:
         chosen = [i for i in infos if i.state is JobState.PENDING and (i.restarts or 0) > 0]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hpclaunch import jobdir
 from hpclaunch.ops.events import job_events, why_no_samples
-from hpclaunch.ops.progress import eta_of_record
+from hpclaunch.ops.progress import eta_of_record, out_of_memory_line
 from hpclaunch.ops.records import read_job_file
 from hpclaunch.ops.tracking import tracker_lines
 from hpclaunch.report.attempts import summarise_attempts
@@ -40,7 +40,7 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
     attempts = summarise_attempts(events.attempts, events.ledger or [])
     samples = read_metrics(read_job_file(ctx, record, jobdir.GPU_METRICS) or "") if record else []
     gpus = gpu_stats(samples)
-    usage = summarise_usage(events.attempts, ctx.site_config.gres_name)
+    usage = summarise_usage(events.attempts, ctx.site_config.gres_name, events.ledger or [])
     gone = events.another_job  # what hpclaunch recorded stands in for Slurm's accounting
     running = bool(attempts) and attempts[-1].state == "RUNNING"
     eta = eta_of_record(ctx, record) if record is not None and running else None
@@ -61,7 +61,9 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         gpus=tuple(gpus),
         gpu_note=note,
         accounting_problem=events.accounting_problem,
-        advice=tuple(advise(attempts, gpus) + advise_usage(usage)),
+        advice=tuple(
+            _where_oom(events.ledger or []) + advise(attempts, gpus) + advise_usage(usage)
+        ),
         samples=tuple(samples),
         checkpoints=_commits(events.ledger or []),
         usage=usage,
@@ -71,6 +73,12 @@ def job_report(ctx: Context, job_id: str) -> JobReport:
         recorded_attempts=(record.attempts or 0) if gone and record else None,
         trackers=tuple(tracker_lines(ctx, record.job_dir, job_id)) if record else (),
     )
+
+
+def _where_oom(ledger: list[dict[str, Any]]) -> list[str]:
+    """Where the job ran out of memory, first of the advice (``rank 2 on n1 ...``)."""
+    line = out_of_memory_line(ledger)
+    return [f"out of memory: {line}"] if line else []
 
 
 def _commits(ledger: list[dict[str, Any]]) -> tuple[tuple[float, int | None], ...]:

@@ -251,6 +251,9 @@ def build_plan(
     runtime_env = _runtime_env(
         spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
     )
+    if spec.retry is not None:
+        # The partition's nodes' memory caps what an OOM retry may ask for.
+        runtime_env += (("HPCLAUNCH_RETRY", spec.retry.env_value(partition.mem_per_node)),)
     tracking = tracking_of(spec, site.tracking, home)
     if tracking is not None:
         tracked = tracking_env(tracking, job_dir, spec.name)
@@ -453,8 +456,6 @@ def _runtime_env(
     ]
     if spec.elastic is not None:
         env.append(("HPCLAUNCH_ELASTIC", elastic_env(spec)))
-    if spec.retry is not None:
-        env.append(("HPCLAUNCH_RETRY", spec.retry.env_value()))
     idle = spec.idle or site_idle  # the spec's guard, else the site's
     if idle is not None and spec.launcher != "none" and spec.resources.gpus_per_node:
         env += idle.env()

@@ -9,7 +9,7 @@ From :class:`~hpclaunch.slurm.jobs.Attempt` (``sacct --duplicates``: ``Elapsed``
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,10 @@ class JobUsage:
             unknown).
         mem_peak: The most memory a step held at once, in bytes (``None``: no job
             accounting).
-        mem_asked: The memory allocated to the job, in bytes (``AllocTRES`` ``mem``).
+        mem_asked: The memory allocated to the job, in bytes: the limit its cgroup
+            enforced (the sidecar's ``mem_limit``) where known, else ``AllocTRES`` ``mem``.
+        mem_enforced: ``mem_asked`` is the limit the node enforced (task/cgroup).
+        out_of_memory: The last attempt ended out of memory.
         time_limit: The last attempt's time limit in seconds (``None``: unlimited).
         longest_s: The longest attempt's run time.
         limit_used: The longest attempt's share of its time limit, 0 to 1.
@@ -59,6 +62,8 @@ class JobUsage:
     longest_s: int
     limit_used: float | None
     completed: bool
+    mem_enforced: bool = False
+    out_of_memory: bool = False
 
     @property
     def mem_efficiency(self) -> float | None:
@@ -79,7 +84,8 @@ class JobUsage:
         if self.mem_asked:
             peak = format_size(self.mem_peak) if self.mem_peak is not None else "unknown"
             share = f" ({self.mem_efficiency:.0%})" if self.mem_efficiency is not None else ""
-            out.append(f"memory: peak {peak} of {format_size(self.mem_asked)} asked{share}")
+            of = "limit" if self.mem_enforced else "asked"
+            out.append(f"memory: peak {peak} of {format_size(self.mem_asked)} {of}{share}")
         if self.time_limit is not None and self.limit_used is not None:
             out.append(
                 f"time limit: the longest attempt ran {format_elapsed(self.longest_s)} of "
@@ -88,17 +94,28 @@ class JobUsage:
         return out
 
 
-def summarise_usage(attempts: Sequence[Attempt], gres: str = "gpu") -> JobUsage | None:
-    """The attempts' use, summed (``None``: no attempt has run)."""
+def summarise_usage(
+    attempts: Sequence[Attempt],
+    gres: str = "gpu",
+    ledger: Sequence[Mapping[str, Any]] = (),
+) -> JobUsage | None:
+    """The attempts' use, summed (``None``: no attempt has run). The sidecar's ends in
+    ``ledger`` add what the job's cgroup measured on the first node (``mem_peak``: exact,
+    where accounting samples every 30 s; ``mem_limit``: the limit enforced)."""
     ran = [(a, parse_elapsed(a.elapsed) or 0) for a in attempts if a.start]
     if not ran:
         return None
+    ends = [e for e in ledger if e.get("event") == "attempt_end"]
+    measured = [e["mem_peak"] for e in ends if isinstance(e.get("mem_peak"), int)]
+    limits = [e["mem_limit"] for e in ends if isinstance(e.get("mem_limit"), int)]
     gpu_seconds = sum(tres_gpus(a.tres or "", gres)[0] * s for a, s in ran)
     with_cpu = [(a, s) for a, s in ran if a.cpus and a.cpu_seconds is not None]
     offered = sum((a.cpus or 0) * s for a, s in with_cpu)
     cpu = sum(a.cpu_seconds or 0.0 for a, _ in with_cpu) / offered if offered else None
-    peaks = [a.mem_peak for a, _ in ran if a.mem_peak is not None]
+    peaks = [a.mem_peak for a, _ in ran if a.mem_peak is not None] + measured
     asked = [m for a, _ in ran if (m := parse_size(tres_text(a.tres or "", "mem"))) is not None]
+    if limits:
+        asked = limits[-1:]  # the last attempt's: an OOM retry may have raised it
     longest_s = max(s for _, s in ran)
     limit = attempts[-1].time_limit
     shares = [s / a.time_limit for a, s in ran if a.time_limit]
@@ -113,6 +130,9 @@ def summarise_usage(attempts: Sequence[Attempt], gres: str = "gpu") -> JobUsage 
         longest_s=longest_s,
         limit_used=max(shares) if shares else None,
         completed=attempts[-1].state.value == "COMPLETED",
+        mem_enforced=bool(limits),
+        out_of_memory=attempts[-1].state.value == "OUT_OF_MEMORY"
+        or bool(ends and ends[-1].get("reason") == "oom"),
     )
 
 
@@ -134,6 +154,15 @@ def advise_usage(usage: JobUsage | None) -> list[str]:
             f"it ran {format_elapsed(usage.longest_s)} of a {format_elapsed(limit)} time limit: "
             f"ask for about {format_elapsed(suggested)} (resources.time); a limit far above "
             "the run keeps a job out of backfill's gaps, so it waits longer"
+        )
+    if usage.out_of_memory and usage.mem_asked:
+        more = math.ceil(usage.mem_asked * 1.5 / (1 << 20))
+        peak = f" (peak {format_size(usage.mem_peak)})" if usage.mem_peak is not None else ""
+        which = "limit" if usage.mem_enforced else "ask"
+        advice.append(
+            f"memory: it ran out at its {format_size(usage.mem_asked)} {which}{peak}: ask "
+            f"for about {more}M (resources.mem), or let a retry ask for more: retry: "
+            "{times: 2, when: [oom], oom_memory_factor: 1.5}"
         )
     efficiency = usage.mem_efficiency
     if (

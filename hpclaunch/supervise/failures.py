@@ -21,6 +21,7 @@ __all__ = [
     "SLURM_ENDED_REASONS",
     "classify_exit",
     "error_line",
+    "oom_culprit",
     "term_cause",
 ]
 
@@ -91,6 +92,40 @@ def error_line(lines: Sequence[str]) -> str | None:
         if not line.startswith("srun:"):
             return line
     return None
+
+
+#: srun's line for tasks that Slurm saw OOM-killed (src/srun/step_ctx / srun_job.c, 22.05-26.05):
+#: ``srun: error: n1: task 0: Out Of Memory``, ``... n2: tasks 4-7: Out Of Memory``.
+_SRUN_OOM = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): Out Of Memory")
+#: torchrun's failure summary (torch.distributed.elastic's ChildFailedError, 2.x): the first
+#: observed failure's host and global rank.
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\)")
+_SUMMARY_FIELD = re.compile(r"^\s*(host|rank)\s*:\s*(\S+)")
+
+
+def oom_culprit(tail: Sequence[str], launcher: str) -> dict[str, Any]:
+    """Where a launch ran out of memory, from its last lines: ``oom_node`` (srun's line)
+    and ``oom_rank``: the task for the ``srun`` launcher (a task is a rank there); for the
+    launchers that start ranks themselves, torchrun's summary's first failure (its host
+    too). Empty when the lines name neither."""
+    found: dict[str, Any] = {}
+    for line in tail:
+        match = _SRUN_OOM.search(line)
+        if match:
+            found["oom_node"] = match.group(1)
+            if launcher == "srun":
+                found["oom_rank"] = match.group(2)
+            break
+    if launcher != "srun":
+        summary = [i for i, line in enumerate(tail) if _ROOT_CAUSE.search(line)]
+        for line in tail[summary[-1] + 1 :] if summary else ():
+            match = _SUMMARY_FIELD.match(line)
+            if match and match.group(1) == "host":
+                found["oom_node"] = match.group(2)
+            elif match:
+                found["oom_rank"] = match.group(2)
+                break
+    return found
 
 
 def term_cause(now: ShownJob | None) -> str:

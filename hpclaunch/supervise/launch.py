@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from hpclaunch import jobdir
 from hpclaunch.supervise.launchers import container_step, exec_argv, step_argv
+from hpclaunch.supervise.on_oom import OOM_KILL_STEP_ENV
 from hpclaunch.supervise.rendezvous import Rendezvous, derive_port, port_in_use
 from hpclaunch.supervise.sidecar_config import SidecarConfig
 from hpclaunch.supervise.tracker_env import tracker_env
@@ -43,10 +44,15 @@ def launch_argv(cfg: SidecarConfig, env: Mapping[str, str]) -> tuple[Rendezvous,
     return rdzv, exec_argv(cfg.launcher, rdzv, cfg.command, python=cfg.python)
 
 
-def child_env(cfg: SidecarConfig, env: Mapping[str, str]) -> dict[str, str]:
+def child_env(
+    cfg: SidecarConfig, env: Mapping[str, str], *, oom_kill_step: bool = False
+) -> dict[str, str]:
     """The launch's environment: the job's, with its directories, the attempt and the
-    tracker runs to continue."""
+    tracker runs to continue; with ``oom_kill_step`` (a multi-rank launch), srun's
+    ``--oom-kill-step`` (on_oom.py)."""
     out = dict(env)
+    if oom_kill_step:
+        out[OOM_KILL_STEP_ENV] = "1"
     out.pop(EARLY_SIGNAL_ENV, None)
     out["HPCLAUNCH_JOB_DIR"] = str(cfg.job_dir)
     out["HPCLAUNCH_CONTROL_DIR"] = str(cfg.control_dir)

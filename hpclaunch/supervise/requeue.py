@@ -72,10 +72,12 @@ __all__ = [
     "issue_requeue",
     "job_now",
     "no_progress_streak",
+    "raise_memory",
     "requeue_target",
     "slurm_requeue_delay",
     "slurm_requeues_on_exit",
     "slurm_restarts",
+    "update_pending",
 ]
 
 #: Attempts in a row that ended by requeue without progress before the breaker trips.
@@ -171,7 +173,22 @@ def delay_start(
     """``scontrol update JobId=<target> StartTime=now+<seconds>``: a job just requeued (so
     PENDING) waits that long before it may start (``retry:``'s backoff; hpclaunch/supervise/
     retry.py says why Slurm keeps it). Never raises."""
-    argv = ["scontrol", "update", f"JobId={target}", f"StartTime=now+{max(1, round(seconds))}"]
+    return update_pending(runner, target, {"StartTime": f"now+{max(1, round(seconds))}"}, timeout)
+
+
+def raise_memory(runner: Runner, target: str, mb: int, *, timeout: float = 20) -> RequeueOutcome:
+    """``scontrol update JobId=<target> MinMemoryNode=<mb>``: a job just requeued after an
+    OOM gets more memory for its next attempt. A pending job's owner may raise it (no
+    operator check on pn_min_memory in _update_job, src/slurmctld/job_mgr.c, 25.11.7; a
+    running job's: ESLURM_JOB_NOT_PENDING). Never raises."""
+    return update_pending(runner, target, {"MinMemoryNode": str(mb)}, timeout)
+
+
+def update_pending(
+    runner: Runner, target: str, changes: Mapping[str, str], timeout: float = 20
+) -> RequeueOutcome:
+    """``scontrol update JobId=<target> K=V ...`` of a job just requeued. Never raises."""
+    argv = ["scontrol", "update", f"JobId={target}", *(f"{k}={v}" for k, v in changes.items())]
     outcome = _run_slurm(runner, target, argv, timeout)
     for _ in range(2):
         # The requeue's SIGTERM to the job's processes may come while scontrol runs (it is

@@ -28,7 +28,14 @@ from typing import Any
 
 from hpclaunch.supervise.requeue import NO_PROGRESS_LIMIT, no_progress_streak
 
-__all__ = ["OOM", "RetryDecision", "RetryPolicy", "decide_retry", "retries_used"]
+__all__ = [
+    "OOM",
+    "RetryDecision",
+    "RetryPolicy",
+    "decide_retry",
+    "raised_memory",
+    "retries_used",
+]
 
 #: What an out-of-memory ending leaves in the attempt's log: slurmstepd's OOM kill (cgroup,
 #: "Detected 1 oom_kill event"; srun's "task 0: Out Of Memory"), PyTorch's CUDA OOM
@@ -50,6 +57,10 @@ class RetryPolicy:
     exit_codes: frozenset[int]
     backoff: float = 60.0
     max_backoff: float = 3600.0
+    #: After an OOM, the next attempt's memory is the limit enforced times this...
+    oom_memory_factor: float | None = None
+    #: ...but no more than this (MB: the partition's nodes' memory; ``None``: unknown).
+    max_mem_mb: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RetryPolicy | None:
@@ -64,6 +75,8 @@ class RetryPolicy:
                 exit_codes=frozenset(int(c) for c in data.get("exit_codes", ())),
                 backoff=float(data.get("backoff", 60)),
                 max_backoff=float(data.get("max_backoff", 3600)),
+                oom_memory_factor=_number(data.get("oom_memory_factor"), float),
+                max_mem_mb=_number(data.get("max_mem_mb"), int),
             )
         except (ValueError, TypeError, KeyError):
             return None
@@ -81,6 +94,30 @@ class RetryPolicy:
     def wait(self, number: int) -> float:
         """Seconds before retry ``number`` (1, 2, ...)."""
         return float(min(self.backoff * 2 ** max(0, number - 1), self.max_backoff))
+
+
+def _number(value: Any, kind: type[float] | type[int]) -> Any:
+    return None if value is None else kind(value)
+
+
+def raised_memory(policy: RetryPolicy, limit_mb: int) -> tuple[int, str]:
+    """The memory (MB) for the attempt after an OOM whose limit was ``limit_mb``, and the
+    words for the ledger: ``limit * oom_memory_factor`` (rounded up), capped by the
+    partition's nodes. The same figure as before when the cap is reached already."""
+    factor = policy.oom_memory_factor or 1.0
+    wanted = -(-int(limit_mb * factor * 1000) // 1000)  # ceil, free of float noise
+    cap = policy.max_mem_mb
+    if cap is not None and wanted > cap:
+        if limit_mb >= cap:
+            return limit_mb, (
+                f"memory stays {limit_mb} MB: the partition's nodes have {cap} MB "
+                "(retry.oom_memory_factor cannot raise it further)"
+            )
+        return cap, (
+            f"memory {limit_mb} -> {cap} MB (x{factor:g} would be {wanted} MB: capped at "
+            "the partition's nodes' memory)"
+        )
+    return wanted, f"memory {limit_mb} -> {wanted} MB (retry.oom_memory_factor x{factor:g})"
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from hpclaunch.supervise.failures import (
     LAUNCH_RETRY_WAITS,
     SLURM_ENDED_REASONS,
     classify_exit,
+    oom_culprit,
     term_cause,
 )
 from hpclaunch.supervise.idle import clear_idle_state
@@ -73,6 +74,7 @@ from hpclaunch.supervise.launch import EARLY_SIGNAL_ENV, child_env, launch_argv
 from hpclaunch.supervise.ledger import Ledger
 from hpclaunch.supervise.notices import Notifier
 from hpclaunch.supervise.on_idle import IdleGuard, stop_idle
+from hpclaunch.supervise.on_oom import OomWatch
 from hpclaunch.supervise.on_requeue import finished_at_warning, node_failed, requeue
 from hpclaunch.supervise.on_resize import on_resize, resize_seconds
 from hpclaunch.supervise.on_retry import retry_failed
@@ -124,6 +126,7 @@ class Sidecar:
         self._launch_start = 0  # the attempt log's size when the last launch started
         self.sizes = elastic_sizes(self.env)  # () unless the job is elastic
         self.idle = IdleGuard(self.env, self.control, time.time())
+        self.oom = OomWatch(multi_rank=False)  # the launch's ranks are known in _run
 
     # -- the attempt --------------------------------------------------------------------
     def run(self, signals: SignalCatcher | None = None) -> int:
@@ -151,6 +154,7 @@ class Sidecar:
             self.ledger.append("stale_control_files", files=stale)
         self.checkpoints.start_step = control.read_step(self.control / jobdir.PROGRESS)
         rdzv, argv = launch_argv(cfg, self.env)
+        self.oom.multi_rank = rdzv.nnodes * rdzv.nproc_per_node > 1
         self.ledger.append(
             "attempt_start",
             nodes=list(rdzv.nodes),
@@ -167,7 +171,7 @@ class Sidecar:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    env=child_env(cfg, self.env),
+                    env=child_env(cfg, self.env, oom_kill_step=self.oom.multi_rank),
                     start_new_session=True,
                     stdout=self.output.write_fd,
                     stderr=self.output.write_fd,
@@ -194,6 +198,8 @@ class Sidecar:
                         return resized
                 if (why := self.idle.why_stop(rdzv.nodes)) is not None:
                     return stop_idle(self, launch, why)
+                if self.oom.poll():
+                    return self._stop_for_oom(launch)
             self.checkpoints.note_failed()
             code = proc.returncode
             stop_group(proc, cfg.stop_timeout)  # leftovers of the group, if any
@@ -303,18 +309,44 @@ class Sidecar:
         # The last launch's lines: an earlier one may have failed to reach slurmctld.
         tail = [x for x in self._log_lines(self._launch_start) if x.strip()][-60:]
         reason, extra = classify_exit(tail)
+        self.oom.note_reported(tail)
+        kills = self.oom.new_kills()
+        if reason == "user_error" and kills:  # a kill no line of the log names
+            reason = "oom"
+            extra["error_line"] = (
+                f"the kernel killed {kills} process(es) of the job on this node for memory "
+                "(OOM kill in the job's cgroup)"
+            )
+        if reason == "oom":
+            here = self.env.get("SLURMD_NODENAME")
+            extra |= ({"oom_node": here} if kills and here else {}) | oom_culprit(
+                tail, self.config.launcher
+            )
         if reason in SLURM_ENDED_REASONS:  # Slurm's own requeue, or none: never a retry
             self.end(reason, exit_code=code, requeued=reason == "requeued", **extra)
             self.say_end(reason, requeued=reason == "requeued", why=extra["why"])
             return EXIT_STOPPED
         requeued = reason == "node_failure" and requeue(self, reason, history).requeued
         if not requeued:
-            retried = retry_failed(self, reason, code, history)
+            retried = retry_failed(self, reason, code, history, mem_limit=self.oom.limit())
             if retried is not None:
                 requeued = True
                 extra |= retried
         self.end(reason, exit_code=code, requeued=requeued, **extra)
         return EXIT_REQUEUED if requeued else code
+
+    def _stop_for_oom(self, launch: Launch) -> int:
+        """A rank of a multi-rank launch was OOM-killed on this node: stop the others now
+        (on_oom.py), and end the attempt as out of memory."""
+        self.ledger.append(
+            "oom_stop",
+            oom_kills=self.oom.new_kills(),
+            why="the kernel killed a process of the job for memory: the other ranks are "
+            "stopped rather than left waiting for it",
+        )
+        self.stop(launch)
+        code = launch.proc.returncode
+        return self._on_exit(code if code else 1, launch.history)
 
     def _on_signal(self, first: Received, launch: Launch) -> int:
         proc = launch.proc
@@ -418,6 +450,7 @@ class Sidecar:
     def end(self, reason: str, *, exit_code: int | None, requeued: bool, **extra: Any) -> None:
         """Record the attempt's end (``attempt_end``) in the ledger."""
         fields = end_fields(reason, self.checkpoints, self.control, self.config.attempt, extra)
+        fields |= self.oom.fields()
         self.ledger.append(
             "attempt_end",
             reason=reason,

@@ -17,6 +17,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def _submit(hpclaunch: Cli, tmp_path: Path) -> str:
         "command": [*train, "--sleep", "0.2", "--log-dir", str(tmp_path / "steps")],
         "launcher": "srun",
         "venv": VENV,
-        "resources": {"nodes": 1, "gpus_per_node": 2, "time": "10", "mem": "400M"},
+        "resources": {"nodes": 1, "gpus_per_node": 2, "time": "10", "mem": "800M"},
         "env": {"PYTHONPATH": STUBS},
         "checkpoint": {"signal_lead_time": 20, "max_requeues": 2},
         # Slurm samples memory every 2 s (the cluster's 30 s would see little of attempts
@@ -107,7 +108,8 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     steps = [step for _, step in data["checkpoints"]]
     assert {20, 60, 80, 100, 120} <= set(steps), steps
     assert len(steps) == len(set(steps)), steps  # each once
-    _assert_usage_is_saccts(job_id, data["usage"])
+    ends = [e for e in hpclaunch_events(hpclaunch, job_id) if e["event"] == "attempt_end"]
+    _assert_usage_is_saccts(job_id, data["usage"], [e["mem_peak"] for e in ends])
 
     text = hpclaunch("report", job_id)
     assert text.returncode == 0, text.stderr
@@ -135,9 +137,17 @@ def test_the_report_of_a_warned_requeued_and_completed_job(hpclaunch: Cli, tmp_p
     print(f"report page and screenshot kept: {page} {shot}")
 
 
-def _assert_usage_is_saccts(job_id: str, usage: dict[str, object]) -> None:
-    """The report's GPU-hours, CPU efficiency and memory peak, computed here from sacct's
-    own columns for every attempt and step."""
+def hpclaunch_events(hpclaunch: Cli, job_id: str) -> list[dict[str, Any]]:
+    shown = hpclaunch("events", job_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    ledger: list[dict[str, Any]] = json.loads(shown.stdout)["ledger"]
+    return ledger
+
+
+def _assert_usage_is_saccts(job_id: str, usage: dict[str, object], cgroup: list[int]) -> None:
+    """The report's GPU-hours and CPU efficiency, computed here from sacct's own columns
+    for every attempt and step; its memory peak the most of sacct's and of the job cgroup's
+    (``cgroup``: the sidecar's ``mem_peak`` of each attempt, exact where sacct samples)."""
     fields = "JobID,Elapsed,AllocTRES,AllocCPUS,TotalCPU,TRESUsageInTot"
     out = subprocess.run(
         ["sacct", "-n", "-P", "-D", "-j", job_id, f"--format={fields}"],
@@ -159,8 +169,10 @@ def _assert_usage_is_saccts(job_id: str, usage: dict[str, object]) -> None:
     assert usage["gpu_hours"] == pytest.approx(gpu_seconds / 3600)
     assert gpu_seconds > 0
     assert usage["cpu_efficiency"] == pytest.approx(min(1.0, cpu_used / cpu_offered))
-    assert usage["mem_peak"] == peak > 0  # jobacct_gather/linux: each step's tasks' peaks
-    assert usage["mem_asked"] == 400 << 20
+    assert peak > 0  # jobacct_gather/linux: each step's tasks' peaks
+    assert cgroup  # the nodes enforce memory: each attempt's end says its cgroup's peak
+    assert usage["mem_peak"] == max(peak, *cgroup)
+    assert usage["mem_asked"] == 800 << 20  # the limit enforced, as asked
 
 
 def _seconds(text: str) -> float:
