@@ -105,6 +105,22 @@ class Retry(BaseModel):
         """The exit codes named (all ``exit_code`` lists together)."""
         return tuple(c for w in self.when if isinstance(w, ExitCodes) for c in w.exit_code)
 
+    def describe(self, max_mem_mb: int | None = None) -> str:
+        """The dry run's note: when the job is retried, and how memory grows after an OOM."""
+        named = [*self.endings, *(f"exit code {c}" for c in self.exit_codes)]
+        note = (
+            f"retry: up to {self.times} time(s) on {', '.join(named)}, the first "
+            f"{self.backoff} s after the failure, each wait doubled (at most "
+            f"{self.max_backoff} s)"
+        )
+        if self.oom_memory_factor is not None:
+            cap = f"{max_mem_mb:,} MB, the partition's nodes" if max_mem_mb else "no cap known"
+            note += (
+                f"; after an OOM the next attempt asks {self.oom_memory_factor:g}x the memory "
+                f"enforced (at most {cap})"
+            )
+        return note
+
     def env_value(self, max_mem_mb: int | None = None) -> str:
         """``HPCLAUNCH_RETRY``: what the sidecar reads (:mod:`hpclaunch.supervise.retry`);
         ``max_mem_mb``: the partition's nodes' memory, the most an OOM retry asks for."""

@@ -254,6 +254,7 @@ def build_plan(
     if spec.retry is not None:
         # The partition's nodes' memory caps what an OOM retry may ask for.
         runtime_env += (("HPCLAUNCH_RETRY", spec.retry.env_value(partition.mem_per_node)),)
+        notes.append(spec.retry.describe(partition.mem_per_node))
     tracking = tracking_of(spec, site.tracking, home)
     if tracking is not None:
         tracked = tracking_env(tracking, job_dir, spec.name)

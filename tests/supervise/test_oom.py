@@ -211,3 +211,20 @@ def test_kills_slurmstepd_reported_count_when_the_step_took_its_count_along() ->
         ]
     )
     assert watch.fields()["oom_kills"] == 3
+
+
+def test_the_dry_run_says_how_memory_grows_after_an_oom() -> None:
+    spec = JobSpec.model_validate(
+        {
+            "name": "r",
+            "command": ["x"],
+            "launcher": "srun",
+            "retry": {"times": 2, "when": ["oom"], "oom_memory_factor": 1.5},
+        }
+    )
+    assert spec.retry is not None
+    assert spec.retry.describe(4000) == (
+        "retry: up to 2 time(s) on oom, the first 60 s after the failure, each wait doubled "
+        "(at most 3600 s); after an OOM the next attempt asks 1.5x the memory enforced (at "
+        "most 4,000 MB, the partition's nodes)"
+    )
