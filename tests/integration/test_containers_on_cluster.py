@@ -129,7 +129,7 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         launcher="torchrun",
         venv=VENV,
         env={"PATH": f"{STUBS}:/usr/local/bin:/usr/bin:/bin"},
-        resources={"nodes": 2, "time": "00:03:00", "mem": "200M"},
+        resources={"nodes": 2, "time": "00:03:00", "mem": TORCHRUN_MEM},
         container={"image": IMAGE, "runtime": "apptainer", "env": {"STAGE": "a, b=$c"}},
     )
     # pyxis: the SPANK stand-in (docker/slurm-cluster/pyxis-stub) sets PYXIS_STUB_* in each
@@ -142,7 +142,7 @@ def jobs(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
         command=["sh", "-c", PYXIS_SEEN, str(shared / "pyxis"), *short],
         launcher="torchrun",
         venv=VENV,
-        resources={"nodes": 2, "time": "00:03:00", "mem": "200M"},
+        resources={"nodes": 2, "time": "00:03:00", "mem": TORCHRUN_MEM},
         container={"image": PYXIS_IMAGE, "runtime": "pyxis", "env": {"STAGE": "x"}},
     )
     jobs = Jobs(cli, shared, ids, release=slurm_cluster.release)
