@@ -17,13 +17,17 @@ What each launcher receives (``command`` is the spec's argv, run as written):
     --rdzv-endpoint=A:PORT --rdzv-id=<jobid> --no-python <command>``. c10d assigns node
     ranks itself; the workers get RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from torchrun.
 ``deepspeed``
-    ``deepspeed --no_ssh --hostfile=H --node_rank=<SLURM_NODEID> --master_addr=A
-    --master_port=PORT --num_nodes=N --num_gpus=P --no_python --no_local_rank <command>``:
-    one launcher per node, no pdsh, no ssh (DeepSpeed's runner ``--no_ssh`` mode). The
-    hostfile (``<host> slots=P`` for each node of the step, in Slurm's order, written by
-    ``node-exec``) is still needed: without one DeepSpeed 0.19 refuses ``--num_nodes`` > 1
-    ("no extra nodes available via hostfile") and replaces the master address with
-    127.0.0.1. ``--no_local_rank``: with ``--no_python`` DeepSpeed would otherwise put
+    ``python3 -u -m deepspeed.launcher.launch --world_info=<B64> --master_addr=A
+    --master_port=PORT --node_rank=<SLURM_NODEID> --no_python --no_local_rank <command>``:
+    DeepSpeed's per-node launcher, which its runner (``deepspeed --no_ssh``) would start as
+    a child; ``world_info`` is the runner's encoding (URL-safe base64 of the JSON
+    ``{host: [0..P-1]}``, hosts in Slurm's order, which ``--node_rank`` indexes). Not the
+    runner itself: in ``--no_ssh`` mode it installs no SIGTERM handler (runner.py, 0.19: only
+    for pdsh), and under ``proctrack/cgroup`` slurmstepd signals only the step's tasks, not
+    their children (proctrack_cgroup.c: "inherited processes will only get SIGKILL"), so at
+    a requeue or cancel the runner died at once and launch.py and the workers never saw
+    SIGTERM: they were SIGKILLed after ``KillWait``. launch.py forwards SIGTERM to its
+    workers. ``--no_local_rank``: with ``--no_python`` DeepSpeed would otherwise put
     ``--local_rank=K`` right after the command's first word (``python --local_rank=0 ...``
     fails); LOCAL_RANK is in the environment anyway. DeepSpeed's launcher sets each
     process's CUDA_VISIBLE_DEVICES to ``0..P-1``: right where Slurm constrains devices by
@@ -56,6 +60,7 @@ Outside Slurm (no ``SLURM_JOB_ID``: local debugging, the supervise tests) the si
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
@@ -67,7 +72,7 @@ __all__ = [
     "LauncherName",
     "container_exec",
     "container_step",
-    "deepspeed_hostfile",
+    "deepspeed_world_info",
     "node_argv",
     "node_env",
     "step_argv",
@@ -136,8 +141,6 @@ def node_argv(
     launcher: LauncherName,
     rdzv: Rendezvous,
     command: Sequence[str],
-    *,
-    hostfile: str | None = None,
 ) -> list[str]:
     """The argv ``node-exec`` execs on the node whose rank is ``rdzv.node_rank``.
 
@@ -145,7 +148,6 @@ def node_argv(
         launcher: One of :data:`LAUNCHERS`.
         rdzv: The rendezvous, with this node's rank.
         command: The user's argv.
-        hostfile: DeepSpeed's hostfile (:func:`deepspeed_hostfile`); ``deepspeed`` only.
     """
     n, p, rank = rdzv.nnodes, rdzv.nproc_per_node, rdzv.node_rank
     addr, port = rdzv.master_addr, rdzv.master_port
@@ -162,14 +164,14 @@ def node_argv(
         ]
     if launcher == "deepspeed":
         return [
-            "deepspeed",
-            "--no_ssh",
-            *([f"--hostfile={hostfile}"] if hostfile else []),
-            f"--node_rank={rank}",
+            "python3",
+            "-u",
+            "-m",
+            "deepspeed.launcher.launch",
+            f"--world_info={deepspeed_world_info(rdzv)}",
             f"--master_addr={addr}",
             f"--master_port={port}",
-            f"--num_nodes={n}",
-            f"--num_gpus={p}",
+            f"--node_rank={rank}",
             "--no_python",
             "--no_local_rank",
             *command,
@@ -190,10 +192,11 @@ def node_argv(
     return list(command)
 
 
-def deepspeed_hostfile(rdzv: Rendezvous) -> str:
-    """DeepSpeed's hostfile text: ``<host> slots=<P>`` per node, in the rendezvous' order
-    (the order of ``SLURM_NODEID``, which ``--node_rank`` indexes)."""
-    return "".join(f"{host} slots={rdzv.nproc_per_node}\n" for host in rdzv.nodes)
+def deepspeed_world_info(rdzv: Rendezvous) -> str:
+    """DeepSpeed's ``--world_info``: each node's local ranks ``[0..P-1]`` as JSON, hosts in
+    the rendezvous' order, URL-safe base64 (``encode_world_info`` in DeepSpeed's runner)."""
+    hosts = {host: list(range(rdzv.nproc_per_node)) for host in rdzv.nodes}
+    return base64.urlsafe_b64encode(json.dumps(hosts).encode()).decode()
 
 
 def node_env(launcher: LauncherName, rdzv: Rendezvous, slurm: Mapping[str, str]) -> dict[str, str]:

@@ -5,24 +5,20 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import hostlist  # type: ignore[import-untyped]  # python-hostlist ships no types
 
-from hpclaunch._fs import write_atomic
 from hpclaunch.supervise.gpumon import start_detached
 from hpclaunch.supervise.launchers import (
     LauncherName,
     container_exec,
-    deepspeed_hostfile,
     node_argv,
     node_env,
 )
 from hpclaunch.supervise.rendezvous import Rendezvous, gpus_on_node
 
-__all__ = ["node_command", "step_nodes", "write_hostfile"]
+__all__ = ["node_command", "step_nodes"]
 
 
 def node_command(
@@ -36,10 +32,7 @@ def node_command(
     command: Sequence[str],
     env: Mapping[str, str],
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) to exec on this node, from the srun task's environment.
-
-    For ``deepspeed`` it also writes the hostfile (:func:`write_hostfile`).
-    """
+    """(argv, environment) to exec on this node, from the srun task's environment."""
     rank = int(env.get("SLURM_NODEID", "0") or 0)
     rdzv = Rendezvous(
         job_id=job_id,
@@ -52,9 +45,8 @@ def node_command(
     )
     new_env = dict(env)
     new_env.update(node_env(launcher, rdzv, env))
-    hostfile = write_hostfile(rdzv, env) if launcher == "deepspeed" else None
     # An exec container runtime wraps the launcher and the command: they run inside.
-    argv = container_exec(env) + node_argv(launcher, rdzv, command, hostfile=hostfile)
+    argv = container_exec(env) + node_argv(launcher, rdzv, command)
     return argv, new_env
 
 
@@ -68,19 +60,6 @@ def step_nodes(env: Mapping[str, str], nnodes: int) -> tuple[str, ...]:
             if len(hosts) == nnodes:
                 return hosts
     return tuple(f"node{i}" for i in range(nnodes))
-
-
-def write_hostfile(rdzv: Rendezvous, env: Mapping[str, str]) -> str:
-    """Write DeepSpeed's hostfile for this node and return its path.
-
-    Into ``$TMPDIR`` (per job and node rank; Slurm sites often give each job a private one),
-    atomically: nodes that share a /tmp (this test cluster) never read a torn file.
-    """
-    directory = Path(env.get("TMPDIR") or tempfile.gettempdir())
-    path = directory / f"hpclaunch-{rdzv.job_id}-{rdzv.node_rank}.deepspeed-hostfile"
-    text = deepspeed_hostfile(rdzv)
-    write_atomic(path, lambda fh: fh.write(text.encode()), mode=0o644)
-    return str(path)
 
 
 def exec_node(argv: list[str], env: dict[str, str]) -> None:

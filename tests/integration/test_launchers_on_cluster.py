@@ -7,8 +7,9 @@ examples/ddp_train.py on 2 nodes x 1 process (world size 2) for 150 steps:
 * ``twin``: torchrun, never interrupted: the reference weights.
 * ``accelerate`` / ``deepspeed``: warned mid-run (``scancel --batch --signal=USR1``, what
   ``--signal=B:USR1`` delivers at preemption), checkpoint, requeue, resume; final weights
-  equal the twin's bit for bit. DeepSpeed runs ``--no_ssh`` with a hostfile, one launcher per
-  node, node rank from ``SLURM_NODEID``.
+  equal the twin's bit for bit. DeepSpeed runs its per-node launcher (launch.py, not the
+  ``deepspeed`` runner), one per node, node rank from ``SLURM_NODEID``; at the requeue it
+  gets SIGTERM from slurmstepd, which under proctrack/cgroup signals only the step's tasks.
 * ``midwrite``: torchrun whose on-request save stalls 60 s between its two files
   (``--save-sleep``): the sidecar's wait (grace 10 s - 2) runs out, it requeues and kills the
   launch inside the write. The half-written ``.tmp-`` checkpoint is never resumed from:
@@ -151,13 +152,14 @@ def test_launcher_two_nodes_preempted_resumes_bit_for_bit(jobs: LaunchJobs, laun
     assert start["master_addr"] == start["nodes"][0]
     log = jobs.cli.log(jobs.ids[launcher])
     if launcher == "deepspeed":
-        # one launcher per node, no ssh: DeepSpeed's own lines name the node rank and world
-        # the runner's own cmd line: no pdsh/ssh runner, the launch module directly
-        assert re.search(r"-m deepspeed\.launcher\.launch .*--node_rank=1", log)
+        # DeepSpeed's per-node launcher (launch.py) on each node, no runner, no ssh: its own
+        # lines name the world hpclaunch gave it, in Slurm's node order, and each node's rank
+        nodes = start["nodes"]
+        assert f"WORLD INFO DICT: {{'{nodes[0]}': [0], '{nodes[1]}': [0]}}" in log, log
         assert re.search(r"nnodes=2, num_local_procs=1, node_rank=0", log)
         assert re.search(r"nnodes=2, num_local_procs=1, node_rank=1", log)
         assert "dist_world_size=2" in log
-        assert f"--master_addr={start['master_addr']}" in log
+        assert "[runner.py:" not in log  # the runner logs its launch.py command line
     assert (jobs.shared / launcher / "final.sha256").read_text() == _twin(jobs)
     # Attempt 0's log ends with the sidecar's one line, not the launcher's traceback.
     committed = _by(ledger, 0)["checkpoint_committed"]["step"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
 
-from hpclaunch.supervise.launchers import deepspeed_hostfile, node_argv, node_env, step_argv
+from hpclaunch.supervise.launchers import node_argv, node_env, step_argv
 from hpclaunch.supervise.node import node_command
 from hpclaunch.supervise.rendezvous import Rendezvous
 
@@ -75,21 +77,24 @@ def test_torchrun() -> None:
     ]
 
 
-def test_deepspeed_without_ssh() -> None:
-    assert node_argv("deepspeed", RDZV, CMD, hostfile="/tmp/h") == [
-        "deepspeed",
-        "--no_ssh",
-        "--hostfile=/tmp/h",
-        "--node_rank=1",
+def test_deepspeed_runs_its_per_node_launcher_itself() -> None:
+    """DeepSpeed's launch.py, not its runner (which dies of SIGTERM without passing it on
+    where proctrack/cgroup signals only the step's tasks): world_info as the runner encodes
+    it, decoded here as launch.py decodes it."""
+    argv = node_argv("deepspeed", RDZV, CMD)
+    assert argv[:4] == ["python3", "-u", "-m", "deepspeed.launcher.launch"]
+    assert argv[5:] == [
         "--master_addr=n1",
         "--master_port=24242",
-        "--num_nodes=2",
-        "--num_gpus=4",
+        "--node_rank=1",
         "--no_python",
         "--no_local_rank",
         *CMD,
     ]
-    assert deepspeed_hostfile(RDZV) == "n1 slots=4\nn2 slots=4\n"
+    flag, encoded = argv[4].split("=", 1)
+    assert flag == "--world_info"
+    world = json.loads(base64.urlsafe_b64decode(encoded))
+    assert list(world.items()) == [("n1", [0, 1, 2, 3]), ("n2", [0, 1, 2, 3])]
 
 
 def test_accelerate() -> None:
@@ -141,9 +146,10 @@ def test_node_exec_takes_the_node_rank_from_the_srun_task(tmp_path: Path) -> Non
         command=CMD,
         env=env,
     )
-    hostfile = tmp_path / "hpclaunch-7-1.deepspeed-hostfile"
-    assert argv[:4] == ["deepspeed", "--no_ssh", f"--hostfile={hostfile}", "--node_rank=1"]
-    assert hostfile.read_text() == "n3 slots=2\nn4 slots=2\n"
+    world = json.loads(base64.urlsafe_b64decode(argv[4].split("=", 1)[1]))
+    assert list(world) == ["n3", "n4"]  # Slurm's order: --node_rank indexes it
+    assert world["n3"] == [0, 1]
+    assert "--node_rank=1" in argv
     assert new_env["KEEP"] == "me"
     assert new_env["NODE_RANK"] == "1"
     assert new_env["MASTER_PORT"] == "20001"
