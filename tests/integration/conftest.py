@@ -287,6 +287,20 @@ def squeue(job_id: str, fmt: str) -> str:
     return out.stdout.strip()
 
 
+def cancel_until_gone(job_ids: list[str], timeout: float = 30) -> None:
+    """scancel the jobs and wait until squeue no longer lists them: a cancelled job stays
+    COMPLETING, its GPUs still held, while slurmstepd tears down its cgroups (seconds under
+    proctrack/cgroup), and the next test would count them (project quota held)."""
+    if not job_ids:
+        return
+    subprocess.run(["scancel", *job_ids], check=False, capture_output=True)
+    deadline = time.monotonic() + timeout
+    while squeue(",".join(job_ids), "%i %T"):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"jobs {job_ids} still queued {timeout:g} s after scancel")
+        time.sleep(0.2)
+
+
 def wait_progress(job_dir: Path, step: int, timeout: float = 60, job_id: str = "") -> None:
     """Until the job's trainer reported ``step`` (``control/progress.json``); on a timeout
     the message says the job's state and reason in squeue when ``job_id`` is given."""

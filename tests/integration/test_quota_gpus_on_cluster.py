@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Cli, squeue
+from .conftest import Cli, cancel_until_gone, squeue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends, pytest.mark.exclusive]
 
@@ -66,8 +66,7 @@ def project_full(backend: str) -> Iterator[Callable[[str], tuple[str, str]]]:
         return running, held
 
     yield fill
-    if ids:
-        subprocess.run(["scancel", *ids], check=False, capture_output=True)
+    cancel_until_gone(ids)
 
 
 @pytest.mark.parametrize("style", sorted(STYLES))
