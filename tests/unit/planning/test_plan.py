@@ -9,6 +9,7 @@ import pytest
 from hpclaunch.config.site import SiteConfig
 from hpclaunch.errors import PlanError
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, new_submission_id
+from hpclaunch.planning.render import render
 from tests.unit.conftest import CWD, HOME, PYTHON, SUBMISSION_ID, make_site, make_spec
 
 PlanFor = Callable[..., SubmissionPlan]
@@ -609,3 +610,31 @@ def test_mem_is_said_in_megabytes_and_checked_against_the_nodes(plan_for: PlanFo
     assert plan_for(make_spec(resources={"mem": "3900M"}), site).option("--mem") == "3900M"
     with pytest.raises(PlanError, match=r"40G per node asked \(40,960 MB\), but the most a node "):
         plan_for(make_spec(resources={"mem": "40G"}), site)
+
+
+@pytest.mark.parametrize("style", ["gres", "gpus_per_node"])
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"gpus_per_node": 1},
+        {"gpus_per_node": 4, "nodes": 2},
+        {"gpus_per_node": 2, "gpu_type": "a100"},
+        {"gpus_per_node": 0},
+    ],
+)
+@pytest.mark.parametrize("launcher", ["none", "torchrun", "srun"])
+def test_a_plan_asks_for_gpus_in_one_spelling_only(
+    plan_for: PlanFor, style: str, resources: dict[str, object], launcher: str
+) -> None:
+    """Slurm 26.05 refuses ``--gres=gpu:N`` beside ``--gpus-per-node`` (they were two
+    spellings of one request before): neither the options nor the rendered script (its
+    #SBATCH lines, the sidecar's srun step) ever carry both."""
+    site = make_site(gres_style=style, **TYPED)
+    plan = plan_for(make_spec(resources=resources, launcher=launcher), site)
+    asked = [flag for flag, _ in plan.sbatch_options if flag in ("--gres", "--gpus-per-node")]
+    want = {"gres": "--gres", "gpus_per_node": "--gpus-per-node"}[style]
+    assert asked == ([want] if resources["gpus_per_node"] else [])
+    script = render(plan).script
+    other = "--gpus-per-node" if want == "--gres" else "--gres"
+    assert other not in script
+    assert script.count(want) == len(asked)
