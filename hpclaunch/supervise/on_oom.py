@@ -27,8 +27,9 @@ __all__ = ["OOM_KILL_STEP_ENV", "OomWatch"]
 
 #: srun's environment variable for ``--oom-kill-step`` (24.11+).
 OOM_KILL_STEP_ENV = "SLURM_OOM_KILL_STEP"
-#: slurmstepd's report of a step's OOM kills (task_cgroup_memory_check_oom, 22.05-26.05).
-_DETECTED = re.compile(r"Detected (\d+) oom_kill events? in StepId=")
+#: slurmstepd's report of a step's OOM kills (task_cgroup_memory_check_oom): "Detected 1
+#: oom_kill event in StepId=..." (25.11), "Detected 1 oom-kill event(s) in StepId=..." (22.05).
+_DETECTED = re.compile(r"Detected (\d+) oom[_-]kill event(?:s|\(s\))? in StepId=")
 #: Seconds between two reads of the cgroup's counter while the launch runs.
 CHECK_EVERY = 0.5
 #: Seconds a multi-rank launch gets to end by itself after an OOM kill (torchrun sees its

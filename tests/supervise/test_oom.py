@@ -213,6 +213,13 @@ def test_kills_slurmstepd_reported_count_when_the_step_took_its_count_along() ->
     assert watch.fields()["oom_kills"] == 3
 
 
+def test_kills_in_slurm_22_05s_wording() -> None:
+    """22.05 says "oom-kill event(s)"; its step's cgroup, and count, were gone when read."""
+    watch = OomWatch(multi_rank=False, read=lambda: JobMemory(200 << 20, 200 << 20, 0))
+    watch.note_reported((DATA / "srun-22.05-one-rank-oom.txt").read_text().splitlines())
+    assert watch.fields()["oom_kills"] == 1
+
+
 def test_the_dry_run_says_how_memory_grows_after_an_oom() -> None:
     spec = JobSpec.model_validate(
         {
