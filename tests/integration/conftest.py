@@ -69,12 +69,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     made again at each switch (seen: the elastic module's, six times in one pass). pytest
     9.2 ignores xdist's node id change (pytest-dev/pytest-xdist#1386): pyproject.toml pins
     pytest below it; tests/unit/project/test_xdist_groups.py fails if any of the three comes
-    back."""
+    back.
+
+    A module that sets ``BACKENDS_IN_TURN = True`` runs its backends one after the other in
+    one worker: its jobs would otherwise meet (the elastic module's two jobs, each all of
+    vision's 4 GPUs: the second ran over-quota and was preempted)."""
     for item in items:
         backend = getattr(item, "callspec", None) and item.callspec.params.get("backend")
         # "module-backend": xdist takes the text after the last "@" for the group only
         # where no "]" follows it (a parametrized id ends in "]"), so no brackets here.
-        item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}-{backend or 'cli'}"))
+        in_turn = getattr(item.module, "BACKENDS_IN_TURN", False)
+        group = item.module.__name__ + ("" if in_turn else f"-{backend or 'cli'}")
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

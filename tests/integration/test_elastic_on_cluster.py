@@ -39,6 +39,10 @@ from .conftest import TORCHRUN_MEM, Cli, squeue, wait_progress, wait_running
 # again there (six setups in one pass): the side-by-side pass did not keep a module in one
 # worker (fixed in conftest.py, checked by tests/unit/project/test_xdist_groups.py).
 pytestmark = [pytest.mark.slurm, pytest.mark.compat, pytest.mark.backends]
+# One backend after the other (conftest.py): each backend's elastic job holds all of
+# vision's 4 GPUs; side by side, the second ran over-quota and was preempted (clean-clone
+# runs after stop 54 and 55: ends resized, resized, preempted, success).
+BACKENDS_IN_TURN = True
 
 STEPS = 200
 VENV = str(Path(__file__).resolve().parents[2] / ".venv")
