@@ -43,7 +43,8 @@ JOB_LOST = re.compile(r"Unable to confirm allocation for job \d+: Invalid job id
 CONTROLLER_MISSED = re.compile(
     r"Unable to (?:confirm allocation|create step) for job \d+: (?:Unexpected missing "
     r"socket error|Unable to contact slurm controller|Socket timed out|Zero Bytes were "
-    r"transmitted|Connection refused|Communication connection failure)"
+    r"transmitted|Connection refused|Connection reset by peer|Communication connection "
+    r"failure)"
 )
 #: slurmstepd's words when Slurm cancels a step (src/slurmd/slurmstepd/req.c, the same
 #: in 22.05-26.05), and how the attempt's end names each. The step can die of it before

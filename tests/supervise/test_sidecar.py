@@ -20,6 +20,7 @@ import pytest
 from hpclaunch import jobdir
 from hpclaunch.errors import CommandTimeout, ProgramNotFound
 from hpclaunch.supervise import control
+from hpclaunch.supervise.failures import classify_exit
 from hpclaunch.supervise.ledger import Ledger, read_ledger
 from hpclaunch.supervise.sidecar import (
     EXIT_NOT_REQUEUED,
@@ -414,6 +415,21 @@ CONTROLLER_MISSED = (
     "srun: error: Unable to confirm allocation for job 840: Unexpected missing socket error\n"
     "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 840\n"
 )
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        CONTROLLER_MISSED,
+        # slurmctld SIGKILLed while srun talked to it (recorded on 25.11, clean-clone run
+        # after stop 55: taken for the command's own failure, the point ended FAILED)
+        "srun: error: Unable to confirm allocation for job 476: Connection reset by peer\n"
+        "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 476\n",
+    ],
+)
+def test_srun_that_could_not_reach_slurmctld_is_not_a_user_error(said: str) -> None:
+    reason, extra = classify_exit(said.splitlines())
+    assert reason == "controller_unreachable", extra
 
 
 def _fails_first(tmp_path: Path, then: str) -> str:
