@@ -51,6 +51,7 @@ install_configs() {
   touch /etc/slurm/.hpclaunch-cluster
   if from_source; then
     ensure_slurm_key
+    ensure_jwt_key
     if [[ ! -L $SLURM_PREFIX/etc ]]; then
       [[ -e $SLURM_PREFIX/etc ]] && mv "$SLURM_PREFIX/etc" "$SLURM_PREFIX/etc.orig"
       ln -s /etc/slurm "$SLURM_PREFIX/etc"
@@ -62,6 +63,12 @@ install_configs() {
 ensure_slurm_key() {
   [[ -s /etc/slurm/slurm.key ]] || dd if=/dev/urandom bs=1024 count=1 of=/etc/slurm/slurm.key 2>/dev/null
   chmod 600 /etc/slurm/slurm.key
+}
+
+# auth/jwt's HS256 key (AuthAltParameters=jwt_key in slurm.conf and slurmdbd.conf; mode 600).
+ensure_jwt_key() {
+  [[ -s /etc/slurm/jwt_hs256.key ]] || dd if=/dev/urandom bs=32 count=1 of=/etc/slurm/jwt_hs256.key 2>/dev/null
+  chmod 600 /etc/slurm/jwt_hs256.key
 }
 
 # The login node's Slurm commands: a source build's client commands are linked into
@@ -124,7 +131,7 @@ host_setup() {
 
 host_teardown() {
   if [[ -e /etc/slurm/.hpclaunch-cluster ]]; then
-    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key \
+    rm -f /etc/slurm/slurm.conf /etc/slurm/gres.conf /etc/slurm/cgroup.conf /etc/slurm/slurmdbd.conf /etc/slurm/slurm.key /etc/slurm/jwt_hs256.key \
       /etc/slurm/oci.conf /etc/slurm/.hpclaunch-cluster
   fi
   if grep -q "$MARK" /etc/hosts 2>/dev/null; then

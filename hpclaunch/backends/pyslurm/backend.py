@@ -223,10 +223,12 @@ class PyslurmBackend(
         # What sbatch puts in the job's environment besides the caller's own (sbatch.c,
         # _set_submit_dir_env, _set_umask_env; common/env.c set_prio_process_env; and from
         # its options, jobdesc.sbatch_environment): the sidecar and users' scripts read them.
+        # Never the submitter's REST token (SLURM_JWT), as sbatch 26.05 leaves it out: in
+        # the job it would make every Slurm command authenticate by JWT (sbatch.sh.j2).
         umask = os.umask(0)
         os.umask(umask)
         attributes["environment"] = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "SLURM_JWT"},
             **described.environment,
             "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0)),
             "SLURM_SUBMIT_DIR": os.getcwd(),
