@@ -293,6 +293,16 @@ def squeue(job_id: str, fmt: str) -> str:
     return out.stdout.strip()
 
 
+def wait_gone(job_ids: list[str], timeout: float, every: float = 0.2) -> None:
+    """Until squeue no longer lists any of the jobs (finished, cancelled, and past
+    COMPLETING); the test fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while squeue(",".join(job_ids), "%i %T"):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"jobs {job_ids} still queued after {timeout:g} s")
+        time.sleep(every)
+
+
 def cancel_until_gone(job_ids: list[str], timeout: float = 30) -> None:
     """scancel the jobs and wait until squeue no longer lists them: a cancelled job stays
     COMPLETING, its GPUs still held, while slurmstepd tears down its cgroups (seconds under
@@ -300,11 +310,7 @@ def cancel_until_gone(job_ids: list[str], timeout: float = 30) -> None:
     if not job_ids:
         return
     subprocess.run(["scancel", *job_ids], check=False, capture_output=True)
-    deadline = time.monotonic() + timeout
-    while squeue(",".join(job_ids), "%i %T"):
-        if time.monotonic() >= deadline:
-            pytest.fail(f"jobs {job_ids} still queued {timeout:g} s after scancel")
-        time.sleep(0.2)
+    wait_gone(job_ids, timeout)
 
 
 def wait_progress(job_dir: Path, step: int, timeout: float = 60, job_id: str = "") -> None:

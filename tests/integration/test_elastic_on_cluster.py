@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ import yaml
 from tests.webhook import Webhook, webhook_server
 
 from .cluster import SlurmCluster
-from .conftest import TORCHRUN_MEM, Cli, squeue, wait_progress, wait_running
+from .conftest import TORCHRUN_MEM, Cli, squeue, wait_gone, wait_progress, wait_running
 
 # Side by side (4 of the 16 GPUs: see the fixture). Its fixture was once set up again and
 # again there (six setups in one pass): the side-by-side pass did not keep a module in one
@@ -101,13 +100,6 @@ def _submit(cli: Cli, path: Path) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def _wait_gone(job_id: str, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while squeue(job_id, "%T"):
-        assert time.monotonic() < deadline, f"job {job_id} still queued"
-        time.sleep(1)
-
-
 @pytest.fixture(scope="module")
 def jobs(
     slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, backend: str
@@ -148,8 +140,7 @@ def jobs(
     too_soon = cli("resize", ids["elastic"], "--nodes", "4", "--wait", "60", timeout=120)
     jobs.said["too soon"] = f"exit {too_soon.returncode}\n{too_soon.stdout}{too_soon.stderr}"
     jobs.said["grow"] = _resize(cli, ids["elastic"], 4, "--force")
-    for job_id in ids.values():
-        _wait_gone(job_id)
+    wait_gone(list(ids.values()), timeout=600, every=1)
     yield jobs
     for job_id in ids.values():
         cli("cancel", job_id)
