@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/faults.py [--trials 3] [--clients 8] [--seconds 60] [--cuts 25]
         [--victims 10] [--points 1000] [--task-points 1000]
-        [--only node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,
-                tasks_killed]
+        [--only node_loss,node_killed,disk_full,dbd_down,clients,link_cut,preempt_anywhere,
+                ctld_killed,tasks_killed]
 
 Needs the running local cluster (docker/slurm-cluster/cluster.sh up). The fault drivers
 are tests/integration/faults.py's, which the suite runs once each with small counts
@@ -15,6 +15,11 @@ clients: once, for ``--seconds``) and every outcome is counted, none asserted:
   Survived: the attempt ended ``node_failure``, the job COMPLETED with the twin's weights,
   attempt 1 resumed right after a complete checkpoint. Duplicates: attempts beyond the two.
   Time to recover: from the node going down to attempt 1's start.
+* ``node_killed`` (Slurm 25.11+): a 1-node job under the sidecar (tier low) whose node
+  dies: its slurmd and processes SIGKILLed, the node marked DOWN at once. Twice: on a site
+  with ``expedited_requeue: true`` (``--requeue=expedite``) and on the plain local site.
+  Survived: NODE_FAIL, then COMPLETED on another node. Time to recover: from the node's
+  loss to the job RUNNING again (squeue); a plain requeue waits ``cred_expire`` + 1 s.
 * ``disk_full``: a 2-node torchrun job checkpointing every 10 steps onto the cluster's
   16 MiB tmpfs; the test fills it after the first checkpoint, a periodic checkpoint and
   then the one a preemption warning asks for fail with ENOSPC, the job is requeued, the
@@ -84,6 +89,8 @@ from tests.integration.faults import (  # noqa: E402
     accounting_outage,
     concurrent_clients,
     disk_full_trial,
+    expedited_site,
+    node_killed_trial,
     node_loss_trial,
     same_weights_as_twin,
 )
@@ -134,6 +141,30 @@ def release() -> tuple[int, int]:
     out = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, check=True)
     major, minor = out.stdout.split()[-1].split(".")[:2]
     return int(major), int(minor)
+
+
+def node_killed(trials: int, expedite: bool) -> Row:
+    how = "--requeue=expedite" if expedite else "--requeue"
+    row = Row(f"node killed, marked DOWN ({how})")
+    for trial in range(trials):
+        with tempfile.TemporaryDirectory() as tmp:
+            site = str(expedited_site(Path(tmp))) if expedite else "local"
+            seen = node_killed_trial(Cli(Path(tmp) / "state", site=site), Path(tmp))
+        row.trials += 1
+        ok = seen.final == "COMPLETED" and seen.states == ["NODE_FAIL", "COMPLETED"]
+        row.survived += ok
+        row.lost += seen.final != "COMPLETED"
+        row.duplicates += max(0, len(seen.states) - 2)
+        if seen.restart_seconds is not None:
+            row.recover.append(seen.restart_seconds)
+        print(
+            f"  trial {trial + 1}: {seen.final}, {' → '.join(seen.states)}, running again "
+            f"on {seen.restarted_on} {seen.restart_seconds:.1f} s after {seen.victim} died "
+            f"(ExpeditedRequeue={seen.expedited or 'No'}; Slurm's requeue delay "
+            f"{seen.requeue_delay} s)",
+            flush=True,
+        )
+    return row
 
 
 def disk_full(trials: int) -> Row:
@@ -420,8 +451,8 @@ def main() -> None:
     parser.add_argument("--task-points", type=int, default=1000)
     parser.add_argument(
         "--only",
-        default="node_loss,disk_full,dbd_down,clients,link_cut,preempt_anywhere,ctld_killed,"
-        "tasks_killed",
+        default="node_loss,node_killed,disk_full,dbd_down,clients,link_cut,preempt_anywhere,"
+        "ctld_killed,tasks_killed",
     )
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -430,6 +461,13 @@ def main() -> None:
     if "node_loss" in only:
         print(f"node_loss: {args.trials} trials", flush=True)
         rows.append(node_loss(args.trials))
+    if "node_killed" in only:
+        if release() < (25, 11):
+            print("node_killed: Slurm before 25.11 has no expedited requeue", flush=True)
+        else:
+            for expedite in (True, False):
+                print(f"node_killed (expedite {expedite}): {args.trials} trials", flush=True)
+                rows.append(node_killed(args.trials, expedite))
     if "disk_full" in only:
         print(f"disk_full: {args.trials} trials", flush=True)
         rows.append(disk_full(args.trials))

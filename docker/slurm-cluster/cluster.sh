@@ -7,6 +7,7 @@
 #
 #   cluster.sh [--mode docker|native] [--slurm VERSION] up|down|status|smoke|logs|version
 #   cluster.sh stop|start slurmdbd|slurmctld     (fault tests; stop slurmctld is a SIGKILL)
+#   cluster.sh stop|start n1..n4                 (a node lost: its slurmd and jobs SIGKILLed)
 #   cluster.sh [--mode M] [--slurm VERSION] prepare   (what `up` needs from the network, no daemon)
 #
 #   docker  controller, database and node containers on the host network (the design's test cluster)
@@ -204,32 +205,56 @@ save_ctld_state() {
   cmd_start slurmctld >/dev/null
 }
 
+# A native node is its slurmd and what runs under it, all in the node's cgroup
+# (lib/cgroups.sh enter_node_cgroup): SIGKILL every process there, as a node that dies.
+kill_node() {
+  local node=$1 pids
+  if ! cgroups_usable; then  # no node cgroup: its slurmd only (its steps live on)
+    pid_alive "$STATE/run/slurmd-$node.pid" slurmd && kill -KILL "$(cat "$STATE/run/slurmd-$node.pid")"
+    rm -f "$STATE/run/slurmd-$node.pid"
+    return 0
+  fi
+  rm -f "$STATE/run/slurmd-$node.pid"
+  for _ in 1 2 3; do
+    pids=$(find "/sys/fs/cgroup/${CGROUP_CONTROLLERS[0]}/hpclaunch-cluster/$node" \
+      -name cgroup.procs -exec cat {} + 2>/dev/null || true)
+    [[ -n $pids ]] || break
+    # shellcheck disable=SC2086 # one pid a word
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+  done
+}
+
 # For fault tests: stop (slurmctld: SIGKILL, as a crash) and start one daemon of the
 # running cluster. docker: slurmdbd is the db container's main process (MariaDB stops with
-# it), slurmctld the ctl container's.
+# it), slurmctld the ctl container's, a node's slurmd (and its jobs) the node's.
 cmd_stop() {
-  local daemon=${1:?stop slurmdbd|slurmctld}
+  local daemon=${1:?stop slurmdbd|slurmctld|n1..n4}
   [[ $daemon != slurmctld ]] || save_ctld_state
   case $MODE:$daemon in
     docker:slurmdbd) compose stop -t 5 db >/dev/null 2>&1 ;;
     docker:slurmctld) compose kill -s SIGKILL ctl >/dev/null 2>&1 ;;
+    docker:n[1-4]) compose kill -s SIGKILL "$daemon" >/dev/null 2>&1 ;;
+    native:n[1-4]) kill_node "$daemon" ;;
     native:slurmdbd) stop_pidfile "$STATE/run/slurmdbd.pid" slurmdbd ;;
     native:slurmctld)
       pid_alive "$STATE/run/slurmctld.pid" slurmctld && kill -KILL "$(cat "$STATE/run/slurmctld.pid")"
       rm -f "$STATE/run/slurmctld.pid" ;;
-    *) die "stop: slurmdbd or slurmctld, not '$daemon'" ;;
+    *) die "stop: slurmdbd, slurmctld or a node n1..n4, not '$daemon'" ;;
   esac
   log "$daemon stopped"
 }
 
 cmd_start() {
-  local daemon=${1:?start slurmdbd|slurmctld}
+  local daemon=${1:?start slurmdbd|slurmctld|n1..n4}
   case $MODE:$daemon in
     docker:slurmdbd) compose start db >/dev/null 2>&1 && wait_for 60 slurmdbd sacctmgr -n list cluster ;;
     docker:slurmctld) compose start ctl >/dev/null 2>&1 && wait_for 60 slurmctld scontrol ping ;;
+    docker:n[1-4]) compose start "$daemon" >/dev/null 2>&1 ;;
     native:slurmdbd) start_slurmdbd ;;
     native:slurmctld) start_slurmctld ;;
-    *) die "start: slurmdbd or slurmctld, not '$daemon'" ;;
+    native:n[1-4]) start_slurmd "$daemon" ;;
+    *) die "start: slurmdbd, slurmctld or a node n1..n4, not '$daemon'" ;;
   esac
   log "$daemon started"
 }

@@ -35,6 +35,8 @@ class Backend(abc.ABC):
     #: Whether jobs go to a Slurm cluster (plans are checked against it); the ``local``
     #: backend runs them on this machine.
     has_cluster: ClassVar[bool] = True
+    #: Whether a job it submits can ask ``--requeue=expedite`` (site ``expedited_requeue``).
+    can_expedite: ClassVar[bool] = True
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:
         self.runner = runner

@@ -65,6 +65,7 @@ class LocalBackend(Backend):
 
     name = "local"
     has_cluster: ClassVar[bool] = False
+    can_expedite: ClassVar[bool] = False
     asked_for_submissions = "this machine's local jobs"
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:

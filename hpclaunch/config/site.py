@@ -313,6 +313,11 @@ class SiteConfig(_Model):
             in its project's account with its tier's QOS. Otherwise every project a job may
             use must be listed (0: all its work is over-quota); see :class:`OverQuota`.
         overquota: Where work beyond a project's quota runs (used only with ``quotas``).
+        expedited_requeue: Ask Slurm's expedited requeue (``--requeue=expedite``, Slurm
+            25.11+ with ``SlurmctldParameters=enable_expedited_requeue``) for jobs whose
+            sidecar requeues them: after a node failure such a job is eligible again at
+            once, ahead of every other job, instead of after ``cred_expire`` + 1 s (121 s
+            by default). ``site check`` says whether the cluster offers it.
         preemption: Who carries out the tiers' preemption: ``slurm`` (preempt/qos: each
             preempting tier's QOS lists the preemptible ones in ``Preempt``) or ``arbiter``
             (``hpclaunch arbiter`` picks the victims that lose least and asks them to
@@ -361,6 +366,7 @@ class SiteConfig(_Model):
     quotas: dict[str, int] = Field(default_factory=dict)
     overquota: OverQuota = Field(default_factory=OverQuota)
     preemption: Literal["slurm", "arbiter"] = "slurm"
+    expedited_requeue: bool = False
     job_root: str = Field("~/.hpclaunch/jobs", min_length=1)
     python: str | None = Field(None, pattern=r"^(/|~/)")
     poll_min_interval: float = Field(10.0, gt=0)

@@ -168,7 +168,14 @@ def plan_job(
         if live_usage and session.backend.has_cluster
         else None,
         quota_mode=quota_mode(session),
+        can_expedite=can_expedite(session),
     )
+
+
+def can_expedite(session: Context) -> bool:
+    """Whether the backend can ask the site's ``expedited_requeue`` (asked only of a site
+    that wants it: choosing the backend may reach Slurm, which a plain render needs not)."""
+    return not session.site_config.expedited_requeue or session.backend.can_expedite
 
 
 def with_user_notify(session: Context, spec: JobSpec) -> JobSpec:

@@ -29,6 +29,7 @@ from hpclaunch.ops.notify import notify_config, warn_unsendable, write_notify_co
 from hpclaunch.ops.plan_job import (
     SpecInput,
     SpecKept,
+    can_expedite,
     load_spec_input,
     naming,
     quota_mode,
@@ -354,6 +355,7 @@ def plan_sweep_spec(
         max_array_size=_max_array_size(context, refresh),
         quota_used=quota_used(context, spec),
         quota_mode=quota_mode(context),
+        can_expedite=can_expedite(context),
     )
     if check_paths:
         require_paths(context, spec, sweep.plan, spec_source(spec_input))

@@ -13,7 +13,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hpclaunch.errors import PlanError
-from hpclaunch.slurm.capabilities import Capabilities, NodeInfo, PartitionInfo, names, slurm_release
+from hpclaunch.slurm.capabilities import (
+    EXPEDITED_REQUEUE_SINCE,
+    Capabilities,
+    NodeInfo,
+    PartitionInfo,
+    names,
+    slurm_release,
+)
 from hpclaunch.slurm.times import format_time, parse_time_limit
 
 if TYPE_CHECKING:
@@ -62,7 +69,8 @@ def check_plan(plan: SubmissionPlan, caps: Capabilities) -> list[Problem]:
     Checks: the partition exists and is up; the QOS exists, is allowed on the partition and
     for the user's account; the account is one of the user's; some node of the partition has
     the GRES asked for (name, type, count), on enough nodes; the time is within MaxTime;
-    the node count within MaxNodes; array indices below MaxArraySize.
+    the node count within MaxNodes; array indices below MaxArraySize; an expedited requeue
+    only where the cluster offers it.
     """
     problems: list[Problem] = []
     part = caps.partition(plan.partition)
@@ -80,7 +88,23 @@ def check_plan(plan: SubmissionPlan, caps: Capabilities) -> list[Problem]:
     problems += _qos_problems(plan, part, caps)
     problems += _account_problems(plan, caps)
     problems += _array_problems(plan, caps)
+    if plan.expedited and not caps.expedited_requeue:
+        problems.append(_no_expedite(caps, "expedited_requeue (site config)"))
     return problems
+
+
+def _no_expedite(caps: Capabilities, where: str) -> Problem:
+    """The site asks ``--requeue=expedite`` of a cluster that refuses it."""
+    if caps.version < EXPEDITED_REQUEUE_SINCE:
+        why = f"cluster {caps.cluster} runs Slurm {caps.slurm_version}, older than 25.11"
+        fix = "set expedited_requeue: false in the site config"
+    else:
+        why = "its SlurmctldParameters lack enable_expedited_requeue (slurmctld refuses the job)"
+        fix = (
+            "add enable_expedited_requeue to SlurmctldParameters in slurm.conf (hpclaunch "
+            "site plan shows the line), or set expedited_requeue: false in the site config"
+        )
+    return Problem(f"jobs ask Slurm's expedited requeue, but {why}", fix, where)
 
 
 def _option(plan: SubmissionPlan, flag: str) -> str | None:
@@ -287,6 +311,8 @@ def check_site(site: SiteConfig, caps: Capabilities) -> list[Problem]:
     problems += _preemption_problems(site, caps)
     problems += _overquota_order_problems(site, caps)
     problems += _default_account_problems(site, caps)
+    if site.expedited_requeue and not caps.expedited_requeue:
+        problems.append(_no_expedite(caps, "expedited_requeue"))
     return problems
 
 

@@ -130,6 +130,11 @@ class SubmissionPlan:
     tracking: Tracking | None = None
 
     @property
+    def expedited(self) -> bool:
+        """Whether the job asks Slurm's expedited requeue (``--requeue=expedite``)."""
+        return ("--requeue", "expedite") in self.sbatch_options
+
+    @property
     def launch_argv(self) -> tuple[str, ...]:
         """The argv the batch script execs: the launcher prefix, then the command."""
         return self.launch_prefix + self.command
@@ -162,6 +167,7 @@ def build_plan(
     quota_used: int | None = None,
     quota_mode: str = "allow",
     quota_gpus: int | None = None,
+    can_expedite: bool = True,
 ) -> SubmissionPlan:
     """Decide how ``spec`` runs on ``site``.
 
@@ -181,6 +187,8 @@ def build_plan(
             waiting for the project's GPUs).
         quota_gpus: The GPUs the submission holds at once when that is not one job's (a
             sweep's concurrent tasks).
+        can_expedite: The backend can ask for the site's ``expedited_requeue`` (pyslurm
+            cannot): otherwise the job gets plain ``--requeue``, with a note.
 
     Returns:
         The plan. Pure: reads no files and no environment.
@@ -238,7 +246,9 @@ def build_plan(
     ]
     if spec.launcher != "none":
         notes.append(processes_note(spec))
-    requeue, lead = requeue_options(spec, policy, notes)
+    requeue, lead = requeue_options(
+        spec, policy, notes, expedite=_expedites(spec, site, can_expedite, notes)
+    )
     opts += requeue
     opts += _dependency_options(spec, notes)
     opts += _extra_options(spec, notes)
@@ -251,6 +261,9 @@ def build_plan(
     runtime_env = _runtime_env(
         spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
     )
+    if ("--requeue", "expedite") in requeue:
+        # The sidecar clears the job's Requeue before it ends it with an error (signals.py).
+        runtime_env += (("HPCLAUNCH_EXPEDITED_REQUEUE", "1"),)
     if spec.retry is not None:
         # The partition's nodes' memory caps what an OOM retry may ask for.
         runtime_env += (("HPCLAUNCH_RETRY", spec.retry.env_value(partition.mem_per_node)),)
@@ -431,6 +444,20 @@ def _tier_policy(spec: JobSpec, site: SiteConfig) -> TierPolicy:
             hint="pick one of the site's tiers, or add this one under tiers: in the site config",
         )
     return policy
+
+
+def _expedites(spec: JobSpec, site: SiteConfig, can_expedite: bool, notes: list[str]) -> bool:
+    """Whether the job asks for the site's expedited requeue (a job with a sidecar only)."""
+    if not site.expedited_requeue or spec.launcher == "none" or spec.checkpoint.max_requeues <= 0:
+        return False
+    if not can_expedite:
+        notes.append(
+            "site expedited_requeue: not with this backend (pyslurm's JobSubmitDescription "
+            "has no field for --requeue=expedite, 25.11.2; the local backend has no Slurm): "
+            "plain --requeue; the cli backend asks for it"
+        )
+        return False
+    return True
 
 
 def _runtime_env(

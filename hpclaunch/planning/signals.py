@@ -10,7 +10,7 @@ __all__ = ["SLURM_SIGNAL_EARLY", "requeue_options", "signal_lead"]
 
 
 def requeue_options(
-    spec: JobSpec, policy: TierPolicy, notes: list[str]
+    spec: JobSpec, policy: TierPolicy, notes: list[str], *, expedite: bool = False
 ) -> tuple[list[tuple[str, str | None]], int]:
     """The requeue and signal options, and the lead the sidecar is told
     (``HPCLAUNCH_SIGNAL_LEAD``): --signal's, shrunk to fit the limit, or the spec's.
@@ -20,6 +20,13 @@ def requeue_options(
     make a job preemptible (only a QOS that another QOS's ``Preempt`` names is), it lets
     ``scontrol requeue`` and Slurm's requeue after a node failure act on it (sbatch(1):
     ``--no-requeue`` jobs are never requeued, ``scontrol requeue`` refuses them).
+
+    ``expedite`` (the site's ``expedited_requeue``, and a backend that can ask for it):
+    such a job gets ``--requeue=expedite``. Only a job with a sidecar: with the flag, Slurm
+    requeues a job after *any* non-zero exit and holds it when no epilog failed
+    (``_set_job_requeue_exit_value`` and ``batch_requeue_fini`` in job_mgr.c, 25.11.7:
+    "job requeued in held state"), so the sidecar clears the job's Requeue before it
+    ends it with an error (sidecar.py); a plain command has nobody to do that.
     """
     ckpt = spec.checkpoint
     qos = policy.qos
@@ -54,6 +61,14 @@ def requeue_options(
             f"time limit it asks for a checkpoint and requeues the job, at most "
             f"{ckpt.max_requeues} times for the time limit and node failures; {node})"
         )
+        if expedite:
+            notes.append(
+                "site expedited_requeue: --requeue=expedite (Slurm 25.11+): after a node "
+                "failure the job is eligible again at once, ahead of the queue, not after "
+                "Slurm's requeue delay; the sidecar turns the flag off before it ends the "
+                "job with an error, which would otherwise be requeued held"
+            )
+            return [("--requeue", "expedite"), ("--signal", signal)], lead
         return [("--requeue", None), ("--signal", signal)], lead
     notes.append(
         f"tier {spec.tier} → QOS {qos}, {kind}, checkpoint.max_requeues is 0: --no-requeue "

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from hpclaunch.errors import CommandFailed
 from hpclaunch.slurm.accounting import COMMAND_TIMEOUT, LiveAssoc, LiveQos, LiveState
+from hpclaunch.slurm.capabilities import EXPEDITED_REQUEUE_SINCE
 from hpclaunch.slurm.times import format_time, parse_time_limit
 from hpclaunch.slurm.tres import tres_value
 from hpclaunch.transport.base import CommandResult, Runner
@@ -405,6 +406,15 @@ def _slurm_conf_changes(site: SiteConfig, caps: Capabilities) -> list[Change]:
             why = f"GrpTRES=gres/{site.gres_name} quotas need the TRES tracked"
             value = ",".join([*tres, f"gres/{site.gres_name}"])
             out.append(_conf("AccountingStorageTRES", value, ",".join(tres), why))
+    if (
+        site.expedited_requeue
+        and not caps.expedited_requeue
+        and caps.version >= EXPEDITED_REQUEUE_SINCE
+    ):
+        have = caps.slurmctld_parameters
+        value = ",".join((*have, "enable_expedited_requeue"))
+        why = "jobs ask --requeue=expedite (site expedited_requeue)"
+        out.append(_conf("SlurmctldParameters", value, ",".join(have), why))
     return out
 
 

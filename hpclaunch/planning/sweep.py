@@ -143,6 +143,7 @@ def plan_sweep(
     python: str | None = None,
     quota_used: int | None = None,
     quota_mode: str = "allow",
+    can_expedite: bool = True,
 ) -> SweepPlan:
     """Plan ``spec``'s sweep on ``site`` (pure; see the module docstring).
 
@@ -189,6 +190,7 @@ def plan_sweep(
             quota_used=used,
             quota_mode=quota_mode,
             quota_gpus=gpus,
+            can_expedite=can_expedite,
         )
 
     whole = plan_for(quota_used, at_once * per_task)

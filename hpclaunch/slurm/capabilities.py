@@ -61,6 +61,8 @@ __all__ = [
     "read_qos",
 ]
 
+#: The first release with ``--requeue=expedite`` (sbatch(1), 25.11).
+EXPEDITED_REQUEUE_SINCE = (25, 11)
 #: Seconds a cached discovery stays fresh.
 #: Bumped when the cached JSON changes shape; older caches are rediscovered.
 CACHE_FORMAT = 4
@@ -215,6 +217,15 @@ class Capabilities:
         return (
             "preempt_send_user_signal" in self.slurmctld_parameters
             or "send_user_signal" in self.preempt_parameters
+        )
+
+    @property
+    def expedited_requeue(self) -> bool:
+        """Whether jobs may ask ``--requeue=expedite``: Slurm 25.11 added it, and slurmctld
+        refuses such a job unless ``SlurmctldParameters`` has ``enable_expedited_requeue``
+        ("Expedited requeue requested but not enabled", src/slurmctld/job_mgr.c, 25.11.7)."""
+        return self.version >= EXPEDITED_REQUEUE_SINCE and (
+            "enable_expedited_requeue" in self.slurmctld_parameters
         )
 
     @property

@@ -61,6 +61,7 @@ from hpclaunch.transport.base import Runner
 
 __all__ = [
     "CAPPED_REASONS",
+    "EXPEDITED_ENV",
     "NO_PROGRESS_LIMIT",
     "RequeueDecision",
     "RequeueOutcome",
@@ -90,6 +91,10 @@ _NOT_CRASHES = frozenset({"requeued", "resized", "resize_failed", "preempted"})
 REQUEUES_ON_GRACE_EXIT = (24, 11)
 #: How attempts end when the job ran to its own end: nothing is left to run.
 FINISHED_REASONS = frozenset({"success", "pruned", "user_error", "oom", "stopped_idle"})
+
+
+#: Set to 1 in a job that asked ``--requeue=expedite`` (planning/plan.py).
+EXPEDITED_ENV = "HPCLAUNCH_EXPEDITED_REQUEUE"
 
 
 def requeue_target(env: Mapping[str, str]) -> str:

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -27,8 +28,11 @@ import yaml
 
 from hpclaunch.config.site import load_site
 from hpclaunch.slurm.jobs import parse_state
+from hpclaunch.slurm.text import key_values
 from hpclaunch.store.capabilities import cache_path
 from hpclaunch.supervise.ledger import read_ledger
+from hpclaunch.supervise.requeue import slurm_requeue_delay
+from hpclaunch.transport.local import LocalRunner
 
 from .conftest import FINAL_STATES, TORCHRUN_MEM, Cli
 from .test_sidecar_on_cluster import TRAIN, VENV, Jobs, _steps
@@ -219,6 +223,128 @@ def cluster_sh(*args: str) -> None:
     """docker/slurm-cluster/cluster.sh ARGS in the running cluster's mode."""
     script = REPO / "docker" / "slurm-cluster" / "cluster.sh"
     subprocess.run([str(script), "--mode", cluster_mode(), *args], check=True, capture_output=True)
+
+
+def expedited_site(directory: Path) -> Path:
+    """site-configs/local.yaml with ``expedited_requeue: true``, written in ``directory``."""
+    text = (REPO / "site-configs" / "local.yaml").read_text()
+    text = text.replace("expedited_requeue: false", "expedited_requeue: true")
+    assert "expedited_requeue: true" in text
+    path = directory / "expedited.yaml"
+    path.write_text(text)
+    return path
+
+
+#: Sleeps in its first attempt (until its node dies), ends at once in the next.
+_UNTIL_LOST = (
+    "import os, time\n"
+    "print('attempt', os.environ['HPCLAUNCH_ATTEMPT'], flush=True)\n"
+    "if os.environ['HPCLAUNCH_ATTEMPT'] == '0':\n"
+    "    time.sleep(240)\n"
+)
+
+
+@dataclass
+class NodeKilled:
+    """What :func:`node_killed_trial` saw."""
+
+    job_id: str = ""
+    victim: str = ""  # the node killed
+    restarted_on: str = ""
+    restart_seconds: float | None = None  # from the node's loss to RUNNING again (squeue)
+    requeue_delay: int = 0  # what slurmctld makes a plain requeued job wait
+    final: str = ""
+    states: list[str] = field(default_factory=list)  # sacct's, attempt by attempt
+    expedited: str = ""  # scontrol show job's ExpeditedRequeue ("" when not shown)
+
+
+def node_killed_trial(cli: Cli, spec_dir: Path) -> NodeKilled:
+    """A 1-node job under the sidecar (tier low: --requeue; --requeue=expedite where
+    ``cli``'s site asks for it) whose node dies as it runs: the node's slurmd and every
+    process on it SIGKILLed (``cluster.sh stop nN``), and the node marked DOWN at once, as
+    an admin or a health check does, instead of waiting ``SlurmdTimeout`` (300 s). Slurm
+    ends the attempt NODE_FAIL and requeues it; a plain requeued job then waits
+    ``cred_expire`` + 1 s (job_mgr.c), an expedited one is eligible at once. The node is
+    started again on the way out."""
+    seen = NodeKilled(requeue_delay=slurm_requeue_delay(LocalRunner()))
+    shared = Path.home() / ".hpclaunch-it" / uuid.uuid4().hex[:8]
+    shared.mkdir(parents=True)
+    script = shared / "until_lost.py"  # where the nodes see it
+    script.write_text(_UNTIL_LOST)
+    seen.job_id = submit(
+        cli,
+        spec_dir,
+        "killed",
+        command=[sys.executable, str(script)],
+        launcher="srun",
+        tier="low",
+        resources={"time": "00:05:00", "mem": "200M"},
+    )
+
+    def where() -> tuple[str, str]:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", seen.job_id, "-o", "%T %N"], capture_output=True, text=True
+        )
+        state, _, node = out.stdout.strip().partition(" ")
+        return state, node
+
+    try:
+        wait_for("the job to run", lambda: where()[0] == "RUNNING", 120)
+        seen.victim = where()[1]
+        time.sleep(2)  # its sidecar is up
+        cluster_sh("stop", seen.victim)
+        lost_at = time.monotonic()
+        subprocess.run(
+            [
+                "scontrol",
+                "update",
+                f"NodeName={seen.victim}",
+                "State=DOWN",
+                "Reason=hpclaunch-fault",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+        def again() -> bool:
+            state, node = where()
+            return state == "RUNNING" and node != seen.victim
+
+        wait_for("the job to run again", again, 180)
+        seen.restart_seconds = time.monotonic() - lost_at
+        seen.restarted_on = where()[1]
+        seen.final = Jobs(cli, shared, {"killed": seen.job_id}).wait_final("killed", 120)
+        shown = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", seen.job_id], capture_output=True, text=True
+        )
+        seen.expedited = key_values(shown.stdout).get("ExpeditedRequeue", "")
+        attempts = cli("events", seen.job_id, "--json")
+        seen.states = [a["state"] for a in json.loads(attempts.stdout)["attempts"]]
+    finally:
+        subprocess.run(["scancel", seen.job_id], check=False, capture_output=True)
+        if seen.victim:
+            cluster_sh("start", seen.victim)
+            _wait_node_back(seen.victim)
+        shutil.rmtree(shared, ignore_errors=True)
+    return seen
+
+
+def _wait_node_back(node: str, timeout: float = 60) -> None:
+    """Until the restarted node answers again (ReturnToService=2 brings it back when its
+    slurmd registers); RESUME it if it does not."""
+
+    def state() -> str:
+        out = subprocess.run(
+            ["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True
+        )
+        return out.stdout.strip().split("\n")[0]
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(word in state() for word in ("down", "not_responding", "*")):
+            return
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
 
 
 @dataclass

@@ -63,6 +63,8 @@ from .faults import (
     concurrent_clients,
     ctld_killed_while_tasks_run,
     disk_full_trial,
+    expedited_site,
+    node_killed_trial,
     node_loss_trial,
     sweep_outage,
 )
@@ -180,6 +182,31 @@ def test_a_lost_node_is_a_node_failure_and_the_job_resumes_exactly(lost: LostJob
     assert lost.wait_final("twin", 60) == "COMPLETED"
     twin = (lost.shared / "twin" / "final.sha256").read_text()
     assert (lost.shared / "lost" / "final.sha256").read_text() == twin
+
+
+@pytest.mark.parametrize("expedite", [True, False], ids=["expedited", "plain"])
+def test_a_killed_node_with_expedited_requeue_is_back_at_once(
+    slurm_cluster: SlurmCluster, tmp_path: Path, expedite: bool
+) -> None:
+    """Issue 48: a node dies (its slurmd and the job's processes SIGKILLed, the node marked
+    DOWN). A job that asked --requeue=expedite (site expedited_requeue, 25.11+) runs again
+    on another node before a plain requeued job may even start: slurmctld makes that one
+    wait cred_expire + 1 s (11 s on the test cluster, 121 s by default)."""
+    if slurm_cluster.release < (25, 11):
+        pytest.skip(f"Slurm {slurm_cluster.release} has no expedited requeue (25.11 added it)")
+    site = str(expedited_site(tmp_path)) if expedite else "local"
+    seen = node_killed_trial(Cli(tmp_path / "state", site=site), tmp_path)
+    assert seen.final == "COMPLETED", seen
+    assert seen.states == ["NODE_FAIL", "COMPLETED"], seen
+    assert seen.restarted_on not in ("", seen.victim), seen
+    assert seen.restart_seconds is not None
+    if expedite:
+        assert seen.expedited == "Yes", seen
+        assert seen.restart_seconds < seen.requeue_delay, seen
+    else:
+        assert seen.expedited in ("", "No"), seen
+        # BeginTime = now + the delay, in slurmctld's whole seconds (time(NULL))
+        assert seen.restart_seconds >= seen.requeue_delay - 1, seen
 
 
 def test_slurmdbd_down_submit_works_status_and_cost_say_so_then_reconcile(

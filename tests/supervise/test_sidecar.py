@@ -993,3 +993,26 @@ def test_signals_arriving_while_the_sidecar_waits_never_deadlock_it() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 100
+
+
+# -- expedited requeue (issue 48) -------------------------------------------------------
+
+CLEAR = ("scontrol", "update", "JobId=4242", "Requeue=0")
+
+
+@pytest.mark.parametrize(("args", "code"), [(("--fail",), 1), (("--steps", "2"), 0)])
+def test_a_job_that_asked_an_expedited_requeue_clears_it_before_it_fails(
+    tmp_path: Path, args: tuple[str, ...], code: int
+) -> None:
+    """With --requeue=expedite, Slurm requeues a job after any non-zero exit and holds it
+    (job_mgr.c, 25.11.7): the sidecar clears the job's Requeue before it ends the job with
+    an error, and only then; a job without the flag is left alone."""
+    cfg = config(tmp_path, *args)
+    assert cfg.env is not None
+    expedited = dataclasses.replace(cfg, env={**cfg.env, "HPCLAUNCH_EXPEDITED_REQUEUE": "1"})
+    runner = slurm_answers()
+    assert Sidecar(expedited, runner).run() == code
+    assert (CLEAR in runner.calls) is (code != 0)
+    plain = slurm_answers()
+    assert Sidecar(config(tmp_path / "plain", *args), plain).run() == code
+    assert CLEAR not in plain.calls

@@ -115,6 +115,9 @@ class PyslurmBackend(
     """
 
     name = "pyslurm"
+    # JobSubmitDescription (pyslurm 25.11.2) has no field for the EXPEDITED_REQUEUE bit,
+    # and scontrol update cannot set it after the submission (job_mgr.c, 25.11.7).
+    can_expedite = False
     asked_for_submissions = "slurmctld's job list and the accounting database"
 
     def __init__(self, runner: Runner, site: SiteConfig) -> None:
