@@ -104,6 +104,10 @@ class Sweep(BaseModel):
         trials: How many trials a study runs (default for grid: every combination).
         storage: Where a study lives (an RDB URL such as ``mysql+pymysql://...``); default:
             a journal file in the sweep's job directory, on the shared filesystem.
+        pack: Points per array task: each task runs this many points one after another in
+            its allocation, each as its own job step with its own log, ledger, result and
+            retry (:mod:`hpclaunch.supervise.sweep_pack`). Slurm then holds points/pack job
+            records, and a short point pays no job's scheduling and start of its own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -133,6 +137,9 @@ class Sweep(BaseModel):
     trials: int | None = Field(None, ge=1, description="Trials of an adaptive sweep.")
     storage: str | None = Field(
         None, min_length=1, description="The study's RDB URL (default: a journal file)."
+    )
+    pack: int = Field(
+        1, ge=1, le=10000, description="Points each array task runs, one after another."
     )
 
     @property
@@ -198,6 +205,11 @@ class Sweep(BaseModel):
     @model_validator(mode="after")
     def _fits_method(self) -> Sweep:
         if self.is_study:
+            if self.pack > 1:
+                raise ValueError(
+                    "pack: not for an adaptive sweep (each task asks the study for its trial "
+                    "as it starts); remove pack, or sweep a grid, random or list of points"
+                )
             _check_study(self)
             return self
         study_only = sorted({"early_terminate", "trials", "storage"} & self.model_fields_set)

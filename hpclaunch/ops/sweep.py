@@ -390,6 +390,7 @@ def _record(context: Context, sweep: SweepPlan) -> SweepRecord:
         tier=plan.tier,
         qos=plan.qos,
         max_concurrent=None if not sweep.arrays else sweep.arrays[0].limit,
+        pack=plan.sweep_pack,
     )
 
 

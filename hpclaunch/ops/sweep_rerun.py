@@ -63,9 +63,9 @@ def rerun_sweep(context: Context, sweep_id: str) -> Rerun:
     status = sweep_status(context.backend, record, metrics=False)
     lost = [t.point for t in status.tasks if t.never_ran]
     done: list[SweepArray] = []
-    for array, points in _by_array(record, lost).items():
+    for array, indices in _by_array(record, lost).items():
         tag = f"{record.sweep_id}-r{sum(1 for a in record.arrays if a.tasks is not None)}"
-        tasks = tuple(p - array.offset for p in points)
+        tasks = tuple(i - array.offset for i in indices)
         ref = context.backend.find_submission(tag) or _submit(context, record, array, tasks, tag)
         rerun = SweepArray(ref.job_id, array.offset, array.count, tasks, array.script)
         record = replace(record, arrays=(*record.arrays, rerun))
@@ -79,13 +79,14 @@ def rerun_sweep(context: Context, sweep_id: str) -> Rerun:
 
 
 def _by_array(record: SweepRecord, points: list[int]) -> dict[SweepArray, list[int]]:
-    """The lost points under the first-submitted array that holds them (its script and
-    offset run them)."""
+    """The task indices of the lost points (a packed sweep's: their packs, each once; the
+    pack skips its points that completed) under the first-submitted array that holds
+    them (its script and offset run them)."""
     groups: dict[SweepArray, list[int]] = {}
-    for point in sorted(points):
+    for index in sorted({point // record.pack for point in points}):
         for array in record.arrays:
-            if array.tasks is None and array.offset <= point < array.offset + array.count:
-                groups.setdefault(array, []).append(point)
+            if array.tasks is None and array.offset <= index < array.offset + array.count:
+                groups.setdefault(array, []).append(index)
                 break
     return groups
 

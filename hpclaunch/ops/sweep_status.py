@@ -164,6 +164,8 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
     params = _read_params(runner, record, problems)
     if params and not any(params.values()):  # an adaptive sweep: each task's trial has them
         params = _read_trials(runner, record, problems)
+    if record.pack > 1:
+        return _packed_status(runner, record, states, params, problems, metrics=metrics)
     unsure = {job for job, state in states.items() if state not in _SURE}
     succeeded = _succeeded_points(runner, record, problems) if unsure else set()
     failed = {p for p, job in latest.items() if states.get(job) in NEVER_STARTED_STATES}
@@ -197,6 +199,98 @@ def sweep_status(backend: Backend, record: SweepRecord, *, metrics: bool = True)
             "completed meanwhile is not run twice)"
         )
     return SweepStatus(record, tuple(tasks), tuple(problems))
+
+
+def _packed_status(
+    runner: Runner,
+    record: SweepRecord,
+    states: Mapping[str, str],
+    params: Mapping[int, dict[str, Any]],
+    problems: list[str],
+    *,
+    metrics: bool,
+) -> SweepStatus:
+    """A packed sweep's points (``sweep.pack``): a task's Slurm state is its pack's, so
+    each point's own comes from its ledger (:func:`point_state`)."""
+    ends = _last_events(runner, record, problems)
+    tasks = []
+    for point, job_id in sorted(record.latest_tasks().items()):
+        state, never_ran = point_state(ends.get(point), states.get(job_id, "UNKNOWN"))
+        found = _read_metrics(runner, record, point) if metrics and state == "COMPLETED" else None
+        tasks.append(
+            TaskStatus(point, job_id, state, params.get(point, {}), found, None, never_ran)
+        )
+    never = [t for t in tasks if t.never_ran]
+    if never:
+        problems.append(
+            f"{len(never)} point(s) never ran: their packed tasks ended first "
+            f"({some_tasks([f'{t.job_id} {t.state}' for t in never])}): 'hpclaunch sweep "
+            f"rerun {record.sweep_id}' runs those tasks again (they skip completed points)"
+        )
+    return SweepStatus(record, tuple(tasks), tuple(problems))
+
+
+#: The states of a task that still runs or may run: its points that have not ended wait.
+_LIVE = frozenset({"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED"})
+
+
+def point_state(last: Mapping[str, Any] | None, task_state: str) -> tuple[str, bool]:
+    """One point of a packed task: its state and whether it never ran, from the last
+    ``attempt_start``/``attempt_end`` of its ledger (``last``) and its task's Slurm state.
+
+    An end ``success`` is COMPLETED; an end that requeued the task, or a start without an
+    end, follows the task (RUNNING, PENDING, or how Slurm ended it); any other end is
+    FAILED (OUT_OF_MEMORY for ``oom``); no ledger yet: PENDING while the task may still
+    reach the point, else the task's end, as a point that never ran."""
+    if last is not None and last.get("event") == "attempt_end":
+        reason = last.get("reason")
+        if reason == "success":
+            return "COMPLETED", False
+        if not last.get("requeued"):
+            return ("OUT_OF_MEMORY" if reason == "oom" else "FAILED"), False
+        return ("PENDING" if task_state == "RUNNING" else task_state), False
+    if last is not None:  # started, not ended
+        return task_state, False
+    if task_state in _LIVE:
+        return "PENDING", False
+    return task_state, True
+
+
+def _last_events(
+    runner: Runner, record: SweepRecord, problems: list[str]
+) -> dict[int, dict[str, Any]]:
+    """Each point's last ``attempt_start`` or ``attempt_end`` (one ``grep`` for all)."""
+    out: dict[int, dict[str, Any]] = {}
+    pattern = '^\\{"event": "attempt_(start|end)"'
+    for point, text in _grep_tasks(runner, record, jobdir.LEDGER, pattern, problems):
+        try:
+            event = json.loads(text)
+        except ValueError:  # a torn line
+            continue
+        if isinstance(event, dict):
+            out[point] = event  # lines in order: the last one stays
+    return out
+
+
+def _grep_tasks(
+    runner: Runner, record: SweepRecord, name: str, pattern: str, problems: list[str]
+) -> list[tuple[int, str]]:
+    """``(point, line)`` for each line matching ``pattern`` (extended regex; empty: every
+    line) of the files called ``name`` in ``<job dir>/tasks/<point>/``: one ``grep``."""
+    tasks = posixpath.join(record.job_dir, "tasks")
+    argv = ["grep", "-rHE", "--include", name, "--", pattern, tasks]
+    try:
+        found = runner.run(argv, timeout=60)
+    except TransportError as exc:
+        problems.append(f"{name} of the points: {exc.message.splitlines()[0]}")
+        return []
+    out = []
+    for line in found.stdout.splitlines():  # grep exits 1 when nothing matched yet
+        path, _, text = line.partition(f"/{name}:")
+        point = posixpath.basename(path)
+        if point.isdigit():
+            out.append((int(point), text))
+    return out
 
 
 #: Slurm states that need no second opinion: nothing ran yet, or the end Slurm saw.
@@ -278,20 +372,11 @@ def _read_trials(
 ) -> dict[int, dict[str, Any]]:
     """An adaptive sweep's parameters: each started task's trial (``tasks/<point>/
     trial.json``), one ``grep`` for all."""
-    tasks = posixpath.join(record.job_dir, "tasks")
-    argv = ["grep", "-r", "--include", TRIAL_FILE, "-H", "", "--", tasks]
-    try:
-        found = runner.run(argv, timeout=60)
-    except TransportError as exc:
-        problems.append(f"trials: {exc.message.splitlines()[0]}")
-        return {}
     out: dict[int, dict[str, Any]] = {}
-    for line in found.stdout.splitlines():  # grep exits 1 when no task started yet
-        path, _, text = line.partition(f"{TRIAL_FILE}:")
-        name = posixpath.basename(path.rstrip("/"))
+    for point, text in _grep_tasks(runner, record, TRIAL_FILE, "", problems):
         try:
             data = json.loads(text)
-            out[int(name)] = {"trial": int(data["number"]), **dict(data["params"])}
+            out[point] = {"trial": int(data["number"]), **dict(data["params"])}
         except (ValueError, KeyError, TypeError):
             continue
     return out

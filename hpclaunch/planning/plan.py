@@ -92,6 +92,9 @@ class SubmissionPlan:
         sweep_params: A sweep's params file (:mod:`hpclaunch.planning.sweep`): the script then runs
             as an array task whose point is its first argument (the array's offset) plus
             ``SLURM_ARRAY_TASK_ID``, logging to ``<log_dir>/tasks/<point>/``.
+        sweep_pack: Points per array task (``sweep.pack``): with more than one, the
+            script's index is the task's pack, it logs to ``<log_dir>/packs/<pack>/`` and
+            each point to its own ``tasks/<point>/`` (:mod:`hpclaunch.supervise.sweep_pack`).
         slurm_bin: The site's directory of Slurm commands (site config ``slurm_bin``), put
             first on the job's ``PATH`` so its ``srun`` and the sidecar's ``scontrol`` and
             ``squeue`` are the cluster's own; ``None``: the ``PATH`` the job inherits.
@@ -124,6 +127,7 @@ class SubmissionPlan:
     conda: str | None = None
     scratch_var: tuple[str, str] | None = None
     sweep_params: str | None = None
+    sweep_pack: int = 1
     slurm_bin: str | None = None
     container: ContainerPlan | None = None
     notify: Notify | None = None

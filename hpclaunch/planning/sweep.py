@@ -45,6 +45,7 @@ from hpclaunch.jobspec.sweep import SweepValue
 from hpclaunch.planning.plan import SubmissionPlan, build_plan, job_python
 from hpclaunch.planning.points import ArrayChunk, expand, split_arrays
 from hpclaunch.planning.study import study_config, study_note
+from hpclaunch.slurm.times import format_time
 from hpclaunch.study.config import STUDY_FILE, StudyConfig
 from hpclaunch.supervise.sweep_task import placeholders
 
@@ -170,14 +171,17 @@ def plan_sweep(
     names = set(sweep.parameters) if sweep.is_study else _parameter_names(points)
     check_placeholders(spec, names)
     unused = tuple(unused_parameters(spec, names))
+    pack = min(sweep.pack, len(points))
+    tasks = -(-len(points) // pack)  # each array task runs `pack` points (the last: the rest)
+    spec = _time_per_task(spec, pack)
     try:
-        arrays = split_arrays(len(points), max_array_size, sweep.max_concurrent)
+        arrays = split_arrays(tasks, max_array_size, sweep.max_concurrent)
     except ValueError as exc:
         raise PlanError(
             f"sweep: {exc}", hint="ask the admins for MaxArraySize > 0 in slurm.conf"
         ) from exc
     per_task = spec.resources.nodes * spec.resources.gpus_per_node
-    at_once = min(len(points), sweep.max_concurrent or len(points))
+    at_once = min(tasks, sweep.max_concurrent or tasks)
 
     def plan_for(used: int | None, gpus: int) -> SubmissionPlan:  # the spec on this site
         return build_plan(
@@ -196,22 +200,22 @@ def plan_sweep(
     whole = plan_for(quota_used, at_once * per_task)
     fits = _tasks_in_quota(spec, site, whole, quota_used, per_task, at_once)
     if fits:
-        parts = _split(
-            plan_for, len(points), fits, at_once, per_task, quota_used or 0, max_array_size
-        )
+        parts = _split(plan_for, tasks, fits, at_once, per_task, quota_used or 0, max_array_size)
     else:
         parts = [_Part(whole, arrays, None, 0)]
     chained = any(len(p.arrays) > 1 and p.arrays[0].limit for p in parts)
     params_file = posixpath.join(whole.job_dir, jobdir.SWEEP_PARAMS)
     study = study_config(sweep, submission_id, whole.job_dir) if sweep.is_study else None
     asks = ("--study", posixpath.join(whole.job_dir, STUDY_FILE)) if study else ()
+    packed = ("--pack", str(pack), "--points", str(len(points))) if pack > 1 else ()
     task_step = (
         python,
         "-m",
-        "hpclaunch.supervise.sweep_task",
+        "hpclaunch.supervise.sweep_pack" if pack > 1 else "hpclaunch.supervise.sweep_task",
         "--params",
         params_file,
         *asks,
+        *packed,
         f"--keep={len(whole.launch_prefix)}",
         "--",
     )
@@ -220,8 +224,12 @@ def plan_sweep(
     for part in parts:
         plan = part.plan
         notes = plan.notes + tuple(
-            _notes(spec, names, len(points), part.arrays, chained, max_array_size, plan, unused)
+            _notes(
+                spec, names, len(points), part.arrays, chained, max_array_size, plan, unused, pack
+            )
         )
+        if pack > 1:
+            notes += (_pack_note(spec, pack, len(points), tasks),)
         if study is not None:
             notes += (study_note(study),)
         if split:
@@ -236,6 +244,7 @@ def plan_sweep(
                 plan,
                 launch_prefix=prefix,
                 sweep_params=params_file,
+                sweep_pack=pack,
                 script_path=script,
                 notes=notes,
             )
@@ -342,14 +351,16 @@ def _notes(
     max_array_size: int,
     plan: SubmissionPlan,
     unused: Sequence[str],
+    pack: int = 1,
 ) -> list[str]:
     assert spec.sweep is not None
+    first = "point" if pack == 1 else "task"  # a packed task's first point: task x pack
     notes = [
         f"sweep ({spec.sweep.method}): {count} points over {', '.join(sorted(names)) or '-'}; "
         f"each task gets {plan.job_dir}/tasks/<point>/ (control, ledger, checkpoints, logs)",
         f"{len(arrays)} array{'' if len(arrays) == 1 else 's'} of at most {max_array_size} "
         f"tasks (indices stay below MaxArraySize {max_array_size}): "
-        + _first_and_last([f"--array={a.array_spec} from point {a.offset}" for a in arrays]),
+        + _first_and_last([f"--array={a.array_spec} from {first} {a.offset}" for a in arrays]),
     ]
     if chained:
         notes.append(
@@ -359,6 +370,31 @@ def _notes(
     if unused:
         notes.append(unused_note(unused))
     return notes
+
+
+def _time_per_task(spec: JobSpec, pack: int) -> JobSpec:
+    """The spec with ``resources.time`` for a whole task: ``pack`` points, one after another
+    (``resources.time`` is a point's)."""
+    seconds = spec.resources.time_seconds
+    if pack == 1 or seconds is None:
+        return spec
+    resources = spec.resources.model_copy(update={"time": format_time(seconds * pack)})
+    return spec.model_copy(update={"resources": resources})
+
+
+def _pack_note(spec: JobSpec, pack: int, points: int, tasks: int) -> str:
+    time = spec.resources.time
+    limit = (
+        f"; resources.time is a point's, so each task asks {pack} x that: {time}"
+        if time is not None
+        else "; no resources.time: the partition's default limit is each task's, for all its points"
+    )
+    return (
+        f"sweep.pack {pack}: {points} points in {tasks} array tasks (Slurm sees {tasks} jobs, "
+        f"not {points}); each task runs its points one after another in its allocation, each "
+        "point its own job step with its own log, ledger, result and retry, and a task "
+        f"started again (a requeue, a preemption) skips the points that completed{limit}"
+    )
 
 
 def _words(spec: JobSpec) -> tuple[str, ...]:

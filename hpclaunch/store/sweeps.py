@@ -38,7 +38,8 @@ __all__ = [
 @dataclass(frozen=True)
 class SweepArray:
     """One array of a sweep: Slurm job ``job_id`` runs points ``offset`` .. ``+ count - 1``
-    (task *t* runs point ``offset + t``).
+    (task *t* runs point ``offset + t``); in a packed sweep (:attr:`SweepRecord.pack`) the
+    offset and count are of tasks, task *t* running pack ``offset + t``'s points.
 
     ``tasks``: a rerun of some points (``hpclaunch sweep rerun``): only these task ids of
     the array at ``offset`` were submitted, as ``--array=35,37``; ``None``: all of them.
@@ -63,7 +64,8 @@ class SweepArray:
 
 @dataclass(frozen=True)
 class SweepRecord:
-    """A submitted sweep."""
+    """A submitted sweep. ``pack``: points per array task (``sweep.pack``); pack *k* is
+    points ``k * pack`` .. ``(k + 1) * pack - 1`` (fewer in the last)."""
 
     sweep_id: str
     name: str
@@ -78,29 +80,37 @@ class SweepRecord:
     max_concurrent: int | None = None
     cluster: str | None = None
     arrays: tuple[SweepArray, ...] = field(default=())
+    pack: int = 1
+
+    def points_of(self, pack: int) -> range:
+        """The points pack (array task index) ``pack`` runs: just ``pack`` unpacked."""
+        return range(pack * self.pack, min((pack + 1) * self.pack, self.points))
 
     def task_job_id(self, point: int) -> str | None:
         """Slurm's id (``<array>_<task>``) of the task that runs ``point``: the newest
         array that has it (a rerun's); ``None``: no array has it."""
+        index = point // self.pack
         for array in reversed(self.arrays):
-            if array.has_task(point - array.offset):
-                return f"{array.job_id}_{point - array.offset}"
+            if array.has_task(index - array.offset):
+                return f"{array.job_id}_{index - array.offset}"
         return None
 
     def task_of(self, job_id: str, task: int) -> int | None:
-        """The point that task ``task`` of array ``job_id`` runs, or ``None``."""
+        """The point that task ``task`` of array ``job_id`` runs (a packed task's first),
+        or ``None``."""
         for array in self.arrays:
             if array.job_id == job_id and array.has_task(task):
-                return array.offset + task
+                return (array.offset + task) * self.pack
         return None
 
     def latest_tasks(self) -> dict[int, str]:
         """Point → the job id of the task that runs it now (``<array>_<task>``): a rerun's
         task replaces the one before it (arrays are kept in submission order)."""
         return {
-            array.offset + task: f"{array.job_id}_{task}"
+            point: f"{array.job_id}_{task}"
             for array in self.arrays
             for task in array.task_ids()
+            for point in self.points_of(array.offset + task)
         }
 
     def to_dict(self) -> dict[str, Any]:

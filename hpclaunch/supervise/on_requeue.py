@@ -18,6 +18,7 @@ from hpclaunch.supervise.attempt import (
 )
 from hpclaunch.supervise.on_trial import trial_was_pruned
 from hpclaunch.supervise.requeue import (
+    PACK_MORE_ENV,
     cancel_requeued,
     decide,
     forbid_requeue,
@@ -105,12 +106,21 @@ def finished_at_warning(sc: AttemptControl, reason: str) -> int:
     stopped it and with no checkpoint for the request: the work is done. A requeue would
     run it again, from its last checkpoint or from the start (seen on 22.05 under load:
     a trainer warned at its 150th and last step trained all 150 again). Where Slurm
-    itself requeues a preempted job when it exits (24.11+), that requeue is forbidden."""
+    itself requeues a preempted job when it exits (24.11+), that requeue is forbidden.
+
+    A point of a packed sweep task with points after it (``HPCLAUNCH_PACK_MORE``) is done,
+    but its task is not: the task is requeued as for any warning, and started again it
+    skips the points that completed (sweep_pack.py)."""
+    ended = "pruned" if trial_was_pruned(sc.control) else "success"
+    if sc.env.get(PACK_MORE_ENV) == "1":
+        ending = requeue(sc, reason, sc.ledger.history())
+        requeued = ending.code == EXIT_REQUEUED
+        sc.end(ended, exit_code=0, requeued=requeued, warned=reason, why=ending.why)
+        return 0
     if reason == "preempted" and "SLURM_JOB_ID" in sc.env:
         target = requeue_target(sc.env)
         if slurm_requeues_on_exit(sc.runner, target):
             _forbid(sc, target)
-    ended = "pruned" if trial_was_pruned(sc.control) else "success"
     sc.end(ended, exit_code=0, requeued=False, warned=reason)
     return 0
 

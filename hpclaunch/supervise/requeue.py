@@ -63,6 +63,7 @@ __all__ = [
     "CAPPED_REASONS",
     "EXPEDITED_ENV",
     "NO_PROGRESS_LIMIT",
+    "PACK_MORE_ENV",
     "RequeueDecision",
     "RequeueOutcome",
     "cancel_requeued",
@@ -95,6 +96,9 @@ FINISHED_REASONS = frozenset({"success", "pruned", "user_error", "oom", "stopped
 
 #: Set to 1 in a job that asked ``--requeue=expedite`` (planning/plan.py).
 EXPEDITED_ENV = "HPCLAUNCH_EXPEDITED_REQUEUE"
+#: Set to 1 for a point of a packed sweep task that has points after it (sweep_pack.py):
+#: its point done, the task still needs its requeue.
+PACK_MORE_ENV = "HPCLAUNCH_PACK_MORE"
 
 
 def requeue_target(env: Mapping[str, str]) -> str:

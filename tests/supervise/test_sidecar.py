@@ -1016,3 +1016,20 @@ def test_a_job_that_asked_an_expedited_requeue_clears_it_before_it_fails(
     plain = slurm_answers()
     assert Sidecar(config(tmp_path / "plain", *args), plain).run() == code
     assert CLEAR not in plain.calls
+
+
+def test_a_packed_point_that_finishes_as_the_warning_comes_still_requeues_its_task(
+    tmp_path: Path, signal_at_step: Any
+) -> None:
+    """Issue 48: a point of a packed sweep task with points after it (HPCLAUNCH_PACK_MORE)
+    is done, its task is not: the task is requeued (its next run skips the completed
+    point), where an unpacked job would not be (the test above)."""
+    signal_at_step(signal.SIGUSR1, 18)
+    runner = slurm_answers()
+    cfg = config(tmp_path, "--steps", "20", "--sleep", "0.1", "--no-checkpoint")
+    assert cfg.env is not None
+    cfg = dataclasses.replace(cfg, env={**cfg.env, "HPCLAUNCH_PACK_MORE": "1"})
+    assert Sidecar(cfg, runner).run() == 0
+    end = events(tmp_path)["attempt_end"]
+    assert (end["reason"], end["requeued"], end["warned"]) == ("success", True, "preempted")
+    assert ("scontrol", "requeue", "4242") in runner.calls
