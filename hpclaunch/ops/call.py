@@ -223,6 +223,7 @@ def submit_map(
     opts: SubmitOptions[SweepPlan],
     *,
     max_concurrent: int | None = None,
+    pack: int = 1,
 ) -> Swept:
     """Submit ``fn(item)`` for each of ``items`` as one sweep (``i`` over the items'
     indexes): job arrays split at MaxArraySize, each point run once, recorded as any
@@ -244,6 +245,8 @@ def submit_map(
     sweep: dict[str, Any] = {"method": "grid", "parameters": {"i": list(range(len(items)))}}
     if max_concurrent is not None:
         sweep["max_concurrent"] = max_concurrent
+    if pack != 1:
+        sweep["pack"] = pack
     spec["sweep"] = sweep
 
     def put_items(sweep: SweepPlan) -> None:

@@ -273,6 +273,7 @@ class Session(Context):
         fn: Callable[..., Any],
         *iterables: Iterable[Any],
         max_concurrent: int | None = None,
+        pack: int = 1,
         sweep_id: str | None = None,
         check: bool = True,
         dry_run: bool = False,
@@ -281,7 +282,9 @@ class Session(Context):
         """Run ``fn(item)`` for each of ``items``, as one sweep of job arrays (split at the
         cluster's MaxArraySize, each point run once, tier ``low`` unless given); ``options``
         are the job's (a spec's fields, as for :meth:`submit`). ``max_concurrent``: at most
-        that many tasks at once. ``results()`` gives the values in the items' order.
+        that many tasks at once. ``pack``: items per array task, run one after another in
+        its allocation (``sweep.pack``: short items pay no job each). ``results()`` gives
+        the values in the items' order.
         With several iterables, as ``Executor.map``: ``fn(a, b)`` for each pair of
         ``zip(as_, bs)``.
 
@@ -299,7 +302,7 @@ class Session(Context):
         opts: SubmitOptions[SweepPlan] = SubmitOptions(
             submission_id=sweep_id, check=check, dry_run=dry_run
         )
-        swept = submit_map(self, call, items, given, opts, max_concurrent=max_concurrent)
+        swept = submit_map(self, call, items, given, opts, max_concurrent=max_concurrent, pack=pack)
         plan = swept.sweep.plan
         return MapRun(
             self,

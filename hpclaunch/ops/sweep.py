@@ -150,8 +150,10 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
         for plan in (sweep.plan, sweep.overquota):
             if plan is not None:
                 check_before_submit(context, plan, enabled=check)
-        check_job_count(context, len(sweep.points), enabled=check)
-        check_submit_limits(context, sweep.plan, len(sweep.points), enabled=check)
+        tasks = sum(a.count for a in sweep.arrays)  # a packed sweep's: points / pack
+        points = len(sweep.points)
+        check_job_count(context, tasks, enabled=check, points=points)
+        check_submit_limits(context, sweep.plan, tasks, enabled=check, points=points)
     notices = notify_config(sweep.plan)  # a missing webhook is refused by a dry run too
     warn_unsendable(context, sweep.plan)
     if opts.dry_run:
@@ -206,7 +208,9 @@ def submit_sweep_spec(context: Context, spec: SpecInput, opts: SubmitOptions[Swe
     return Swept(sweep, record, tuple(done))
 
 
-def check_job_count(context: Context, tasks: int, *, enabled: bool) -> None:
+def check_job_count(
+    context: Context, tasks: int, *, enabled: bool, points: int | None = None
+) -> None:
     """Refuse a sweep of more tasks than slurmctld holds at once (MaxJobCount, all users'
     jobs together, each array task one job): it would fail part-way; warn past half of it.
 
@@ -222,20 +226,26 @@ def check_job_count(context: Context, tasks: int, *, enabled: bool) -> None:
     if not limit or tasks <= limit // 2:
         return
     said = (
-        f"{tasks} points are {tasks} jobs to Slurm (each array task counts) against the "
+        f"{points or tasks} points are {tasks} jobs to Slurm (each array task counts) against the "
         f"cluster's MaxJobCount of {limit}, all users' jobs together"
     )
     if tasks > limit:
         raise PlanError(
             f"{said}: the sweep would fail part-way",
             hint=f"split it into sweeps of at most {limit // 2} points (a parameter's values "
-            "in parts, each its own sweep), or ask the cluster's admins",
+            "in parts, each its own sweep), pack more points into each task (sweep.pack), or "
+            "ask the cluster's admins",
         )
     context.warn(f"{said}: its last arrays may be refused when the queue is full")
 
 
 def check_submit_limits(
-    context: Context, plan: SubmissionPlan, tasks: int, *, enabled: bool
+    context: Context,
+    plan: SubmissionPlan,
+    tasks: int,
+    *,
+    enabled: bool,
+    points: int | None = None,
 ) -> None:
     """Refuse a sweep of more tasks than its association or QOS takes now (MaxSubmitJobs,
     GrpSubmitJobs up the account tree, the QOS's per-user and per-account limits; each
@@ -258,7 +268,7 @@ def check_submit_limits(
     tight = min(limits, key=lambda limit: limit.room, default=None)
     if tight is None or tasks <= tight.room:
         return
-    said = f"{tasks} points are {tasks} jobs to Slurm (each array task counts), and the "
+    said = f"{points or tasks} points are {tasks} jobs to Slurm (each array task counts), and the "
     if tight.room == 0:
         raise PlanError(
             f"{said}{tight.what} is full ({tight.used} jobs held, limit {tight.limit})",
@@ -268,8 +278,8 @@ def check_submit_limits(
     raise PlanError(
         f"{said}{tight.what} takes {tight.room} more now ({tight.used} of {tight.limit} held): "
         "the sweep would fail part-way",
-        hint=f"split it into sweeps of at most {tight.room} points, or wait for your jobs "
-        "to end, or ask the cluster's admins",
+        hint=f"split it into sweeps of at most {tight.room} points, pack more points into "
+        "each task (sweep.pack), wait for your jobs to end, or ask the cluster's admins",
     )
 
 

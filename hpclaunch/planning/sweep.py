@@ -173,6 +173,7 @@ def plan_sweep(
     unused = tuple(unused_parameters(spec, names))
     pack = min(sweep.pack, len(points))
     tasks = -(-len(points) // pack)  # each array task runs `pack` points (the last: the rest)
+    point_time = spec.resources.time
     spec = _time_per_task(spec, pack)
     try:
         arrays = split_arrays(tasks, max_array_size, sweep.max_concurrent)
@@ -197,7 +198,16 @@ def plan_sweep(
             can_expedite=can_expedite,
         )
 
-    whole = plan_for(quota_used, at_once * per_task)
+    try:
+        whole = plan_for(quota_used, at_once * per_task)
+    except PlanError as exc:
+        if pack == 1 or not exc.message.startswith("resources.time"):
+            raise
+        raise PlanError(
+            f"sweep.pack {pack}: each task runs {pack} points one after another, so it asks "
+            f"{pack} x resources.time ({point_time}): {exc.message}",
+            hint="lower sweep.pack, or resources.time (a point's)",
+        ) from exc
     fits = _tasks_in_quota(spec, site, whole, quota_used, per_task, at_once)
     if fits:
         parts = _split(plan_for, tasks, fits, at_once, per_task, quota_used or 0, max_array_size)

@@ -284,3 +284,38 @@ def run_script(hpclaunch: Run, code: str) -> Any:
         return json.loads(out.stdout.splitlines()[-1])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# Issue 48: items packed into array tasks; one item fails, the others' values come back.
+PACKED_MAP = """\
+import json
+import hpclaunch
+
+
+def inverse(x):
+    return 1 / x
+
+
+session = hpclaunch.Session(site="local")
+run = session.map(inverse, [1, 2, 0, 4, 5], pack=2, project="research",
+                  resources={"time": "00:01:00", "mem": "100M"})
+values = run.results(timeout=300, return_exceptions=True)
+print(json.dumps({"sweep": run.sweep_id, "arrays": [r.job_id for r in run.arrays],
+                  "values": [v if not isinstance(v, BaseException) else type(v).__name__
+                             for v in values],
+                  "items": [job.id for job in run.jobs()]}))
+"""
+
+
+def test_a_packed_map_runs_two_items_a_task_and_a_failure_hides_no_value(
+    hpclaunch: Run,
+) -> None:
+    seen = run_script(hpclaunch, PACKED_MAP)
+    assert seen["values"] == [1.0, 0.5, "ZeroDivisionError", 0.25, 0.2]
+    (array,) = seen["arrays"]
+    # 5 items, 2 a task: tasks 0, 0, 1, 1, 2
+    assert seen["items"] == [f"{array}_{t}" for t in (0, 0, 1, 1, 2)]
+    status = hpclaunch("sweep", "status", seen["sweep"], "--json")
+    assert status.returncode == 0, status.stderr
+    counts = json.loads(status.stdout)["counts"]
+    assert counts == {"COMPLETED": 4, "FAILED": 1}, counts

@@ -166,3 +166,15 @@ def test_a_failed_point_does_not_stop_the_pack_and_fails_the_task(tmp_path: Path
     # the last pack has one point (4): 5 points, 2 a pack
     assert run_pack(tmp_path, 2, command) == 0
     assert (tmp_path / "ran").read_text().splitlines() == ["0", "1", "4"]
+
+
+def test_a_pack_whose_points_do_not_fit_the_time_limit_says_so() -> None:
+    from hpclaunch.errors import PlanError
+
+    with pytest.raises(PlanError) as exc:
+        planned(32, points=40, resources={"time": "00:05:00"})
+    assert exc.value.message.startswith(
+        "sweep.pack 32: each task runs 32 points one after another, so it asks 32 x "
+        "resources.time (00:05:00): resources.time: time 02:40:00 is over the limit"
+    )
+    assert exc.value.hint == "lower sweep.pack, or resources.time (a point's)"
