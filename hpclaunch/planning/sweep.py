@@ -393,6 +393,13 @@ def _time_per_task(spec: JobSpec, pack: int) -> JobSpec:
 
 
 def _pack_note(spec: JobSpec, pack: int, points: int, tasks: int) -> str:
+    each = (
+        "each point in the task's batch step with its own log and ledger (launcher none: no "
+        "sidecar, so no job step or retry of its own)"
+        if spec.launcher == "none"
+        else "each point its own job step under its own sidecar, with its own log, ledger, "
+        "result and retry"
+    )
     time = spec.resources.time
     limit = (
         f"; resources.time is a point's, so each task asks {pack} x that: {time}"
@@ -401,9 +408,9 @@ def _pack_note(spec: JobSpec, pack: int, points: int, tasks: int) -> str:
     )
     return (
         f"sweep.pack {pack}: {points} points in {tasks} array tasks (Slurm sees {tasks} jobs, "
-        f"not {points}); each task runs its points one after another in its allocation, each "
-        "point its own job step with its own log, ledger, result and retry, and a task "
-        f"started again (a requeue, a preemption) skips the points that completed{limit}"
+        f"not {points}); each task runs its points one after another in its allocation, "
+        f"{each}, and a task started again (a requeue, a preemption) skips the points that "
+        f"completed{limit}"
     )
 
 
