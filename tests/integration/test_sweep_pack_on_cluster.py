@@ -98,8 +98,12 @@ def test_a_preempted_packed_task_runs_only_its_unfinished_points(
     # Slurm's records: two tasks, task 0 preempted
     states = _sacct(f"{array}_0")
     assert states[0] == "PREEMPTED" or "REQUEUED" in states[0], states
-    assert states[-1] == "COMPLETED", states
-    assert _sacct(f"{array}_1")[-1] == "COMPLETED"
+    # Ended: COMPLETED, or PREEMPTED when a preemption came as a task's last point ended
+    # (the work done, its sidecar keeps Slurm from running it again; seen in CI run 57,
+    # another test's job preempting task 1 side by side); the points' ledgers say how
+    # each ended (every point COMPLETED, above)
+    assert states[-1] in ("COMPLETED", "PREEMPTED"), states
+    assert _sacct(f"{array}_1")[-1] in ("COMPLETED", "PREEMPTED")
     tasks = subprocess.run(
         ["sacct", "-n", "-X", "-j", array, "-o", "JobID", "-P"], capture_output=True, text=True
     ).stdout.split()
