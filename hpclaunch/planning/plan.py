@@ -250,9 +250,8 @@ def build_plan(
     ]
     if spec.launcher != "none":
         notes.append(processes_note(spec))
-    requeue, lead = requeue_options(
-        spec, policy, notes, expedite=_expedites(spec, site, can_expedite, notes)
-    )
+    expedite = _expedites(spec, site, can_expedite, notes)
+    requeue, lead = requeue_options(spec, policy, notes, expedite=expedite)
     opts += requeue
     opts += _dependency_options(spec, notes)
     opts += _extra_options(spec, notes)
@@ -265,8 +264,10 @@ def build_plan(
     runtime_env = _runtime_env(
         spec, policy, submission_id, job_dir, log_dir, home, cwd, lead, site.idle
     )
-    if ("--requeue", "expedite") in requeue:
-        # The sidecar clears the job's Requeue before it ends it with an error (signals.py).
+    if expedite:
+        # The sidecar clears the job's Requeue before it ends it with an error (signals.py;
+        # supervise/requeue.py EXPEDITED_ENV, not imported: it would load the sidecar's
+        # Slurm modules into every plan).
         runtime_env += (("HPCLAUNCH_EXPEDITED_REQUEUE", "1"),)
     if spec.retry is not None:
         # The partition's nodes' memory caps what an OOM retry may ask for.

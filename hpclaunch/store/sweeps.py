@@ -18,7 +18,7 @@ from hpclaunch.config.paths import user_dir
 from hpclaunch.errors import JobNotFound
 from hpclaunch.store.files import write_private
 from hpclaunch.store.history import find_record
-from hpclaunch.supervise.sweep_task import task_dir
+from hpclaunch.supervise.sweep_task import points_of, task_dir
 
 if TYPE_CHECKING:
     from hpclaunch.store.history import SubmissionRecord
@@ -84,7 +84,7 @@ class SweepRecord:
 
     def points_of(self, pack: int) -> range:
         """The points pack (array task index) ``pack`` runs: just ``pack`` unpacked."""
-        return range(pack * self.pack, min((pack + 1) * self.pack, self.points))
+        return points_of(pack, self.pack, self.points)
 
     def task_job_id(self, point: int) -> str | None:
         """Slurm's id (``<array>_<task>``) of the task that runs ``point``: the newest

@@ -44,6 +44,7 @@ that completes inside a preemption's grace is requeued the same way, on purpose.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,7 @@ __all__ = [
     "cancel_requeued",
     "decide",
     "delay_start",
+    "end_expedited",
     "finished_attempt",
     "forbid_requeue",
     "issue_requeue",
@@ -174,6 +176,24 @@ def forbid_requeue(runner: Runner, target: str, *, timeout: float = 20) -> Reque
     return _run_slurm(
         runner, target, ["scontrol", "update", f"JobId={target}", "Requeue=0"], timeout
     )
+
+
+def end_expedited(runner: Runner, env: Mapping[str, str]) -> None:
+    """Before a job that asked ``--requeue=expedite`` (``EXPEDITED_ENV`` set) ends with an
+    error: clear its Requeue. Slurm would requeue it and hold it ("job requeued in held
+    state": any non-zero exit requeues such a job, and it is held when no epilog failed;
+    job_mgr.c, 25.11.7); cleared, the job ends FAILED (or OUT_OF_MEMORY), as any other.
+    Nothing for other jobs. Never raises."""
+    if env.get(EXPEDITED_ENV) != "1":
+        return
+    done = forbid_requeue(runner, requeue_target(env))
+    if not done.ok:
+        print(
+            f"hpclaunch: could not turn off the job's expedited requeue ({done.why}): Slurm "
+            "may requeue it held; scancel it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def delay_start(

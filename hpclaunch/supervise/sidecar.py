@@ -42,7 +42,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,13 +81,7 @@ from hpclaunch.supervise.on_retry import retry_failed
 from hpclaunch.supervise.on_trial import tell_trial, trial_was_pruned
 from hpclaunch.supervise.output import OutputGate
 from hpclaunch.supervise.process_group import stop_group
-from hpclaunch.supervise.requeue import (
-    EXPEDITED_ENV,
-    finished_attempt,
-    forbid_requeue,
-    job_now,
-    requeue_target,
-)
+from hpclaunch.supervise.requeue import end_expedited, finished_attempt, job_now
 from hpclaunch.supervise.resize import elastic_sizes, read_request
 from hpclaunch.supervise.sidecar_config import SidecarConfig
 from hpclaunch.supervise.signals import Received, SignalCatcher
@@ -148,23 +141,9 @@ class Sidecar:
             caught = signals if signals is not None else stack.enter_context(SignalCatcher())
             code = self._run(caught)
         # EXIT_STOPPED: Slurm itself ends this run (a requeue, a cancel, the time limit).
-        if code > 0 and code != EXIT_STOPPED and self.env.get(EXPEDITED_ENV) == "1":
-            self._end_expedited()
+        if code > 0 and code != EXIT_STOPPED:
+            end_expedited(self.runner, self.env)
         return code
-
-    def _end_expedited(self) -> None:
-        """Before a job asked ``--requeue=expedite`` ends with an error: Slurm would
-        requeue it and hold it ("job requeued in held state": any non-zero exit requeues
-        such a job, and it is held when no epilog failed; job_mgr.c, 25.11.7). With its
-        Requeue cleared the job ends FAILED (or OUT_OF_MEMORY), as any other."""
-        done = forbid_requeue(self.runner, requeue_target(self.env))
-        if not done.ok:
-            print(
-                f"hpclaunch-sidecar: could not turn off the job's expedited requeue "
-                f"({done.why}): Slurm may requeue it held; scancel it",
-                file=sys.stderr,
-                flush=True,
-            )
 
     def _run(self, signals: SignalCatcher) -> int:
         cfg = self.config

@@ -45,25 +45,19 @@ from types import FrameType
 from hpclaunch.supervise.launch import EARLY_SIGNAL_ENV
 from hpclaunch.supervise.ledger import Ledger, read_ledger
 from hpclaunch.supervise.requeue import (
-    EXPEDITED_ENV,
     PACK_MORE_ENV,
-    forbid_requeue,
+    end_expedited,
     issue_requeue,
     requeue_target,
     slurm_requeues_on_exit,
 )
-from hpclaunch.supervise.sweep_task import completed_at, task_dir
+from hpclaunch.supervise.sweep_task import completed_at, points_of, task_dir
 from hpclaunch.transport.local import LocalRunner
 
-__all__ = ["PackRun", "main", "points_of"]
+__all__ = ["PackRun", "main"]
 
 #: The signals passed on to the point running now.
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT)
-
-
-def points_of(pack: int, size: int, points: int) -> range:
-    """The points of pack ``pack`` when each has ``size`` (of ``points`` in all)."""
-    return range(pack * size, min((pack + 1) * size, points))
 
 
 class PackRun:
@@ -81,7 +75,6 @@ class PackRun:
         # A warning that came while the batch script set up (command.sh.j2): the first
         # point's sidecar acts on it, and no point starts after that one.
         self.early = self.env.pop(EARLY_SIGNAL_ENV, "")
-        self.last = -1  # the pack's last point
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """Pass the signal to the point running now; start no further point."""
@@ -93,7 +86,6 @@ class PackRun:
 
     def run(self, points: range) -> int:
         """Run the points not yet completed; the pack's exit code."""
-        self.last = points[-1] if points else -1
         failed = []
         for point in points:
             if self.stopped_by is not None:
@@ -105,7 +97,7 @@ class PackRun:
                 print(f"hpclaunch: sweep point {point} already completed ({done})", flush=True)
                 continue
             print(f"hpclaunch: sweep point {point}: starting", flush=True)
-            code = self._run_point(point, own)
+            code = self._run_point(point, own, more=point != points[-1])
             end = _last_end(own)
             if end is not None and end.get("requeued"):
                 print(f"hpclaunch: sweep point {point}: the task was requeued", flush=True)
@@ -136,11 +128,11 @@ class PackRun:
             done = issue_requeue(runner, target, attempt=self.attempt)
             print(f"hpclaunch: pack requeued: {done.ok} {done.why or ''}", flush=True)
 
-    def _run_point(self, point: int, own: str) -> int:
+    def _run_point(self, point: int, own: str, *, more: bool) -> int:
         logs = task_dir(self.log_dir, point)
         os.makedirs(logs, exist_ok=True)
         env = {**self.env, "HPCLAUNCH_SWEEP_INDEX": str(point)}
-        if point < self.last:  # a point done as a warning comes still requeues the task
+        if more:  # a point done as a warning comes still requeues the task
             env[PACK_MORE_ENV] = "1"
         if self.early in ("USR1", "USR2"):
             env[EARLY_SIGNAL_ENV] = self.early
@@ -199,8 +191,8 @@ def main(argv: Sequence[str] | None = None, environ: MutableMapping[str, str] | 
     for signum in FORWARDED:
         signal.signal(signum, run.on_signal)
     code = run.run(points_of(int(raw), args.pack, args.points))
-    if code == 1 and env.get(EXPEDITED_ENV) == "1":
-        forbid_requeue(LocalRunner(), requeue_target(env))  # else Slurm holds the task
+    if code == 1:
+        end_expedited(LocalRunner(), env)  # else Slurm holds the task
     return code
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "hold_point",
     "main",
     "placeholders",
+    "points_of",
     "read_point",
     "substitute",
     "task_dir",
@@ -121,6 +122,13 @@ def read_point(path: str, index: int) -> dict[str, Any]:
     except ValueError as exc:
         raise TaskError(f"{path}, line {index + 1}: not JSON: {exc}") from exc
     raise TaskError(f"{path} has no point {index} (the sweep has fewer points)")
+
+
+def points_of(pack: int, size: int, points: int) -> range:
+    """The points of pack ``pack`` of a packed sweep (``sweep.pack`` = ``size``, ``points``
+    in all): ``pack * size`` .. ``(pack + 1) * size - 1``, fewer in the last; with ``size``
+    1, point ``pack`` alone."""
+    return range(pack * size, min((pack + 1) * size, points))
 
 
 def task_dir(directory: str, index: int) -> str:
