@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,6 +77,10 @@ def test_a_preempted_packed_task_runs_only_its_unfinished_points(
             return _status(hpclaunch, sweep_id)["counts"] == {"COMPLETED": 6}
 
         wait_for("every point COMPLETED", ended, 240)
+        # A point's ledger says success before its task's batch script ends, and slurmdbd
+        # records the end after slurmctld (CI run 59 read RUNNING on 22.05): wait for both
+        wait_for("both tasks to leave the queue", lambda: not _queued(array), 60)
+        wait_for("slurmdbd to record both ends", lambda: _recorded(array), 60)
     finally:
         subprocess.run(["scancel", array], check=False, capture_output=True)
     subprocess.run(["scancel", preemptor], check=False, capture_output=True)
@@ -132,6 +137,18 @@ def _sacct(job: str) -> list[str]:
         ["sacct", "-n", "-X", "-D", "-j", job, "-o", "State", "-P"], capture_output=True, text=True
     )
     return out.stdout.split()
+
+
+def _queued(array: str) -> bool:
+    out = subprocess.run(["squeue", "-h", "-j", array, "-o", "%i"], capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+def _recorded(array: str) -> bool:
+    time.sleep(0.5)  # sacct asks slurmdbd: not in a tight loop
+    live = {"RUNNING", "PENDING", "REQUEUED", "COMPLETING"}
+    lasts = [_sacct(f"{array}_{task}")[-1:] for task in (0, 1)]
+    return all(last and last[0] not in live for last in lasts)
 
 
 def _ends(task: Path) -> list[dict[str, object]]:
