@@ -1,111 +1,87 @@
 """The simulator against published numbers: the Pollux artifact's 8 workloads (160 jobs,
 64 GPUs = 16 nodes x 4) at relative loads 0.5-2.0, our policies beside the artifact's own
-results (issue 29).
+results (issues 29 and 49).
 
-    .venv/bin/python bench/elastic_sim.py [--loads 0.5 1.0 1.5 2.0] [--policies tiresias ...]
+    .venv/bin/python bench/elastic_sim.py [--loads 0.5 1.0 1.5 2.0] [--runs tiresias ...]
 
-Per load and run (a policy, and whether the jobs are rigid or elastic: ``fixed`` keeps
-each job's batch, ``adaptive`` picks the batch with the most progress per second): the
-average job completion time (JCT) of each workload, their mean with its 95 % confidence
-half-width over the 8 workloads, and, where the artifact ran the same policy (Tiresias +
-tuned jobs), our mean against its mean and the **fidelity gate**: our Tiresias within
-+-10 % of the artifact's mean and each workload within +-20 %. The baseline, measured in
-the same run: our own Tiresias (every other run's change is paired against it, workload
-by workload; the goal: the best elastic run <= 0.70 x at load 1.0). Record the
-figures in bench/RESULTS.md and docs/simulator.md with the date.
+Per load and run (:data:`hpclaunch.scheduling.simulate.measured.published.RUNS`): the
+average job completion time (JCT) of each workload, their mean with its 95 % interval,
+and the run over our Tiresias, paired workload by workload (the one ratio used
+everywhere). The baseline, measured in the same run: our own Tiresias, held to the
+**fidelity gate** against the artifact's Tiresias (+-10 % mean, +-20 % each workload):
+the bench exits 1 when the gate is not met at a load. The goals of issue 49 are printed
+MET / NOT MET. Record the figures in bench/RESULTS.md and docs/simulator.md with the date.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from statistics import fmean
 
-from hpclaunch.scheduling.simulate.measured.apps import data_dir
-from hpclaunch.scheduling.simulate.measured.engine import simulate_rounds
-from hpclaunch.scheduling.simulate.measured.jobs import Elastic, read_workload, workload_path
-from hpclaunch.scheduling.simulate.measured.policies import POLICIES
-from hpclaunch.scheduling.simulate.metrics import change, summarize
+from hpclaunch.scheduling.simulate.measured.published import LOADS, RUNS, LoadResult, run_load
 
-WORKLOADS = range(1, 9)
-#: The runs: name -> (policy, how the workload's jobs may change size; None: rigid).
-RUNS: dict[str, tuple[str, Elastic | None]] = {
-    "fifo": ("fifo", None),
-    "fifo-backfill": ("fifo-backfill", None),
-    "tiresias": ("tiresias", None),
-    "elastic-fixed": ("elastic", Elastic(batch="fixed")),
-    "elastic-adaptive": ("elastic", Elastic(batch="adaptive")),
-    # Today's `ours` on a one-tier workload is FIFO + backfill (the arbiter preempts only
-    # across tiers): the fifo-backfill run. Ours with shrink before wait, grow into idle:
-    "ours-elastic-fixed": ("fifo-elastic", Elastic(batch="fixed")),
-    "ours-elastic-adaptive": ("fifo-elastic", Elastic(batch="adaptive")),
-    "ones": ("ones", Elastic(batch="adaptive")),
-}
-#: Our policy -> the artifact's results it is to be compared with.
-PUBLISHED = {"tiresias": "tiresias"}
+#: The adaptive-batch goal: the artifact's Pollux at load 1.0.
+POLLUX_1_0 = 2751.0
 
 
-def average_jct(run: str, workload: int, load: float) -> float:
-    policy, elastic = RUNS[run]
-    jobs = read_workload(workload_path(workload, load), elastic)
-    return fmean(j.jct() for j in simulate_rounds(jobs, POLICIES[policy]()))
+def goals(results: dict[float, LoadResult]) -> list[tuple[str, bool]]:
+    """Issue 49's goals that these results can say (a run not made is left out)."""
+    out = []
+    one = results.get(1.0)
+    if one and (r := one.ratio("elastic-fixed")):
+        out.append(
+            (
+                f"elastic, fixed batch, <= 0.80 x our Tiresias at load 1.0: x{r.mean:.3f}",
+                r.mean <= 0.80,
+            )
+        )
+    if one and "elastic-adaptive" in one.runs:
+        mean = fmean(one.runs["elastic-adaptive"])
+        out.append(
+            (
+                "elastic, adaptive batch, <= the artifact's Pollux (2,751 s) at load 1.0: "
+                f"{mean:,.0f} s",
+                mean <= POLLUX_1_0,
+            )
+        )
+    for run in ("elastic-fixed", "elastic-adaptive"):
+        ratios = {load: r.ratio(run) for load, r in results.items() if run in r.runs}
+        if ratios:
+            below = all(r is not None and r.mean < 1 for r in ratios.values())
+            cells = ", ".join(f"{load:.1f}: x{r.mean:.3f}" for load, r in ratios.items() if r)
+            out.append((f"{run} below our Tiresias at every load ({cells})", below))
+    return out
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--loads", type=float, nargs="+", default=[0.5, 1.0, 1.5, 2.0])
-    parser.add_argument("--policies", nargs="+", default=list(RUNS), choices=RUNS)
+    parser.add_argument("--loads", type=float, nargs="+", default=list(LOADS))
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
     parser.add_argument("--json", action="store_true", help="every figure, as JSON")
     args = parser.parse_args()
-    reference = json.loads((data_dir() / "reference.json").read_text())
-    policies = ["tiresias", *[p for p in args.policies if p != "tiresias"]]
-    out: dict[str, dict[str, object]] = {}
     started = time.perf_counter()
+    results: dict[float, LoadResult] = {}
     for load in args.loads:
-        key = f"{load:.1f}"
-        ours = {p: [average_jct(p, w, load) for w in WORKLOADS] for p in policies}
-        row: dict[str, object] = {}
-        print(f"\nload {key}: average JCT (s) per workload 1-8; mean +- 95 % CI over workloads")
-        for name, published in reference.items():
-            values = [published[key]["workloads"][f"workload-{w}"] for w in WORKLOADS]
-            print(f"  {'artifact ' + name:22} {_row(values)}")
-        base = ours["tiresias"]
-        for policy, values in ours.items():
-            s = summarize(values)
-            label = policy if policy.startswith("ours") else f"ours {policy}"
-            line = f"  {label:22} {_row(values)}"
-            if policy != "tiresias":
-                c = change(values, base)
-                line += f"  vs our tiresias {c.mean:+.1f} % +- {c.ci95:.1f}"
-            print(line)
-            row[policy] = {"workloads": values, "mean": s.mean, "ci95": s.ci95}
-            if policy in PUBLISHED:
-                theirs = reference[PUBLISHED[policy]][key]
-                per = [
-                    v / theirs["workloads"][f"workload-{w}"] - 1
-                    for w, v in zip(WORKLOADS, values, strict=True)
-                ]
-                whole = s.mean / theirs["mean"] - 1
-                gate = abs(whole) <= 0.10 and all(abs(p) <= 0.20 for p in per)
-                worst = max(per, key=abs)
-                print(
-                    f"  fidelity ({policy}): mean {100 * whole:+.1f} % against the artifact's "
-                    f"{theirs['mean']:,.0f} s; worst workload {100 * worst:+.1f} %: "
-                    f"{'MET' if gate else 'NOT MET'} (+-10 % mean, +-20 % each)"
-                )
-                row[f"{policy}_fidelity"] = {"mean": whole, "per_workload": per, "met": gate}
-        out[key] = row
+        results[load] = run_load(args.runs, load)
+        print("\n" + results[load].table(), flush=True)
+    print()
+    for text, met in goals(results):
+        print(f"goal: {text}: {'MET' if met else 'NOT MET'}")
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     if args.json:
-        print(json.dumps(out, indent=1))
-
-
-def _row(values: list[float]) -> str:
-    s = summarize(values)
-    cells = " ".join(f"{v:6.0f}" for v in values)
-    return f"{cells}  {s.mean:6.0f} +- {s.ci95:4.0f}"
+        print(json.dumps({f"{k:.1f}": v.as_json() for k, v in results.items()}, indent=1))
+    failed = [load for load, r in results.items() if r.gate is not None and not r.gate.met]
+    if failed:
+        print(
+            f"fidelity gate NOT MET at load {', '.join(f'{x:.1f}' for x in failed)}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,26 +6,35 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from hpclaunch.scheduling.simulate.measured.apps import GPUS_PER_NODE
 from hpclaunch.scheduling.simulate.measured.engine import RoundsConfig
-from hpclaunch.scheduling.simulate.measured.jobs import WorkJob, compact
+from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
 
 __all__ = ["Speeds", "backfills", "place", "shadow"]
 
 
 class Speeds:
-    """``speeds(job, gpus)``: the job's progress per second on ``gpus`` placed compactly,
-    in its current epoch (remembered: a policy asks the same many times)."""
+    """``speeds(job, gpus)``: the job's progress per second on ``gpus`` placed compactly, as
+    it predicts it from its own measurements (:meth:`WorkJob.predicted_rate`; ``None``
+    before it measured anything); :meth:`ratio` compares two sizes of one job (linear
+    before it measured anything: the prior, perfect scaling). Remembered per measurement
+    count: a policy asks the same many times in a round."""
 
     def __init__(self) -> None:
-        self._rates: dict[tuple[str, int, int], float] = {}
+        self._rates: dict[tuple[str, int, int, int], float | None] = {}
 
-    def __call__(self, job: WorkJob, gpus: int) -> float:
+    def __call__(self, job: WorkJob, gpus: int) -> float | None:
         epoch = job.app.epoch_at(job.progress)
-        key = (job.name, epoch, gpus)
+        key = (job.name, epoch, gpus, -1 if job.oracle else job.measured.version)
         if key not in self._rates:
-            self._rates[key] = job.rate_on(compact(gpus, GPUS_PER_NODE), epoch)
+            if len(self._rates) > 200_000:
+                self._rates.clear()  # older measurement counts are never asked again
+            self._rates[key] = job.predicted_rate(gpus)
         return self._rates[key]
+
+    def ratio(self, job: WorkJob, gpus: int, than: int) -> float:
+        """Its speed on ``gpus`` over its speed on ``than``."""
+        a, b = self(job, gpus), self(job, than)
+        return a / b if a and b else gpus / than
 
 
 def shadow(need: int, ends: Iterable[tuple[float, int]], free: int) -> tuple[float, int]:

@@ -30,6 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+from hpclaunch.scheduling.throughput import efficiency
+
 __all__ = [
     "APPLICATIONS",
     "GPUS_PER_NODE",
@@ -153,12 +155,19 @@ class App:
 
     def gain(self, batch: float, epoch: int) -> float:
         """Progress per optimizer step at total ``batch`` in ``epoch``."""
+        return efficiency(batch, self.init_batch, *self.gradient(batch, epoch))
+
+    def gradient(self, batch: float, epoch: int) -> tuple[float, float]:
+        """The gradient's squared norm and variance a run at total ``batch`` measures in
+        ``epoch`` (between measured batches: linear)."""
         lo, hi, w = _bracket(self.batches, batch)
         a, b = self.validation[lo][epoch], self.validation[hi][epoch]
-        sqr = a.sqr + w * (b.sqr - a.sqr)
-        var = a.var + w * (b.var - a.var)
-        scale = batch / self.init_batch
-        return (var + sqr) / (var / scale + sqr)
+        return a.sqr + w * (b.sqr - a.sqr), a.var + w * (b.var - a.var)
+
+    def step_seconds(self, placement: Sequence[int], config: Config) -> float:
+        """Seconds per optimizer step on ``placement`` with ``config``."""
+        step, sync = self.step_time(placement, config.atomic)
+        return step + config.accum * (step - sync)  # accumulation passes skip the sync
 
     # -- speed ------------------------------------------------------------------------
     def step_time(self, placement: Sequence[int], atomic: float) -> tuple[float, float]:
@@ -188,9 +197,24 @@ class App:
 
     def rate(self, placement: Sequence[int], config: Config, epoch: int) -> float:
         """Progress per second on ``placement`` with ``config`` in ``epoch``."""
-        step, sync = self.step_time(placement, config.atomic)
-        seconds = step + config.accum * (step - sync)  # accumulation passes skip the sync
-        return self.gain(config.batch, epoch) / seconds
+        return self.gain(config.batch, epoch) / self.step_seconds(placement, config)
+
+    def configs(self, gpus: int) -> list[Config]:
+        """The batch configurations an adaptive job may run with on ``gpus``: measured
+        per-GPU batches and up to 3 accumulation passes, the total between the
+        application's smallest and largest measured batch (a job's declared range)."""
+        out = []
+        for atomic in self.local_sizes:
+            for accum in range(4):
+                batch = int(gpus * atomic * (accum + 1))
+                if self.init_batch <= batch <= self.max_batch:
+                    out.append(Config(int(atomic), accum, batch))
+        return out
+
+    def fallback_config(self, gpus: int) -> Config:
+        """The configuration where :meth:`configs` has none: the smallest per-GPU batch."""
+        atomic = max(1, min(self.min_local_bsz, self.max_batch // gpus))
+        return Config(atomic, 0, gpus * atomic)
 
 
 def rigid_config(application: App, gpus: int, batch: int) -> Config:
@@ -208,25 +232,13 @@ def rigid_config(application: App, gpus: int, batch: int) -> Config:
 
 
 def best_config(application: App, placement: tuple[int, ...], epoch: int) -> Config:
-    """The per-GPU batch and accumulation with the most progress per second on
-    ``placement`` in ``epoch`` (Pollux's adaptive batch, with the model's true goodput):
-    measured per-GPU batches and up to 3 accumulation passes, the total between the
-    application's smallest and largest measured batch."""
-    gpus = sum(placement)
-    best: tuple[float, Config] | None = None
-    for atomic in application.local_sizes:
-        for accum in range(4):
-            batch = int(gpus * atomic * (accum + 1))
-            if not application.init_batch <= batch <= application.max_batch:
-                continue
-            config = Config(int(atomic), accum, batch)
-            rate = application.rate(placement, config, epoch)
-            if best is None or rate > best[0]:
-                best = (rate, config)
-    if best is None:  # no batch in range at this size: the smallest per-GPU batch
-        atomic = max(1, min(application.min_local_bsz, application.max_batch // gpus))
-        return Config(atomic, 0, gpus * atomic)
-    return best[1]
+    """The batch configuration with the most progress per second on ``placement`` in
+    ``epoch`` by the model's true speeds (Pollux's adaptive batch with an oracle: the
+    reference the learned choice, :meth:`~.jobs.WorkJob.config_on`, is measured against)."""
+    configs = application.configs(sum(placement))
+    if not configs:
+        return application.fallback_config(sum(placement))
+    return max(configs, key=lambda c: application.rate(placement, c, epoch))
 
 
 @cache

@@ -92,8 +92,7 @@ class FifoElastic:
             return 0
         for _ in range(need):
             _, name = max(
-                (self.rate(job, size - 1) / self.rate(job, size), name)
-                for name, job, size, _ in shrinkable()
+                (self.rate.ratio(job, size - 1, size), name) for name, job, size, _ in shrinkable()
             )
             sizes[name] -= 1
         return need
@@ -115,14 +114,14 @@ class FifoElastic:
                     continue
                 if not job.nodes or now - job.resized_at < job.elastic.min_interval:
                     continue  # a job that starts this round has its size
-                here = self.rate(job, size)
+                here = job.remaining_seconds(size, restart)  # its time left at this size
                 for bigger in range(size + 1, min(job.elastic.max_gpus, size + left) + 1):
-                    there = self.rate(job, bigger)
-                    gain = (there / here - 1) / (bigger - size)
+                    speedup = self.rate.ratio(job, bigger, size)
+                    gain = (speedup - 1) / (bigger - size)
                     if best is not None and gain <= best[0]:
                         continue
-                    work = job.app.total_progress - job.progress
-                    saving = work / here - (work / there + restart)
+                    # (a job that measured nothing yet: unknown, taken as a saving)
+                    saving = math.inf if math.isinf(here) else here - (here / speedup + restart)
                     if gain >= self.threshold and saving > 0:
                         best = (gain, name, bigger)
             if best is None:

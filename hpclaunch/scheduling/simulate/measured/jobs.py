@@ -17,6 +17,7 @@ from hpclaunch.scheduling.simulate.measured.apps import (
     data_dir,
     rigid_config,
 )
+from hpclaunch.scheduling.throughput import Params, Shape, Throughput, efficiency
 
 __all__ = ["RESTART", "Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
 
@@ -68,24 +69,79 @@ class WorkJob:
     started: float = -1.0  # when it first got GPUs
 
     resized_at: float = -math.inf  # when it last got a new size
-    _configs: dict[tuple[tuple[int, ...], int], Config] = field(default_factory=dict)
+    #: What it measured: its step times per shape (the model of its speed) and its
+    #: gradient's squared norm and variance this epoch (``None``: nothing yet).
+    measured: Throughput = field(default_factory=Throughput)
+    gradient: tuple[float, float] | None = None
+    #: Read the model's true speeds instead (a reference run: no policy does).
+    oracle: bool = False
+    _configs: dict[tuple[tuple[int, ...], int, int], Config] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.config = rigid_config(self.app, self.gpus, self.batch)
 
     def config_on(self, placement: tuple[int, ...], epoch: int) -> Config:
-        """The batch configuration it runs with on ``placement`` in ``epoch``."""
+        """The batch configuration it runs with on ``placement`` in ``epoch``: a rigid
+        job's own; ``fixed``: its batch over these GPUs; ``adaptive``: the most progress
+        per second its measurements predict (its asked-for batch before it measured
+        anything), or, with the ``oracle``, by the model's true speeds."""
         if self.elastic is None:
             return self.config
-        key = (placement, epoch) if self.elastic.batch == "adaptive" else ((sum(placement),), 0)
+        key: tuple[tuple[int, ...], int, int]
+        if self.elastic.batch != "adaptive":
+            key = ((sum(placement),), 0, 0)
+        else:
+            key = (placement, epoch, -1 if self.oracle else self.measured.version)
         found = self._configs.get(key)
         if found is None:
-            found = self._configs[key] = (
-                best_config(self.app, placement, epoch)
-                if self.elastic.batch == "adaptive"
-                else rigid_config(self.app, sum(placement), self.batch)
-            )
+            if self.elastic.batch != "adaptive":
+                found = rigid_config(self.app, sum(placement), self.batch)
+            elif self.oracle:
+                found = best_config(self.app, placement, epoch)
+            else:
+                found = self._learned_config(placement)
+            self._configs[key] = found
         return found
+
+    def _learned_config(self, placement: tuple[int, ...]) -> Config:
+        gpus = sum(placement)
+        params = self.measured.params()
+        if params is None or self.gradient is None:
+            return rigid_config(self.app, gpus, self.batch)
+        configs = self.app.configs(gpus) or [self.app.fallback_config(gpus)]
+        return max(configs, key=lambda c: self._goodput(params, placement, c))
+
+    def _goodput(self, params: Params, placement: tuple[int, ...], config: Config) -> float:
+        """Predicted progress per second (its measured speed and gradient statistics)."""
+        assert self.gradient is not None
+        shape = Shape(sum(placement), len(placement), config.atomic, config.accum)
+        gain = efficiency(config.batch, self.app.init_batch, *self.gradient)
+        return gain / params.step_seconds(shape)
+
+    def observe(self, noise: float = 1.0) -> None:
+        """Measure what it runs at now, as its runtime would report it: one step time on
+        its placement and its gradient statistics, each off by the factor ``noise``."""
+        if not self.nodes or self.done:
+            return
+        placement = self.placement
+        epoch = self.app.epoch_at(self.progress)
+        config = self.config_on(placement, epoch)
+        shape = Shape(len(self.nodes), len(placement), config.atomic, config.accum)
+        self.measured.measure(shape, self.app.step_seconds(placement, config) * noise)
+        sqr, var = self.app.gradient(config.batch, epoch)
+        self.gradient = (sqr * noise, var / noise)
+
+    def predicted_rate(self, gpus: int) -> float | None:
+        """Progress per second on ``gpus`` placed compactly, as it predicts it from what it
+        measured (the true one with the ``oracle``); ``None``: it measured nothing yet."""
+        placement = compact(gpus, GPUS_PER_NODE)
+        if self.oracle:
+            return self.rate_on(placement)
+        params = self.measured.params()
+        if params is None or self.gradient is None:
+            return None
+        config = self.config_on(placement, self.app.epoch_at(self.progress))
+        return self._goodput(params, placement, config)
 
     def rate_on(self, placement: tuple[int, ...], epoch: int | None = None) -> float:
         """Progress per second on ``placement`` (in its current epoch by default)."""
@@ -145,15 +201,24 @@ class WorkJob:
     def remaining_seconds(self, gpus: int | None = None, restart: float = RESTART) -> float:
         """Run time left on ``gpus`` (its size by default) placed compactly, the ``restart``
         (the engine's, :class:`RoundsConfig`) included when it holds no GPUs (backfill's
-        prediction)."""
-        application = self.app
-        placement = compact(gpus or len(self.nodes) or self.gpus, GPUS_PER_NODE)
-        seconds, progress = self.delay if self.nodes else restart, self.progress
-        for epoch in range(application.epoch_at(progress), application.max_epochs):
-            goal = application.epoch_end(epoch)
-            seconds += (goal - progress) / self.rate_on(placement, epoch)
-            progress = goal
-        return seconds
+        prediction): the work it has left (a job knows its epochs and where it is) at
+        the speed it predicts now (:meth:`predicted_rate`); infinite before it measured
+        anything, as a Slurm job without a time limit is to backfill. With the ``oracle``:
+        the model's true run time."""
+        gpus = gpus or len(self.nodes) or self.gpus
+        start = self.delay if self.nodes else restart
+        if self.oracle:  # the true run time, epoch by epoch
+            application, progress = self.app, self.progress
+            placement = compact(gpus, GPUS_PER_NODE)
+            for epoch in range(application.epoch_at(progress), application.max_epochs):
+                goal = application.epoch_end(epoch)
+                start += (goal - progress) / self.rate_on(placement, epoch)
+                progress = goal
+            return start
+        rate = self.predicted_rate(gpus)
+        if not rate:
+            return math.inf
+        return start + (self.app.total_progress - self.progress) / rate
 
 
 def compact(gpus: int, per_node: int) -> tuple[int, ...]:
@@ -162,9 +227,12 @@ def compact(gpus: int, per_node: int) -> tuple[int, ...]:
     return (per_node,) * full + ((rest,) if rest else ())
 
 
-def read_workload(path: Path | str, elastic: Elastic | None = None) -> list[WorkJob]:
+def read_workload(
+    path: Path | str, elastic: Elastic | None = None, *, oracle: bool = False
+) -> list[WorkJob]:
     """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,batch_size``),
-    each ``elastic`` if given (its largest size bounded by what its batch allows)."""
+    each ``elastic`` if given (its largest size bounded by what its batch allows); with
+    ``oracle``, its policy sees the model's true speeds (a reference run)."""
     with open(path, newline="") as fh:
         return [
             WorkJob(
@@ -174,6 +242,7 @@ def read_workload(path: Path | str, elastic: Elastic | None = None) -> list[Work
                 gpus=int(row["num_replicas"]),
                 batch=int(row["batch_size"]),
                 elastic=_bounded(elastic, row["application"], int(row["batch_size"])),
+                oracle=oracle,
             )
             for row in csv.DictReader(fh)
         ]

@@ -106,9 +106,8 @@ class Ones:
                     continue
                 for bigger in choices[i]:
                     if sizes[i] < bigger <= sizes[i] + left:
-                        gain = (self.speed(job, bigger) / self.speed(job, sizes[i]) - 1) / (
-                            bigger - sizes[i]
-                        )
+                        speedup = self.speed.ratio(job, bigger, sizes[i])
+                        gain = (speedup - 1) / (bigger - sizes[i])
                         if best is None or gain > best[0]:
                             best = (gain, i, bigger)
             if best is None or best[0] < 0.05:
@@ -131,19 +130,34 @@ class _Fitness:
         self.held = [len(j.nodes) for j in jobs]
         self.smallest = [_sizes(j, capacity)[0] for j in jobs]
         self.order = sorted(range(len(jobs)), key=lambda i: (jobs[i].gpu_seconds, jobs[i].submit))
+        # A job that measured nothing yet has no predicted time: it counts the median of
+        # the others' at their smallest sizes (an hour when none measured anything).
+        known = sorted(
+            self.work[i] / rate
+            for i, job in enumerate(jobs)
+            if (rate := speed(job, self.smallest[i])) is not None
+        )
+        self.unknown = known[len(known) // 2] if known else 3600.0
+
+    def seconds(self, i: int, size: int) -> float:
+        """Job ``i``'s predicted time left on ``size`` GPUs."""
+        rate = self.speed(self.jobs[i], size)
+        if rate is None:
+            return self.unknown * self.smallest[i] / size
+        return self.work[i] / rate
 
     def __call__(self, sizes: Sizes) -> float:
         total = drain = 0.0
         for i, size in enumerate(sizes):
             if size:
-                seconds = self.work[i] / self.speed(self.jobs[i], size)
+                seconds = self.seconds(i, size)
                 if size != self.held[i]:
                     seconds += self.restart
                 total += seconds
                 drain += seconds * size
         for i in self.order:  # the waiting, least GPU time held first
             if not sizes[i]:
-                seconds = self.restart + self.work[i] / self.speed(self.jobs[i], self.smallest[i])
+                seconds = self.restart + self.seconds(i, self.smallest[i])
                 total += self.interval + drain / self.capacity + seconds
                 drain += seconds * self.smallest[i]
         return total

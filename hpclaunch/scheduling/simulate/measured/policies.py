@@ -14,8 +14,9 @@
   the size it holds where that still fits, then the idle GPUs go, one decision at a
   time, to the job whose speed grows most per added GPU (its batch as its ``Elastic``
   says), while that is at least 5 % per GPU; a job grows at most once per
-  ``min_interval``. Rigid jobs among them run at their size or wait. Its speeds come
-  from the model itself: an oracle, where Pollux learns them as the job runs.
+  ``min_interval``. Rigid jobs among them run at their size or wait. It is
+  :func:`hpclaunch.scheduling.las.plan`, the live arbiter's decision; its speeds are
+  each job's predictions from its own measurements, as Pollux learns them.
 
 * ``fifo-elastic``: ``fifo-backfill`` with shrink before wait and growth into idle GPUs
   (:mod:`.fifo_elastic`).
@@ -28,22 +29,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
+from hpclaunch.scheduling.las import Contender, plan
 from hpclaunch.scheduling.simulate.measured.allocate import Speeds, backfills, place, shadow
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
 from hpclaunch.scheduling.simulate.measured.fifo_elastic import FifoElastic
 from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
 from hpclaunch.scheduling.simulate.measured.ones import Ones
 
-__all__ = ["POLICIES", "TIRESIAS_THRESHOLD"]
+__all__ = ["POLICIES", "TIRESIAS_THRESHOLD", "Tiresias"]
 
 TIRESIAS_THRESHOLD = 16 * 3600.0  # GPU-seconds of service before the second queue
 
 
-class _Tiresias:
+class Tiresias:
     """2D-LAS with two queues (see the module docstring); keeps its queues across rounds."""
 
-    def __init__(self) -> None:
+    def __init__(self, threshold: float = TIRESIAS_THRESHOLD) -> None:
+        self.threshold = threshold  # GPU-seconds of service before the second queue
         self.queues: tuple[list[str], list[str]] = ([], [])
         self.served: dict[str, float] = {}  # seconds held since it entered its queue
         self.running: set[str] = set()
@@ -63,7 +67,7 @@ class _Tiresias:
         for name in list(q0):
             if name in self.running:
                 self.served[name] += now - self.last
-                if self.served[name] * by_name[name].gpus >= TIRESIAS_THRESHOLD:
+                if self.served[name] * by_name[name].gpus >= self.threshold:
                     q0.remove(name)
                     q1.append(name)
         self.last = now
@@ -109,9 +113,9 @@ def _fifo(backfill: bool) -> Policy:
 
 
 class _ElasticLAS:
-    """Least attained service first, elastic jobs shrunk before anyone waits and grown
-    into GPUs left idle (see the module docstring). Rigid jobs among them run at their
-    size or wait."""
+    """:func:`hpclaunch.scheduling.las.plan` (the live arbiter's decision) on the workload:
+    one tier, every job preemptible, each job's speed-ups as it predicts them from its
+    measurements (see the module docstring)."""
 
     def __init__(self, threshold: float = 0.05) -> None:
         self.threshold = threshold  # growth: speed-up per added GPU, at least
@@ -120,50 +124,38 @@ class _ElasticLAS:
     def __call__(
         self, now: float, jobs: list[WorkJob], config: RoundsConfig
     ) -> dict[str, tuple[int, ...]]:
-        # Least GPU time held first (a continuous LAS: on workloads 1, 2 and 7 at load 1.0
-        # it beat Tiresias's two queues here, 1,949/2,894/3,512 s against 1,958/3,235/3,560).
+        sizes = plan(
+            [self._contender(now, job) for job in jobs],
+            config.nodes * config.gpus_per_node,
+            threshold=self.threshold,
+        )
         order = sorted(jobs, key=lambda j: (j.gpu_seconds, j.submit))
-        left = config.nodes * config.gpus_per_node
-        sizes: dict[str, int] = {}
-        for job in order:  # everyone that fits at its smallest, in priority order
-            smallest = job.elastic.min_gpus if job.elastic else job.gpus
-            if smallest <= left:
-                sizes[job.name] = smallest
-                left -= smallest
-        by_name = {j.name: j for j in order}
-        for name, size in sizes.items():  # back to what it holds, where that still fits
-            held = len(by_name[name].nodes)
-            if held > size and held - size <= left:
-                left -= held - size
-                sizes[name] = held
-        while left > 0:  # grow where one more GPU helps most, relative to the job's speed
-            best: tuple[float, str, int] | None = None
-            for name, size in sizes.items():
-                job = by_name[name]
-                if job.elastic is None or size >= job.elastic.max_gpus:
-                    continue
-                if job.nodes and now - job.resized_at < job.elastic.min_interval:
-                    continue
-                here = self.rate(job, size)
-                top = min(job.elastic.max_gpus, size + left)
-                for bigger in range(size + 1, top + 1):
-                    gain = (self.rate(job, bigger) / here - 1) / (bigger - size)
-                    if best is None or gain > best[0]:
-                        best = (gain, name, bigger)
-            if best is None or best[0] < self.threshold:
-                break
-            _, name, bigger = best
-            left -= bigger - sizes[name]
-            sizes[name] = bigger
-        chosen = [j for j in order if j.name in sizes]
-        return place(chosen, config, sizes)
+        return place([j for j in order if j.name in sizes], config, sizes)
+
+    def _contender(self, now: float, job: WorkJob) -> Contender:
+        elastic = job.elastic
+        if elastic is None:
+            return Contender(job.name, (job.gpus,), len(job.nodes), job.gpu_seconds, job.submit)
+        # Pollux's bound on exploration: at most twice the GPUs it has measured itself
+        # at (its asked-for size, which its user knows, at any time).
+        most = max((s.gpus for s in job.measured.shapes), default=0)
+        top = elastic.max_gpus if job.oracle else max(job.gpus, 2 * most, elastic.min_gpus)
+        return Contender(
+            job.name,
+            tuple(range(elastic.min_gpus, min(elastic.max_gpus, top) + 1)),
+            held=len(job.nodes),
+            attained=job.gpu_seconds,
+            submitted=job.submit,
+            may_grow=not job.nodes or now - job.resized_at >= elastic.min_interval,
+            speedup=partial(self.rate.ratio, job),
+        )
 
 
 #: The policies by name.
 POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: _fifo(backfill=False),
     "fifo-backfill": lambda: _fifo(backfill=True),
-    "tiresias": _Tiresias,
+    "tiresias": Tiresias,
     "elastic": _ElasticLAS,
     "fifo-elastic": FifoElastic,
     "ones": Ones,

@@ -1,0 +1,128 @@
+"""Who holds how many GPUs next: least attained service, elastic jobs shrunk before anyone
+waits and grown into GPUs left idle. One pure function, :func:`plan`, that the simulator's
+``elastic`` policy runs every round (:mod:`hpclaunch.scheduling.simulate.measured.policies`)
+and the live arbiter applies to the cluster.
+
+It sees what a live scheduler sees and nothing more: each job's sizes, what it holds, the
+GPU time it has held (its attained service), its tier, and a predicted speed-up between
+two of its sizes (learned from its own measurements,
+:mod:`hpclaunch.scheduling.throughput`; linear when it measured nothing). No job's true
+speed, no job's remaining work.
+
+In one pass over ``capacity`` GPUs:
+
+1. a running job that may not be preempted keeps what it holds;
+2. the others, in order of tier, then GPU time held (least first), then submission, each
+   get their smallest size while GPUs remain: an elastic job runs small rather than
+   anyone waiting, and a rigid one that does not fit waits (or is preempted, when it held
+   GPUs);
+3. in the same order, each goes back up to the size it holds where that still fits (a
+   resize is a restart: none without a reason), unless that size does not pay (less
+   than ``threshold`` faster per GPU than its smallest, as its measurements now say: a
+   job grown to learn its speed there): then to the fastest of its sizes between that
+   do;
+4. while GPUs remain, they go, one decision at a time, to the elastic job whose predicted
+   speed grows most per added GPU, while that is at least ``threshold`` (5 %) per GPU,
+   among the jobs allowed to grow now (a job that changed size less than its interval ago
+   is not).
+
+On two tiers (TE and BE), step 2's order is what makes a TE job preempt BE ones; on one
+tier, it is least attained service (Tiresias' order without its queues: a continuous LAS
+did better than the two queues on the Pollux workloads, docs/simulator.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Contender", "plan"]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One job as :func:`plan` sees it.
+
+    Attributes:
+        key: Its name or id.
+        sizes: The GPU totals it may run at, smallest first (a rigid job: one).
+        held: GPUs it holds now (0: none).
+        attained: GPU-seconds it has held so far.
+        submitted: When it was submitted (ties).
+        tier: Its tier's rank, 0 first (one tier: all 0).
+        preemptible: ``False``: while it runs, it keeps its GPUs.
+        may_grow: It may take a larger size now (its interval since its last change of
+            size has passed, or it is not running).
+        speedup: ``speedup(a, b)``: its predicted speed on ``a`` GPUs over its speed on
+            ``b``; ``None``: linear (``a / b``).
+    """
+
+    key: str
+    sizes: tuple[int, ...]
+    held: int = 0
+    attained: float = 0.0
+    submitted: float = 0.0
+    tier: int = 0
+    preemptible: bool = True
+    may_grow: bool = True
+    speedup: Callable[[int, int], float] | None = None
+
+    def ratio(self, a: int, b: int) -> float:
+        return self.speedup(a, b) if self.speedup else a / b
+
+
+def plan(
+    contenders: Sequence[Contender], capacity: int, *, threshold: float = 0.05
+) -> dict[str, int]:
+    """The GPUs each job holds next (a job absent holds none); see the module docstring."""
+    sizes: dict[str, int] = {}
+    left = capacity
+    for job in contenders:  # 1. kept
+        if job.held and not job.preemptible:
+            sizes[job.key] = job.held
+            left -= job.held
+    order = sorted(
+        (j for j in contenders if j.key not in sizes),
+        key=lambda j: (j.tier, j.attained, j.submitted, j.key),
+    )
+    for job in order:  # 2. the smallest size, in order
+        if job.sizes[0] <= left:
+            sizes[job.key] = job.sizes[0]
+            left -= job.sizes[0]
+    for job in order:  # 3. back to what it holds
+        smallest = sizes.get(job.key)
+        if smallest is None or job.held not in job.sizes:
+            continue
+        if not smallest < job.held <= smallest + left:
+            continue
+        back = job.held
+        if not _pays(job, smallest, back, threshold):  # measured there: it did not pay
+            worth = [
+                s for s in job.sizes if smallest < s < back and _pays(job, smallest, s, threshold)
+            ]
+            back = max(worth, key=lambda s: job.ratio(s, smallest), default=smallest)
+        left -= back - smallest
+        sizes[job.key] = back
+    by_key = {j.key: j for j in order}
+    while left > 0:  # 4. growth, where one more GPU helps most
+        best: tuple[float, str, int] | None = None
+        for key, size in sizes.items():
+            grower = by_key.get(key)
+            if grower is None or not grower.may_grow:
+                continue
+            for bigger in grower.sizes:
+                if size < bigger <= size + left:
+                    gain = (grower.ratio(bigger, size) - 1) / (bigger - size)
+                    if best is None or gain > best[0]:
+                        best = (gain, key, bigger)
+        if best is None or best[0] < threshold:
+            break
+        _, key, bigger = best
+        left -= bigger - sizes[key]
+        sizes[key] = bigger
+    return sizes
+
+
+def _pays(job: Contender, size: int, bigger: int, threshold: float) -> bool:
+    """``bigger`` GPUs make ``job`` at least ``threshold`` faster per GPU beyond ``size``."""
+    return job.ratio(bigger, size) - 1 >= threshold * (bigger - size)
