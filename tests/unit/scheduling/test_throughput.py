@@ -45,7 +45,8 @@ def test_a_measurement_at_two_nodes_teaches_the_sync_across_nodes() -> None:
     model.measure(Shape(4, 2, 64), TRUE.step_seconds(Shape(4, 2, 64)))
     after = model.samples_per_second(Shape(8, 2, 64))
     true = TRUE.samples_per_second(Shape(8, 2, 64))
-    assert before is not None and after is not None
+    assert before is not None
+    assert after is not None
     assert before > 1.1 * true  # it did not know the nodes' sync
     assert after == pytest.approx(true, rel=0.1)
 
@@ -57,7 +58,8 @@ def test_noisy_shapes_never_explain_all_the_time_by_sync() -> None:
     model.measure(Shape(3, 2, 8, 2), 1.52)
     model.measure(Shape(4, 2, 8, 1), 1.566)
     fitted = model.params()
-    assert fitted is not None and fitted.beta > 0
+    assert fitted is not None
+    assert fitted.beta > 0
     assert model.samples_per_second(Shape(1, 1, 8, 7)) is not None
 
 
