@@ -16,6 +16,14 @@ DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random
 
 @click.command("simulate")
 @click.option(
+    "--workload",
+    default="synthetic",
+    show_default=True,
+    metavar="NAME",
+    help="synthetic (TE/BE jobs, --seeds/--jobs/--gpus), or pollux-osdi21: the Pollux "
+    "artifact's 8 published workloads on 64 GPUs, beside its own results.",
+)
+@click.option(
     "--policy",
     "policies",
     multiple=True,
@@ -26,7 +34,12 @@ DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random
 @click.option("--jobs", default=5000, show_default=True, help="Jobs per synthetic workload.")
 @click.option("--gpus", default=256, show_default=True, help="GPUs in the cluster.")
 @click.option("--gpus-per-node", default=8, show_default=True, help="GPUs per node.")
-@click.option("--load", default=1.0, show_default=True, help="Offered load of the workload.")
+@click.option(
+    "--load",
+    default=1.0,
+    show_default=True,
+    help="Offered load of the workload (pollux-osdi21: 0.5, 1.0, 1.5 or 2.0).",
+)
 @click.option(
     "--trace",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -45,6 +58,7 @@ DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random
     help="Write the first seed's synthetic workload as a CSV trace and exit.",
 )
 def simulate_command(
+    workload: str,
     policies: tuple[str, ...],
     seeds: int,
     jobs: int,
@@ -62,9 +76,17 @@ def simulate_command(
 
     Policies: fifo, fifo-backfill, priority (no preemption), slurm-native (preempt/qos,
     REQUEUE), random (random victims), ours; and, when named, ours-elastic (BE jobs that
-    do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs). See
+    do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs).
+
+    With --workload pollux-osdi21: the average job completion time of each of the 8
+    workloads under tiresias, elastic-fixed and elastic-adaptive (or the --policy runs:
+    fifo, fifo-backfill, ours-elastic-fixed, ones, ...; *-oracle runs see true speeds),
+    each over our Tiresias paired workload by workload, and the fidelity gate. See
     docs/simulator.md.
     """
+    if workload != "synthetic":
+        _published(workload, policies, load, as_json, given=_synthetic_only(locals()))
+        return
 
     if write_trace is not None:
         helpers.write_workload(
@@ -90,3 +112,30 @@ def simulate_command(
     click.echo(exp.table())
     if plot is not None:
         click.echo(f"\nplot: {plot}")
+
+
+def _synthetic_only(options: dict[str, object]) -> list[str]:
+    """The synthetic workload's options given away from their defaults."""
+    defaults = {"seeds": 10, "jobs": 5000, "gpus": 256, "gpus_per_node": 8}
+    given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if options[k] != v]
+    for flag in ("trace", "plot", "write_trace"):
+        if options[flag] is not None:
+            given.append(f"--{flag.replace('_', '-')}")
+    if options["sample"]:
+        given.append("--sample")
+    return given
+
+
+def _published(
+    workload: str, policies: tuple[str, ...], load: float, as_json: bool, given: list[str]
+) -> None:
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)}: only for the synthetic workload "
+            f"({workload} has its own jobs and cluster)"
+        )
+    result = helpers.simulate_published(workload, policies, load=load)
+    if as_json:
+        click.echo(json.dumps(result.as_json(), indent=2))
+        return
+    click.echo(result.table())

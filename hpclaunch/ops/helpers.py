@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hpclaunch.ops.logs import log_record
 from hpclaunch.ops.records import find_job_record
-from hpclaunch.ops.simulate import simulate, write_workload
+from hpclaunch.ops.simulate import simulate, simulate_published, write_workload
 from hpclaunch.planning.schema import pipeline_schema
 from hpclaunch.planning.schema import spec_schema as job_schema
 from hpclaunch.slurm.job_ids import JOB_ID_FORMS, is_job_id
@@ -39,6 +39,7 @@ __all__ = [
     "names_a_sweep",
     "recent_submissions",
     "simulate",
+    "simulate_published",
     "spec_schema",
     "summary_line",
     "unfinished_jobs",

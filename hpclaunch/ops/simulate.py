@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hpclaunch.errors import ConfigError
 from hpclaunch.scheduling.simulate import workload
 from hpclaunch.scheduling.simulate.engine import SimConfig
+from hpclaunch.scheduling.simulate.measured import published
 from hpclaunch.scheduling.simulate.policies import POLICIES
 from hpclaunch.scheduling.simulate.report import run_experiment
 from hpclaunch.scheduling.simulate.workload import WorkloadParams
@@ -20,9 +21,21 @@ from hpclaunch.scheduling.simulate.workload import WorkloadParams
 if TYPE_CHECKING:
     from hpclaunch.scheduling.simulate.report import Experiment
 
-__all__ = ["DEFAULT_POLICIES", "SAMPLE_TRACE", "simulate", "write_workload"]
+__all__ = [
+    "DEFAULT_POLICIES",
+    "PUBLISHED_DEFAULT_RUNS",
+    "PUBLISHED_WORKLOADS",
+    "SAMPLE_TRACE",
+    "simulate",
+    "simulate_published",
+    "write_workload",
+]
 
 DEFAULT_POLICIES = ("fifo", "fifo-backfill", "priority", "slurm-native", "random", "ours")
+#: The published workloads ``simulate --workload`` knows (shipped in the wheel).
+PUBLISHED_WORKLOADS = ("pollux-osdi21",)
+#: Their runs by default: the gated baseline and the elastic policy with each batch.
+PUBLISHED_DEFAULT_RUNS = ("tiresias", "elastic-fixed", "elastic-adaptive")
 #: The small trace shipped with hpclaunch (``simulate --sample``).
 SAMPLE_TRACE = Path(__file__).resolve().parents[1] / "scheduling/simulate/data/sample-trace.csv"
 
@@ -106,3 +119,34 @@ def write_workload(
 
     params = _workload(jobs, gpus, gpus_per_node, load)
     workload.write_trace(workload.generate(params, 1), Path(path))
+
+
+def simulate_published(
+    workload: str = "pollux-osdi21", runs: Sequence[str] = (), *, load: float = 1.0
+) -> published.LoadResult:
+    """Run ``runs`` (default :data:`PUBLISHED_DEFAULT_RUNS`; our Tiresias always, the
+    baseline every ratio is paired against) on the 8 workloads of the Pollux artifact at
+    relative ``load``; the result's ``.table()`` shows the artifact's results beside ours
+    and the fidelity gate, ``.as_json()`` every value.
+
+    Raises:
+        ConfigError: An unknown workload, run or load.
+    """
+
+    if workload not in PUBLISHED_WORKLOADS:
+        raise ConfigError(
+            f"unknown workload {workload!r}",
+            hint=f"workloads: synthetic (the default), {', '.join(PUBLISHED_WORKLOADS)}",
+        )
+    unknown = [name for name in runs if name not in published.RUNS]
+    if unknown:
+        raise ConfigError(
+            f"unknown policy {unknown[0]!r} for --workload {workload}",
+            hint=f"policies: {', '.join(published.RUNS)}",
+        )
+    if load not in published.LOADS:
+        raise ConfigError(
+            f"load {load} has no published workloads",
+            hint=f"loads: {', '.join(str(x) for x in published.LOADS)}",
+        )
+    return published.run_load(list(runs) or list(PUBLISHED_DEFAULT_RUNS), load)
