@@ -21,6 +21,7 @@ import sys
 import time
 from statistics import fmean
 
+from hpclaunch.scheduling.simulate.measured import policies
 from hpclaunch.scheduling.simulate.measured.published import LOADS, RUNS, LoadResult, run_load
 
 #: The adaptive-batch goal: the artifact's Pollux at load 1.0.
@@ -61,7 +62,18 @@ def main() -> int:
     parser.add_argument("--loads", type=float, nargs="+", default=list(LOADS))
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
     parser.add_argument("--json", action="store_true", help="every figure, as JSON")
+    parser.add_argument(
+        "--explore",
+        nargs="+",
+        default=[],
+        metavar="BATCH=N",
+        help="an elastic job's bound on growth, N x the GPUs it measured at, by batch "
+        f"(default: {' '.join(f'{k}={v}' for k, v in policies.EXPLORE.items())})",
+    )
     args = parser.parse_args()
+    for item in args.explore:
+        batch, _, factor = item.partition("=")
+        policies.EXPLORE[batch] = int(factor)
     started = time.perf_counter()
     results: dict[float, LoadResult] = {}
     for load in args.loads:

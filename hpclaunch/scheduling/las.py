@@ -17,10 +17,9 @@ In one pass over ``capacity`` GPUs:
    anyone waiting, and a rigid one that does not fit waits (or is preempted, when it held
    GPUs);
 3. in the same order, each goes back up to the size it holds where that still fits (a
-   resize is a restart: none without a reason), unless that size does not pay (less
-   than ``threshold`` faster per GPU than its smallest, as its measurements now say: a
-   job grown to learn its speed there): then to the fastest of its sizes between that
-   do;
+   resize is a restart: none without a reason), unless its measurements now say it runs
+   slower there than at the size step 4 would grow it to from its smallest (a job grown
+   to learn its speed there, which did not pay): then to that size;
 4. while GPUs remain, they go, one decision at a time, to the elastic job whose predicted
    speed grows most per added GPU, while that is at least ``threshold`` (5 %) per GPU,
    among the jobs allowed to grow now (a job that changed size less than its interval ago
@@ -96,11 +95,9 @@ def plan(
         if not smallest < job.held <= smallest + left:
             continue
         back = job.held
-        if not _pays(job, smallest, back, threshold):  # measured there: it did not pay
-            worth = [
-                s for s in job.sizes if smallest < s < back and _pays(job, smallest, s, threshold)
-            ]
-            back = max(worth, key=lambda s: job.ratio(s, smallest), default=smallest)
+        worth = _worth(job, smallest, back, threshold)
+        if job.ratio(back, worth) < 1:  # measured there: slower than a smaller size
+            back = worth
         left -= back - smallest
         sizes[job.key] = back
     by_key = {j.key: j for j in order}
@@ -121,6 +118,18 @@ def plan(
         left -= bigger - sizes[key]
         sizes[key] = bigger
     return sizes
+
+
+def _worth(job: Contender, size: int, cap: int, threshold: float) -> int:
+    """The size step 4 would grow ``job`` to from ``size``, ``cap`` at most, alone."""
+    while True:
+        steps = [b for b in job.sizes if size < b <= cap]
+        if not steps:
+            return size
+        best = max(steps, key=lambda b: (job.ratio(b, size) - 1) / (b - size))
+        if not _pays(job, size, best, threshold):
+            return size
+        size = best
 
 
 def _pays(job: Contender, size: int, bigger: int, threshold: float) -> bool:

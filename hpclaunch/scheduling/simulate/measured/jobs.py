@@ -21,6 +21,11 @@ from hpclaunch.scheduling.throughput import Params, Shape, Throughput, efficienc
 
 __all__ = ["RESTART", "Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
 
+#: An adaptive job chooses per-GPU batches within this factor of those it measured (its
+#: pass-time model is linear in the per-GPU batch: far outside what it measured, its
+#: errors chose batches at a third of the best speed, ncf's; bench/RESULTS.md).
+TRUST_REGION = 1.5
+
 #: Seconds a job spends loading its checkpoint each time it gets GPUs it did not hold (the
 #: artifact's; :class:`~.engine.RoundsConfig` ``restart``).
 RESTART = 30.0
@@ -109,6 +114,9 @@ class WorkJob:
         if params is None or self.gradient is None:
             return rigid_config(self.app, gpus, self.batch)
         configs = self.app.configs(gpus) or [self.app.fallback_config(gpus)]
+        seen = [s.per_gpu for s in self.measured.shapes]
+        low, high = min(seen) / TRUST_REGION, max(seen) * TRUST_REGION
+        configs = [c for c in configs if low <= c.atomic <= high] or configs
         return max(configs, key=lambda c: self._goodput(params, placement, c))
 
     def _goodput(self, params: Params, placement: tuple[int, ...], config: Config) -> float:

@@ -35,12 +35,15 @@ from hpclaunch.scheduling.las import Contender, plan
 from hpclaunch.scheduling.simulate.measured.allocate import Speeds, backfills, place, shadow
 from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
 from hpclaunch.scheduling.simulate.measured.fifo_elastic import FifoElastic
-from hpclaunch.scheduling.simulate.measured.jobs import WorkJob
+from hpclaunch.scheduling.simulate.measured.jobs import Elastic, WorkJob
 from hpclaunch.scheduling.simulate.measured.ones import Ones
 
 __all__ = ["POLICIES", "TIRESIAS_THRESHOLD", "Tiresias"]
 
 TIRESIAS_THRESHOLD = 16 * 3600.0  # GPU-seconds of service before the second queue
+#: A job's bound on growth, by its batch: this many times the GPUs it measured at (and its
+#: asked-for size); ``bench/elastic_sim.py --explore`` changes it.
+EXPLORE = {"fixed": 1, "adaptive": 4}
 
 
 class Tiresias:
@@ -136,10 +139,7 @@ class _ElasticLAS:
         elastic = job.elastic
         if elastic is None:
             return Contender(job.name, (job.gpus,), len(job.nodes), job.gpu_seconds, job.submit)
-        # Pollux's bound on exploration: at most twice the GPUs it has measured itself
-        # at (its asked-for size, which its user knows, at any time).
-        most = max((s.gpus for s in job.measured.shapes), default=0)
-        top = elastic.max_gpus if job.oracle else max(job.gpus, 2 * most, elastic.min_gpus)
+        top = elastic.max_gpus if job.oracle else _explored(job, elastic)
         return Contender(
             job.name,
             tuple(range(elastic.min_gpus, min(elastic.max_gpus, top) + 1)),
@@ -149,6 +149,17 @@ class _ElasticLAS:
             may_grow=not job.nodes or now - job.resized_at >= elastic.min_interval,
             speedup=partial(self.rate.ratio, job),
         )
+
+
+def _explored(job: WorkJob, elastic: Elastic) -> int:
+    """The most GPUs a job may take by what it knows: its asked-for size (its user tuned
+    it for its batch) and :data:`EXPLORE` times the most it has measured itself at
+    (Pollux bounds exploration so, at 2x). With a fixed batch, more GPUs gain only what
+    the sync allows, which a job cannot know before it pays a restart to measure it;
+    with an adaptive one, a larger size also allows a larger batch (the figures for
+    each bound: bench/RESULTS.md)."""
+    most = max((s.gpus for s in job.measured.shapes), default=0)
+    return max(job.gpus, EXPLORE[elastic.batch] * most, elastic.min_gpus)
 
 
 #: The policies by name.
