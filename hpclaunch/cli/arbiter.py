@@ -53,6 +53,16 @@ if TYPE_CHECKING:
     show_default=True,
     help="Seconds a victim's restart costs (loading, warm-up), counted in every choice.",
 )
+@click.option(
+    "--policy",
+    type=click.Choice(["slurm-order", "las"]),
+    default="slurm-order",
+    show_default=True,
+    help="slurm-order: Slurm orders the queue; the arbiter preempts across tiers and "
+    "sizes elastic jobs around it. las: least attained service first, elastic jobs "
+    "shrunk before anyone waits and grown by their measured speed-up (the simulator's "
+    "best policy, docs/simulator.md).",
+)
 @pass_session
 def arbiter_command(
     app: Session,
@@ -63,6 +73,7 @@ def arbiter_command(
     min_run: float,
     max_preemptions: int | None,
     restart_cost: float,
+    policy: str,
 ) -> None:
     """Preempt the running jobs that lose least, when a job of a preempting tier waits.
 
@@ -91,6 +102,7 @@ def arbiter_command(
         min_run=min_run,
         max_preemptions=max_preemptions,
         restart_cost=restart_cost,
+        policy=policy,
     )
     site = app.site_config
     if once:

@@ -56,6 +56,7 @@ from hpclaunch.scheduling.arbiter.decide import (
     waits_for_gpus,
     waits_to_preempt,
 )
+from hpclaunch.scheduling.arbiter.las_pass import decide_las
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.nodecount import node_count_update
@@ -77,6 +78,10 @@ class ArbiterOptions:
         restart_cost: Seconds a victim's restart costs (loading, warm-up), in every cost.
         slack: Seconds after a victim's grace before it is requeued by force.
         signal: The signal that asks a sidecar to checkpoint (it handles USR1 and USR2).
+        policy: ``slurm-order``: Slurm orders the queue, the arbiter preempts across
+            tiers, shrinks before evicting, grows into idle GPUs and starts elastic jobs
+            small; ``las``: besides the preemption across tiers, each pass applies the
+            simulator's least-attained-service plan (:mod:`.las_pass`).
     """
 
     dry_run: bool = False
@@ -85,6 +90,7 @@ class ArbiterOptions:
     restart_cost: float = 30.0
     slack: float = 2.0
     signal: str = "USR1"
+    policy: str = "slurm-order"
 
 
 def default_log_path() -> Path:
@@ -144,6 +150,8 @@ class Arbiter:
         )
         for preemption in chosen:
             self._act(preemption, snapshot.taken, progress)
+        if not chosen and self.options.policy == "las":
+            return self._las(snapshot, progress)
         if not chosen:
             in_flight = list(self.in_flight.values())
             growth = decide_growth(
@@ -155,6 +163,36 @@ class Arbiter:
             if small is not None:
                 self._start_small(small)
         return chosen
+
+    def _las(self, snapshot: Snapshot, progress: Mapping[str, JobProgress]) -> list[Preemption]:
+        """The least-attained-service pass: plan, then evict, shrink, grow, start small."""
+        decisions = decide_las(
+            snapshot,
+            self.roles,
+            progress,
+            list(self.in_flight.values()),
+            min_run=self.options.min_run,
+            max_preemptions=self.options.max_preemptions,
+            restart_cost=self.options.restart_cost,
+        )
+        if not decisions:
+            return []
+        self.log(
+            "las_plan",
+            evict=[p.victim for p in decisions.preemptions if p.resize_to is None],
+            shrink={p.victim: p.resize_to for p in decisions.preemptions if p.resize_to},
+            grow={g.job_id: g.to_nodes for g in decisions.growths},
+            start_small={s.job_id: s.to_nodes for s in decisions.small_starts},
+            why="least attained service first; elastic jobs shrink before anyone waits "
+            "and grow into idle GPUs by their measured speed-up",
+        )
+        for preemption in decisions.preemptions:
+            self._act(preemption, snapshot.taken, progress)
+        for growth in decisions.growths:
+            self._grow(growth, snapshot.taken, progress)
+        for small in decisions.small_starts:
+            self._start_small(small)
+        return decisions.preemptions
 
     def snapshot(self) -> Snapshot:
         """The cluster now: one squeue and one scontrol call (two RPCs with pyslurm)."""
@@ -392,6 +430,14 @@ def describe(event: dict[str, Any]) -> str:
         return f"{prefix}grow: {event['why']}"
     if kind == "start_small":
         return f"{prefix}start small: {event['why']}"
+    if kind == "las_plan":
+        moves = [
+            *(f"evict {v}" for v in event.get("evict", [])),
+            *(f"shrink {k} to {v}" for k, v in event.get("shrink", {}).items()),
+            *(f"grow {k} to {v}" for k, v in event.get("grow", {}).items()),
+            *(f"start {k} on {v}" for k, v in event.get("start_small", {}).items()),
+        ]
+        return f"{prefix}plan (least attained service): {', '.join(moves)} (node counts)"
     if kind == "forced_requeue":
         return f"requeued {event['victim']} by force: {event['why']}"
     rest = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("time", "event"))

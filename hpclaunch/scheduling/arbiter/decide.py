@@ -56,6 +56,7 @@ __all__ = [
     "decide_growth",
     "decide_small_start",
     "roles_of",
+    "victim_and_preemption",
     "waits_for_gpus",
     "waits_to_preempt",
 ]
@@ -228,6 +229,25 @@ def decide(
                 _take_nodes(free, names, left, by_index[index].job.gpus_per_node, kept)
             chosen.append(_preemption(by_index[index], job, roles, restart_cost, kept))
     return chosen
+
+
+def victim_and_preemption(
+    victim: ClusterJob,
+    for_job: ClusterJob,
+    prog: JobProgress,
+    now: float,
+    roles: Roles,
+    restart_cost: float,
+    resize_to: int | None = None,
+) -> Preemption:
+    """The decision to preempt (or, ``resize_to``, shrink) running ``victim`` for
+    ``for_job``, its cost counted as :func:`decide` counts it (the LAS pass's victims)."""
+    ran = now - victim.start if victim.start is not None else math.inf
+    since = prog.since_commit(now, victim.start)
+    placement = dict.fromkeys(victim.hosts, victim.gpus_per_node)
+    return _preemption(
+        _Victim(victim, prog, since, ran, placement), for_job, roles, restart_cost, resize_to
+    )
 
 
 def _one_shrink(

@@ -66,6 +66,10 @@ class JobProgress:
             ``None``: unknown. A growth must save more than it costs within it.
         speeds: Samples per second the job trained at, by node count (the newest attempt
             at each size that reported them: ``runtime.report_progress(samples=...)``).
+        served: Node-seconds its ended attempts held (its ledger's starts and ends: the
+            attained service of least-attained-service order, the current run aside).
+        batch: Its ``elastic.batch`` (``fixed``, ``linear``, ``sqrt``): how its global
+            batch follows its size, so that samples/s at two sizes compare.
     """
 
     supervised: bool = False
@@ -79,6 +83,8 @@ class JobProgress:
     elastic_interval: float = 600.0
     time_limit: float | None = None
     speeds: Mapping[int, float] = field(default_factory=dict)
+    served: float = 0.0
+    batch: str = "fixed"
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -146,6 +152,7 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         if isinstance(e.get("world_size"), int) and isinstance(e.get("samples_per_s"), (int, float))
     }
     return JobProgress(
+        served=_served(events),
         supervised=supervised,
         committed_at=committed_at,
         ckpt_write=write if write is not None else DEFAULT_CKPT_WRITE,
@@ -173,6 +180,7 @@ def _elastic(directory: Path) -> dict[str, Any]:
             "elastic_interval": float(block.get("min_interval", 600)),
             "time_limit": parse_time_limit(limit.group(1)) if limit else None,
             "ranks_per_node": int(block.get("ranks_per_node") or 1),
+            "batch": str(block.get("batch") or "fixed"),
         }
     except (OSError, TypeError, ValueError):
         return {}
@@ -180,6 +188,22 @@ def _elastic(directory: Path) -> dict[str, Any]:
 
 #: The script's time limit line, as the template writes it (templates/sbatch.sh.j2).
 _TIME_LINE = re.compile(r"^#SBATCH --time=['\"]?([^'\"\s]+)", re.MULTILINE)
+
+
+def _served(events: list[dict[str, Any]]) -> float:
+    """Node-seconds of the attempts that ended: each ``attempt_end`` against its
+    ``attempt_start`` (the nodes it names)."""
+    starts: dict[object, tuple[float, int]] = {}
+    total = 0.0
+    for event in events:
+        kind, attempt = event.get("event"), event.get("attempt")
+        when, nodes = _float(event.get("time")), event.get("nodes")
+        if kind == "attempt_start" and when is not None and isinstance(nodes, list):
+            starts[attempt] = (when, len(nodes))
+        elif kind == "attempt_end" and when is not None and attempt in starts:
+            began, count = starts.pop(attempt)
+            total += max(0.0, when - began) * count
+    return total
 
 
 def _grown(end: dict[str, Any]) -> bool:
