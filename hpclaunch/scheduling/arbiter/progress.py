@@ -65,7 +65,8 @@ class JobProgress:
             --time``; an admin's later ``scontrol update TimeLimit`` is not seen);
             ``None``: unknown. A growth must save more than it costs within it.
         speeds: Samples per second the job trained at, by node count (the newest attempt
-            at each size that reported them: ``runtime.report_progress(samples=...)``).
+            at each size that reported them, the running one included:
+            ``runtime.report_progress(samples=...)``).
         served: Node-seconds its ended attempts held (its ledger's starts and ends: the
             attained service of least-attained-service order, the current run aside).
         batch: Its ``elastic.batch`` (``fixed``, ``linear``, ``sqrt``): how its global
@@ -146,9 +147,14 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
     write = _float(done.get("seconds")) if done else None
     elastic = _elastic(directory)
     ranks = elastic.pop("ranks_per_node", 1)
+    # Each size's newest: the ledger's ended attempts, then the running one's progress file
+    # (kept across attempts: its attempt must be the newest started).
+    now_running = _read_json(directory / jobdir.CONTROL / jobdir.PROGRESS)
+    if now_running and (not starts or now_running.get("attempt") != starts[-1].get("attempt")):
+        now_running = None
     speeds = {
         int(e["world_size"]) // ranks: float(e["samples_per_s"])
-        for e in ends
+        for e in [*ends, *([now_running] if now_running else [])]
         if isinstance(e.get("world_size"), int) and isinstance(e.get("samples_per_s"), (int, float))
     }
     return JobProgress(

@@ -846,3 +846,30 @@ def test_a_growth_counts_the_speeds_the_job_measured_at_both_sizes(tmp_path: Pat
     # Linear speeds (nothing measured) would have grown it: 100 s + 40 s < 200 s.
     linear = {"1": replace(prog, ckpt_write=10.0, speeds={})}
     assert decide_growth(_snap(jobs, nodes), linear, [], restart_cost=30.0) is not None
+
+
+def test_the_running_attempts_speed_and_the_service_its_ledger_counts(tmp_path: Path) -> None:
+    """Issue 49: the LAS pass learns a size's speed while the job runs there (its
+    progress file), and counts the node-seconds its ended attempts held."""
+    _ledger(
+        tmp_path,
+        {"event": "attempt_start", "attempt": 0, "time": 100.0, "nodes": ["n1", "n2"]},
+        {"event": "attempt_end", "attempt": 0, "time": 160.0, "world_size": 2,
+         "samples_per_s": 50.0, "reason": "resized", "from_nodes": 2, "to_nodes": 4},
+        {"event": "attempt_start", "attempt": 1, "time": 170.0, "nodes": ["n1", "n2", "n3", "n4"]},
+    )  # fmt: skip
+    control = tmp_path / "control"
+    control.mkdir(exist_ok=True)
+    (tmp_path / "job.sbatch").write_text(
+        "#!/bin/bash\n"
+        'export HPCLAUNCH_ELASTIC=\'{"nodes":[2,4],"ranks_per_node":1,"batch":"linear"}\'\n'
+    )
+    stale = {"attempt": 0, "world_size": 2, "samples_per_s": 40.0}
+    (control / "progress.json").write_text(json.dumps(stale))
+    prog = read_progress(tmp_path, 170.0)
+    assert prog.speeds == {2: 50.0}  # the earlier attempt's file is not this one's
+    assert prog.served == 60.0 * 2
+    assert prog.batch == "linear"
+    running = {"attempt": 1, "world_size": 4, "samples_per_s": 90.0}
+    (control / "progress.json").write_text(json.dumps(running))
+    assert read_progress(tmp_path, 170.0).speeds == {2: 50.0, 4: 90.0}
