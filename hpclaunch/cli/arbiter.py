@@ -63,6 +63,15 @@ if TYPE_CHECKING:
     "shrunk before anyone waits and grown by their measured speed-up (the simulator's "
     "best policy, docs/simulator.md).",
 )
+@click.option(
+    "--service-quantum",
+    type=click.FloatRange(min=1),
+    # hpclaunch.scheduling.las.QUANTUM (not imported: --help stays light)
+    default=900.0,
+    show_default=True,
+    help="las: GPU-seconds of service of the first level; a job is displaced only by one "
+    "a level below (levels double).",
+)
 @pass_session
 def arbiter_command(
     app: Session,
@@ -74,6 +83,7 @@ def arbiter_command(
     max_preemptions: int | None,
     restart_cost: float,
     policy: str,
+    service_quantum: float,
 ) -> None:
     """Preempt the running jobs that lose least, when a job of a preempting tier waits.
 
@@ -103,6 +113,7 @@ def arbiter_command(
         max_preemptions=max_preemptions,
         restart_cost=restart_cost,
         policy=policy,
+        service_quantum=service_quantum,
     )
     site = app.site_config
     if once:

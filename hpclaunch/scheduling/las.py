@@ -12,8 +12,9 @@ speed, no job's remaining work.
 In one pass over ``capacity`` GPUs:
 
 1. a running job that may not be preempted keeps what it holds;
-2. the others, in order of tier, then GPU time held (least first), then submission, each
-   get their smallest size while GPUs remain: an elastic job runs small rather than
+2. the others, in order of tier, then the level of the GPU time they held (least first:
+   :func:`level`, 0 below ``quantum``, one more each time it doubles), then submission,
+   each get their smallest size while GPUs remain: an elastic job runs small rather than
    anyone waiting, and a rigid one that does not fit waits (or is preempted, when it held
    GPUs);
 3. in the same order, each goes back up to the size it holds where that still fits (a
@@ -26,16 +27,24 @@ In one pass over ``capacity`` GPUs:
    is not).
 
 On two tiers (TE and BE), step 2's order is what makes a TE job preempt BE ones; on one
-tier, it is least attained service (Tiresias' order without its queues: a continuous LAS
-did better than the two queues on the Pollux workloads, docs/simulator.md).
+tier, it is least attained service. By levels, not by the second: with a continuous order
+two jobs that hold the GPUs in turn swap at every pass (on the cluster, 28 preemptions of
+12 jobs in 5 minutes, each a checkpoint and an 11 s requeue: bench/RESULTS.md); with
+levels a job is displaced only by one a level below, at most once per doubling of its
+service. Tiresias has two levels; doubling ones did as well as a continuous order on the
+Pollux workloads (docs/simulator.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Contender", "plan"]
+__all__ = ["QUANTUM", "Contender", "level", "plan"]
+
+#: GPU-seconds of service of the first level (a quarter of a GPU-hour; see :func:`level`).
+QUANTUM = 900.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,11 @@ class Contender:
 
 
 def plan(
-    contenders: Sequence[Contender], capacity: int, *, threshold: float = 0.05
+    contenders: Sequence[Contender],
+    capacity: int,
+    *,
+    threshold: float = 0.05,
+    quantum: float = QUANTUM,
 ) -> dict[str, int]:
     """The GPUs each job holds next (a job absent holds none); see the module docstring."""
     sizes: dict[str, int] = {}
@@ -82,7 +95,7 @@ def plan(
             left -= job.held
     order = sorted(
         (j for j in contenders if j.key not in sizes),
-        key=lambda j: (j.tier, j.attained, j.submitted, j.key),
+        key=lambda j: (j.tier, level(j.attained, quantum), j.submitted, j.key),
     )
     for job in order:  # 2. the smallest size, in order
         if job.sizes[0] <= left:
@@ -118,6 +131,12 @@ def plan(
         left -= bigger - sizes[key]
         sizes[key] = bigger
     return sizes
+
+
+def level(attained: float, quantum: float = QUANTUM) -> int:
+    """The level of ``attained`` GPU-seconds: 0 below ``quantum``, then one more each time
+    the service doubles (``quantum x (2^k - 1)`` to ``quantum x (2^(k+1) - 1)``)."""
+    return math.floor(math.log2(1 + max(0.0, attained) / quantum))
 
 
 def _worth(job: Contender, size: int, cap: int, threshold: float) -> int:

@@ -18,6 +18,10 @@ that needs one node's 4 GPUs then:
 
 And elastic jobs (issue 29): one asking for 4 nodes while 2 are busy starts on 2, grows to
 4 when they come free, shrinks to 2 for a critical job and grows back, every step once.
+
+And ``--policy las`` (issue 49): an elastic job that holds every node is shrunk for a
+newcomer of its own tier, which starts at once (Slurm's order would keep it waiting), and
+grows back by the speed-up it measured; every step once.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .test_tiers_on_cluster import GRACE, VENV, Queue
 # (test_backends_agree_on_cluster); the rest happens in the job, backend or not.
 pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
+TRAINER = str(REPO / "tests/integration/tiny_trainer.py")
 STEPS = 150  # 0.2 s each: ~30 s, so the trainer is still running when it is preempted
 
 
@@ -114,12 +119,12 @@ class _Daemon:
 
 
 @contextmanager
-def _arbiter(queue: Queue, log: Path) -> Iterator[_Daemon]:
+def _arbiter(queue: Queue, log: Path, *options: str) -> Iterator[_Daemon]:
     """``hpclaunch arbiter`` on the module's site, a pass every 0.5 s, decisions into
     ``log``; stopped by SIGTERM on the way out, as a user's Ctrl-C would."""
-    argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), "--interval"]
+    argv = [HPCLAUNCH, "--site", queue.cli.site, "arbiter", "--log", str(log), *options]
     process = subprocess.Popen(
-        [*argv, "0.5"],
+        [*argv, "--interval", "0.5"],
         cwd=REPO,
         env=queue.cli.env,
         stdout=subprocess.PIPE,
@@ -157,7 +162,7 @@ def test_arbiter_preempts_the_job_that_loses_least_and_it_resumes_exactly(
     trainer = {
         "command": [
             "python",
-            str(REPO / "tests/integration/tiny_trainer.py"),
+            TRAINER,
             "--steps",
             str(STEPS),
             "--every",
@@ -371,3 +376,66 @@ def test_an_elastic_job_starts_small_grows_shrinks_for_a_critical_job_and_grows_
     worlds = _worlds(queue)
     assert _runs(worlds) == [2, 4, 2, 4], _runs(worlds)
     assert len(worlds) == steps  # every step trained once: no work lost to the resizes
+
+
+def test_las_shrinks_the_job_that_held_most_for_a_newcomer_of_its_tier_and_grows_it_back(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """Issue 49: least attained service on the cluster. An elastic low job trains on all 4
+    nodes (0.1 s a step there, 0.2 s at 2: a fixed global batch); a rigid low job that
+    needs 2 nodes arrives. With ``--policy las`` the newcomer, having held nothing, goes
+    first: the elastic job is shrunk to 2 nodes (not evicted) and the newcomer starts;
+    when it ends, the elastic job grows back to 4 by the speed-up its ledger measured."""
+    steps = 500
+    log = tmp_path / "arbiter.jsonl"
+    with _arbiter(queue, log, "--policy", "las", "--min-run", "5", "--service-quantum", "60"):
+        queue.submit(
+            "elastic",
+            "low",
+            command=["python", TRAINER, "--steps", str(steps), "--sleep", "0.1", "--elastic",
+                     "--every", "50"],
+            launcher="srun",
+            processes_per_node=1,
+            venv=VENV,
+            resources={"nodes": 4, "gpus_per_node": 4, "time": "00:10:00", "mem": "200M"},
+            elastic={"nodes": [2, 4], "global_batch": 16, "max_batch_per_gpu": 4,
+                     "min_interval": 10},
+        )  # fmt: skip
+        queue.wait(running={"elastic"}, timeout=60)
+        time.sleep(8)  # past --min-run, its speed at 4 nodes reported
+        queue.submit(
+            "newcomer",
+            "low",
+            command=["python", TRAINER, "--steps", "50", "--sleep", "0.2", "--every", "10"],
+            launcher="srun",
+            venv=VENV,
+            resources={"nodes": 2, "gpus_per_node": 4, "time": "00:05:00", "mem": "200M"},
+        )
+        submitted = time.time()
+        queue.wait(running={"newcomer"}, timeout=90)
+        waited = time.time() - submitted
+        deadline = time.monotonic() + 300
+        while "elastic" in queue.states():
+            assert time.monotonic() < deadline, (queue.states(), _events(log))
+            time.sleep(0.5)
+    events = _events(log)
+    elastic_id = queue.ids["elastic"]
+    plans = [e for e in events if e["event"] == "las_plan"]
+    assert any(e["shrink"] == {elastic_id: 2} for e in plans), events
+    assert any(e["grow"] == {elastic_id: 4} for e in plans), events
+    assert not [e for e in events if e["event"] in ("preempt", "forced_requeue")], events
+    assert waited < 60, waited  # a shrink's requeue, not the elastic job's whole run
+    ledger = json.loads(queue.cli("events", elastic_id, "--json").stdout)["ledger"]
+    ends = [e for e in ledger if e["event"] == "attempt_end"]
+    assert [(e["reason"], e.get("from_nodes"), e.get("to_nodes")) for e in ends] == [
+        ("resized", 4, 2),
+        ("resized", 2, 4),
+        ("success", None, None),
+    ], ends
+    job_dir = Path(queue.cli.submitted()[elastic_id]["job_dir"])
+    trained = [
+        int(line)
+        for path in sorted(job_dir.glob("steps-attempt-*.log"))
+        for line in path.read_text().split()
+    ]
+    assert sorted(trained) == list(range(1, steps + 1))  # every step once

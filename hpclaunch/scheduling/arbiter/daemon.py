@@ -58,6 +58,7 @@ from hpclaunch.scheduling.arbiter.decide import (
 )
 from hpclaunch.scheduling.arbiter.las_pass import decide_las
 from hpclaunch.scheduling.arbiter.progress import JobProgress, job_dir_of, read_progress
+from hpclaunch.scheduling.las import QUANTUM
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.nodecount import node_count_update
 from hpclaunch.supervise.ledger import parse_ledger
@@ -82,6 +83,8 @@ class ArbiterOptions:
             tiers, shrinks before evicting, grows into idle GPUs and starts elastic jobs
             small; ``las``: besides the preemption across tiers, each pass applies the
             simulator's least-attained-service plan (:mod:`.las_pass`).
+        service_quantum: ``las``: GPU-seconds of service of the first level
+            (:func:`hpclaunch.scheduling.las.level`).
     """
 
     dry_run: bool = False
@@ -91,6 +94,7 @@ class ArbiterOptions:
     slack: float = 2.0
     signal: str = "USR1"
     policy: str = "slurm-order"
+    service_quantum: float = QUANTUM
 
 
 def default_log_path() -> Path:
@@ -174,6 +178,7 @@ class Arbiter:
             min_run=self.options.min_run,
             max_preemptions=self.options.max_preemptions,
             restart_cost=self.options.restart_cost,
+            quantum=self.options.service_quantum,
         )
         if not decisions:
             return []

@@ -14,8 +14,8 @@ cluster then). Every GPU job that runs or that Slurm holds for GPUs
   current run, times its GPUs per node (a job without a ledger: its current run);
 * its tier: 0 for the tiers that are not preemptible, 1 for the preemptible ones and
   over-quota work (the TE and BE classes of the simulator's synthetic workload);
-* preemptible: of a preemptible QOS, and not protected (preempted before and its new run
-  shorter than ``min_run``, or capped by count);
+* preemptible: of a preemptible QOS, and not protected (its current run shorter than
+  ``min_run``, or preempted ``max_preemptions`` times already);
 * may grow: pending, or it has run its ``elastic.min_interval``;
 * its speed-up between two sizes: a throughput model
   (:mod:`hpclaunch.scheduling.throughput`) fitted to the samples/s its ledger measured
@@ -47,7 +47,7 @@ from hpclaunch.scheduling.arbiter.decide import (
     waits_to_preempt,
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress
-from hpclaunch.scheduling.las import Contender, plan
+from hpclaunch.scheduling.las import QUANTUM, Contender, level, plan
 from hpclaunch.scheduling.throughput import Shape, Throughput
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.cluster import ClusterJob
@@ -77,6 +77,7 @@ def decide_las(
     max_preemptions: int | None = None,
     restart_cost: float = 30.0,
     threshold: float = 0.05,
+    quantum: float = QUANTUM,
 ) -> LasDecisions:
     """One pass (see the module docstring)."""
     out = LasDecisions()
@@ -90,10 +91,10 @@ def decide_las(
         for j in jobs
     }
     capacity = sum(n.total for n in snapshot.nodes if n.usable)
-    sizes = plan(list(contenders.values()), capacity, threshold=threshold)
+    sizes = plan(list(contenders.values()), capacity, threshold=threshold, quantum=quantum)
     order = sorted(
         (j for j in jobs if j.pending and sizes.get(j.job_id)),
-        key=lambda j: _order(contenders[j.job_id]),
+        key=lambda j: _order(contenders[j.job_id], quantum),
     )
     starts = order[0] if order else None
     for job in jobs:
@@ -137,7 +138,10 @@ def contender_of(
     ran = now - job.start if job.running and job.start is not None else 0.0
     attained = (prog.served + ran * job.nodes) * per_node
     preemptible = (job.qos or "") in roles.grace
-    protected = prog.preemptions > 0 and ran < min_run
+    # Every run makes progress before the plan takes its GPUs: a run younger than
+    # min_run is kept (the simulator's rounds of 60 s, a 30 s restart, do the same; on the
+    # cluster a job preempted 4 s into its first run for a newcomer was seen).
+    protected = job.running and ran < min_run
     if max_preemptions is not None and prog.preemptions >= max_preemptions:
         protected = True
     model = _model(prog, per_node, nodes[0])
@@ -154,8 +158,8 @@ def contender_of(
     )
 
 
-def _order(c: Contender) -> tuple[int, float, float, str]:
-    return c.tier, c.attained, c.submitted, c.key
+def _order(c: Contender, quantum: float) -> tuple[int, int, float, str]:
+    return c.tier, level(c.attained, quantum), c.submitted, c.key
 
 
 def _batch(policy: str, gpus: int, base: int) -> float:

@@ -117,11 +117,12 @@ def test_attained_service_counts_the_ledger_and_the_current_run() -> None:
     assert not c.may_grow  # 100 s < its 600 s interval
 
 
-def test_a_job_preempted_before_is_protected_for_min_run() -> None:
+def test_every_run_is_protected_for_min_run() -> None:
     job = _job("60", 1, hosts=("n1",), start=NOW - 100)
-    c = contender_of(job, ROLES, JobProgress(preemptions=1), NOW, min_run=300.0)
-    assert not c.preemptible
-    assert contender_of(job, ROLES, JobProgress(preemptions=1), NOW, min_run=60.0).preemptible
+    assert not contender_of(job, ROLES, JobProgress(), NOW, min_run=300.0).preemptible
+    assert contender_of(job, ROLES, JobProgress(), NOW, min_run=60.0).preemptible
+    capped = contender_of(job, ROLES, JobProgress(preemptions=2), NOW, 60.0, max_preemptions=2)
+    assert not capped.preemptible
 
 
 def test_measured_speeds_give_the_speedup_and_a_linear_batch_counts_its_samples() -> None:

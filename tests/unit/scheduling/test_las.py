@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hpclaunch.scheduling.las import Contender, plan
+from hpclaunch.scheduling.las import Contender, level, plan
 
 
 def elastic(key: str, held: int = 0, attained: float = 0.0, **kw: object) -> Contender:
@@ -52,3 +52,16 @@ def test_a_size_its_measurements_say_did_not_pay_is_given_back() -> None:
     assert plan([learned], 4) == {"a": 2}
     paid = elastic("b", held=4, may_grow=False)  # linear: 4 pays
     assert plan([paid], 4) == {"b": 4}
+
+
+def test_service_is_compared_by_doubling_levels() -> None:
+    assert [level(a, 100.0) for a in (0, 99, 100, 299, 300, 700)] == [0, 0, 1, 1, 2, 3]
+
+
+def test_within_a_level_first_come_first_served_so_jobs_do_not_swap_at_every_pass() -> None:
+    """Two rigid jobs that want the same GPUs: the one running keeps them while both are
+    on one level, and is displaced only by a job a level below."""
+    running = Contender("running", (4,), held=4, attained=500.0, submitted=1.0)
+    newer = Contender("newer", (4,), attained=0.0, submitted=2.0)
+    assert plan([running, newer], 4, quantum=1000.0) == {"running": 4}
+    assert plan([running, newer], 4, quantum=100.0) == {"newer": 4}  # 500 s: level 2
