@@ -68,7 +68,7 @@ class Planned:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
-def workload(jobs: int, seed: int, span: float) -> list[Planned]:
+def workload(jobs: int, seed: int, span: float, scale: float = 1.0) -> list[Planned]:
     rng = random.Random(seed)
     out = []
     times = sorted(rng.uniform(0, span) for _ in range(jobs))
@@ -77,12 +77,12 @@ def workload(jobs: int, seed: int, span: float) -> list[Planned]:
         draw = rng.random()
         if draw < 0.4:
             out.append(
-                Planned(i, "elastic", rng.choice([2, 4]), rng.randint(150, 500), 0.0,
-                        rng.choice([0.0, 0.05, 0.15]), offset)
+                Planned(i, "elastic", rng.choice([2, 4]), round(scale * rng.randint(150, 500)),
+                        0.0, rng.choice([0.0, 0.05, 0.15]), offset)
             )  # fmt: skip
         elif draw < 0.8:
             sleep = 0.25
-            steps = round(rng.uniform(20, 90) / sleep)
+            steps = round(scale * rng.uniform(20, 90) / sleep)
             out.append(Planned(i, "rigid", rng.choice([1, 2]), steps, sleep, 0.0, offset))
         else:
             out.append(Planned(i, "high", 1, rng.randint(10, 30), 0.0, 0.0, offset))
@@ -117,7 +117,9 @@ def spec_for(p: Planned) -> dict[str, Any]:
     return {**spec, "command": argv}
 
 
-def run_policy(policy: str, plan: list[Planned], tmp: Path) -> dict[str, Any]:
+def run_policy(
+    policy: str, plan: list[Planned], tmp: Path, min_run: float, quantum: float
+) -> dict[str, Any]:
     site = site_file(tmp, "arbiter")
     cli = Cli(tmp / f"state-{policy}", site=site)
     apply(site, cli)
@@ -126,7 +128,7 @@ def run_policy(policy: str, plan: list[Planned], tmp: Path) -> dict[str, Any]:
     log = tmp / f"arbiter-{policy}.jsonl"
     daemon = subprocess.Popen(
         [HPCLAUNCH, "--site", site, "arbiter", "--interval", "1", "--log", str(log),
-         "--min-run", "20", "--policy", policy, "--service-quantum", str(QUANTUM)],
+         "--min-run", str(min_run), "--policy", policy, "--service-quantum", str(quantum)],
         cwd=REPO, env=cli.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     ids: list[str] = []
@@ -192,14 +194,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--span", type=float, default=90.0, help="seconds of arrivals")
     parser.add_argument("--policies", nargs="+", default=["slurm-order", "las"])
+    parser.add_argument("--scale", type=float, default=1.0, help="jobs' lengths times this")
+    parser.add_argument("--min-run", type=float, default=20.0, help="the arbiter's --min-run")
+    parser.add_argument(
+        "--quantum", type=float, default=QUANTUM, help="the arbiter's --service-quantum"
+    )
     parser.add_argument("--json", type=Path, help="keep every figure here")
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="arbiter-policy-", dir=Path.home()) as tmp:
         for policy in args.policies:
-            plan = workload(args.jobs, args.seed, args.span)
+            plan = workload(args.jobs, args.seed, args.span, args.scale)
             print(f"{policy}: {len(plan)} jobs ...", flush=True)
-            results[policy] = run_policy(policy, plan, Path(tmp))
+            results[policy] = run_policy(policy, plan, Path(tmp), args.min_run, args.quantum)
     bad = False
     for policy, r in results.items():
         kinds: dict[str, list[float]] = {}
