@@ -37,10 +37,6 @@ __all__ = ["Params", "Shape", "Throughput", "efficiency"]
 #: The ridge's weight, relative to one measured shape: small, so that any shape measured
 #: outweighs the prior in the directions it determines.
 RIDGE = 1e-3
-#: The prior's sync, as a fraction of the job's mean measured step time: within a node,
-#: and for each node beyond the first.
-PRIOR_SYNC_LOCAL = 0.0
-PRIOR_SYNC_NODE = 0.0
 
 
 @dataclass(frozen=True)
@@ -131,9 +127,10 @@ def fit(points: list[tuple[Shape, float, int]]) -> Params:
     scale = sum(seconds for _, seconds, _ in points) / len(points)
     per_sample = min(seconds / (shape.samples / shape.gpus) for shape, seconds, _ in points)
     # Each parameter's scale, so that the ridge weighs them alike; beta's prior is the
-    # data's (all time is per-sample compute), the others' 0.
+    # data's (all time is per-sample compute), the others' 0. (A prior with sync, 10-50 %
+    # of a step, did worse on the Pollux workloads: bench/RESULTS.md, 2026-12-07.)
     scales = (scale, per_sample, scale, scale)
-    prior = (0.0, per_sample, PRIOR_SYNC_LOCAL * scale, PRIOR_SYNC_NODE * scale)
+    prior = (0.0, per_sample, 0.0, 0.0)
     bounds = (0.0, per_sample / 10, 0.0, 0.0)
     fixed: dict[int, float] = {}
     while True:
