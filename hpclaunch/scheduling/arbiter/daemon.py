@@ -226,12 +226,18 @@ class Arbiter:
         """What each running preemptible job has at stake; how often it was preempted is
         the most of its ledger's count, this daemon's and Slurm's restart count (any
         requeue: a job that has just restarted is protected for ``min_run`` all the same).
-        Pending preemptible jobs that wait for GPUs too: their elastic sizes."""
+        Pending preemptible jobs that wait for GPUs too (their elastic sizes), and, for
+        ``las``, those that wait out a requeue's delay (their service)."""
+        las = self.options.policy == "las"
         jobs = [
             j
             for j in snapshot.jobs
             if j.qos in self.roles.preemptible
-            and ((j.running and j.gpus_per_node) or waits_for_gpus(j))
+            and (
+                (j.running and j.gpus_per_node)
+                or waits_for_gpus(j)
+                or (las and j.pending and j.reason == "BeginTime" and j.gpus_per_node)
+            )
         ]
         running = any(j.running for j in jobs)
         restarts = self._restarts() if running and self._someone_waits(snapshot) else {}

@@ -6,7 +6,8 @@ not see either).
 A pass runs when no job of a preempting tier waits and nothing is under way (a
 preemption, a shrink or a growth: :func:`~.decide.decide` and the follow-up own the
 cluster then). Every GPU job that runs or that Slurm holds for GPUs
-(``Resources``/``Priority``) is a :class:`~hpclaunch.scheduling.las.Contender`:
+(``Resources``/``Priority``), or that ran before and waits out Slurm's requeue delay
+(``BeginTime``), is a :class:`~hpclaunch.scheduling.las.Contender`:
 
 * its sizes: an elastic job's node counts (its script's ``elastic.nodes``) times its GPUs
   per node; a rigid job's one size;
@@ -25,8 +26,9 @@ cluster then). Every GPU job that runs or that Slurm holds for GPUs
 The plan, against what runs now: a running job given nothing is evicted (asked to
 checkpoint, as a preemption), one given less is shrunk and one given more grown (a resize
 request, as ``hpclaunch resize``), a pending one given less than it asked starts smaller
-(``scontrol update NumNodes``). Evictions and shrinks are made only for a pending job the
-plan starts; a pass that makes them grows nobody (the room is that job's).
+(``scontrol update NumNodes``). Evictions and shrinks are made only for a job that waits
+for GPUs and that the plan starts; a pass that makes them grows nobody (the room is that
+job's).
 """
 
 from __future__ import annotations
@@ -83,7 +85,12 @@ def decide_las(
     out = LasDecisions()
     if in_flight or any(waits_to_preempt(j, roles) for j in snapshot.jobs):
         return out
-    jobs = [j for j in snapshot.jobs if j.gpus_per_node and (j.running or waits_for_gpus(j))]
+    jobs = [
+        j
+        for j in snapshot.jobs
+        if j.gpus_per_node
+        and (j.running or waits_for_gpus(j) or _requeued(j, progress.get(j.job_id)))
+    ]
     contenders = {
         j.job_id: contender_of(
             j, roles, progress.get(j.job_id), snapshot.taken, min_run, max_preemptions
@@ -93,7 +100,7 @@ def decide_las(
     capacity = sum(n.total for n in snapshot.nodes if n.usable)
     sizes = plan(list(contenders.values()), capacity, threshold=threshold, quantum=quantum)
     order = sorted(
-        (j for j in jobs if j.pending and sizes.get(j.job_id)),
+        (j for j in jobs if waits_for_gpus(j) and sizes.get(j.job_id)),
         key=lambda j: _order(contenders[j.job_id], quantum),
     )
     starts = order[0] if order else None
@@ -155,6 +162,17 @@ def contender_of(
         preemptible=preemptible and not protected,
         may_grow=not job.running or (bool(prog.elastic_nodes) and ran >= prog.elastic_interval),
         speedup=None if model is None else _speedup(model, prog.batch, per_node, nodes[0]),
+    )
+
+
+def _requeued(job: ClusterJob, prog: JobProgress | None) -> bool:
+    """A job that ran before and waits out Slurm's requeue delay (``BeginTime``): its GPUs
+    are spoken for. Left out, they looked idle, and the plan grew another job into them."""
+    return (
+        job.pending
+        and job.reason == "BeginTime"
+        and prog is not None
+        and (prog.served > 0 or prog.preemptions > 0)
     )
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hpclaunch.scheduling import las
@@ -134,3 +136,16 @@ def test_measured_speeds_give_the_speedup_and_a_linear_batch_counts_its_samples(
     )
     assert linear.ratio(8, 4) == pytest.approx(1.5, rel=0.01)  # samples/s, any batch
     assert contender_of(job, ROLES, _elastic((1, 2)), NOW).ratio(8, 4) == 2.0  # prior
+
+
+def test_a_job_waiting_out_its_requeue_delay_keeps_its_gpus_from_a_growth() -> None:
+    """Evicted a moment ago, job 81 pends for BeginTime: its node is not idle to the plan
+    (left out, the plan grew job 80 into it, and 81 then waited behind the growth)."""
+    running = _job("80", 1, hosts=("n1",), start=NOW - 1000)
+    requeued = replace(_job("81", 1), reason="BeginTime")
+    snapshot = Snapshot((running, requeued), (_node("n1", 4), _node("n2", 0)), NOW)
+    grows = _elastic((1, 2), served=1000.0)
+    before = {"80": grows, "81": JobProgress(served=30.0, preemptions=1)}
+    assert not decide_las(snapshot, ROLES, before, []).growths
+    never_ran = {"80": grows, "81": JobProgress()}  # a --begin job: not ours to keep
+    assert decide_las(snapshot, ROLES, never_ran, []).growths
