@@ -59,9 +59,10 @@ if TYPE_CHECKING:
     default="slurm-order",
     show_default=True,
     help="slurm-order: Slurm orders the queue; the arbiter preempts across tiers and "
-    "sizes elastic jobs around it. las: least attained service first, elastic jobs "
-    "shrunk before anyone waits and grown by their measured speed-up (the simulator's "
-    "best policy, docs/simulator.md).",
+    "sizes elastic jobs around it. las: least attained service first (it also preempts "
+    "within a tier), elastic jobs shrunk before anyone waits and grown by their measured "
+    "speed-up: the simulator's best policy, but slower than slurm-order on the test "
+    "cluster's short jobs (bench/RESULTS.md).",
 )
 @click.option(
     "--service-quantum",

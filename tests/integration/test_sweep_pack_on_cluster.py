@@ -78,7 +78,7 @@ def test_a_preempted_packed_task_runs_only_its_unfinished_points(
 
         wait_for("every point COMPLETED", ended, 240)
         # A point's ledger says success before its task's batch script ends, and slurmdbd
-        # records the end after slurmctld (CI run 59 read RUNNING on 22.05): wait for both
+        # records the end after slurmctld (the CI of stop 56 read RUNNING on 22.05): wait for both
         wait_for("both tasks to leave the queue", lambda: not _queued(array), 60)
         wait_for("slurmdbd to record both ends", lambda: _recorded(array), 60)
     finally:
