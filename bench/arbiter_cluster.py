@@ -190,6 +190,15 @@ def in_queue(ids: list[str]) -> set[str]:
     return {line.strip() for line in out.splitlines() if line.strip()}
 
 
+def drain(ids: list[str], what: str) -> None:
+    """Wait until none of ``ids`` is queued (an hour at most)."""
+    deadline = time.monotonic() + 3600
+    while in_queue(ids):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{what}: jobs still queued after an hour")
+        time.sleep(2)
+
+
 def stamp(text: str) -> float | None:
     try:
         return datetime.fromisoformat(text).timestamp()
@@ -355,11 +364,7 @@ def run_mode(mode: str, plan: list[Planned], tmp: Path, every: int, caps: Caps) 
             p.job_id = out.stdout.strip().splitlines()[-1]
             ids.append(p.job_id)
         print(f"  {mode}: {len(ids)} jobs submitted in {time.time() - t0:.0f} s", flush=True)
-        deadline = time.monotonic() + 3600
-        while in_queue(ids):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{mode}: jobs still queued after an hour")
-            time.sleep(2)
+        drain(ids, mode)
     finally:
         if daemon is not None:
             daemon.terminate()

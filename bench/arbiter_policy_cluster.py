@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from arbiter_cluster import apply, attempts, in_queue, site_file  # noqa: E402
+from arbiter_cluster import apply, attempts, drain, site_file  # noqa: E402
 
 from tests.integration.conftest import HPCLAUNCH, Cli  # noqa: E402
 
@@ -145,11 +145,7 @@ def run_policy(
                 raise SystemExit(f"submit failed: {out.stderr}")
             p.job_id = out.stdout.strip().splitlines()[-1]
             ids.append(p.job_id)
-        deadline = time.monotonic() + 3600
-        while in_queue(ids):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{policy}: jobs still queued after an hour")
-            time.sleep(2)
+        drain(ids, policy)
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)

@@ -41,7 +41,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["QUANTUM", "Contender", "level", "plan"]
+__all__ = ["QUANTUM", "Contender", "level", "order_key", "plan"]
 
 #: GPU-seconds of service of the first level (a quarter of a GPU-hour; see :func:`level`).
 QUANTUM = 900.0
@@ -95,7 +95,7 @@ def plan(
             left -= job.held
     order = sorted(
         (j for j in contenders if j.key not in sizes),
-        key=lambda j: (j.tier, level(j.attained, quantum), j.submitted, j.key),
+        key=lambda j: order_key(j, quantum),
     )
     for job in order:  # 2. the smallest size, in order
         if job.sizes[0] <= left:
@@ -131,6 +131,11 @@ def plan(
         left -= bigger - sizes[key]
         sizes[key] = bigger
     return sizes
+
+
+def order_key(job: Contender, quantum: float = QUANTUM) -> tuple[int, int, float, str]:
+    """Step 2's order: tier, level of the service held, submission, key."""
+    return job.tier, level(job.attained, quantum), job.submitted, job.key
 
 
 def level(attained: float, quantum: float = QUANTUM) -> int:

@@ -242,12 +242,7 @@ def victim_and_preemption(
 ) -> Preemption:
     """The decision to preempt (or, ``resize_to``, shrink) running ``victim`` for
     ``for_job``, its cost counted as :func:`decide` counts it (the LAS pass's victims)."""
-    ran = now - victim.start if victim.start is not None else math.inf
-    since = prog.since_commit(now, victim.start)
-    placement = dict.fromkeys(victim.hosts, victim.gpus_per_node)
-    return _preemption(
-        _Victim(victim, prog, since, ran, placement), for_job, roles, restart_cost, resize_to
-    )
+    return _preemption(_victim_of(victim, prog, now), for_job, roles, restart_cost, resize_to)
 
 
 def _one_shrink(
@@ -467,13 +462,16 @@ def _candidates(
             continue
         if job.gpus_per_node == 0 or not set(job.hosts) & set(names):
             continue
-        prog = progress.get(job.job_id, JobProgress())
-        placement = dict.fromkeys(job.hosts, job.gpus_per_node)
-        ran = snapshot.taken - job.start if job.start is not None else math.inf
-        since = prog.since_commit(snapshot.taken, job.start)
-        out.append(_Victim(job, prog, since, ran, placement))
+        out.append(_victim_of(job, progress.get(job.job_id, JobProgress()), snapshot.taken))
     out.sort(key=lambda v: v.job.unique_id.zfill(12))
     return out
+
+
+def _victim_of(job: ClusterJob, prog: JobProgress, now: float) -> _Victim:
+    """Running ``job`` as a victim at ``now``: what a kill loses, how long it ran, where."""
+    ran = now - job.start if job.start is not None else math.inf
+    placement = dict.fromkeys(job.hosts, job.gpus_per_node)
+    return _Victim(job, prog, prog.since_commit(now, job.start), ran, placement)
 
 
 def _as_candidate(

@@ -49,7 +49,7 @@ from hpclaunch.scheduling.arbiter.decide import (
     waits_to_preempt,
 )
 from hpclaunch.scheduling.arbiter.progress import JobProgress
-from hpclaunch.scheduling.las import QUANTUM, Contender, level, plan
+from hpclaunch.scheduling.las import QUANTUM, Contender, order_key, plan
 from hpclaunch.scheduling.throughput import Shape, Throughput
 from hpclaunch.scheduling.victims import MIN_RUN
 from hpclaunch.slurm.cluster import ClusterJob
@@ -101,7 +101,7 @@ def decide_las(
     sizes = plan(list(contenders.values()), capacity, threshold=threshold, quantum=quantum)
     order = sorted(
         (j for j in jobs if waits_for_gpus(j) and sizes.get(j.job_id)),
-        key=lambda j: _order(contenders[j.job_id], quantum),
+        key=lambda j: order_key(contenders[j.job_id], quantum),
     )
     starts = order[0] if order else None
     for job in jobs:
@@ -161,7 +161,7 @@ def contender_of(
         tier=1 if preemptible else 0,
         preemptible=preemptible and not protected,
         may_grow=not job.running or (bool(prog.elastic_nodes) and ran >= prog.elastic_interval),
-        speedup=None if model is None else _speedup(model, prog.batch, per_node, nodes[0]),
+        speedup=None if model is None else _Speedup(model, prog.batch, per_node, nodes[0]),
     )
 
 
@@ -174,10 +174,6 @@ def _requeued(job: ClusterJob, prog: JobProgress | None) -> bool:
         and prog is not None
         and (prog.served > 0 or prog.preemptions > 0)
     )
-
-
-def _order(c: Contender, quantum: float) -> tuple[int, int, float, str]:
-    return c.tier, level(c.attained, quantum), c.submitted, c.key
 
 
 def _batch(policy: str, gpus: int, base: int) -> float:
@@ -201,10 +197,6 @@ def _model(prog: JobProgress, per_node: int, smallest: int) -> Throughput | None
         batch = _batch(prog.batch, gpus, smallest * per_node)
         model.measure(Shape(gpus, nodes, batch / gpus), batch / speed)
     return model
-
-
-def _speedup(model: Throughput, policy: str, per_node: int, smallest: int) -> _Speedup:
-    return _Speedup(model, policy, per_node, smallest)
 
 
 @dataclass(frozen=True)
