@@ -80,7 +80,10 @@ class WorkJob:
     gradient: tuple[float, float] | None = None
     #: Read the model's true speeds instead (a reference run: no policy does).
     oracle: bool = False
-    _configs: dict[tuple[tuple[int, ...], int, int], Config] = field(default_factory=dict)
+    #: Configurations chosen, by placement and epoch, each with the measurement count it
+    #: was chosen at (a learned choice is made again after a new measurement; one entry
+    #: per placement and epoch, not one per measurement).
+    _configs: dict[tuple[tuple[int, ...], int], tuple[int, Config]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.config = rigid_config(self.app, self.gpus, self.batch)
@@ -92,21 +95,19 @@ class WorkJob:
         anything), or, with the ``oracle``, by the model's true speeds."""
         if self.elastic is None:
             return self.config
-        key: tuple[tuple[int, ...], int, int]
-        if self.elastic.batch != "adaptive":
-            key = ((sum(placement),), 0, 0)
-        else:
-            key = (placement, epoch, -1 if self.oracle else self.measured.version)
+        adaptive = self.elastic.batch == "adaptive"
+        key = (placement, epoch) if adaptive else ((sum(placement),), 0)
+        stamp = self.measured.version if adaptive and not self.oracle else -1
         found = self._configs.get(key)
-        if found is None:
-            if self.elastic.batch != "adaptive":
-                found = rigid_config(self.app, sum(placement), self.batch)
+        if found is None or found[0] != stamp:
+            if not adaptive:
+                config = rigid_config(self.app, sum(placement), self.batch)
             elif self.oracle:
-                found = best_config(self.app, placement, epoch)
+                config = best_config(self.app, placement, epoch)
             else:
-                found = self._learned_config(placement)
-            self._configs[key] = found
-        return found
+                config = self._learned_config(placement)
+            found = self._configs[key] = (stamp, config)
+        return found[1]
 
     def _learned_config(self, placement: tuple[int, ...]) -> Config:
         gpus = sum(placement)
