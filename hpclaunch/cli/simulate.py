@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from hpclaunch.cli._options import json_option
 from hpclaunch.ops import helpers
@@ -85,7 +86,7 @@ def simulate_command(
     docs/simulator.md.
     """
     if workload != "synthetic":
-        _published(workload, policies, load, as_json, given=_synthetic_only(locals()))
+        _published(workload, policies, load, as_json, given=_synthetic_only())
         return
 
     if write_trace is not None:
@@ -114,16 +115,28 @@ def simulate_command(
         click.echo(f"\nplot: {plot}")
 
 
-def _synthetic_only(options: dict[str, object]) -> list[str]:
-    """The synthetic workload's options given away from their defaults."""
-    defaults = {"seeds": 10, "jobs": 5000, "gpus": 256, "gpus_per_node": 8}
-    given = [f"--{k.replace('_', '-')}" for k, v in defaults.items() if options[k] != v]
-    for flag in ("trace", "plot", "write_trace"):
-        if options[flag] is not None:
-            given.append(f"--{flag.replace('_', '-')}")
-    if options["sample"]:
-        given.append("--sample")
-    return given
+#: The options that describe the synthetic workload (or a trace) and its cluster.
+SYNTHETIC_ONLY = (
+    "seeds",
+    "jobs",
+    "gpus",
+    "gpus_per_node",
+    "trace",
+    "sample",
+    "plot",
+    "write_trace",
+)
+
+
+def _synthetic_only() -> list[str]:
+    """The synthetic workload's options the user gave (click says which were not left at
+    their defaults)."""
+    ctx = click.get_current_context()
+    return [
+        f"--{name.replace('_', '-')}"
+        for name in SYNTHETIC_ONLY
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+    ]
 
 
 def _published(
