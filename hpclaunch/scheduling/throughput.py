@@ -32,7 +32,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Params", "Shape", "Throughput", "efficiency"]
+__all__ = [
+    "TRUST_REGION",
+    "Params",
+    "Shape",
+    "Throughput",
+    "best_shape",
+    "efficiency",
+    "goodput",
+    "trusted",
+]
+
+#: An adaptive batch keeps its per-GPU batch within this factor of those the job measured
+#: (the pass-time model is linear in the per-GPU batch: far outside what a job measured, its
+#: errors chose batches at a third of the best speed, ncf's in the Pollux workloads;
+#: bench/RESULTS.md, 2026-12-07).
+TRUST_REGION = 1.5
 
 #: The ridge's weight, relative to one measured shape: small, so that any shape measured
 #: outweighs the prior in the directions it determines.
@@ -196,3 +211,35 @@ def efficiency(batch: float, base: float, grad_sqr: float, grad_var: float) -> f
     gradient's measured squared norm and variance (see the module docstring)."""
     scale = batch / base
     return (grad_var + grad_sqr) / (grad_var / scale + grad_sqr)
+
+
+def goodput(
+    params: Params, shape: Shape, base_batch: float, gradient: tuple[float, float]
+) -> float:
+    """Predicted progress per second at ``shape``, in optimizer steps at the ``base_batch``:
+    the statistical efficiency of its batch (``gradient``: squared norm and variance at the
+    base batch) over its predicted step time."""
+    return efficiency(shape.samples, base_batch, *gradient) / params.step_seconds(shape)
+
+
+def trusted(options: list[Shape], measured: tuple[Shape, ...]) -> list[Shape]:
+    """The ``options`` whose per-GPU batch lies within :data:`TRUST_REGION` of those
+    ``measured`` (all of them when none does, or nothing was measured)."""
+    if not measured:
+        return options
+    seen = [s.per_gpu for s in measured]
+    low, high = min(seen) / TRUST_REGION, max(seen) * TRUST_REGION
+    return [s for s in options if low <= s.per_gpu <= high] or options
+
+
+def best_shape(
+    params: Params,
+    options: list[Shape],
+    base_batch: float,
+    gradient: tuple[float, float],
+    measured: tuple[Shape, ...] = (),
+) -> Shape:
+    """Pollux's batch choice: of the ``options`` (per-GPU batch and accumulation on one
+    size) trusted by what was ``measured``, the one with the most :func:`goodput` (the
+    first of equals)."""
+    return max(trusted(options, measured), key=lambda s: goodput(params, s, base_batch, gradient))

@@ -17,14 +17,9 @@ from hpclaunch.scheduling.simulate.measured.apps import (
     data_dir,
     rigid_config,
 )
-from hpclaunch.scheduling.throughput import Params, Shape, Throughput, efficiency
+from hpclaunch.scheduling.throughput import Params, Shape, Throughput, best_shape, goodput
 
 __all__ = ["RESTART", "Elastic", "WorkJob", "compact", "read_workload", "workload_path"]
-
-#: An adaptive job chooses per-GPU batches within this factor of those it measured (its
-#: pass-time model is linear in the per-GPU batch: far outside what it measured, its
-#: errors chose batches at a third of the best speed, ncf's; bench/RESULTS.md).
-TRUST_REGION = 1.5
 
 #: Seconds a job spends loading its checkpoint each time it gets GPUs it did not hold (the
 #: artifact's; :class:`~.engine.RoundsConfig` ``restart``).
@@ -115,17 +110,16 @@ class WorkJob:
         if params is None or self.gradient is None:
             return rigid_config(self.app, gpus, self.batch)
         configs = self.app.configs(gpus) or [self.app.fallback_config(gpus)]
-        seen = [s.per_gpu for s in self.measured.shapes]
-        low, high = min(seen) / TRUST_REGION, max(seen) * TRUST_REGION
-        configs = [c for c in configs if low <= c.atomic <= high] or configs
-        return max(configs, key=lambda c: self._goodput(params, placement, c))
+        shapes = {_shape(placement, c): c for c in configs}
+        chosen = best_shape(
+            params, list(shapes), self.app.init_batch, self.gradient, self.measured.shapes
+        )
+        return shapes[chosen]
 
     def _goodput(self, params: Params, placement: tuple[int, ...], config: Config) -> float:
         """Predicted progress per second (its measured speed and gradient statistics)."""
         assert self.gradient is not None
-        shape = Shape(sum(placement), len(placement), config.atomic, config.accum)
-        gain = efficiency(config.batch, self.app.init_batch, *self.gradient)
-        return gain / params.step_seconds(shape)
+        return goodput(params, _shape(placement, config), self.app.init_batch, self.gradient)
 
     def observe(self, noise: float = 1.0) -> None:
         """Measure what it runs at now, as its runtime would report it: one step time on
@@ -135,8 +129,9 @@ class WorkJob:
         placement = self.placement
         epoch = self.app.epoch_at(self.progress)
         config = self.config_on(placement, epoch)
-        shape = Shape(len(self.nodes), len(placement), config.atomic, config.accum)
-        self.measured.measure(shape, self.app.step_seconds(placement, config) * noise)
+        self.measured.measure(
+            _shape(placement, config), self.app.step_seconds(placement, config) * noise
+        )
         sqr, var = self.app.gradient(config.batch, epoch)
         self.gradient = (sqr * noise, var / noise)
 
@@ -271,3 +266,7 @@ def workload_path(number: int, load: float = 1.0) -> Path:
     """The shipped workload ``number`` (1-8) at relative ``load`` (0.5, 1.0, 1.5, 2.0)."""
     folder = "workloads" if load == 1.0 else f"workloads-{load:.1f}"
     return data_dir() / folder / f"workload-{number}.csv"
+
+
+def _shape(placement: tuple[int, ...], config: Config) -> Shape:
+    return Shape(sum(placement), len(placement), config.atomic, config.accum)
