@@ -15,6 +15,9 @@ Policies (the spec's ``elastic.batch``):
   (``linear``) or its square root (``sqrt``), capped at ``max_lr_factor``, as ONES (SC'21)
   and the linear-scaling rule (Goyal et al. 2017) do. The trainer warms up to the new rate
   over ``warmup_steps`` after each resize.
+* ``adaptive``: the batch with the most progress per second at each size, chosen from
+  what the job measured (:mod:`hpclaunch.scheduling.adaptive_batch`); here, before any
+  measurement, it is ``fixed``'s plan at the global batch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Literal
 
 __all__ = ["BatchPlan", "BatchPolicy", "plan_batch"]
 
-BatchPolicy = Literal["fixed", "linear", "sqrt"]
+BatchPolicy = Literal["fixed", "linear", "sqrt", "adaptive"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def plan_batch(
         ValueError: No per-rank batch of at most ``max_batch_per_gpu`` fits (the message
             says what would).
     """
-    if policy == "fixed":
+    if policy in ("fixed", "adaptive"):
         per_rank, accumulation = _split(global_batch, world, max_batch_per_gpu)
         return BatchPlan(world, per_rank, accumulation, global_batch, 1.0, policy)
     per_rank, accumulation = _split(global_batch, base_world, max_batch_per_gpu)

@@ -36,6 +36,8 @@ already did. Adapters: :mod:`hpclaunch.runtime.adapters.torch` (``save_torch``/`
 In an elastic job (the spec's ``elastic:``), :func:`batch_plan` gives this attempt's world
 size, per-rank batch, accumulation and learning-rate factor, and :class:`ElasticSampler`
 cuts the same samples into each global step at any size (:mod:`hpclaunch.runtime.elastic`).
+With ``batch: adaptive`` the plan is chosen at each restart from the speeds and the gradient
+statistics (:func:`gradient_noise`) earlier attempts reported.
 
 In a sweep task (``hpclaunch sweep``), :func:`sweep_params` returns the task's point and
 :func:`report_metrics` records its final metrics for ``hpclaunch sweep status``. In an
@@ -75,7 +77,13 @@ from hpclaunch.runtime.control import (
     report_progress,
     should_checkpoint,
 )
-from hpclaunch.runtime.elastic import BatchPlan, ElasticSampler, batch_plan, step_digest
+from hpclaunch.runtime.elastic import (
+    BatchPlan,
+    ElasticSampler,
+    batch_plan,
+    gradient_noise,
+    step_digest,
+)
 from hpclaunch.runtime.sweep import report_metrics, sweep_params
 from hpclaunch.runtime.tracking import tensorboard_dir, tracked_step
 from hpclaunch.runtime.trial import should_stop, trial_number
@@ -95,6 +103,7 @@ __all__ = [
     "commit_checkpoint",
     "control_dir",
     "current_request",
+    "gradient_noise",
     "is_distributed",
     "job_dir",
     "list_checkpoints",

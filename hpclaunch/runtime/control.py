@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import math
 import os
 import socket
 import time
@@ -41,6 +42,7 @@ from hpclaunch.runtime._paths import (
     job_dir,
     local_run_dir,
 )
+from hpclaunch.runtime.elastic import current_plan
 from hpclaunch.runtime.tracking import log_metrics
 from hpclaunch.runtime.trial import report_trial
 from hpclaunch.supervise.ledger import Ledger
@@ -201,6 +203,8 @@ class _Progress:
         #: when the process ends, so the file has the last step (a 10-step run showed 8).
         self.pending: dict[str, int | None] | None = None
         self.flush_at_exit = False
+        #: Sums and count of the gradient statistics reported (their mean is written).
+        self.gradient = (0.0, 0.0, 0)
 
 
 _PROGRESS = _Progress()
@@ -212,6 +216,7 @@ def report_progress(
     total: int | None = None,
     samples: int | None = None,
     metrics: Mapping[str, Any] | None = None,
+    gradient: tuple[float, float] | None = None,
     min_interval: float = 2.0,
     force: bool = False,
 ) -> None:
@@ -230,7 +235,13 @@ def report_progress(
 
     ``samples``: the samples trained so far, all ranks together (an elastic job's cursor):
     the file then also says this attempt's samples per second and world size, which the
-    ledger keeps at the attempt's end (the job's throughput at each size).
+    ledger keeps at the attempt's end (the job's throughput at each size), with this
+    process's batch plan (:func:`~hpclaunch.runtime.batch_plan`) when it asked for one.
+
+    ``gradient``: the gradient's squared norm and per-sample variance measured at ``step``
+    (:func:`~hpclaunch.runtime.gradient_noise`); their mean over the attempt is written
+    and kept by the ledger: ``elastic.batch: adaptive`` chooses the next attempt's batch
+    from them.
 
     Writes ``progress.json`` at most every ``min_interval`` seconds (``force`` to write now);
     the newest report that the interval held back is written when the process exits, so the
@@ -240,6 +251,9 @@ def report_progress(
     """
     if _dist.rank() != 0:
         return
+    if gradient is not None and all(math.isfinite(v) for v in gradient):
+        sqr, var, count = _PROGRESS.gradient
+        _PROGRESS.gradient = (sqr + gradient[0], var + gradient[1], count + 1)
     if metrics:
         report_trial(step, metrics)
         log_metrics(step, metrics)
@@ -278,6 +292,17 @@ def report_progress(
         data |= {"samples": int(samples), "world_size": _dist.world_size()}
         if since > 0:
             data["samples_per_s"] = round(done / since, 3)
+        plan = current_plan()
+        if plan is not None:
+            data |= {
+                "per_rank_batch": plan.per_rank_batch,
+                "accumulation": plan.accumulation,
+                "global_batch": plan.global_batch,
+                "lr_factor": round(plan.lr_factor, 6),
+            }
+    sqr, var, count = _PROGRESS.gradient
+    if count:
+        data |= {"grad_sqr": sqr / count, "grad_var": var / count}
     write_json_atomic(control_dir() / jobdir.PROGRESS, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
 

@@ -24,6 +24,18 @@ a cursor; a global batch is split over ranks and micro-steps in a fixed order. S
 
 Outside an elastic job (``HPCLAUNCH_ELASTIC`` unset) :func:`batch_plan` needs the batch
 given as arguments, and plans for the current world size.
+
+With ``batch: adaptive`` the plan is chosen at each attempt's start from what earlier
+attempts measured (:mod:`hpclaunch.scheduling.adaptive_batch`): the trainer reports its
+samples and its gradient statistics, and scales its learning rate by ``plan.lr_factor``::
+
+    local = sum(p.grad.pow(2).sum() for p in params)    # this rank's gradient, before
+    all_reduce_grads()                                   # the average over ranks
+    overall = sum(p.grad.pow(2).sum() for p in params)
+    local = all_reduce_mean(local)                       # mean over ranks
+    stats = runtime.gradient_noise(local, overall, plan.per_rank_batch * plan.accumulation,
+                                   plan.global_batch)
+    runtime.report_progress(step, samples=step.cursor_after, gradient=stats)
 """
 
 from __future__ import annotations
@@ -37,8 +49,20 @@ from dataclasses import dataclass
 
 from hpclaunch.jobspec.batchplan import BatchPlan, BatchPolicy, plan_batch
 from hpclaunch.runtime import _dist
+from hpclaunch.runtime._paths import job_dir
+from hpclaunch.scheduling.adaptive_batch import Adaptive, measured_in
+from hpclaunch.supervise.ledger import read_ledger
 
-__all__ = ["BatchPlan", "ElasticSampler", "GlobalStep", "batch_plan", "sample_ids", "step_digest"]
+__all__ = [
+    "BatchPlan",
+    "ElasticSampler",
+    "GlobalStep",
+    "batch_plan",
+    "current_plan",
+    "gradient_noise",
+    "sample_ids",
+    "step_digest",
+]
 
 ENV = "HPCLAUNCH_ELASTIC"
 
@@ -65,9 +89,29 @@ def batch_plan(
             world size cannot split.
     """
     world = world_size or _dist.world_size()
+    plan = _plan(world, global_batch, max_batch_per_gpu, batch)
+    global _CURRENT
+    _CURRENT = plan
+    return plan
+
+
+#: The plan :func:`batch_plan` gave last (what ``report_progress`` records beside a speed).
+_CURRENT: BatchPlan | None = None
+
+
+def current_plan() -> BatchPlan | None:
+    """The plan :func:`batch_plan` returned last in this process (``None``: not asked)."""
+    return _CURRENT
+
+
+def _plan(
+    world: int, global_batch: int | None, max_batch_per_gpu: int | None, batch: BatchPolicy
+) -> BatchPlan:
     raw = os.environ.get(ENV)
     if raw:
         block = json.loads(raw)
+        if block["batch"] == "adaptive":
+            return _adaptive(block, world)
         return plan_batch(
             global_batch=int(block["global_batch"]),
             max_batch_per_gpu=int(block["max_batch_per_gpu"]),
@@ -88,6 +132,37 @@ def batch_plan(
         base_world=world,
         world=world,
     )
+
+
+def _adaptive(block: dict[str, object], world: int) -> BatchPlan:
+    """The adaptive plan from the ended attempts in this job's ledger (every rank reads the
+    same lines: the running attempt's end is not written yet)."""
+    ranks = int(str(block["ranks_per_node"]))
+    adaptive = Adaptive(
+        global_batch=int(str(block["global_batch"])),
+        max_global_batch=int(str(block["max_global_batch"])),
+        max_batch_per_gpu=int(str(block["max_batch_per_gpu"])),
+        max_lr_factor=float(str(block["max_lr_factor"])),
+        measured=tuple(measured_in(read_ledger(job_dir()), ranks)),
+    )
+    return adaptive.plan(world, max(1, world // ranks))
+
+
+def gradient_noise(
+    local_sqnorm: float, global_sqnorm: float, local_batch: int, global_batch: int
+) -> tuple[float, float] | None:
+    """The gradient's squared norm and per-sample variance, estimated from the squared norms
+    of the gradient over ``local_batch`` samples (one rank's, averaged over ranks) and over
+    the ``global_batch`` (after the all-reduce): McCandlish et al. 2018, appendix A.1, as
+    Pollux measures them. ``None`` when the two batches are the same (one rank without
+    accumulation measured nothing). Pass the result to ``report_progress(gradient=...)``.
+    """
+    small, big = float(local_batch), float(global_batch)
+    if not 0 < small < big:
+        return None
+    sqr = (big * float(global_sqnorm) - small * float(local_sqnorm)) / (big - small)
+    var = (float(local_sqnorm) - float(global_sqnorm)) / (1.0 / small - 1.0 / big)
+    return sqr, var
 
 
 def sample_ids(cursor: int, count: int, dataset_size: int, seed: int) -> list[int]:

@@ -14,6 +14,10 @@ from hpclaunch.supervise.checkpoints import CheckpointWatch
 
 __all__ = ["end_fields", "end_line"]
 
+#: What an attempt's progress file says of its batch and gradient, kept at its end.
+MEASURED = ("per_rank_batch", "accumulation", "global_batch", "lr_factor", "grad_sqr", "grad_var")
+
+
 #: What stopped the attempt, as its last line says it.
 _WHAT = {
     "preempted": "preemption",
@@ -47,6 +51,10 @@ def end_fields(
         # The throughput at this size (runtime.report_progress(samples=...)).
         extra.setdefault("samples_per_s", progress["samples_per_s"])
         extra.setdefault("world_size", progress.get("world_size"))
+        # Its batch plan and gradient statistics: elastic.batch adaptive plans from them.
+        for key in MEASURED:
+            if key in progress:
+                extra.setdefault(key, progress[key])
     return {
         "last_step": last,
         "committed_step": committed,

@@ -34,9 +34,10 @@ job's).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hpclaunch.scheduling.adaptive_batch import Adaptive
 from hpclaunch.scheduling.arbiter.decide import (
     Growth,
     InFlight,
@@ -151,7 +152,7 @@ def contender_of(
     protected = job.running and ran < min_run
     if max_preemptions is not None and prog.preemptions >= max_preemptions:
         protected = True
-    model = _model(prog, per_node, nodes[0])
+    speedup = _speedup(prog, per_node, nodes[0])
     return Contender(
         job.job_id,
         tuple(n * per_node for n in nodes),
@@ -161,7 +162,7 @@ def contender_of(
         tier=1 if preemptible else 0,
         preemptible=preemptible and not protected,
         may_grow=not job.running or (bool(prog.elastic_nodes) and ran >= prog.elastic_interval),
-        speedup=None if model is None else _Speedup(model, prog.batch, per_node, nodes[0]),
+        speedup=speedup,
     )
 
 
@@ -184,6 +185,35 @@ def _batch(policy: str, gpus: int, base: int) -> float:
     if policy == "sqrt":
         return math.sqrt(gpus / base)
     return 1.0
+
+
+def _speedup(prog: JobProgress, per_node: int, smallest: int) -> Callable[[int, int], float] | None:
+    """How much faster the job predicts it runs on more GPUs (``None``: it measured
+    nothing): an adaptive batch's goodput with its best plan at each size, else samples/s
+    by the throughput model of its speeds."""
+    adaptive = prog.adaptive
+    if adaptive is not None and adaptive.goodput(prog.ranks_per_node, 1) is not None:
+        return _AdaptiveSpeedup(adaptive, per_node, prog.ranks_per_node)
+    model = _model(prog, per_node, smallest)
+    return None if model is None else _Speedup(model, prog.batch, per_node, smallest)
+
+
+@dataclass(frozen=True)
+class _AdaptiveSpeedup:
+    """``speedup(a, b)``: predicted goodput on ``a`` GPUs over on ``b``, each with the
+    batch its next attempt would choose there."""
+
+    adaptive: Adaptive
+    per_node: int
+    ranks_per_node: int
+
+    def __call__(self, a: int, b: int) -> float:
+        return self._goodput(a) / self._goodput(b)
+
+    def _goodput(self, gpus: int) -> float:
+        nodes = max(1, gpus // self.per_node)
+        found = self.adaptive.goodput(nodes * self.ranks_per_node, nodes)
+        return found if found is not None else float(gpus)
 
 
 def _model(prog: JobProgress, per_node: int, smallest: int) -> Throughput | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hpclaunch import jobdir
+from hpclaunch.scheduling.adaptive_batch import Adaptive, measured_in
 from hpclaunch.slurm.times import parse_time_limit
 from hpclaunch.supervise.ledger import read_ledger
 from hpclaunch.supervise.resize import elastic_of_script
@@ -69,8 +70,11 @@ class JobProgress:
             ``runtime.report_progress(samples=...)``).
         served: Node-seconds its ended attempts held (its ledger's starts and ends: the
             attained service of least-attained-service order, the current run aside).
-        batch: Its ``elastic.batch`` (``fixed``, ``linear``, ``sqrt``): how its global
-            batch follows its size, so that samples/s at two sizes compare.
+        batch: Its ``elastic.batch`` (``fixed``, ``linear``, ``sqrt``, ``adaptive``): how
+            its global batch follows its size, so that samples/s at two sizes compare.
+        adaptive: With ``batch: adaptive``, its batch limits and what its ended attempts
+            measured (the plan its next attempt will choose, and that plan's goodput).
+        ranks_per_node: Its ranks on each node (an elastic job's; 1 otherwise).
     """
 
     supervised: bool = False
@@ -86,6 +90,8 @@ class JobProgress:
     speeds: Mapping[int, float] = field(default_factory=dict)
     served: float = 0.0
     batch: str = "fixed"
+    adaptive: Adaptive | None = None
+    ranks_per_node: int = 1
 
     def since_commit(self, now: float, run_start: float | None) -> float:
         """Seconds of the current run a kill at ``now`` would throw away."""
@@ -145,8 +151,8 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
         done = _last_commit_in(events)
     committed_at = _float(done.get("committed_at")) if done else None
     write = _float(done.get("seconds")) if done else None
-    elastic = _elastic(directory)
-    ranks = elastic.pop("ranks_per_node", 1)
+    elastic = _elastic(directory, events)
+    ranks = elastic.get("ranks_per_node", 1)
     # Each size's newest: the ledger's ended attempts, then the running one's progress file
     # (kept across attempts: its attempt must be the newest started).
     now_running = _read_json(directory / jobdir.CONTROL / jobdir.PROGRESS)
@@ -171,9 +177,9 @@ def read_progress(directory: Path | None, attempt_start: float | None) -> JobPro
     )
 
 
-def _elastic(directory: Path) -> dict[str, Any]:
-    """The sizes the job's script allows, its min_interval and its time limit (``{}``:
-    not elastic, or no script)."""
+def _elastic(directory: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sizes the job's script allows, its min_interval, its time limit and batch
+    (``{}``: not elastic, or no script)."""
 
     try:
         script = (directory / jobdir.SCRIPT).read_text()
@@ -181,14 +187,26 @@ def _elastic(directory: Path) -> dict[str, Any]:
         if block is None:
             return {}
         limit = _TIME_LINE.search(script)
+        ranks = int(block.get("ranks_per_node") or 1)
+        batch = str(block.get("batch") or "fixed")
+        adaptive = None
+        if batch == "adaptive":
+            adaptive = Adaptive(
+                global_batch=int(block["global_batch"]),
+                max_global_batch=int(block["max_global_batch"]),
+                max_batch_per_gpu=int(block["max_batch_per_gpu"]),
+                max_lr_factor=float(block.get("max_lr_factor", 8.0)),
+                measured=tuple(measured_in(events, ranks)),
+            )
         return {
             "elastic_nodes": tuple(sorted(int(n) for n in block.get("nodes", ()))),
             "elastic_interval": float(block.get("min_interval", 600)),
             "time_limit": parse_time_limit(limit.group(1)) if limit else None,
-            "ranks_per_node": int(block.get("ranks_per_node") or 1),
-            "batch": str(block.get("batch") or "fixed"),
+            "ranks_per_node": ranks,
+            "batch": batch,
+            "adaptive": adaptive,
         }
-    except (OSError, TypeError, ValueError):
+    except (OSError, KeyError, TypeError, ValueError):
         return {}
 
 

@@ -67,7 +67,10 @@ def _spec(**elastic: object) -> dict[str, object]:
         ({"nodes": [1, 2]}, "must include resources.nodes (4)"),
         ({"global_batch": 10}, "global_batch: at 4 node(s) x 1 rank(s)"),
         ({"nodes": [2, 2, 4]}, "repeats a size"),
-        ({"batch": "cubic"}, "'fixed', 'linear' or 'sqrt'"),
+        ({"batch": "cubic"}, "'fixed', 'linear', 'sqrt' or 'adaptive'"),
+        ({"batch": "adaptive"}, "add max_global_batch"),
+        ({"batch": "adaptive", "max_global_batch": 8}, "raise it to 16 or more"),
+        ({"max_global_batch": 64}, "drop max_global_batch or set batch: adaptive"),
     ],
 )
 def test_a_block_that_cannot_work_names_the_field_and_the_fix(

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from hpclaunch import runtime
-from hpclaunch.runtime import control
+from hpclaunch.runtime import control, elastic
 from hpclaunch.runtime.adapters.hf import SaveOnRequest, resume_checkpoint
 from hpclaunch.runtime.adapters.lightning import CheckpointOnRequest, resume_ckpt_path
 
@@ -28,6 +28,7 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HPCLAUNCH_ATTEMPT", "2")
     monkeypatch.setattr(control, "_PROGRESS", control._Progress())
     monkeypatch.setattr(control, "_WATCHER", control._RequestWatcher())
+    monkeypatch.setattr(elastic, "_CURRENT", None)
     return tmp_path
 
 
