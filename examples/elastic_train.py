@@ -7,6 +7,11 @@ and the weights differ from an uninterrupted run only by the order of float sums
 on the CPU that is far below 1e-9 relative, which ``tests/integration/test_elastic_on_cluster.py``
 checks against a twin that is never resized.
 
+With ``batch: adaptive`` (and ``max_global_batch``) each restart plans a batch from the
+speeds and gradient statistics earlier attempts measured: this trainer measures them each
+step (:func:`gradient_statistics`, an all-reduce of one number) and reports them with its
+samples; its learning rate is the base rate times ``plan.lr_factor``.
+
 Per step, rank 0 appends ``<step> <world> <digest>`` to ``<log dir>/samples.log``: the digest
 of the sorted sample ids every rank actually trained on (gathered), so a test compares runs
 step by step. At the end rank 0 writes ``weights.json`` (every weight, float64) there.
@@ -102,13 +107,15 @@ def train(args: argparse.Namespace, world: int) -> None:
             # Summed, over the global batch: accumulation and ranks add up to the mean.
             loss = ((model(x[index]) - y[index]) ** 2).sum() / plan.global_batch
             loss.backward()  # type: ignore[no-untyped-call, unused-ignore]
-        if world > 1:
-            for param in model.parameters():  # one tensor at a time: a fixed order
-                dist.all_reduce(param.grad)
+        gradient = None
+        if plan.policy == "adaptive":
+            gradient = gradient_statistics(model, plan, world)
+        elif world > 1:
+            all_reduce(model)
         optimiser.step()
         _log_samples(log_dir, step, world, batch.micro_batches)
         time.sleep(args.sleep * len(batch.micro_batches))
-        runtime.report_progress(step, samples=batch.cursor_after)
+        runtime.report_progress(step, samples=batch.cursor_after, gradient=gradient)
         if runtime.should_checkpoint(step, every=args.every):
             requested = runtime.checkpoint_requested()
             state = {
@@ -126,6 +133,28 @@ def train(args: argparse.Namespace, world: int) -> None:
         weights = [v.flatten().tolist() for _, v in sorted(model.state_dict().items())]
         (log_dir / "weights.json").write_text(json.dumps(weights))
         print(f"done: {args.steps} steps", flush=True)
+
+
+def all_reduce(model: torch.nn.Module) -> None:
+    """Sum the ranks' gradients (each already over the global batch: the mean)."""
+    for param in model.parameters():  # one tensor at a time: a fixed order
+        dist.all_reduce(param.grad)
+
+
+def gradient_statistics(
+    model: torch.nn.Module, plan: runtime.BatchPlan, world: int
+) -> tuple[float, float] | None:
+    """All-reduce the gradients, and estimate the gradient's squared norm and variance
+    from its squared norm over this rank's samples and over the global batch."""
+    local = plan.per_rank_batch * plan.accumulation
+    # Before the all-reduce each rank holds its samples' gradient sum / global batch.
+    mine = sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    local_sq = torch.tensor([mine * (plan.global_batch / local) ** 2], dtype=torch.float64)
+    if world > 1:
+        all_reduce(model)
+        dist.all_reduce(local_sq)
+    overall = sum(float(p.grad.pow(2).sum()) for p in model.parameters() if p.grad is not None)
+    return runtime.gradient_noise(float(local_sq) / world, overall, local, plan.global_batch)
 
 
 def _log_samples(

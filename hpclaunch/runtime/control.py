@@ -205,6 +205,10 @@ class _Progress:
         self.flush_at_exit = False
         #: Sums and count of the gradient statistics reported (their mean is written).
         self.gradient = (0.0, 0.0, 0)
+        #: What the last report with samples wrote of them (speed, world, plan): kept by a
+        #: report without (a commit's); else an attempt that ends after a commit loses its
+        #: speed (seen on the cluster: the ends of resized attempts had none).
+        self.sample_fields: dict[str, Any] = {}
 
 
 _PROGRESS = _Progress()
@@ -286,25 +290,33 @@ def report_progress(
     if end.isdigit():  # set by slurmd in the batch environment (24.11+; not after an update)
         data["job_end"] = int(end)
     if samples is not None:
-        if _PROGRESS.first is None:
-            _PROGRESS.first = (now, samples)
-        since, done = now - _PROGRESS.first[0], samples - _PROGRESS.first[1]
-        data |= {"samples": int(samples), "world_size": _dist.world_size()}
-        if since > 0:
-            data["samples_per_s"] = round(done / since, 3)
-        plan = current_plan()
-        if plan is not None:
-            data |= {
-                "per_rank_batch": plan.per_rank_batch,
-                "accumulation": plan.accumulation,
-                "global_batch": plan.global_batch,
-                "lr_factor": round(plan.lr_factor, 6),
-            }
+        _PROGRESS.sample_fields = _sample_fields(samples, now)
+    data |= _PROGRESS.sample_fields  # a report without samples (a commit's) keeps them
     sqr, var, count = _PROGRESS.gradient
     if count:
         data |= {"grad_sqr": sqr / count, "grad_var": var / count}
     write_json_atomic(control_dir() / jobdir.PROGRESS, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
+
+
+def _sample_fields(samples: int, now: float) -> dict[str, Any]:
+    """The samples so far, this attempt's samples per second, the world size and the batch
+    plan (:func:`~hpclaunch.runtime.batch_plan`'s last)."""
+    if _PROGRESS.first is None:
+        _PROGRESS.first = (now, samples)
+    since, done = now - _PROGRESS.first[0], samples - _PROGRESS.first[1]
+    out: dict[str, Any] = {"samples": int(samples), "world_size": _dist.world_size()}
+    if since > 0:
+        out["samples_per_s"] = round(done / since, 3)
+    plan = current_plan()
+    if plan is not None:
+        out |= {
+            "per_rank_batch": plan.per_rank_batch,
+            "accumulation": plan.accumulation,
+            "global_batch": plan.global_batch,
+            "lr_factor": round(plan.lr_factor, 6),
+        }
+    return out
 
 
 def _flush_progress() -> None:

@@ -11,6 +11,11 @@ ranks only keep time. Each attempt appends ``attempt A resumes at S`` and, at th
 one rank per node): a step takes ``--sleep`` per micro-step of its batch plan (a fixed
 global batch: half the ranks, twice the micro-steps) plus ``--sync`` seconds when it runs
 on more than one rank, and reports its samples (the arbiter's speed-ups come from them).
+``--per-sample`` adds seconds per sample of a rank's micro-step (a pass's compute), and
+``--noise`` reports gradient statistics of that noise scale (squared norm 1, variance
+``--noise``) through ``runtime.gradient_noise``, for ``elastic.batch: adaptive``. An
+elastic job keeps its sample cursor in its checkpoints and rank 0 writes ``<step> <cursor
+before> <cursor after>`` per step to ``<job dir>/cursor-attempt-A.log``.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from pathlib import Path
 from hpclaunch import runtime
 
 
-def save(directory: Path, step: int) -> None:
-    (directory / "state.json").write_text(json.dumps({"step": step}))
+def save(directory: Path, step: int, cursor: int = 0) -> None:
+    (directory / "state.json").write_text(json.dumps({"step": step, "cursor": cursor}))
 
 
 def main() -> None:
@@ -38,31 +43,52 @@ def main() -> None:
     )
     parser.add_argument("--elastic", action="store_true", help="time steps by the batch plan")
     parser.add_argument("--sync", type=float, default=0.0, help="seconds per step on >1 rank")
+    parser.add_argument("--per-sample", type=float, default=0.0, help="seconds per sample")
+    parser.add_argument("--noise", type=float, default=0.0, help="gradient noise to report")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
-    per_step, batch = args.sleep, 0
+    per_step, batch, local = args.sleep, 0, 0
     if args.elastic:
         plan = runtime.batch_plan()
-        per_step = args.sleep * plan.accumulation + (args.sync if plan.world_size > 1 else 0.0)
-        batch = plan.global_batch
+        compute = args.sleep + args.per_sample * plan.per_rank_batch
+        per_step = compute * plan.accumulation + (args.sync if plan.world_size > 1 else 0.0)
+        batch, local = plan.global_batch, plan.per_rank_batch * plan.accumulation
+        if rank == 0:
+            print(
+                f"plan: {plan.world_size} ranks x {plan.per_rank_batch} x {plan.accumulation} = "
+                f"{plan.global_batch}, lr x{plan.lr_factor:.4f}",
+                flush=True,
+            )
     attempt = os.environ.get("HPCLAUNCH_ATTEMPT", "0")
     ckpt = runtime.resume_point()
     start = ckpt.step if ckpt else 0
+    cursor = json.loads((ckpt.path / "state.json").read_text()).get("cursor", 0) if ckpt else 0
     print(f"rank {rank} attempt {attempt} resumes at {start}", flush=True)
-    trained = Path(os.environ["HPCLAUNCH_JOB_DIR"]) / f"steps-attempt-{attempt}.log"
+    job_dir = Path(os.environ["HPCLAUNCH_JOB_DIR"])
+    trained = job_dir / f"steps-attempt-{attempt}.log"
+    cursors = job_dir / f"cursor-attempt-{attempt}.log"
     for step in range(start + 1, args.steps + 1):
         time.sleep(per_step)
+        before, cursor = cursor, cursor + batch
         if rank != 0:
             continue
         with trained.open("a") as fh:
             fh.write(f"{step}\n")
-        runtime.report_progress(step, samples=step * batch if batch else None)
+        if batch:
+            with cursors.open("a") as fh:
+                fh.write(f"{step} {before} {cursor}\n")
+        gradient = None
+        if args.noise and local < batch:  # the norms a rank and the all-reduce would see
+            gradient = runtime.gradient_noise(
+                1.0 + args.noise / local, 1.0 + args.noise / batch, local, batch
+            )
+        runtime.report_progress(step, samples=cursor if batch else None, gradient=gradient)
         if runtime.checkpoint_requested() and not args.ignore_requests:
-            runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
+            runtime.commit_checkpoint(step, lambda d, s=step, c=cursor: save(d, s, c))
             print(f"checkpointed at {step}", flush=True)
             time.sleep(60)  # the sidecar requeues the job and stops us
         elif args.every and step % args.every == 0:
-            runtime.commit_checkpoint(step, lambda d, s=step: save(d, s))
+            runtime.commit_checkpoint(step, lambda d, s=step, c=cursor: save(d, s, c))
     print(f"rank {rank} done", flush=True)
 
 

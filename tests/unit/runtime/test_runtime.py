@@ -364,7 +364,7 @@ def test_progress_with_samples_says_the_throughput_at_this_size(
 ) -> None:
     path = job / "control" / "progress.json"
     monkeypatch.setenv("WORLD_SIZE", "2")
-    clock = iter([100.0, 110.0])
+    clock = iter([100.0, 110.0, 111.0])
     monkeypatch.setattr(control.time, "monotonic", lambda: next(clock))
     runtime.report_progress(10, samples=160)
     first = json.loads(path.read_text())
@@ -372,6 +372,11 @@ def test_progress_with_samples_says_the_throughput_at_this_size(
     assert "samples_per_s" not in first  # no time has passed yet
     runtime.report_progress(20, samples=320)
     assert json.loads(path.read_text())["samples_per_s"] == 16.0  # 160 samples in 10 s
+    # A commit's report has no samples: the speed stays (the attempt's end keeps it; the
+    # ends of resized attempts on the cluster had none).
+    runtime.report_progress(20, force=True)
+    kept = json.loads(path.read_text())
+    assert (kept["samples_per_s"], kept["world_size"], kept["samples"]) == (16.0, 2, 320)
 
 
 def test_only_rank_zero_writes(job: Path, monkeypatch: pytest.MonkeyPatch) -> None:

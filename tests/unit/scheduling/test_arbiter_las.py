@@ -8,11 +8,13 @@ from dataclasses import replace
 import pytest
 
 from hpclaunch.scheduling import las
+from hpclaunch.scheduling.adaptive_batch import Adaptive, Measured
 from hpclaunch.scheduling.arbiter import las_pass
 from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, Snapshot
 from hpclaunch.scheduling.arbiter.las_pass import contender_of, decide_las
 from hpclaunch.scheduling.arbiter.progress import JobProgress
 from hpclaunch.scheduling.simulate.measured import policies
+from hpclaunch.scheduling.throughput import Shape
 from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
 
 ROLES = Roles(preempting=frozenset({"high"}), grace={"low": 60.0})
@@ -149,3 +151,23 @@ def test_a_job_waiting_out_its_requeue_delay_keeps_its_gpus_from_a_growth() -> N
     assert not decide_las(snapshot, ROLES, before, []).growths
     never_ran = {"80": grows, "81": JobProgress()}  # a --begin job: not ours to keep
     assert decide_las(snapshot, ROLES, never_ran, []).growths
+
+
+def test_an_adaptive_jobs_speedup_is_its_goodput_with_the_batch_it_would_choose() -> None:
+    """Measured fixed at 2 nodes (0.24 s a step of 16: 0.1 s a pass, 0.005 s a sample,
+    0.1 s of sync) and 1 (0.28 s, two passes), gradient noise scale 400."""
+    measured = (
+        Measured(Shape(2, 2, 8, 0), 0.24, (1.0, 400.0)),
+        Measured(Shape(1, 1, 8, 1), 0.28, (1.0, 400.0)),
+    )
+    adaptive = Adaptive(16, 256, 8, 8.0, measured)
+    job = _job("90", 1, hosts=("n1",), start=NOW - 1000)
+    prog = _elastic((1, 2, 4), batch="adaptive", adaptive=adaptive, speeds={1: 10.0})
+    seen = contender_of(job, ROLES, prog, NOW)
+    # Four GPUs a node here, and one rank a node (the job's ranks_per_node).
+    two, one = adaptive.goodput(2, 2), adaptive.goodput(1, 1)
+    assert two is not None
+    assert one is not None
+    assert seen.ratio(8, 4) == pytest.approx(two / one)
+    assert 1.0 < seen.ratio(8, 4) < 2.0  # the sync it measured costs
+    assert contender_of(job, ROLES, JobProgress(), NOW).ratio(8, 4) == 2.0  # the prior
