@@ -37,7 +37,8 @@ In an elastic job (the spec's ``elastic:``), :func:`batch_plan` gives this attem
 size, per-rank batch, accumulation and learning-rate factor, and :class:`ElasticSampler`
 cuts the same samples into each global step at any size (:mod:`hpclaunch.runtime.elastic`).
 With ``batch: adaptive`` the plan is chosen at each restart from the speeds and the gradient
-statistics (:func:`gradient_noise`) earlier attempts reported.
+statistics (:func:`gradient_noise`) earlier attempts reported, and again every so many steps
+with :func:`replan_batch` (:mod:`hpclaunch.runtime.adaptive`).
 
 In a sweep task (``hpclaunch sweep``), :func:`sweep_params` returns the task's point and
 :func:`report_metrics` records its final metrics for ``hpclaunch sweep status``. In an
@@ -56,6 +57,7 @@ Environment read: ``HPCLAUNCH_JOB_DIR``, ``HPCLAUNCH_CONTROL_DIR``, ``HPCLAUNCH_
 from __future__ import annotations
 
 from hpclaunch.runtime._dist import barrier, is_distributed, rank, world_size
+from hpclaunch.runtime.adaptive import replan_batch
 from hpclaunch.runtime.checkpoint import (
     Checkpoint,
     CheckpointWriteError,
@@ -110,6 +112,7 @@ __all__ = [
     "mark_checkpoint_done",
     "rank",
     "report_metrics",
+    "replan_batch",
     "report_progress",
     "resume_point",
     "should_checkpoint",

@@ -299,6 +299,27 @@ def report_progress(
     _PROGRESS.written_at, _PROGRESS.step = now, step
 
 
+def measurement_window() -> dict[str, Any]:
+    """What this process measured of its current batch since its window began (rank 0's:
+    samples per second, world size, batch plan, mean gradient statistics); ``{}`` before a
+    speed was measured."""
+    fields = _PROGRESS.sample_fields
+    if "samples_per_s" not in fields or "per_rank_batch" not in fields:
+        return {}
+    out = {k: v for k, v in fields.items() if k != "samples"}
+    sqr, var, count = _PROGRESS.gradient
+    if count:
+        out |= {"grad_sqr": sqr / count, "grad_var": var / count}
+    return out
+
+
+def new_measurement_window() -> None:
+    """Start measuring anew (the batch changed): speed and gradient statistics from now."""
+    _PROGRESS.first = None
+    _PROGRESS.gradient = (0.0, 0.0, 0)
+    _PROGRESS.sample_fields = {}
+
+
 def _sample_fields(samples: int, now: float) -> dict[str, Any]:
     """The samples so far, this attempt's samples per second, the world size and the batch
     plan (:func:`~hpclaunch.runtime.batch_plan`'s last)."""

@@ -100,8 +100,15 @@ _CURRENT: BatchPlan | None = None
 
 
 def current_plan() -> BatchPlan | None:
-    """The plan :func:`batch_plan` returned last in this process (``None``: not asked)."""
+    """The plan :func:`batch_plan` (or a re-plan) gave last in this process (``None``:
+    not asked)."""
     return _CURRENT
+
+
+def set_current_plan(plan: BatchPlan) -> None:
+    """Record a re-plan's ``plan`` (:mod:`hpclaunch.runtime.adaptive`)."""
+    global _CURRENT
+    _CURRENT = plan
 
 
 def _plan(
@@ -111,7 +118,7 @@ def _plan(
     if raw:
         block = json.loads(raw)
         if block["batch"] == "adaptive":
-            return _adaptive(block, world)
+            return adaptive_plan(block, world)
         return plan_batch(
             global_batch=int(block["global_batch"]),
             max_batch_per_gpu=int(block["max_batch_per_gpu"]),
@@ -134,9 +141,10 @@ def _plan(
     )
 
 
-def _adaptive(block: dict[str, object], world: int) -> BatchPlan:
-    """The adaptive plan from the ended attempts in this job's ledger (every rank reads the
-    same lines: the running attempt's end is not written yet)."""
+def adaptive_plan(block: dict[str, object], world: int) -> BatchPlan:
+    """The adaptive plan from the measurements in this job's ledger: at an attempt's start,
+    every rank reads the same lines (the ended attempts'; the running attempt's end is not
+    written yet); a re-plan (:mod:`hpclaunch.runtime.adaptive`) reads them on rank 0."""
     ranks = int(str(block["ranks_per_node"]))
     adaptive = Adaptive(
         global_batch=int(str(block["global_batch"])),

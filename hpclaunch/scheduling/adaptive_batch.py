@@ -18,9 +18,10 @@ gradient statistics it measured (``runtime.gradient_noise``). From those:
   steps, ``1 <= gain <= s``.
 
 Before the job measured a speed and its gradient (its first attempt), the plan is the
-``fixed`` one at ``global_batch``. Decisions are made from ended attempts only, so every
-rank of an attempt reads the same ledger lines and plans the same batch; the batch changes
-at a restart (a resize, a preemption, a requeue), not within an attempt.
+``fixed`` one at ``global_batch``. The batch is chosen at each attempt's start, from the
+ended attempts' lines that every rank reads alike, and, where the trainer asks, every so
+many steps within an attempt (:mod:`hpclaunch.runtime.adaptive`: rank 0 records what the
+batch since its last choice measured, chooses, and gives the plan to the other ranks).
 """
 
 from __future__ import annotations
@@ -51,12 +52,17 @@ class Measured:
     gradient: tuple[float, float] | None
 
 
+#: Ledger lines that carry a measurement: an attempt's end, and a re-plan within one
+#: (the batch it ran since its last choice: :mod:`hpclaunch.runtime.adaptive`).
+MEASURING = frozenset({"attempt_end", "batch_measured"})
+
+
 def measured_in(events: Iterable[Mapping[str, Any]], ranks_per_node: int) -> list[Measured]:
-    """The measurements of the ledger's ended attempts (``attempt_end`` lines with a speed
-    and a batch plan), oldest first."""
+    """The measurements in the ledger (``attempt_end`` and ``batch_measured`` lines with a
+    speed and a batch plan), oldest first."""
     out = []
     for event in events:
-        if event.get("event") != "attempt_end":
+        if event.get("event") not in MEASURING:
             continue
         try:
             world = int(event["world_size"])

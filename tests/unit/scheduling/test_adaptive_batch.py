@@ -190,3 +190,77 @@ def test_a_trainers_report_reaches_the_next_attempts_plan(
     second = runtime.batch_plan()
     assert second.global_batch > 16
     assert second.lr_factor == pytest.approx(efficiency(second.global_batch, 16, 2.0, 400 / 16))
+
+
+def _adaptive_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world: int = 2) -> None:
+    for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HPCLAUNCH_JOB_DIR", str(tmp_path))
+    monkeypatch.setenv("HPCLAUNCH_ATTEMPT", "2")
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setattr(control, "_PROGRESS", control._Progress())
+    monkeypatch.setattr(elastic, "_CURRENT", None)
+    block = {"nodes": [1, 2], "global_batch": 16, "max_batch_per_gpu": 8}
+    block |= {"batch": "adaptive", "max_global_batch": 256}
+    spec = {
+        "name": "a",
+        "command": ["python", "train.py"],
+        "launcher": "torchrun",
+        "resources": {"nodes": 2, "gpus_per_node": 1},
+        "elastic": block,
+    }
+    monkeypatch.setenv("HPCLAUNCH_ELASTIC", elastic_env(JobSpec.model_validate(spec)))
+
+
+def test_a_replan_within_an_attempt_records_its_batch_and_chooses_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempt 2 starts with a quiet gradient measured (so at 16), then measures a noisy
+    one: at its re-plan step it records the window and takes a larger batch."""
+    _adaptive_job(tmp_path, monkeypatch)
+    ends = [
+        {"event": "attempt_end", "attempt": a, "world_size": w, "samples_per_s": 16 / s}
+        | {"per_rank_batch": 8, "accumulation": acc, "grad_sqr": 1.0, "grad_var": 0.01}
+        for a, (w, acc, s) in enumerate([(2, 1, 0.24), (1, 2, 0.28)])
+    ]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ends))
+    assert runtime.batch_plan().global_batch == 16  # quiet: the smallest
+    clock = iter([100.0, 124.0])
+    monkeypatch.setattr(control.time, "monotonic", lambda: next(clock))
+    runtime.report_progress(1, samples=16, gradient=(1.0, 400.0))
+    runtime.report_progress(101, samples=1616, gradient=(1.0, 400.0))  # 0.24 s a step
+    assert runtime.replan_batch(100, every=0) is None  # never asked
+    assert runtime.replan_batch(101, every=100) is None  # not a re-plan step: nothing read
+    new = runtime.replan_batch(200, every=100)
+    assert new is not None
+    assert new.global_batch > 16
+    assert runtime.batch_plan().global_batch == new.global_batch  # the attempt's plan now
+    (measured,) = [e for e in ledger_events(tmp_path) if e["event"] == "batch_measured"]
+    assert (measured["attempt"], measured["step"], measured["per_rank_batch"]) == (2, 200, 8)
+    assert (measured["samples_per_s"], measured["grad_var"]) == (pytest.approx(200 / 3, rel=1e-3), 400.0)
+    assert control.measurement_window() == {}  # the new batch measures from scratch
+    assert runtime.replan_batch(300, every=100) is None  # nothing new measured: unchanged
+
+
+def ledger_events(job: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (job / "events.jsonl").read_text().splitlines()]
+
+
+def test_ranks_without_a_process_group_take_rank_0s_plan_from_the_control_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hpclaunch.runtime import adaptive
+
+    _adaptive_job(tmp_path, monkeypatch)
+    monkeypatch.setenv("RANK", "1")
+    plan = {"world_size": 2, "per_rank_batch": 8, "accumulation": 3, "global_batch": 48}
+    plan |= {"lr_factor": 2.5, "policy": "adaptive"}
+    path = tmp_path / "control" / "batch-plan.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"step": 50, "attempt": 2, "plan": json.dumps(plan)}))
+    got = runtime.replan_batch(50, every=50)
+    assert got is not None
+    assert (got.global_batch, got.lr_factor) == (48, 2.5)
+    monkeypatch.setattr(adaptive, "PLAN_WAIT", 0.2)
+    with pytest.raises(TimeoutError, match="same steps on every rank"):
+        runtime.replan_batch(100, every=50)  # rank 0 never wrote step 100's

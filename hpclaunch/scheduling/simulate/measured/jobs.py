@@ -38,12 +38,21 @@ class Elastic:
             the most progress per second at each size and epoch (Pollux's).
         min_interval: Seconds between two changes of size the policy makes to grow it
             (shrinking to make room for others is never delayed).
+        replan: When an adaptive batch is chosen again within a run: after this many of
+            its measurements (one a round, 60 s), as hpclaunch's runtime does when the
+            trainer calls ``runtime.replan_batch`` every so many steps
+            (:mod:`hpclaunch.runtime.adaptive`); ``0``: after every measurement and at
+            every epoch, as Pollux's agent does; ``None``: only at a restart (a trainer
+            that never calls it). A restart always chooses again. At load 1.0, adaptive:
+            3,068 s with 0 or 1, 3,140 s with 2, 3,213 s with 5, 3,326 s with 10, 3,737 s
+            with ``None`` (fixed batch: 3,586 s; bench/RESULTS.md, 2026-12-07).
     """
 
     min_gpus: int = 1
     max_gpus: int = 64
     batch: str = "adaptive"
     min_interval: float = 600.0
+    replan: int | None = 2
 
 
 @dataclass(eq=False)
@@ -79,6 +88,8 @@ class WorkJob:
     #: was chosen at (a learned choice is made again after a new measurement; one entry
     #: per placement and epoch, not one per measurement).
     _configs: dict[tuple[tuple[int, ...], int], tuple[int, Config]] = field(default_factory=dict)
+    #: The restart and measurement count it chose its running batch at, and that batch.
+    _chosen: tuple[int, int, Config] | None = None
 
     def __post_init__(self) -> None:
         self.config = rigid_config(self.app, self.gpus, self.batch)
@@ -91,18 +102,31 @@ class WorkJob:
         if self.elastic is None:
             return self.config
         adaptive = self.elastic.batch == "adaptive"
+        replan = self.elastic.replan
+        if adaptive and replan != 0 and placement == self.placement:
+            # The batch its runtime chose at its last restart or re-plan, kept until the next.
+            chosen, version = self._chosen, self.measured.version
+            if (
+                chosen is None
+                or chosen[0] != self.restarts
+                or (replan is not None and version - chosen[1] >= replan)
+            ):
+                chosen = self._chosen = (self.restarts, version, self._choose(placement, epoch))
+            return chosen[2]
         key = (placement, epoch) if adaptive else ((sum(placement),), 0)
         stamp = self.measured.version if adaptive and not self.oracle else -1
         found = self._configs.get(key)
         if found is None or found[0] != stamp:
-            if not adaptive:
-                config = rigid_config(self.app, sum(placement), self.batch)
-            elif self.oracle:
-                config = best_config(self.app, placement, epoch)
-            else:
-                config = self._learned_config(placement)
-            found = self._configs[key] = (stamp, config)
+            found = self._configs[key] = (stamp, self._choose(placement, epoch))
         return found[1]
+
+    def _choose(self, placement: tuple[int, ...], epoch: int) -> Config:
+        assert self.elastic is not None
+        if self.elastic.batch != "adaptive":
+            return rigid_config(self.app, sum(placement), self.batch)
+        if self.oracle:
+            return best_config(self.app, placement, epoch)
+        return self._learned_config(placement)
 
     def _learned_config(self, placement: tuple[int, ...]) -> Config:
         gpus = sum(placement)
