@@ -30,6 +30,7 @@ import torch.distributed as dist
 from hpclaunch import runtime
 
 SEED = 4321
+BASE_LR = 0.05
 SAMPLES = 4096
 
 
@@ -45,6 +46,12 @@ def parse_args() -> argparse.Namespace:
         "micro-steps: twice as long, the linear speed-up data parallelism roughly has)",
     )
     parser.add_argument("--log-dir", type=Path, help="default: $HPCLAUNCH_JOB_DIR or .")
+    parser.add_argument(
+        "--replan-every",
+        type=int,
+        default=50,
+        help="with batch: adaptive, choose the batch again every this many steps",
+    )
     return parser.parse_args()
 
 
@@ -85,7 +92,7 @@ def train(args: argparse.Namespace, world: int) -> None:
     plan = runtime.batch_plan(global_batch=16, max_batch_per_gpu=4)
     x, y = dataset()
     model = build_model()
-    optimiser = torch.optim.SGD(model.parameters(), lr=0.05 * plan.lr_factor, momentum=0.9)
+    optimiser = torch.optim.SGD(model.parameters(), lr=BASE_LR * plan.lr_factor, momentum=0.9)
     start, cursor = 0, 0
     resumed = runtime.resume_point()
     if resumed is not None:
@@ -93,6 +100,7 @@ def train(args: argparse.Namespace, world: int) -> None:
         model.load_state_dict(state["model"])
         optimiser.load_state_dict(state["optimiser"])
         start, cursor = resumed.step, int(state["cursor"])
+        set_lr(optimiser, plan)  # the saved one is the last size's
     if rank == 0:
         print(
             f"attempt {runtime.attempt()}: {world} ranks x {plan.per_rank_batch} samples x "
@@ -100,7 +108,9 @@ def train(args: argparse.Namespace, world: int) -> None:
             flush=True,
         )
     sampler = runtime.ElasticSampler(SAMPLES, plan, seed=SEED, cursor=cursor)
-    for step, batch in enumerate(sampler.steps(args.steps - start), start=start + 1):
+    for step in range(start + 1, args.steps + 1):
+        batch = sampler.step_at(sampler.cursor)
+        sampler.cursor = batch.cursor_after
         optimiser.zero_grad()
         for ids in batch.micro_batches:
             index = torch.tensor(ids)
@@ -128,11 +138,23 @@ def train(args: argparse.Namespace, world: int) -> None:
                 if rank == 0:
                     print(f"checkpoint requested: stopping after step {step}", flush=True)
                 return
+        if (new := runtime.replan_batch(step, every=args.replan_every)) is not None:
+            plan = new  # batch: adaptive chose another batch; the cursor goes on
+            sampler = runtime.ElasticSampler(SAMPLES, plan, seed=SEED, cursor=sampler.cursor)
+            set_lr(optimiser, plan)
+            if rank == 0:
+                print(f"step {step}: global batch {plan.global_batch}", flush=True)
     runtime.report_progress(args.steps, samples=sampler.cursor, force=True)
     if rank == 0:
         weights = [v.flatten().tolist() for _, v in sorted(model.state_dict().items())]
         (log_dir / "weights.json").write_text(json.dumps(weights))
         print(f"done: {args.steps} steps", flush=True)
+
+
+def set_lr(optimiser: torch.optim.Optimizer, plan: runtime.BatchPlan) -> None:
+    """The base learning rate times the plan's factor (linear, sqrt, adaptive)."""
+    for group in optimiser.param_groups:
+        group["lr"] = BASE_LR * plan.lr_factor
 
 
 def all_reduce(model: torch.nn.Module) -> None:

@@ -197,6 +197,7 @@ class _Progress:
         self.written_at = float("-inf")
         self.step: int | None = None
         self.first: tuple[float, int] | None = None  # (time, samples) of the first report
+        self.last: tuple[float, int] | None = None  # and of the newest
         self.first_step: tuple[float, int] | None = None  # (unix time, step) of the first
         self.total: int | None = None  # the last total given (a commit's report has none)
         #: The newest report not yet written (within min_interval of the last write): written
@@ -255,13 +256,17 @@ def report_progress(
     """
     if _dist.rank() != 0:
         return
+    now = time.monotonic()
+    if samples is not None:  # every report counts, written or held back by the interval
+        if _PROGRESS.first is None:
+            _PROGRESS.first = (now, samples)
+        _PROGRESS.last = (now, samples)
     if gradient is not None and all(math.isfinite(v) for v in gradient):
         sqr, var, count = _PROGRESS.gradient
         _PROGRESS.gradient = (sqr + gradient[0], var + gradient[1], count + 1)
     if metrics:
         report_trial(step, metrics)
         log_metrics(step, metrics)
-    now = time.monotonic()
     if not force and now - _PROGRESS.written_at < min_interval:
         _PROGRESS.pending = {"step": step, "total": total, "samples": samples}
         if not _PROGRESS.flush_at_exit:
@@ -303,10 +308,17 @@ def measurement_window() -> dict[str, Any]:
     """What this process measured of its current batch since its window began (rank 0's:
     samples per second, world size, batch plan, mean gradient statistics); ``{}`` before a
     speed was measured."""
-    fields = _PROGRESS.sample_fields
-    if "samples_per_s" not in fields or "per_rank_batch" not in fields:
+    plan, first, last = current_plan(), _PROGRESS.first, _PROGRESS.last
+    if plan is None or first is None or last is None or last[0] <= first[0]:
         return {}
-    out = {k: v for k, v in fields.items() if k != "samples"}
+    out: dict[str, Any] = {
+        "world_size": _dist.world_size(),
+        "samples_per_s": round((last[1] - first[1]) / (last[0] - first[0]), 3),
+        "per_rank_batch": plan.per_rank_batch,
+        "accumulation": plan.accumulation,
+        "global_batch": plan.global_batch,
+        "lr_factor": round(plan.lr_factor, 6),
+    }
     sqr, var, count = _PROGRESS.gradient
     if count:
         out |= {"grad_sqr": sqr / count, "grad_var": var / count}
@@ -315,7 +327,7 @@ def measurement_window() -> dict[str, Any]:
 
 def new_measurement_window() -> None:
     """Start measuring anew (the batch changed): speed and gradient statistics from now."""
-    _PROGRESS.first = None
+    _PROGRESS.first = _PROGRESS.last = None
     _PROGRESS.gradient = (0.0, 0.0, 0)
     _PROGRESS.sample_fields = {}
 
@@ -323,8 +335,7 @@ def new_measurement_window() -> None:
 def _sample_fields(samples: int, now: float) -> dict[str, Any]:
     """The samples so far, this attempt's samples per second, the world size and the batch
     plan (:func:`~hpclaunch.runtime.batch_plan`'s last)."""
-    if _PROGRESS.first is None:
-        _PROGRESS.first = (now, samples)
+    assert _PROGRESS.first is not None  # set by report_progress
     since, done = now - _PROGRESS.first[0], samples - _PROGRESS.first[1]
     out: dict[str, Any] = {"samples": int(samples), "world_size": _dist.world_size()}
     if since > 0:

@@ -15,7 +15,8 @@ on more than one rank, and reports its samples (the arbiter's speed-ups come fro
 ``--noise`` reports gradient statistics of that noise scale (squared norm 1, variance
 ``--noise``) through ``runtime.gradient_noise``, for ``elastic.batch: adaptive``. An
 elastic job keeps its sample cursor in its checkpoints and rank 0 writes ``<step> <cursor
-before> <cursor after>`` per step to ``<job dir>/cursor-attempt-A.log``.
+before> <cursor after>`` per step to ``<job dir>/cursor-attempt-A.log``; with
+``--replan-every N`` every rank calls ``runtime.replan_batch`` every N steps.
 """
 
 from __future__ import annotations
@@ -33,6 +34,38 @@ def save(directory: Path, step: int, cursor: int = 0) -> None:
     (directory / "state.json").write_text(json.dumps({"step": step, "cursor": cursor}))
 
 
+def timing(
+    plan: runtime.BatchPlan, args: argparse.Namespace, rank: int, what: str
+) -> tuple[float, int, int]:
+    """(Seconds per step, global batch, samples behind one rank's gradient) of ``plan``;
+    rank 0 says the plan."""
+    compute = args.sleep + args.per_sample * plan.per_rank_batch
+    per_step = compute * plan.accumulation + (args.sync if plan.world_size > 1 else 0.0)
+    if rank == 0:
+        print(
+            f"{what}: {plan.world_size} ranks x {plan.per_rank_batch} x {plan.accumulation} = "
+            f"{plan.global_batch}, lr x{plan.lr_factor:.4f}",
+            flush=True,
+        )
+    return per_step, plan.global_batch, plan.per_rank_batch * plan.accumulation
+
+
+def report(args: argparse.Namespace, step: int, cursor: int, batch: int, local: int) -> None:
+    """Rank 0: progress (and gradient statistics), and a checkpoint when due or asked."""
+    gradient = None
+    if args.noise and local < batch:  # the norms a rank and the all-reduce would see
+        gradient = runtime.gradient_noise(
+            1.0 + args.noise / local, 1.0 + args.noise / batch, local, batch
+        )
+    runtime.report_progress(step, samples=cursor if batch else None, gradient=gradient)
+    if runtime.checkpoint_requested() and not args.ignore_requests:
+        runtime.commit_checkpoint(step, lambda d: save(d, step, cursor))
+        print(f"checkpointed at {step}", flush=True)
+        time.sleep(60)  # the sidecar requeues the job and stops us
+    elif args.every and step % args.every == 0:
+        runtime.commit_checkpoint(step, lambda d: save(d, step, cursor))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, required=True)
@@ -45,20 +78,12 @@ def main() -> None:
     parser.add_argument("--sync", type=float, default=0.0, help="seconds per step on >1 rank")
     parser.add_argument("--per-sample", type=float, default=0.0, help="seconds per sample")
     parser.add_argument("--noise", type=float, default=0.0, help="gradient noise to report")
+    parser.add_argument("--replan-every", type=int, default=0, help="runtime.replan_batch")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     per_step, batch, local = args.sleep, 0, 0
     if args.elastic:
-        plan = runtime.batch_plan()
-        compute = args.sleep + args.per_sample * plan.per_rank_batch
-        per_step = compute * plan.accumulation + (args.sync if plan.world_size > 1 else 0.0)
-        batch, local = plan.global_batch, plan.per_rank_batch * plan.accumulation
-        if rank == 0:
-            print(
-                f"plan: {plan.world_size} ranks x {plan.per_rank_batch} x {plan.accumulation} = "
-                f"{plan.global_batch}, lr x{plan.lr_factor:.4f}",
-                flush=True,
-            )
+        per_step, batch, local = timing(runtime.batch_plan(), args, rank, "plan")
     attempt = os.environ.get("HPCLAUNCH_ATTEMPT", "0")
     ckpt = runtime.resume_point()
     start = ckpt.step if ckpt else 0
@@ -70,25 +95,15 @@ def main() -> None:
     for step in range(start + 1, args.steps + 1):
         time.sleep(per_step)
         before, cursor = cursor, cursor + batch
-        if rank != 0:
-            continue
-        with trained.open("a") as fh:
-            fh.write(f"{step}\n")
-        if batch:
-            with cursors.open("a") as fh:
-                fh.write(f"{step} {before} {cursor}\n")
-        gradient = None
-        if args.noise and local < batch:  # the norms a rank and the all-reduce would see
-            gradient = runtime.gradient_noise(
-                1.0 + args.noise / local, 1.0 + args.noise / batch, local, batch
-            )
-        runtime.report_progress(step, samples=cursor if batch else None, gradient=gradient)
-        if runtime.checkpoint_requested() and not args.ignore_requests:
-            runtime.commit_checkpoint(step, lambda d, s=step, c=cursor: save(d, s, c))
-            print(f"checkpointed at {step}", flush=True)
-            time.sleep(60)  # the sidecar requeues the job and stops us
-        elif args.every and step % args.every == 0:
-            runtime.commit_checkpoint(step, lambda d, s=step, c=cursor: save(d, s, c))
+        if rank == 0:
+            with trained.open("a") as fh:
+                fh.write(f"{step}\n")
+            if batch:
+                with cursors.open("a") as fh:
+                    fh.write(f"{step} {before} {cursor}\n")
+            report(args, step, cursor, batch, local)
+        if args.replan_every and (new := runtime.replan_batch(step, every=args.replan_every)):
+            per_step, batch, local = timing(new, args, rank, f"replan at step {step}")
     print(f"rank {rank} done", flush=True)
 
 

@@ -1,6 +1,7 @@
 """examples/elastic_train.py with ``batch: adaptive``, run by torchrun on this machine (2
-ranks, gloo): it measures the gradient's statistics each step, and the progress file the
-ledger keeps at an attempt's end holds them with its batch plan and speed."""
+ranks, gloo): it measures the gradient's statistics each step, the progress file the ledger
+keeps at an attempt's end holds them with its batch plan and speed, and its re-plans every
+10 steps (a broadcast from rank 0) record each window in the ledger."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ def test_the_example_reports_its_gradient_statistics_and_plan(tmp_path: Path) ->
         env.pop(name, None)
     argv = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(EXAMPLE)]
     argv += ["--steps", "20", "--sleep", "0", "--every", "100", "--log-dir", str(tmp_path)]
+    argv += ["--replan-every", "10"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     progress = json.loads((tmp_path / "control" / "progress.json").read_text())
@@ -68,3 +70,7 @@ def test_the_example_reports_its_gradient_statistics_and_plan(tmp_path: Path) ->
     # 20 steps of 2 ranks x 8 samples, at weights that move little: the estimate's mean
     # is within a quarter of the true per-sample variance at the start (21.1 against 21.8).
     assert progress["grad_var"] == pytest.approx(_true_variance(), rel=0.25)
+    ledger = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    windows = [e for e in ledger if e["event"] == "batch_measured"]
+    assert [(e["step"], e["world_size"]) for e in windows] == [(10, 2), (20, 2)]
+    assert all(e["grad_var"] > 0 and e["samples_per_s"] > 0 for e in windows)

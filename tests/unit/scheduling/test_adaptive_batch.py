@@ -237,7 +237,10 @@ def test_a_replan_within_an_attempt_records_its_batch_and_chooses_from_it(
     assert runtime.batch_plan().global_batch == new.global_batch  # the attempt's plan now
     (measured,) = [e for e in ledger_events(tmp_path) if e["event"] == "batch_measured"]
     assert (measured["attempt"], measured["step"], measured["per_rank_batch"]) == (2, 200, 8)
-    assert (measured["samples_per_s"], measured["grad_var"]) == (pytest.approx(200 / 3, rel=1e-3), 400.0)
+    assert (measured["samples_per_s"], measured["grad_var"]) == (
+        pytest.approx(200 / 3, rel=1e-3),
+        400.0,
+    )
     assert control.measurement_window() == {}  # the new batch measures from scratch
     assert runtime.replan_batch(300, every=100) is None  # nothing new measured: unchanged
 
