@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from hpclaunch.scheduling.las import QUANTUM
 from hpclaunch.scheduling.placement import best_fit
 from hpclaunch.scheduling.victims import (
     MIN_RUN,
@@ -102,6 +103,10 @@ class Policy:
     #: next arrivals (TE jobs then seldom need a preemption: 1/16 measured best of 0,
     #: 8, 16 and 32 GPUs on the 256-GPU synthetic workload, docs/simulator.md).
     headroom = 1 / 16
+    #: The engine's pass is :func:`hpclaunch.scheduling.las.plan` instead of the queue
+    #: walk (order, backfill, victims): ``ours-las``.
+    las = False
+    quantum = QUANTUM  # the first level's GPU-seconds (las.level)
 
     def victims(
         self, request: Request, candidates: Sequence[Candidate], free: Sequence[int]
@@ -225,10 +230,25 @@ class OursElastic(Ours):
     elastic = True
 
 
+class OursLas(Policy):
+    """The live arbiter's ``--policy las`` on the TE/BE workload: least attained service
+    within each class (TE before BE), elastic BE jobs shrunk before anyone waits and grown
+    into idle GPUs, all by :func:`hpclaunch.scheduling.las.plan` (the measured
+    simulator's ``elastic`` policy too)."""
+
+    name = "ours-las"
+    preempts = True
+    elastic = True
+    las = True
+
+    def __init__(self, quantum: float = QUANTUM) -> None:
+        self.quantum = quantum
+
+
 #: Registry: name -> class (constructed with a seed for ``random``).
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (Fifo, FifoBackfill, Policy, SlurmNative, RandomVictim, Ours, OursElastic)
+    for cls in (Fifo, FifoBackfill, Policy, SlurmNative, RandomVictim, Ours, OursElastic, OursLas)
 }
 
 
