@@ -77,7 +77,9 @@ def simulate_command(
 
     Policies: fifo, fifo-backfill, priority (no preemption), slurm-native (preempt/qos,
     REQUEUE), random (random victims), ours; and, when named, ours-elastic (BE jobs that
-    do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs).
+    do not fit start at a half or a quarter of their GPUs, and grow into idle GPUs) and
+    ours-las (the arbiter's --policy las: least attained service, TE before BE, elastic
+    jobs shrunk before anyone waits and grown into idle GPUs).
 
     With --workload pollux-osdi21: the average job completion time of each of the 8
     workloads under tiresias, elastic-fixed and elastic-adaptive (or the --policy runs:

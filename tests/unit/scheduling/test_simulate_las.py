@@ -59,14 +59,6 @@ def test_a_te_job_goes_first_and_takes_its_gpus_from_be() -> None:
     assert done[1].finish == 500
 
 
-def test_a_job_waiting_out_its_requeue_delay_keeps_its_gpus_from_a_growth() -> None:
-    """Job 1 is shrunk at t=400 for job 2; in its requeue delay its 4 GPUs are not idle
-    to the plan: job 2 is not grown into them (it would be stopped again at once)."""
-    jobs = [elastic(0, 0, 3000), elastic(2, 400, 3000)]
-    done = run(jobs)
-    assert done[2].preemptions <= 1, done[2]
-
-
 def test_on_a_128_gpu_workload_be_jobs_finish_sooner_than_with_ours_elastic() -> None:
     # One seed of 1,500 jobs on 16 nodes; on 256 GPUs x 5,000 jobs x 10 seeds: BE p95
     # 3.55 against 5.10, p99 4.39 against 8.03 (docs/simulator.md).
@@ -74,6 +66,12 @@ def test_on_a_128_gpu_workload_be_jobs_finish_sooner_than_with_ours_elastic() ->
     jobs = generate(params, seed=1)
     config = SimConfig(nodes=16, gpus_per_node=8)
     elastic_ = run_metrics(simulate(copy_jobs(jobs), make_policy("ours-elastic"), config))
-    mine = run_metrics(simulate(copy_jobs(jobs), make_policy("ours-las"), config))
+    result = simulate(copy_jobs(jobs), make_policy("ours-las"), config)
+    mine = run_metrics(result)
     assert mine["be_slowdown_p95"] < 0.9 * elastic_["be_slowdown_p95"], (mine, elastic_)
     assert mine["te_slowdown_p95"] <= elastic_["te_slowdown_p95"] * 1.05, (mine, elastic_)
+    # Jobs waiting out their requeue delay contend for the GPUs they gave back: left out,
+    # 920 preemptions and 1,622 resizes here (they looked idle, went to a growth, and were
+    # taken back at the job's return); with them, 67 and 315.
+    assert result.preemptions < 150, result.preemptions
+    assert result.extra["resizes"] < 500, result.extra
