@@ -18,10 +18,10 @@ At a re-plan rank 0 records what the batch it ran since the last choice measured
 ``batch_measured`` line in the ledger: the shape, samples per second and gradient
 statistics of ``report_progress``), chooses from every measurement the job has, and gives
 the plan to the other ranks: a broadcast with torch.distributed, else a file in the control
-directory they wait for. Choose ``every`` so that a re-plan comes every minute or two: the
-simulator re-plans every 2 minutes (:class:`hpclaunch.scheduling.simulate.measured.jobs.
-Elastic`, whose docstring has the figures: only at restarts, the adaptive batch did worse
-than a fixed one).
+directory they wait for. Choose ``every`` so that a re-plan comes about every minute: the
+simulator re-plans every minute (:class:`hpclaunch.scheduling.simulate.measured.jobs.
+Elastic`, whose docstring has the figures: every 2 minutes lost the gain at low load, and
+only at restarts the adaptive batch did worse than a fixed one).
 """
 
 from __future__ import annotations

@@ -45,14 +45,15 @@ class Elastic:
             every epoch, as Pollux's agent does; ``None``: only at a restart (a trainer
             that never calls it). A restart always chooses again. At load 1.0, adaptive:
             3,068 s with 0 or 1, 3,140 s with 2, 3,213 s with 5, 3,326 s with 10, 3,737 s
-            with ``None`` (fixed batch: 3,586 s; bench/RESULTS.md, 2026-12-07).
+            with ``None`` (fixed batch: 3,586 s); at load 0.5 every 2 minutes was not
+            below Tiresias (x1.012), every minute is (bench/RESULTS.md, 2026-12-07).
     """
 
     min_gpus: int = 1
     max_gpus: int = 64
     batch: str = "adaptive"
     min_interval: float = 600.0
-    replan: int | None = 2
+    replan: int | None = 1
 
 
 @dataclass(eq=False)

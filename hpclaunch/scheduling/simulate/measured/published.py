@@ -46,10 +46,9 @@ RUNS: dict[str, tuple[str, Elastic | None, bool]] = {
     "fifo-backfill": ("fifo-backfill", None, False),
     "tiresias": ("tiresias", None, False),
     "elastic-fixed": ("elastic", Elastic(batch="fixed"), False),
-    # re-planned every 2 minutes within a run, as runtime.replan_batch does when called so
+    # re-planned every minute within a run, as runtime.replan_batch does when called so;
+    # and only at restarts (a trainer that never calls it)
     "elastic-adaptive": ("elastic", Elastic(batch="adaptive"), False),
-    # Pollux's agent: a new batch after every measurement; and only at restarts
-    "elastic-adaptive-continuous": ("elastic", Elastic(batch="adaptive", replan=0), False),
     "elastic-adaptive-restart": ("elastic", Elastic(batch="adaptive", replan=None), False),
     # fifo-backfill (today's `ours` on one tier) with shrink before wait, grow into idle
     "ours-elastic-fixed": ("fifo-elastic", Elastic(batch="fixed"), False),
