@@ -21,6 +21,8 @@
 * ``fifo-elastic``: ``fifo-backfill`` with shrink before wait and growth into idle GPUs
   (:mod:`.fifo_elastic`).
 * ``ones``: an evolutionary search over the next round's sizes, after ONES (:mod:`.ones`).
+* ``optimus``: Optimus as the Pollux artifact ran it, with its oracle: a reference that
+  checks the elastic path against the artifact's published results (:mod:`.optimus`).
 
 GPUs are placed on the nodes with the most free GPUs first (lowest index among equals).
 """
@@ -37,6 +39,7 @@ from hpclaunch.scheduling.simulate.measured.engine import Policy, RoundsConfig
 from hpclaunch.scheduling.simulate.measured.fifo_elastic import FifoElastic
 from hpclaunch.scheduling.simulate.measured.jobs import Elastic, WorkJob
 from hpclaunch.scheduling.simulate.measured.ones import Ones
+from hpclaunch.scheduling.simulate.measured.optimus import Optimus
 
 __all__ = ["POLICIES", "TIRESIAS_THRESHOLD", "Tiresias"]
 
@@ -170,4 +173,5 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "elastic": _ElasticLAS,
     "fifo-elastic": FifoElastic,
     "ones": Ones,
+    "optimus": Optimus,
 }

@@ -56,9 +56,12 @@ RUNS: dict[str, tuple[str, Elastic | None, bool]] = {
     "ones": ("ones", Elastic(batch="adaptive"), False),
     "elastic-fixed-oracle": ("elastic", Elastic(batch="fixed"), True),
     "elastic-adaptive-oracle": ("elastic", Elastic(batch="adaptive"), True),
+    # the artifact's Optimus + Oracle, to check the elastic path against its results
+    "optimus-oracle": ("optimus", Elastic(batch="fixed", min_interval=0.0), True),
 }
-#: Our run -> the artifact's result it reproduces (the gate).
-GATED = {"tiresias": "tiresias"}
+#: Our run -> the artifact's result it reproduces: the gate (Tiresias), and the check of
+#: the elastic path (Optimus with its oracle: sizes that change every round).
+GATED = {"tiresias": "tiresias", "optimus-oracle": "optimus"}
 
 
 @cache
@@ -103,6 +106,7 @@ class Gate:
     mean: float
     per_workload: tuple[float, ...]
     theirs: float
+    name: str = "Tiresias"
 
     @property
     def met(self) -> bool:
@@ -111,8 +115,9 @@ class Gate:
     def line(self) -> str:
         worst = max(self.per_workload, key=abs)
         verdict = "MET" if self.met else "NOT MET"
+        what = "fidelity gate" if self.name == "Tiresias" else "elastic path check"
         return (
-            f"fidelity gate: our Tiresias {100 * self.mean:+.1f} % against the artifact's "
+            f"{what}: our {self.name} {100 * self.mean:+.1f} % against the artifact's "
             f"{self.theirs:,.0f} s (mean), worst workload {100 * worst:+.1f} %: {verdict} "
             "(+-10 % mean, +-20 % each)"
         )
@@ -123,7 +128,8 @@ def gate(ours: Sequence[float], load: float, policy: str = "tiresias") -> Gate:
     ``policy`` at ``load``."""
     theirs = published(policy, load)
     per = tuple(o / t - 1 for o, t in zip(ours, theirs, strict=True))
-    return Gate(fmean(ours) / fmean(theirs) - 1, per, fmean(theirs))
+    name = {"tiresias": "Tiresias", "optimus": "Optimus + Oracle"}.get(policy, policy)
+    return Gate(fmean(ours) / fmean(theirs) - 1, per, fmean(theirs), name)
 
 
 def ratio(ours: Sequence[float], base: Sequence[float]) -> Summary:
@@ -157,9 +163,14 @@ class LoadResult:
             if r is not None:
                 line += f"  x{r.mean:.3f} +- {r.ci95:.3f} of our tiresias"
             lines.append(line)
-        if self.gate is not None:
-            lines.append("  " + self.gate.line())
+        lines += ["  " + check.line() for check in self.checks()]
         return "\n".join(lines)
+
+    def checks(self) -> list[Gate]:
+        """Each run of :data:`GATED` present, against the artifact's (the gate first)."""
+        return [
+            gate(self.runs[r], self.load, theirs) for r, theirs in GATED.items() if r in self.runs
+        ]
 
     def as_json(self) -> dict[str, object]:
         out: dict[str, object] = {"load": self.load}
@@ -173,6 +184,7 @@ class LoadResult:
         g = self.gate
         if g is not None:
             out["fidelity"] = {"mean": g.mean, "per_workload": list(g.per_workload), "met": g.met}
+        out["checks"] = {c.name: {"mean": c.mean, "met": c.met} for c in self.checks()}
         return out
 
 
