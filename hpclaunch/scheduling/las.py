@@ -1,7 +1,9 @@
 """Who holds how many GPUs next: least attained service, elastic jobs shrunk before anyone
-waits and grown into GPUs left idle. One pure function, :func:`plan`, that the simulator's
-``elastic`` policy runs every round (:mod:`hpclaunch.scheduling.simulate.measured.policies`)
-and the live arbiter applies to the cluster.
+waits and grown into GPUs left idle. One pure function, :func:`plan`, that both simulators
+run (the measured engine's ``elastic`` policy every round,
+:mod:`hpclaunch.scheduling.simulate.measured.policies`; the TE/BE event engine's
+``ours-las`` at every scheduling pass, :mod:`hpclaunch.scheduling.simulate.engine`) and
+the live arbiter applies to the cluster (``hpclaunch arbiter --policy las``).
 
 It sees what a live scheduler sees and nothing more: each job's sizes, what it holds, the
 GPU time it has held (its attained service), its tier, and a predicted speed-up between

@@ -13,6 +13,7 @@ from hpclaunch.scheduling.arbiter import las_pass
 from hpclaunch.scheduling.arbiter.decide import InFlight, Roles, Snapshot
 from hpclaunch.scheduling.arbiter.las_pass import contender_of, decide_las
 from hpclaunch.scheduling.arbiter.progress import JobProgress
+from hpclaunch.scheduling.simulate import engine
 from hpclaunch.scheduling.simulate.measured import policies
 from hpclaunch.scheduling.throughput import Shape
 from hpclaunch.slurm.cluster import ClusterJob, NodeGpus
@@ -61,6 +62,7 @@ def _elastic(nodes: tuple[int, ...], **kw: object) -> JobProgress:
 def test_simulator_and_arbiter_run_the_same_plan() -> None:
     assert policies.plan is las.plan
     assert las_pass.plan is las.plan
+    assert engine.las is las  # the TE/BE engine's ours-las (test_simulate_las.py: it calls it)
 
 
 def test_a_newcomer_shrinks_the_job_that_held_most_and_starts() -> None:
