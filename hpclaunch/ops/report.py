@@ -117,6 +117,8 @@ def _progress(ledger: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
                     "step": event.get("last_step"),
                     "world_size": event.get("world_size"),
                     "samples_per_s": event.get("samples_per_s"),
+                    "global_batch": event.get("global_batch"),
+                    "lr_factor": event.get("lr_factor"),
                     "size": f"{event.get('world_size')} ranks" if event.get("world_size") else None,
                 }
             )

@@ -119,9 +119,11 @@ class JobReport:
 
     def throughput(self) -> list[str]:
         """Each attempt's samples per second at its world size (``attempt 1: 4 ranks, 230
-        samples/s``), where the trainer reported samples."""
+        samples/s``), where the trainer reported samples; with the global batch it ended
+        with where its batch plan says (``, batch 70, lr x3.87``)."""
         return [
             f"attempt {p['attempt']}: {p['world_size']} ranks, {p['samples_per_s']:g} samples/s"
+            + _batch(p)
             for p in self.progress
             if p.get("samples_per_s") is not None and p.get("world_size") is not None
         ]
@@ -315,3 +317,10 @@ def advise(attempts: Sequence[AttemptSummary], gpus: Sequence[GpuStats]) -> list
             "(checkpoint.every), or answer the checkpoint request (hpclaunch.runtime)"
         )
     return advice
+
+
+def _batch(point: Mapping[str, Any]) -> str:
+    batch, lr = point.get("global_batch"), point.get("lr_factor")
+    if not isinstance(batch, int):
+        return ""
+    return f", batch {batch}" + (f", lr x{lr:.3g}" if isinstance(lr, (int, float)) else "")

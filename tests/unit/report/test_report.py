@@ -406,7 +406,8 @@ def test_an_elastic_jobs_report_shows_each_attempts_size_steps_and_throughput() 
          "world_size": 2, "samples_per_s": 120.0, "reason": "resized"},
         {"event": "attempt_start", "attempt": 1, "time": t0 + 70, "progress_step": 30},
         {"event": "attempt_end", "attempt": 1, "time": t0 + 130, "last_step": 90,
-         "world_size": 4, "samples_per_s": 230.5, "reason": "success"},
+         "world_size": 4, "samples_per_s": 230.5, "reason": "success",
+         "global_batch": 70, "lr_factor": 3.87234},  # batch: adaptive
     ]  # fmt: skip
     summaries = summarise_attempts(attempts, ledger)
     assert [a.size for a in summaries] == ["1 node x 2 GPUs", "2 nodes x 2 GPUs"]
@@ -414,7 +415,8 @@ def test_an_elastic_jobs_report_shows_each_attempts_size_steps_and_throughput() 
                        None, None, (), progress=_progress(ledger))  # fmt: skip
     text = "\n".join(report.lines())
     assert (
-        "throughput: attempt 0: 2 ranks, 120 samples/s; attempt 1: 4 ranks, 230.5 samples/s" in text
+        "throughput: attempt 0: 2 ranks, 120 samples/s; "
+        "attempt 1: 4 ranks, 230.5 samples/s, batch 70, lr x3.87" in text
     )
     page = report.html(now=t0 + 200)
     assert "on 1 node x 2 GPUs" in page
