@@ -63,7 +63,7 @@ def test_the_elastic_path_reproduces_the_artifacts_optimus_with_its_oracle(
 ) -> None:
     """Sizes that change every round (restarts, placement) against the artifact's own
     Optimus + Oracle: workload 3 at load 1.0, within 5 % (3,826 s against 3,944 s; all 8
-    in bench/elastic_sim.py: 5,719 s against 5,682 s, +0.7 %, 2026-12-07), about 4 s
+    in bench/elastic_sim.py: 5,719 s against 5,682 s, +0.6 %, 2026-12-07), about 4 s
     each. Without its marginal gain (a GPU each: 8,884 s; the first jobs grow: 3,413 s)
     the check fails."""
     ours = simulate_rounds(

@@ -150,8 +150,11 @@ class LoadResult:
         return None if ours is None else gate(ours, self.load)
 
     def ratio(self, run: str) -> Summary | None:
+        """``run`` over our Tiresias (``None``: either was not run)."""
         base = self.runs.get("tiresias")
-        return None if base is None or run == "tiresias" else ratio(self.runs[run], base)
+        if base is None or run == "tiresias" or run not in self.runs:
+            return None
+        return ratio(self.runs[run], base)
 
     def table(self) -> str:
         lines = [f"load {self.load:.1f}: average JCT (s), workloads 1-8, mean +- 95 % CI"]
