@@ -10,8 +10,9 @@ and the run over our Tiresias, paired workload by workload (the one ratio used
 everywhere). The baseline, measured in the same run: our own Tiresias, held to the
 **fidelity gate** against the artifact's Tiresias (+-10 % mean, +-20 % each workload):
 the bench exits 1 when the gate is not met at a load, or the elastic path's check (our
-Optimus + Oracle against the artifact's, the run ``optimus-oracle``). The goals of issue 49
-are printed MET / NOT MET. Record the figures in bench/RESULTS.md and docs/simulator.md with the date.
+Optimus + Oracle against the artifact's, the run ``optimus-oracle``). The goals of issue
+49 are printed MET / NOT MET. Record the figures in bench/RESULTS.md and
+docs/simulator.md with the date.
 """
 
 from __future__ import annotations

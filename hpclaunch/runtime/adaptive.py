@@ -71,6 +71,7 @@ def _choose_on_rank0(block: dict[str, object], step: int) -> str:
     window = control.measurement_window()
     if window:
         Ledger(job_dir(), control.attempt()).append("batch_measured", step=int(step), **window)
+        control.new_measurement_window()  # each line its own window, not a running total
     world = _dist.world_size()
     plan = elastic.adaptive_plan(block, world)
     return json.dumps(asdict(plan))

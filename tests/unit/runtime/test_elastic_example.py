@@ -58,19 +58,23 @@ def test_the_example_reports_its_gradient_statistics_and_plan(tmp_path: Path) ->
     for name in ("HPCLAUNCH_CONTROL_DIR", "HPCLAUNCH_CHECKPOINT_DIR", "RANK", "WORLD_SIZE"):
         env.pop(name, None)
     argv = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", str(EXAMPLE)]
-    argv += ["--steps", "20", "--sleep", "0", "--every", "100", "--log-dir", str(tmp_path)]
+    argv += ["--steps", "25", "--sleep", "0", "--every", "100", "--log-dir", str(tmp_path)]
     argv += ["--replan-every", "10"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     progress = json.loads((tmp_path / "control" / "progress.json").read_text())
     assert progress["world_size"] == 2
     assert (progress["per_rank_batch"], progress["accumulation"]) == (4, 2)
-    assert progress["samples"] == 20 * 16
-    assert progress["grad_sqr"] > 0
-    # 20 steps of 2 ranks x 8 samples, at weights that move little: the estimate's mean
-    # is within a quarter of the true per-sample variance at the start (21.1 against 21.8).
-    assert progress["grad_var"] == pytest.approx(_true_variance(), rel=0.25)
+    assert progress["samples"] == 25 * 16
+    assert {"grad_sqr", "grad_var"} <= set(progress)  # the last window's (steps 21-25)
     ledger = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     windows = [e for e in ledger if e["event"] == "batch_measured"]
     assert [(e["step"], e["world_size"]) for e in windows] == [(10, 2), (20, 2)]
-    assert all(e["grad_var"] > 0 and e["samples_per_s"] > 0 for e in windows)
+    # Each window of 10 steps of 2 ranks x 8 samples, at weights that move little: its mean
+    # estimate is within a quarter of the true per-sample variance at the start (22.2 and
+    # 20.1 against 21.8). (The squared norm is the noisier estimate: 5 steps once gave -0.06.)
+    truth = _true_variance()
+    for window in windows:
+        assert window["grad_var"] == pytest.approx(truth, rel=0.25)
+        assert window["grad_sqr"] > 0
+        assert window["samples_per_s"] > 0
