@@ -42,7 +42,7 @@ from hpclaunch.runtime._paths import (
     job_dir,
     local_run_dir,
 )
-from hpclaunch.runtime.elastic import current_plan
+from hpclaunch.runtime.elastic import BatchPlan, current_plan
 from hpclaunch.runtime.tracking import log_metrics
 from hpclaunch.runtime.trial import report_trial
 from hpclaunch.supervise.ledger import Ledger
@@ -297,9 +297,7 @@ def report_progress(
     if samples is not None:
         _PROGRESS.sample_fields = _sample_fields(samples, now)
     data |= _PROGRESS.sample_fields  # a report without samples (a commit's) keeps them
-    sqr, var, count = _PROGRESS.gradient
-    if count:
-        data |= {"grad_sqr": sqr / count, "grad_var": var / count}
+    data |= _gradient_fields()
     write_json_atomic(control_dir() / jobdir.PROGRESS, data)
     _PROGRESS.written_at, _PROGRESS.step = now, step
 
@@ -311,18 +309,25 @@ def measurement_window() -> dict[str, Any]:
     plan, first, last = current_plan(), _PROGRESS.first, _PROGRESS.last
     if plan is None or first is None or last is None or last[0] <= first[0]:
         return {}
-    out: dict[str, Any] = {
-        "world_size": _dist.world_size(),
-        "samples_per_s": round((last[1] - first[1]) / (last[0] - first[0]), 3),
+    speed = round((last[1] - first[1]) / (last[0] - first[0]), 3)
+    out = {"world_size": _dist.world_size(), "samples_per_s": speed}
+    return out | _plan_fields(plan) | _gradient_fields()
+
+
+def _plan_fields(plan: BatchPlan) -> dict[str, Any]:
+    """A batch plan as the progress file and the ledger keep it."""
+    return {
         "per_rank_batch": plan.per_rank_batch,
         "accumulation": plan.accumulation,
         "global_batch": plan.global_batch,
         "lr_factor": round(plan.lr_factor, 6),
     }
+
+
+def _gradient_fields() -> dict[str, float]:
+    """The mean of the gradient statistics reported in this window (``{}``: none)."""
     sqr, var, count = _PROGRESS.gradient
-    if count:
-        out |= {"grad_sqr": sqr / count, "grad_var": var / count}
-    return out
+    return {"grad_sqr": sqr / count, "grad_var": var / count} if count else {}
 
 
 def new_measurement_window() -> None:
@@ -341,14 +346,7 @@ def _sample_fields(samples: int, now: float) -> dict[str, Any]:
     if since > 0:
         out["samples_per_s"] = round(done / since, 3)
     plan = current_plan()
-    if plan is not None:
-        out |= {
-            "per_rank_batch": plan.per_rank_batch,
-            "accumulation": plan.accumulation,
-            "global_batch": plan.global_batch,
-            "lr_factor": round(plan.lr_factor, 6),
-        }
-    return out
+    return out if plan is None else out | _plan_fields(plan)
 
 
 def _flush_progress() -> None:

@@ -29,10 +29,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from hpclaunch.jobspec.batchplan import BatchPlan, plan_batch
-from hpclaunch.scheduling.throughput import Shape, Throughput, best_shape, efficiency, goodput
+from hpclaunch.scheduling.throughput import (
+    Params,
+    Shape,
+    Throughput,
+    best_shape,
+    efficiency,
+    goodput,
+)
 
 __all__ = ["MAX_ACCUMULATION", "Adaptive", "Measured", "measured_in"]
 
@@ -100,10 +108,13 @@ class Adaptive:
     def plan(self, world: int, nodes: int) -> BatchPlan:
         """The plan at ``world`` ranks on ``nodes`` (see the module docstring)."""
         chosen = self._choice(world, nodes)
-        if chosen is None:
-            fixed = self._fixed(world)
-            return BatchPlan(
-                world, fixed.per_rank_batch, fixed.accumulation, self.global_batch, 1.0, "adaptive"
+        if chosen is None:  # nothing learned yet: fixed's split of the global batch
+            return plan_batch(
+                global_batch=self.global_batch,
+                max_batch_per_gpu=self.max_batch_per_gpu,
+                policy="adaptive",
+                base_world=world,
+                world=world,
             )
         shape, gradient = chosen
         gain = efficiency(shape.samples, self.global_batch, *gradient)
@@ -120,20 +131,15 @@ class Adaptive:
         """Predicted progress per second at ``world`` ranks with its best plan (base steps
         per second); ``None`` before it measured a speed and its gradient."""
         chosen = self._choice(world, nodes)
-        model = self._model()
-        if chosen is None or model is None:
+        if chosen is None or self._params is None:
             return None
-        params = model.params()
-        assert params is not None
-        return goodput(params, chosen[0], self.global_batch, chosen[1])
+        return goodput(self._params, chosen[0], self.global_batch, chosen[1])
 
     def _choice(self, world: int, nodes: int) -> tuple[Shape, tuple[float, float]] | None:
         gradient = next((m.gradient for m in reversed(self.measured) if m.gradient), None)
-        model = self._model()
-        if gradient is None or model is None:
+        params = self._params
+        if gradient is None or params is None:
             return None
-        params = model.params()
-        assert params is not None
         at_base = (gradient[0], gradient[1] / self.global_batch)  # the variance of a base batch
         options = self._options(world, nodes)
         if not options:
@@ -141,13 +147,14 @@ class Adaptive:
         shapes = tuple(m.shape for m in self.measured)
         return best_shape(params, options, self.global_batch, at_base, shapes), at_base
 
-    def _model(self) -> Throughput | None:
-        if not self.measured:
-            return None
+    @cached_property
+    def _params(self) -> Params | None:
+        """The step-time model fitted to every measurement, once (the arbiter asks for
+        the goodput at several sizes per pass)."""
         model = Throughput()
         for m in self.measured:
             model.measure(m.shape, m.step_seconds)
-        return model
+        return model.params()
 
     def _options(self, world: int, nodes: int) -> list[Shape]:
         """Every per-rank batch and accumulation whose global batch lies within the limits,
@@ -161,12 +168,3 @@ class Adaptive:
                 if total >= self.global_batch:
                     out.append(Shape(world, nodes, per_rank, accumulation - 1))
         return out
-
-    def _fixed(self, world: int) -> BatchPlan:
-        return plan_batch(
-            global_batch=self.global_batch,
-            max_batch_per_gpu=self.max_batch_per_gpu,
-            policy="fixed",
-            base_world=world,
-            world=world,
-        )
